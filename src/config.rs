@@ -1,0 +1,263 @@
+//! Client configuration, named after Redisson's `Config` (snake case, same defaults).
+
+use std::{fmt, sync::Arc, time::Duration};
+
+use crate::error::{Error, Result};
+
+/// Maps user-facing lock names to raw Redis names (Redisson's `NameMapper`).
+///
+/// Every key and channel is derived from the mapped name, as in Redisson, so a Java client with
+/// the same mapper sees the same keys.
+pub trait NameMapper: Send + Sync + 'static {
+    /// User name → raw Redis name.
+    fn map(&self, name: &str) -> String;
+    /// Raw Redis name → user name.
+    fn unmap(&self, raw: &str) -> String;
+}
+
+/// A [`NameMapper`] that puts a fixed prefix in front of every name.
+#[derive(Debug, Clone)]
+pub struct PrefixNameMapper {
+    prefix: String,
+}
+
+impl PrefixNameMapper {
+    /// Creates a mapper that turns `name` into `prefix + name`.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Self {
+            prefix: prefix.into(),
+        }
+    }
+}
+
+impl NameMapper for PrefixNameMapper {
+    fn map(&self, name: &str) -> String {
+        format!("{}{}", self.prefix, name)
+    }
+    fn unmap(&self, raw: &str) -> String {
+        raw.strip_prefix(&self.prefix).unwrap_or(raw).to_owned()
+    }
+}
+
+/// Configuration of a [`Client`](crate::Client).
+///
+/// | Redisson `Config` | here | default |
+/// |---|---|---|
+/// | `lockWatchdogTimeout` | [`lock_watchdog_timeout`](Self::lock_watchdog_timeout) | 30 s |
+/// | `lockWatchdogBatchSize` | [`lock_watchdog_batch_size`](Self::lock_watchdog_batch_size) | 100 |
+/// | (none: Redisson renews forever) | [`max_renewals`](Self::max_renewals) | unlimited |
+/// | `nameMapper` | [`name_mapper`](Self::name_mapper) / [`key_prefix`](Self::key_prefix) | identity |
+/// | `timeout` | [`timeout`](Self::timeout) | 3 s |
+/// | `connectTimeout` | [`connect_timeout`](Self::connect_timeout) | 10 s |
+/// | `subscriptionTimeout` | [`subscription_timeout`](Self::subscription_timeout) | 7.5 s |
+/// | `retryAttempts` | [`retry_attempts`](Self::retry_attempts) | 4 |
+/// | `retryDelay` | [`retry_delay`](Self::retry_delay) | 1 s |
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_lock::Config;
+///
+/// let config = Config::default()
+///     .lock_watchdog_timeout(Duration::from_secs(10))
+///     .key_prefix("app1:");
+/// assert_eq!(config.watchdog_timeout(), Duration::from_secs(10));
+/// ```
+#[derive(Clone)]
+pub struct Config {
+    pub(crate) lock_watchdog_timeout: Duration,
+    pub(crate) lock_watchdog_batch_size: usize,
+    pub(crate) max_renewals: Option<u64>,
+    pub(crate) name_mapper: Option<Arc<dyn NameMapper>>,
+    pub(crate) timeout: Duration,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) subscription_timeout: Duration,
+    pub(crate) retry_attempts: u32,
+    pub(crate) retry_delay: Duration,
+    pub(crate) reconnect_max_delay: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            lock_watchdog_timeout: Duration::from_secs(30),
+            lock_watchdog_batch_size: 100,
+            max_renewals: None,
+            name_mapper: None,
+            timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_secs(10),
+            subscription_timeout: Duration::from_millis(7500),
+            retry_attempts: 4,
+            retry_delay: Duration::from_secs(1),
+            reconnect_max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("lock_watchdog_timeout", &self.lock_watchdog_timeout)
+            .field("lock_watchdog_batch_size", &self.lock_watchdog_batch_size)
+            .field("max_renewals", &self.max_renewals)
+            .field("name_mapper", &self.name_mapper.is_some())
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("subscription_timeout", &self.subscription_timeout)
+            .field("retry_attempts", &self.retry_attempts)
+            .field("retry_delay", &self.retry_delay)
+            .finish()
+    }
+}
+
+impl Config {
+    /// Same as `Config::default()`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// TTL of a lock taken without a lease; the watchdog renews it every timeout/3.
+    pub fn lock_watchdog_timeout(mut self, timeout: Duration) -> Self {
+        self.lock_watchdog_timeout = timeout;
+        self
+    }
+
+    /// How many locks one renewal script call renews.
+    pub fn lock_watchdog_batch_size(mut self, size: usize) -> Self {
+        self.lock_watchdog_batch_size = size;
+        self
+    }
+
+    /// Stop renewing a lock after this many renewals (it then expires one watchdog timeout later
+    /// and its guard reports it lost). `None`, the default, renews without limit like Redisson.
+    pub fn max_renewals(mut self, max: Option<u64>) -> Self {
+        self.max_renewals = max;
+        self
+    }
+
+    /// Maps every user-facing lock name to its raw Redis name.
+    pub fn name_mapper(mut self, mapper: impl NameMapper) -> Self {
+        self.name_mapper = Some(Arc::new(mapper));
+        self
+    }
+
+    /// Shorthand for a [`PrefixNameMapper`].
+    pub fn key_prefix(self, prefix: impl Into<String>) -> Self {
+        self.name_mapper(PrefixNameMapper::new(prefix))
+    }
+
+    /// Response timeout of every Redis command (Redisson `timeout`).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Timeout of establishing a connection.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a waiter may take to subscribe to a lock's channel before `lock()` fails.
+    pub fn subscription_timeout(mut self, timeout: Duration) -> Self {
+        self.subscription_timeout = timeout;
+        self
+    }
+
+    /// How often an unlock whose reply was lost is retried (made idempotent by its unlock latch).
+    pub fn retry_attempts(mut self, attempts: u32) -> Self {
+        self.retry_attempts = attempts;
+        self
+    }
+
+    /// Delay between such retries.
+    pub fn retry_delay(mut self, delay: Duration) -> Self {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// The configured watchdog timeout.
+    pub fn watchdog_timeout(&self) -> Duration {
+        self.lock_watchdog_timeout
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let wd = self.lock_watchdog_timeout.as_millis();
+        if !(3..=MAX_MILLIS as u128).contains(&wd) {
+            return Err(Error::InvalidArgument(format!(
+                "lock_watchdog_timeout must be between 3 ms and {MAX_MILLIS} ms, got {wd} ms"
+            )));
+        }
+        if self.lock_watchdog_batch_size == 0 {
+            return Err(Error::InvalidArgument(
+                "lock_watchdog_batch_size must be at least 1".into(),
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(Error::InvalidArgument("timeout must be > 0".into()));
+        }
+        Ok(())
+    }
+
+    /// Latch PX of unlock requests: long enough to cover every retry of one unlock.
+    pub(crate) fn latch_px_ms(&self) -> u64 {
+        let per_try = self.timeout + self.retry_delay;
+        let total = per_try.as_millis() as u64 * u64::from(self.retry_attempts.max(1));
+        total.max(1)
+    }
+}
+
+/// The largest lease accepted, in milliseconds. Redis rejects a `PEXPIRE` whose absolute time
+/// overflows, and Redisson's scripts are not rolled back then (a lock without TTL would remain),
+/// so longer leases are refused before anything is sent.
+pub const MAX_MILLIS: u64 = (i64::MAX / 4) as u64;
+
+/// Validates a lease and turns it into whole milliseconds for the wire.
+pub(crate) fn lease_millis(lease: Duration) -> Result<u64> {
+    let ms = lease.as_millis();
+    if ms == 0 {
+        return Err(Error::InvalidArgument(format!(
+            "lease must be at least 1 ms, got {lease:?} (use lock() without a lease for the watchdog)"
+        )));
+    }
+    if ms > u128::from(MAX_MILLIS) {
+        return Err(Error::InvalidArgument(format!(
+            "lease of {lease:?} is too large (at most {MAX_MILLIS} ms)"
+        )));
+    }
+    Ok(ms as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_redisson() {
+        let c = Config::default();
+        assert_eq!(c.lock_watchdog_timeout, Duration::from_secs(30));
+        assert_eq!(c.lock_watchdog_batch_size, 100);
+        assert_eq!(c.max_renewals, None);
+        assert_eq!(c.timeout, Duration::from_secs(3));
+        assert_eq!(c.subscription_timeout, Duration::from_millis(7500));
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn leases_are_validated() {
+        assert!(lease_millis(Duration::ZERO).is_err());
+        assert!(lease_millis(Duration::from_micros(999)).is_err());
+        assert!(lease_millis(Duration::MAX).is_err());
+        assert_eq!(lease_millis(Duration::from_secs(2)).unwrap(), 2000);
+        assert!(Config::default()
+            .lock_watchdog_timeout(Duration::ZERO)
+            .validate()
+            .is_err());
+    }
+
+    #[test]
+    fn prefix_mapper_round_trips() {
+        let m = PrefixNameMapper::new("app:");
+        assert_eq!(m.map("x"), "app:x");
+        assert_eq!(m.unmap("app:x"), "x");
+    }
+}

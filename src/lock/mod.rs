@@ -1,0 +1,44 @@
+//! The lock family. Each kind is a small description of its scripts, keys and channel
+//! ([`engine::LockKind`]); one engine waits for all of them and one guard type releases them.
+
+mod engine;
+mod guard;
+mod reentrant;
+
+pub use engine::UnlockOutcome;
+pub(crate) use engine::Wait;
+
+pub use guard::LockGuard;
+pub use reentrant::RLock;
+
+use std::time::Duration;
+
+/// Remaining time to live of a lock key (`PTTL`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ttl {
+    /// No such key: the lock is free (`-2`).
+    NotLocked,
+    /// The key has no expiry (`-1`): left by a foreign client without a TTL.
+    NoExpiry,
+    /// The key expires after this long.
+    Expires(Duration),
+}
+
+impl Ttl {
+    pub(crate) fn from_pttl(ms: i64) -> Ttl {
+        match ms {
+            -2 => Ttl::NotLocked,
+            ms if ms < 0 => Ttl::NoExpiry,
+            ms => Ttl::Expires(Duration::from_millis(ms as u64)),
+        }
+    }
+
+    /// The `PTTL` encoding: milliseconds, `-1` no expiry, `-2` no lock.
+    pub fn as_pttl(self) -> i64 {
+        match self {
+            Ttl::NotLocked => -2,
+            Ttl::NoExpiry => -1,
+            Ttl::Expires(d) => d.as_millis() as i64,
+        }
+    }
+}

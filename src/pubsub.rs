@@ -1,0 +1,350 @@
+//! The subscription registry: one subscriber connection per client, one subscription per channel
+//! shared by every local waiter (reference counted), and a semaphore latch per channel.
+//!
+//! * The first waiter on a channel asks for a subscription; the registry sends `SUBSCRIBE` and
+//!   then `PING` on the subscriber connection. fred resolves `subscribe()` before the server has
+//!   registered the channel; the `PING` reply comes after the `SUBSCRIBE` has been processed, so
+//!   waiters retry their acquisition only once the subscription really exists.
+//! * All subscribe/unsubscribe commands go through one task, in the order they were asked for, so
+//!   an `UNSUBSCRIBE` from a departing last waiter can never overtake the `SUBSCRIBE` of a new one.
+//! * A message `0` adds one permit (wakes one waiter), `1` wakes every waiter of that channel.
+//!   Permits are capped at the number of waiters, so a burst of messages cannot turn into a busy
+//!   loop. If the message stream lags (fred's broadcast channel overflowed) or the connection was
+//!   re-established, every waiter is woken once: a spurious wake costs one script call, a lost
+//!   one a whole TTL.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use fred::{
+    clients::SubscriberClient,
+    interfaces::{ClientLike, EventInterface, PubsubInterface},
+    types::Value,
+};
+use parking_lot::Mutex;
+use tokio::sync::{broadcast::error::RecvError, mpsc, watch, Semaphore};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Status {
+    Pending,
+    Ready,
+    Failed(String),
+}
+
+/// One subscribed channel and its latch.
+struct Channel {
+    name: String,
+    waiters: AtomicUsize,
+    latch: Semaphore,
+    status: watch::Sender<Status>,
+}
+
+impl Channel {
+    /// Message `0`: wake one waiter.
+    fn wake_one(&self) {
+        if self.latch.available_permits() < self.waiters.load(Ordering::Acquire) {
+            self.latch.add_permits(1);
+        }
+    }
+
+    /// Message `1`, a lagged stream or a reconnect: wake every waiter.
+    fn wake_all(&self) {
+        let waiters = self.waiters.load(Ordering::Acquire);
+        let available = self.latch.available_permits();
+        if available < waiters {
+            self.latch.add_permits(waiters - available);
+        }
+    }
+}
+
+enum Op {
+    Subscribe(Arc<Channel>),
+    Unsubscribe(String),
+    Resubscribe,
+}
+
+struct Shared {
+    sub: SubscriberClient,
+    channels: Mutex<HashMap<String, Arc<Channel>>>,
+    ops: mpsc::UnboundedSender<Op>,
+}
+
+impl Shared {
+    fn wake_everyone(&self) {
+        let all: Vec<Arc<Channel>> = self.channels.lock().values().cloned().collect();
+        for ch in all {
+            ch.wake_all();
+        }
+    }
+}
+
+/// The registry. Owned by the client; its tasks stop when the client shuts down.
+pub(crate) struct PubSub {
+    shared: Arc<Shared>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl PubSub {
+    /// Starts the registry's tasks on an initialised subscriber client.
+    pub(crate) fn start(sub: SubscriberClient) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            sub,
+            channels: Mutex::new(HashMap::new()),
+            ops: tx,
+        });
+        let tasks = vec![
+            tokio::spawn(run_ops(shared.clone(), rx)),
+            tokio::spawn(run_messages(shared.clone())),
+            tokio::spawn(run_reconnects(shared.clone())),
+        ];
+        Self { shared, tasks }
+    }
+
+    /// Joins (or creates) the shared subscription of `channel`. Dropping the returned value leaves
+    /// it; the last one out unsubscribes.
+    pub(crate) fn subscribe(&self, channel: &str) -> Subscription {
+        let mut map = self.shared.channels.lock();
+        if let Some(existing) = map.get(channel) {
+            let failed = matches!(*existing.status.borrow(), Status::Failed(_));
+            if !failed {
+                existing.waiters.fetch_add(1, Ordering::AcqRel);
+                return Subscription {
+                    shared: self.shared.clone(),
+                    channel: existing.clone(),
+                };
+            }
+        }
+        let (status, _) = watch::channel(Status::Pending);
+        let entry = Arc::new(Channel {
+            name: channel.to_owned(),
+            waiters: AtomicUsize::new(1),
+            latch: Semaphore::new(0),
+            status,
+        });
+        map.insert(channel.to_owned(), entry.clone());
+        // Sent under the map lock so the order of operations equals the order of decisions.
+        let _ = self.shared.ops.send(Op::Subscribe(entry.clone()));
+        Subscription {
+            shared: self.shared.clone(),
+            channel: entry,
+        }
+    }
+
+    /// Number of channels with local waiters (each is exactly one server subscription).
+    pub(crate) fn active_channels(&self) -> usize {
+        self.shared.channels.lock().len()
+    }
+
+    /// Number of local waiters on one channel.
+    pub(crate) fn waiters(&self, channel: &str) -> usize {
+        self.shared
+            .channels
+            .lock()
+            .get(channel)
+            .map_or(0, |c| c.waiters.load(Ordering::Acquire))
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        let _ = self.shared.sub.quit().await;
+    }
+}
+
+impl Drop for PubSub {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A waiter's share of a channel subscription.
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    channel: Arc<Channel>,
+}
+
+impl Subscription {
+    /// Waits until the server has registered the subscription (SUBSCRIBE + PING answered).
+    pub(crate) async fn ready(&self, timeout: Duration) -> Result<()> {
+        let mut rx = self.channel.status.subscribe();
+        let waited = tokio::time::timeout(timeout, async {
+            rx.wait_for(|s| *s != Status::Pending)
+                .await
+                .map(|s| s.clone())
+        })
+        .await;
+        match waited {
+            Err(_) => Err(Error::Timeout(format!(
+                "subscription to {} not established within {timeout:?}",
+                self.channel.name
+            ))),
+            Ok(Err(_)) => Err(Error::Shutdown),
+            Ok(Ok(status)) => match status {
+                Status::Ready => Ok(()),
+                Status::Failed(ref e) => Err(Error::Connection(format!(
+                    "subscription to {} failed: {e}",
+                    self.channel.name
+                ))),
+                Status::Pending => unreachable!("wait_for returned a pending status"),
+            },
+        }
+    }
+
+    /// Sleeps until a message wakes this waiter or `max` passes (`None`: no bound).
+    /// Returns `true` when woken by a message.
+    pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
+        let acquire = self.channel.latch.acquire();
+        let permit = match max {
+            Some(d) => match tokio::time::timeout(d, acquire).await {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
+            None => acquire.await,
+        };
+        match permit {
+            Ok(p) => {
+                p.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut map = self.shared.channels.lock();
+        let left = self.channel.waiters.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left == 0 {
+            let current = map
+                .get(&self.channel.name)
+                .is_some_and(|c| Arc::ptr_eq(c, &self.channel));
+            if current {
+                map.remove(&self.channel.name);
+                let _ = self
+                    .shared
+                    .ops
+                    .send(Op::Unsubscribe(self.channel.name.clone()));
+            }
+        }
+    }
+}
+
+/// Sends subscribe/unsubscribe commands in order, batching runs of the same kind.
+async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while let Ok(op) = rx.try_recv() {
+            batch.push(op);
+        }
+        let mut i = 0;
+        while i < batch.len() {
+            match &batch[i] {
+                Op::Subscribe(_) => {
+                    let mut group = Vec::new();
+                    while let Some(Op::Subscribe(ch)) = batch.get(i) {
+                        group.push(ch.clone());
+                        i += 1;
+                    }
+                    subscribe_group(&shared, &group).await;
+                }
+                Op::Unsubscribe(_) => {
+                    let mut names = Vec::new();
+                    while let Some(Op::Unsubscribe(name)) = batch.get(i) {
+                        names.push(name.clone());
+                        i += 1;
+                    }
+                    if let Err(e) = shared.sub.unsubscribe(names).await {
+                        log::warn!("UNSUBSCRIBE failed: {e}");
+                    }
+                }
+                Op::Resubscribe => {
+                    i += 1;
+                    let all: Vec<Arc<Channel>> = shared.channels.lock().values().cloned().collect();
+                    if !all.is_empty() {
+                        subscribe_group(&shared, &all).await;
+                    }
+                    shared.wake_everyone();
+                }
+            }
+        }
+    }
+}
+
+/// SUBSCRIBE then PING (the barrier), then marks the channels ready or failed.
+async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
+    let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+    let result = async {
+        shared.sub.subscribe(names).await?;
+        shared.sub.ping::<Value>(None).await?;
+        Ok::<(), fred::error::Error>(())
+    }
+    .await;
+    let status = match result {
+        Ok(()) => Status::Ready,
+        Err(e) => {
+            log::warn!("SUBSCRIBE failed: {e}");
+            Status::Failed(e.details().to_owned())
+        }
+    };
+    for ch in group {
+        ch.status.send_replace(status.clone());
+    }
+}
+
+/// Reads messages and signals latches.
+async fn run_messages(shared: Arc<Shared>) {
+    let mut rx = shared.sub.message_rx();
+    loop {
+        match rx.recv().await {
+            Ok(msg) => {
+                let channel = shared.channels.lock().get(&*msg.channel).cloned();
+                let Some(channel) = channel else { continue };
+                match message_value(&msg.value) {
+                    Some(0) => channel.wake_one(),
+                    Some(1) => channel.wake_all(),
+                    _ => log::debug!("ignoring message {:?} on {}", msg.value, channel.name),
+                }
+            }
+            Err(RecvError::Lagged(n)) => {
+                log::warn!("pub/sub reader lagged by {n} messages; waking every waiter");
+                shared.wake_everyone();
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+}
+
+fn message_value(v: &Value) -> Option<i64> {
+    match v {
+        Value::Integer(i) => Some(*i),
+        Value::String(s) => s.parse().ok(),
+        Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// After every reconnect: subscribe every live channel again and wake every waiter.
+async fn run_reconnects(shared: Arc<Shared>) {
+    let mut rx = shared.sub.reconnect_rx();
+    loop {
+        match rx.recv().await {
+            Ok(_) | Err(RecvError::Lagged(_)) => {
+                let _ = shared.ops.send(Op::Resubscribe);
+            }
+            Err(RecvError::Closed) => break,
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Raw Redis state and published messages after every RLock operation match the protocol spec
+//! (§4), and a simulated Java holder (raw commands) interoperates with the crate.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Admin, Recorder, RedisServer};
+use fred::{interfaces::KeysInterface, types::Value};
+use redisson_lock::{Client, Config, Error, Ttl, UnlockOutcome};
+
+async fn setup() -> (RedisServer, Client, Admin) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let admin = Admin::connect(&server.url()).await;
+    (server, client, admin)
+}
+
+fn channel(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+#[tokio::test]
+async fn client_id_is_a_lowercase_v4_uuid_and_fields_are_uuid_colon_owner() {
+    let (_s, client, _a) = setup().await;
+    let id = client.id();
+    let parsed = uuid::Uuid::parse_str(id).unwrap();
+    assert_eq!(parsed.get_version_num(), 4);
+    assert_eq!(id, id.to_lowercase());
+    assert_eq!(id.len(), 36);
+    let lock = client.get_lock("x");
+    assert_eq!(lock.owner_field(), format!("{id}:{}", lock.owner().id()));
+}
+
+#[tokio::test]
+async fn every_rlock_operation_leaves_the_spec_state() {
+    let (s, client, admin) = setup().await;
+    let name = "wire:rlock";
+    let mut rec = Recorder::subscribe(&s.url(), &[&channel(name)]).await;
+    let lock = client.get_lock(name);
+    let f = lock.owner_field().to_string();
+
+    // Watchdog acquisition: hash with exactly one field = 1, TTL = watchdog timeout.
+    let g1 = lock.lock().await.unwrap();
+    assert_eq!(admin.type_of(name).await, "hash");
+    assert_eq!(
+        admin.hgetall(name).await,
+        [(f.clone(), "1".to_string())].into()
+    );
+    let ttl = admin.pttl(name).await;
+    assert!((29_000..=30_000).contains(&ttl), "ttl {ttl}");
+
+    // Re-entry: count 2, TTL re-armed.
+    let g2 = lock.lock().await.unwrap();
+    assert_eq!(
+        admin.hgetall(name).await,
+        [(f.clone(), "2".to_string())].into()
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+
+    // Partial release: count 1, TTL re-armed, no message.
+    admin
+        .redis
+        .pexpire::<i64, _>(name, 5_000, None)
+        .await
+        .unwrap();
+    assert_eq!(g2.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert_eq!(
+        admin.hgetall(name).await,
+        [(f.clone(), "1".to_string())].into()
+    );
+    assert!(
+        admin.pttl(name).await > 29_000,
+        "partial release re-arms the TTL"
+    );
+    assert!(rec.drain(Duration::from_millis(200)).await.is_empty());
+
+    // Full release: key gone, exactly one message "0" on the unlock channel.
+    assert_eq!(g1.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(!admin.exists(name).await);
+    assert_eq!(admin.pttl(name).await, -2);
+    assert_eq!(
+        rec.drain(Duration::from_millis(300)).await,
+        vec![(channel(name), "0".to_string())]
+    );
+
+    // No unlock latch key lingers once the unlock has answered.
+    assert!(
+        common::eventually(Duration::from_secs(2), || async {
+            let keys: Vec<String> = admin
+                .cmd("KEYS", vec!["redisson_unlock_latch:*".into()])
+                .await
+                .unwrap()
+                .into_array()
+                .into_iter()
+                .filter_map(|v| v.as_string())
+                .collect();
+            keys.is_empty()
+        })
+        .await
+    );
+}
+
+#[tokio::test]
+async fn leased_lock_ttl_and_partial_release_rearm_to_the_lease() {
+    // Redisson testRemainTimeToLive2 / testRemainTimeToLive.
+    let (_s, client, admin) = setup().await;
+    let name = "wire:leased";
+    let lock = client.get_lock(name);
+    let lease = Duration::from_secs(10);
+    let a = lock.lock_with_lease(lease).await.unwrap();
+    let b = lock.lock_with_lease(lease).await.unwrap();
+    let _c = lock.lock_with_lease(lease).await.unwrap();
+    admin
+        .redis
+        .pexpire::<i64, _>(name, 4_000, None)
+        .await
+        .unwrap();
+    b.unlock().await.unwrap();
+    a.unlock().await.unwrap();
+    let ttl = admin.pttl(name).await;
+    assert!((9_000..=10_000).contains(&ttl), "ttl {ttl}");
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    match lock.remaining_ttl().await.unwrap() {
+        Ttl::Expires(d) => assert!(d > Duration::from_secs(9)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(client.watchdog_len(), 0, "leased locks are never renewed");
+    drop(_c);
+    assert!(
+        common::eventually(Duration::from_secs(2), || async {
+            !admin.exists(name).await
+        })
+        .await
+    );
+    assert_eq!(lock.remaining_ttl().await.unwrap(), Ttl::NotLocked);
+}
+
+#[tokio::test]
+async fn force_unlock_deletes_and_publishes_once() {
+    let (s, client, admin) = setup().await;
+    let name = "wire:force";
+    let mut rec = Recorder::subscribe(&s.url(), &[&channel(name)]).await;
+    let holder = client.get_lock(name);
+    let g = holder.lock().await.unwrap();
+    let other = client.get_lock(name);
+    assert!(other.force_unlock().await.unwrap());
+    assert!(!admin.exists(name).await);
+    assert!(g.is_lost(), "a holder in this client is told at once");
+    assert!(!other.force_unlock().await.unwrap());
+    assert_eq!(
+        rec.drain(Duration::from_millis(300)).await,
+        vec![(channel(name), "0".to_string())]
+    );
+    assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
+}
+
+#[tokio::test]
+async fn simulated_java_holder_blocks_and_its_release_wakes_the_waiter_within_100ms() {
+    let (_s, client, admin) = setup().await;
+    let name = "wire:java";
+    let java_field = "71b96ce8-2746-4c4e-9f0a-6d1c0e3b2a55:57";
+    admin.java_hold(name, java_field, 30_000).await;
+
+    let lock = client.get_lock(name);
+    assert!(lock.try_lock().await.unwrap().is_none());
+    assert!(lock.is_locked().await.unwrap());
+    assert!(!lock.is_held_by_current().await.unwrap());
+
+    let waiter = tokio::spawn(async move {
+        let g = lock.lock().await.unwrap();
+        (Instant::now(), g)
+    });
+    // Wait until the waiter is subscribed and asleep on its latch.
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter must not get a lock held by Java"
+    );
+
+    let released = Instant::now();
+    admin.java_release(name).await;
+    let (acquired, guard) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the message, not by the 30 s TTL")
+        .unwrap();
+    let latency = acquired - released;
+    assert!(
+        latency < Duration::from_millis(100),
+        "woke after {latency:?}"
+    );
+    assert_eq!(
+        admin.hgetall(name).await,
+        [(guard.owner_field().to_string(), "1".to_string())].into()
+    );
+}
+
+#[tokio::test]
+async fn crate_release_wakes_a_raw_subscriber_like_a_java_waiter() {
+    let (s, client, _admin) = setup().await;
+    let name = "wire:to-java";
+    let mut rec = Recorder::subscribe(&s.url(), &[&channel(name)]).await;
+    let g = client.get_lock(name).lock().await.unwrap();
+    drop(g); // released in the background by the guard
+    let msgs = rec.drain(Duration::from_millis(500)).await;
+    assert_eq!(msgs, vec![(channel(name), "0".to_string())]);
+}
+
+#[tokio::test]
+async fn names_with_braces_follow_the_brace_rule() {
+    let (s, client, admin) = setup().await;
+    let name = "{test}:abc:key";
+    let chan = "redisson_lock__channel:{test}:abc:key";
+    let mut rec = Recorder::subscribe(&s.url(), &[chan]).await;
+    let g = client.get_lock(name).lock().await.unwrap();
+    assert_eq!(admin.type_of(name).await, "hash");
+    g.unlock().await.unwrap();
+    assert_eq!(
+        rec.drain(Duration::from_millis(300)).await,
+        vec![(chan.to_string(), "0".to_string())]
+    );
+}
+
+#[tokio::test]
+async fn key_prefix_maps_every_key() {
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), Config::default().key_prefix("app:"))
+        .await
+        .unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let lock = client.get_lock("orders");
+    assert_eq!(lock.name(), "orders");
+    assert_eq!(lock.raw_name(), "app:orders");
+    let _g = lock.lock().await.unwrap();
+    assert_eq!(admin.type_of("app:orders").await, "hash");
+    assert!(!admin.exists("orders").await);
+}
+
+#[tokio::test]
+async fn operations_succeed_after_script_flush() {
+    let (_s, client, admin) = setup().await;
+    let lock = client.get_lock("wire:noscript");
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    admin.cmd("SCRIPT", vec!["FLUSH".into()]).await.unwrap();
+    let g = lock.lock().await.unwrap();
+    admin.cmd("SCRIPT", vec!["FLUSH".into()]).await.unwrap();
+    assert_eq!(g.unlock().await.unwrap(), UnlockOutcome::Released);
+    admin.cmd("SCRIPT", vec!["FLUSH".into()]).await.unwrap();
+    assert!(!lock.force_unlock().await.unwrap());
+}
+
+// ---- bad inputs: a typed error and Redis unchanged ----
+
+#[tokio::test]
+async fn empty_name_is_invalid_and_sends_nothing() {
+    let (_s, client, admin) = setup().await;
+    admin.reset_stats().await;
+    let lock = client.get_lock("");
+    assert!(matches!(lock.lock().await, Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        lock.try_lock().await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        lock.unlock().await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        lock.is_locked().await,
+        Err(Error::InvalidArgument(_))
+    ));
+    assert_eq!(admin.command_calls("evalsha").await, 0);
+    let keys: Value = admin.cmd("DBSIZE", vec![]).await.unwrap();
+    assert_eq!(keys.as_i64(), Some(0));
+}
+
+#[tokio::test]
+async fn zero_tiny_and_overflowing_leases_are_rejected() {
+    let (_s, client, admin) = setup().await;
+    let name = "bad:lease";
+    let lock = client.get_lock(name);
+    for lease in [
+        Duration::ZERO,
+        Duration::from_micros(500),
+        Duration::MAX,
+        Duration::from_secs(u64::MAX / 1000),
+    ] {
+        assert!(
+            matches!(
+                lock.lock_with_lease(lease).await,
+                Err(Error::InvalidArgument(_))
+            ),
+            "{lease:?}"
+        );
+        assert!(matches!(
+            lock.try_lock_with_lease(Duration::ZERO, lease).await,
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(!admin.exists(name).await, "no lock without TTL may be left");
+    }
+    // The largest accepted lease works and leaves a TTL.
+    let g = lock
+        .lock_with_lease(Duration::from_millis(redisson_lock::MAX_MILLIS))
+        .await
+        .unwrap();
+    assert!(admin.pttl(name).await > 0);
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn wrongtype_key_is_an_error_not_an_endless_wait() {
+    let (_s, client, admin) = setup().await;
+    let name = "bad:string";
+    let _: () = admin
+        .redis
+        .set(name, "not a lock", None, None, false)
+        .await
+        .unwrap();
+    let lock = client.get_lock(name);
+    let started = Instant::now();
+    let r = tokio::time::timeout(Duration::from_secs(5), lock.lock())
+        .await
+        .expect("must not wait");
+    assert_eq!(r.unwrap_err(), Error::WrongType { lock: name.into() });
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(matches!(
+        lock.try_lock_for(Duration::from_secs(3)).await,
+        Err(Error::WrongType { .. })
+    ));
+    assert!(matches!(lock.unlock().await, Err(Error::WrongType { .. })));
+    assert!(matches!(
+        lock.force_unlock().await,
+        Err(Error::WrongType { .. })
+    ));
+    assert!(matches!(
+        lock.hold_count().await,
+        Err(Error::WrongType { .. })
+    ));
+    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.watchdog_len(), 0);
+    let v: String = admin.redis.get(name).await.unwrap();
+    assert_eq!(v, "not a lock");
+    assert_eq!(admin.pttl(name).await, -1);
+}
+
+#[tokio::test]
+async fn unlock_by_non_owner_or_after_expiry_is_not_held_and_changes_nothing() {
+    let (s, client, admin) = setup().await;
+    let mut rec = Recorder::subscribe(&s.url(), &[&channel("bad:owner")]).await;
+    let holder = client.get_lock("bad:owner");
+    let g = holder
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    let before = admin.hgetall("bad:owner").await;
+    let intruder = client.get_lock("bad:owner");
+    match intruder.unlock().await {
+        Err(Error::NotHeld { lock, owner }) => {
+            assert_eq!(lock, "bad:owner");
+            assert_eq!(owner, intruder.owner_field());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(admin.hgetall("bad:owner").await, before);
+    assert!(admin.pttl("bad:owner").await > 19_000);
+    assert!(
+        rec.drain(Duration::from_millis(200)).await.is_empty(),
+        "no message"
+    );
+    g.unlock().await.unwrap();
+    // One unlock too many.
+    assert!(matches!(holder.unlock().await, Err(Error::NotHeld { .. })));
+
+    // After expiry.
+    let short = holder
+        .lock_with_lease(Duration::from_millis(100))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    assert!(short.is_lost());
+    assert!(matches!(short.unlock().await, Err(Error::NotHeld { .. })));
+}
