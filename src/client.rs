@@ -47,9 +47,9 @@ pub(crate) struct ClientInner {
 impl Drop for ClientInner {
     fn drop(&mut self) {
         let redis = self.core.redis.clone();
-        let _ = self.runtime.spawn(async move {
+        drop(self.runtime.spawn(async move {
             let _ = redis.quit().await;
-        });
+        }));
     }
 }
 
@@ -120,10 +120,16 @@ impl Client {
             return Err(e);
         }
 
+        let scripts = Scripts::new();
+        if let Err(e) = scripts.load_all(&redis).await {
+            let _ = redis.quit().await;
+            let _ = sub.quit().await;
+            return Err(Error::from_redis(e, ""));
+        }
         let core = Arc::new(Core {
             id: uuid::Uuid::new_v4().to_string(),
             redis,
-            scripts: Scripts::new(),
+            scripts,
             config,
         });
         let inner = ClientInner {

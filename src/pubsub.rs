@@ -339,12 +339,7 @@ fn message_value(v: &Value) -> Option<i64> {
 /// After every reconnect: subscribe every live channel again and wake every waiter.
 async fn run_reconnects(shared: Arc<Shared>) {
     let mut rx = shared.sub.reconnect_rx();
-    loop {
-        match rx.recv().await {
-            Ok(_) | Err(RecvError::Lagged(_)) => {
-                let _ = shared.ops.send(Op::Resubscribe);
-            }
-            Err(RecvError::Closed) => break,
-        }
+    while let Ok(_) | Err(RecvError::Lagged(_)) = rx.recv().await {
+        let _ = shared.ops.send(Op::Resubscribe);
     }
 }

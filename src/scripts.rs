@@ -43,7 +43,7 @@ struct Loaded {
     sha1: String,
 }
 
-/// SHA1s computed once; scripts are loaded lazily by the first `NOSCRIPT`.
+/// SHA1s computed once; every script is loaded at connect, and again after a `NOSCRIPT`.
 pub(crate) struct Scripts {
     loaded: Vec<(ScriptId, Loaded)>,
 }
@@ -77,6 +77,21 @@ impl Scripts {
     #[allow(dead_code)]
     pub(crate) fn sha1(&self, id: ScriptId) -> &str {
         &self.get(id).sha1
+    }
+
+    /// Loads every script (`SCRIPT LOAD`), so the first calls need no `NOSCRIPT` round trip.
+    pub(crate) async fn load_all(
+        &self,
+        redis: &fred::clients::Client,
+    ) -> Result<(), fred::error::Error> {
+        let loads = self
+            .loaded
+            .iter()
+            .map(|(_, l)| redis.script_load::<String, _>(l.source));
+        for sha in futures::future::try_join_all(loads).await? {
+            debug_assert!(self.loaded.iter().any(|(_, l)| l.sha1 == sha));
+        }
+        Ok(())
     }
 
     /// Runs a script with `EVALSHA`; on `NOSCRIPT` sends it once with `EVAL`, which also caches it

@@ -113,11 +113,11 @@ pub(crate) fn release_in_background(
         return;
     }
     let (c, k, f) = (client.clone(), kind.clone(), field.clone());
-    let _ = client.inner.runtime.spawn(async move {
+    drop(client.inner.runtime.spawn(async move {
         if let Err(e) = release(&c, &k, &f, lease_ms).await {
             log::warn!("background unlock of {} failed: {e}", k.raw_name());
         }
-    });
+    }));
 }
 
 async fn attempt_once(
@@ -237,10 +237,10 @@ pub(crate) async fn release(
     };
     let latch = names::unlock_latch(kind.raw_name(), &request_id);
     let redis = core.redis.clone();
-    let _ = client.inner.runtime.spawn(async move {
+    drop(client.inner.runtime.spawn(async move {
         use fred::interfaces::KeysInterface;
         let _ = redis.del::<i64, _>(latch).await;
-    });
+    }));
     match reply {
         None => Err(Error::NotHeld {
             lock: kind.raw_name().to_owned(),

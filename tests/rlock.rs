@@ -1,0 +1,390 @@
+//! Ports of Redisson's portable RedissonLockTest cases, plus ownership and mutual exclusion.
+
+mod common;
+
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use common::{Admin, RedisServer};
+use fred::interfaces::KeysInterface;
+use redisson_lock::{Client, Config, Error, Owner, Ttl};
+use tokio::time::Instant;
+
+async fn setup() -> (RedisServer, Client) {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    (server, client)
+}
+
+#[tokio::test]
+async fn get_hold_count_follows_reentry() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:holdcount");
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    let g = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    g.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    let a = lock.lock().await.unwrap();
+    let b = lock.lock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    b.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    a.unlock().await.unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn is_held_and_is_locked_from_the_owner_and_from_another_owner() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:held");
+    let other = client.get_lock("t:held");
+    assert!(!lock.is_held_by_current().await.unwrap());
+    assert!(!lock.is_locked().await.unwrap());
+    let g = lock.lock().await.unwrap();
+    assert!(lock.is_held_by_current().await.unwrap());
+    assert!(!other.is_held_by_current().await.unwrap());
+    assert!(other.is_locked().await.unwrap());
+    g.unlock().await.unwrap();
+    assert!(!lock.is_held_by_current().await.unwrap());
+    assert!(!other.is_held_by_current().await.unwrap());
+    assert!(!other.is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn reentrancy_keeps_others_out_until_the_last_hold_goes() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:reentry");
+    let a = lock.try_lock().await.unwrap().expect("first");
+    let b = lock.try_lock().await.unwrap().expect("re-entry");
+    b.unlock().await.unwrap();
+    let other = client.get_lock("t:reentry");
+    assert!(other.try_lock().await.unwrap().is_none());
+    a.unlock().await.unwrap();
+    assert!(other.try_lock().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn unlock_by_another_owner_fails_and_lock_unlock_twice_works() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:unlockfail");
+    let g = lock.lock().await.unwrap();
+    let other = client.get_lock("t:unlockfail");
+    assert!(matches!(other.unlock().await, Err(Error::NotHeld { .. })));
+    g.unlock().await.unwrap();
+    for _ in 0..2 {
+        lock.lock().await.unwrap().unlock().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn java_style_lock_keep_then_handle_unlock() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:javastyle");
+    lock.lock().await.unwrap().keep();
+    lock.lock().await.unwrap().keep();
+    assert_eq!(client.watchdog_len(), 1);
+    lock.unlock().await.unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    lock.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    assert_eq!(client.watchdog_len(), 0);
+}
+
+#[tokio::test]
+async fn force_unlock_frees_the_lock_for_everyone() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:force");
+    lock.lock().await.unwrap().keep();
+    assert!(lock.force_unlock().await.unwrap());
+    assert!(!lock.is_locked().await.unwrap());
+    assert!(!client.get_lock("t:force").is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn try_lock_for_waits_the_full_time_and_no_longer() {
+    // Redisson testTryLockWait: another client takes the lock and shuts down (no unlock).
+    let (s, client) = setup().await;
+    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
+    other.get_lock("t:trywait").lock().await.unwrap().keep();
+    other.shutdown().await;
+    let started = Instant::now();
+    let r = client
+        .get_lock("t:trywait")
+        .try_lock_for(Duration::from_secs(3))
+        .await
+        .unwrap();
+    let waited = started.elapsed();
+    assert!(r.is_none());
+    assert!(waited >= Duration::from_millis(2990), "{waited:?}");
+    assert!(waited < Duration::from_secs(6), "{waited:?}");
+    assert_eq!(client.subscribed_channels(), 0);
+}
+
+#[tokio::test]
+async fn an_expired_lease_hands_over_without_a_message() {
+    // Redisson testExpire: expiry publishes nothing; the waiter's TTL bound notices it.
+    let (_s, client) = setup().await;
+    let holder = client.get_lock("t:expire");
+    let started = Instant::now();
+    let g = holder
+        .lock_with_lease(Duration::from_secs(2))
+        .await
+        .unwrap();
+    let waiter = client.get_lock("t:expire");
+    let w = waiter.lock().await.unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(1900), "{waited:?}");
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    assert!(g.is_lost());
+    assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
+    assert!(waiter.is_held_by_current().await.unwrap());
+    w.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn remaining_ttl_reports_lease_absence_and_watchdog() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:ttl");
+    let g = lock
+        .lock_with_lease(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let Ttl::Expires(d) = lock.remaining_ttl().await.unwrap() else {
+        panic!()
+    };
+    assert!(d > Duration::from_secs(3590) && d <= Duration::from_secs(3600));
+    g.unlock().await.unwrap();
+    assert_eq!(lock.remaining_ttl().await.unwrap().as_pttl(), -2);
+    let g = lock.lock().await.unwrap();
+    let Ttl::Expires(d) = lock.remaining_ttl().await.unwrap() else {
+        panic!()
+    };
+    assert!(d > Duration::from_secs(29) && d <= Duration::from_secs(30));
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_stopped_server_gives_an_error_not_a_silent_false() {
+    // Redisson testRedisFailed.
+    let mut s = RedisServer::start();
+    let client = Client::connect(
+        &s.url(),
+        Config::default().timeout(Duration::from_millis(500)),
+    )
+    .await
+    .unwrap();
+    s.kill();
+    let r = client
+        .get_lock("t:down")
+        .try_lock_with_lease(Duration::from_secs(5), Duration::from_secs(10))
+        .await;
+    let e = r.unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+}
+
+#[tokio::test]
+async fn connect_to_a_closed_port_fails_fast_and_bad_urls_are_invalid() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = Config::default().connect_timeout(Duration::from_millis(500));
+    let r = Client::connect(&format!("redis://127.0.0.1:{port}"), cfg).await;
+    assert!(r.is_err());
+    let r = Client::connect("not a url://x:secret@", Config::default()).await;
+    match r {
+        Err(e @ Error::InvalidArgument(_)) => assert!(!e.to_string().contains("secret")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn two_tasks_on_one_thread_never_reenter_each_others_lock() {
+    let (_s, client) = setup().await;
+    let a = client.get_lock("t:tasks");
+    let b = client.get_lock("t:tasks");
+    let ga = a.lock().await.unwrap();
+    let task = tokio::spawn(async move { b.try_lock().await.unwrap().is_some() });
+    assert!(
+        !task.await.unwrap(),
+        "a different handle is a different owner"
+    );
+    // An explicit shared owner re-enters on purpose.
+    let same = client.get_lock_with_owner("t:tasks", a.owner());
+    let again = same
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("same owner re-enters");
+    assert_eq!(a.hold_count().await.unwrap(), 2);
+    drop(again);
+    ga.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_can_be_released_from_another_task_and_thread() {
+    let (_s, client) = setup().await;
+    let lock = client.get_lock("t:move");
+    let g = lock.lock().await.unwrap();
+    // Unlocked on a plain thread with its own runtime; the client's runtime keeps running.
+    let outcome = tokio::task::spawn_blocking(move || {
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(g.unlock())
+        })
+        .join()
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(outcome.is_ok());
+    assert!(!lock.is_locked().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_owners_over_two_clients_never_lose_an_increment() {
+    // Non-atomic GET-then-SET under the lock: any overlap of two holders loses an update.
+    let (s, _c) = setup().await;
+    let admin = Admin::connect(&s.url()).await;
+    let clients = [
+        Client::connect(&s.url(), Config::default()).await.unwrap(),
+        Client::connect(&s.url(), Config::default()).await.unwrap(),
+    ];
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for owner in 0..8 {
+        let client = clients[owner % 2].clone();
+        let admin = Admin::connect(&s.url()).await;
+        let inside = inside.clone();
+        tasks.push(tokio::spawn(async move {
+            let lock = client.get_lock("t:counter-lock");
+            for _ in 0..250 {
+                let g = lock.lock().await.unwrap();
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders inside"
+                );
+                let v: Option<i64> = admin.redis.get("t:counter").await.unwrap();
+                let _: () = admin
+                    .redis
+                    .set("t:counter", v.unwrap_or(0) + 1, None, None, false)
+                    .await
+                    .unwrap();
+                inside.fetch_sub(1, Ordering::SeqCst);
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let total: i64 = admin.redis.get("t:counter").await.unwrap();
+    assert_eq!(total, 2000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifteen_jobs_on_one_client_and_a_hundred_clients_once_each() {
+    // Redisson testConcurrency_SingleInstance and testConcurrency_MultiInstance.
+    let (s, client) = setup().await;
+    let counter = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..15 {
+        let lock = client.get_lock("t:single");
+        let counter = counter.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            let v = counter.load(Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            counter.store(v + 1, Ordering::SeqCst);
+            g.unlock().await.unwrap();
+        }));
+    }
+    for t in tasks.drain(..) {
+        t.await.unwrap();
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 15);
+
+    let connecting = Arc::new(tokio::sync::Semaphore::new(10));
+    for _ in 0..100 {
+        let url = s.url();
+        let counter = counter.clone();
+        let connecting = connecting.clone();
+        tasks.push(tokio::spawn(async move {
+            let permit = connecting.acquire_owned().await.unwrap();
+            let c = Client::connect(&url, Config::default()).await.unwrap();
+            drop(permit);
+            let g = c.get_lock("t:multi").lock().await.unwrap();
+            let v = counter.load(Ordering::SeqCst);
+            tokio::task::yield_now().await;
+            counter.store(v + 1, Ordering::SeqCst);
+            g.unlock().await.unwrap();
+            c.shutdown().await;
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(counter.load(Ordering::SeqCst), 115);
+}
+
+#[test]
+fn blocking_api_is_owned_by_the_calling_thread() {
+    let s = RedisServer::start();
+    let client = redisson_lock::blocking::Client::connect(&s.url(), Config::default()).unwrap();
+    let lock = Arc::new(client.get_lock("t:blocking"));
+    assert_eq!(lock.hold_count().unwrap(), 0);
+    let g = lock.lock().unwrap();
+    let g2 = lock.lock().unwrap();
+    assert_eq!(lock.hold_count().unwrap(), 2);
+    assert!(lock.is_held_by_current_thread().unwrap());
+    assert_eq!(g.owner(), Owner::current_thread());
+    let l2 = lock.clone();
+    let other = std::thread::spawn(move || {
+        (
+            l2.is_held_by_current_thread().unwrap(),
+            l2.try_lock().unwrap().is_some(),
+            l2.is_locked().unwrap(),
+            matches!(l2.unlock(), Err(Error::NotHeld { .. })),
+        )
+    })
+    .join()
+    .unwrap();
+    assert_eq!(other, (false, false, true, true));
+    g2.unlock().unwrap();
+    // A guard moved to another thread still releases its own owner's hold.
+    std::thread::spawn(move || g.unlock().unwrap())
+        .join()
+        .unwrap();
+    assert!(!lock.is_locked().unwrap());
+    let waiter = {
+        let l = lock.clone();
+        let held = lock.lock().unwrap();
+        let h = std::thread::spawn(move || {
+            let t = std::time::Instant::now();
+            let g = l.try_lock_for(Duration::from_secs(10)).unwrap();
+            (t.elapsed(), g.is_some())
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        held.unlock().unwrap();
+        h.join().unwrap()
+    };
+    assert!(waiter.1);
+    assert!(waiter.0 >= Duration::from_millis(250) && waiter.0 < Duration::from_secs(5));
+    // Not from inside an async runtime: a typed error instead of a panic.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let r = rt.block_on(async { lock.is_locked() });
+    assert!(matches!(r, Err(Error::InvalidArgument(_))));
+}
