@@ -1,1 +1,354 @@
-fn main() {}
+//! `lock-peer`: drives the crate from standard input per `shared/peer-protocol.md`, so other
+//! processes (tests, scripts, peers built on other clients such as Java Redisson) can share
+//! locks with it.
+
+use std::{
+    collections::HashMap,
+    io::Write,
+    str::FromStr,
+    sync::Arc,
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use compat_tests::bench;
+use redisson_lock::{Client, Config, Error, Owner, RLock};
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    sync::{mpsc, oneshot},
+};
+
+fn epoch_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis()
+}
+
+/// One output line at a time, flushed at once.
+fn emit(line: &str) {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+enum Job {
+    Command(Vec<String>),
+    Barrier(oneshot::Sender<()>),
+}
+
+struct Args {
+    watchdog_ms: u64,
+    fair_wait_ms: u64,
+    batch: usize,
+    timeout_ms: u64,
+    cluster: bool,
+    url: String,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        watchdog_ms: 30_000,
+        fair_wait_ms: 300_000,
+        batch: 100,
+        timeout_ms: 3_000,
+        cluster: false,
+        url: String::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut num = |name: &str| -> Result<u64, String> {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| format!("{name} needs a number"))
+        };
+        match arg.as_str() {
+            "--watchdog-ms" => a.watchdog_ms = num("--watchdog-ms")?,
+            "--fair-wait-ms" => a.fair_wait_ms = num("--fair-wait-ms")?,
+            "--watchdog-batch" => a.batch = num("--watchdog-batch")? as usize,
+            "--timeout-ms" => a.timeout_ms = num("--timeout-ms")?,
+            "--cluster" => a.cluster = true,
+            url if !url.starts_with("--") => a.url = url.to_owned(),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    if a.url.is_empty() {
+        return Err("usage: lock-peer [options] redis://127.0.0.1:PORT".into());
+    }
+    Ok(a)
+}
+
+#[tokio::main]
+async fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            emit(&format!("- ready ERR INVALID: {e}"));
+            std::process::exit(2);
+        }
+    };
+    if args.cluster {
+        emit("- ready ERR UNSUPPORTED: Redis Cluster is not supported yet");
+        std::process::exit(2);
+    }
+    let config = Config::default()
+        .lock_watchdog_timeout(Duration::from_millis(args.watchdog_ms))
+        .lock_watchdog_batch_size(args.batch)
+        .timeout(Duration::from_millis(args.timeout_ms));
+    let client = match Client::connect(&args.url, config).await {
+        Ok(c) => c,
+        Err(e) => {
+            emit(&format!(
+                "- ready ERR {}: {}",
+                e.kind_word(),
+                one_line(&e.to_string())
+            ));
+            std::process::exit(1);
+        }
+    };
+    emit(&format!(
+        "- ready OK id={} version={} watchdog_ms={} fair_wait_ms={} watchdog_batch={} timeout_ms={}",
+        client.id(),
+        env!("CARGO_PKG_VERSION"),
+        args.watchdog_ms,
+        args.fair_wait_ms,
+        args.batch,
+        args.timeout_ms
+    ));
+
+    let mut threads: HashMap<String, mpsc::UnboundedSender<Job>> = HashMap::new();
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+        match words[0].as_str() {
+            "id" => emit(&format!("- id OK {}", client.id())),
+            "sleep" => {
+                let ms = words.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                emit("- sleep OK");
+            }
+            "await" => {
+                let Some(name) = words.get(1) else {
+                    emit("- await ERR INVALID: await needs a thread");
+                    continue;
+                };
+                if let Some(tx) = threads.get(name) {
+                    let (done, wait) = oneshot::channel();
+                    if tx.send(Job::Barrier(done)).is_ok() {
+                        let _ = wait.await;
+                    }
+                }
+                emit(&format!("- await OK {name}"));
+            }
+            "bench" => emit(&run_bench(&client, &words[1..]).await),
+            "quit" => break,
+            "halt" => std::process::exit(137),
+            thread => {
+                let tx = threads.entry(thread.to_owned()).or_insert_with(|| {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    tokio::spawn(run_thread(client.clone(), thread.to_owned(), rx));
+                    tx
+                });
+                let _ = tx.send(Job::Command(words[1..].to_vec()));
+            }
+        }
+    }
+    // quit (or end of input): release nothing on purpose, stop the watchdog, shut down cleanly.
+    client.shutdown().await;
+    emit("- quit OK");
+    std::process::exit(0);
+}
+
+async fn run_bench(client: &Client, args: &[String]) -> String {
+    let parsed = (|| {
+        let mode = bench::Mode::from_str(args.first()?).ok()?;
+        let owners: usize = args.get(1)?.parse().ok()?;
+        let millis: u64 = args.get(2)?.parse().ok()?;
+        let locks: usize = args.get(3).map_or(Some(1), |v| v.parse().ok())?;
+        Some((mode, owners, millis, locks))
+    })();
+    let Some((mode, owners, millis, locks)) = parsed else {
+        return "- bench ERR INVALID: bench <uncontended|contended|leased> <threads> <millis> [locks]"
+            .into();
+    };
+    match bench::run(client, mode, owners, Duration::from_millis(millis), locks).await {
+        Ok(stats) => format!("- bench OK {}", stats.render()),
+        Err(e) => format!(
+            "- bench ERR {}: {}",
+            e.kind_word(),
+            one_line(&e.to_string())
+        ),
+    }
+}
+
+/// One logical thread: its own owner, its commands in order.
+async fn run_thread(client: Client, thread: String, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let owner = Owner::new();
+    let mut locks: HashMap<String, Arc<RLock>> = HashMap::new();
+    while let Some(job) = rx.recv().await {
+        let words = match job {
+            Job::Barrier(done) => {
+                let _ = done.send(());
+                continue;
+            }
+            Job::Command(w) => w,
+        };
+        let Some(command) = words.first().cloned() else {
+            continue;
+        };
+        let started = Instant::now();
+        let result = execute(&client, owner, &mut locks, &words).await;
+        let elapsed = started.elapsed().as_secs_f64() * 1000.0;
+        let at = epoch_ms();
+        let line = match result {
+            Ok(v) => format!("{thread} {command} OK {v} elapsed_ms={elapsed:.3} at={at}"),
+            Err((kind, msg)) => format!(
+                "{thread} {command} ERR {kind}: {} elapsed_ms={elapsed:.3} at={at}",
+                one_line(&msg)
+            ),
+        };
+        emit(&line);
+    }
+}
+
+type Reply = Result<String, (&'static str, String)>;
+
+fn err(e: Error) -> (&'static str, String) {
+    (e.kind_word(), e.to_string())
+}
+
+fn invalid(msg: &str) -> (&'static str, String) {
+    ("INVALID", msg.to_owned())
+}
+
+fn millis_arg(words: &[String], i: usize) -> Result<Option<i64>, (&'static str, String)> {
+    match words.get(i) {
+        None => Ok(None),
+        Some(v) => v
+            .parse::<i64>()
+            .map(Some)
+            .map_err(|_| invalid(&format!("not a number: {v}"))),
+    }
+}
+
+async fn execute(
+    client: &Client,
+    owner: Owner,
+    locks: &mut HashMap<String, Arc<RLock>>,
+    words: &[String],
+) -> Reply {
+    let command = words[0].as_str();
+    match command {
+        "threadid" => return Ok(owner.id().to_string()),
+        "lockname" => return Ok(format!("{}:{}", client.id(), owner.id())),
+        "sleep" => {
+            let ms = millis_arg(words, 1)?.unwrap_or(0).max(0) as u64;
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            return Ok("slept".into());
+        }
+        _ => {}
+    }
+    for family in ["fenced", "spin", "f", "r", "w"] {
+        if let Some(op) = command.strip_prefix(family) {
+            if is_operation(op) {
+                return Err((
+                    "UNSUPPORTED",
+                    format!("lock family '{family}' is not implemented yet"),
+                ));
+            }
+        }
+    }
+    if !is_operation(command) || command == "token" {
+        return Err(("UNSUPPORTED", format!("unknown command {command}")));
+    }
+    let name = words
+        .get(1)
+        .ok_or_else(|| invalid("missing lock name"))?
+        .clone();
+    let lock = locks
+        .entry(name.clone())
+        .or_insert_with(|| Arc::new(client.get_lock_with_owner(&name, owner)))
+        .clone();
+    // Java semantics: a lease <= 0 means watchdog mode; a wait <= 0 means one attempt.
+    let lease = |i| -> Result<Option<Duration>, (&'static str, String)> {
+        Ok(millis_arg(words, i)?
+            .filter(|ms| *ms > 0)
+            .map(|ms| Duration::from_millis(ms as u64)))
+    };
+    match command {
+        "lock" => {
+            let g = match lease(2)? {
+                Some(l) => lock.lock_with_lease(l).await,
+                None => lock.lock().await,
+            }
+            .map_err(err)?;
+            g.keep();
+            Ok("locked".into())
+        }
+        "trylock" => {
+            let wait = millis_arg(words, 2)?;
+            let lease = lease(3)?;
+            let g = match (wait, lease) {
+                (None, _) => lock.try_lock().await,
+                (Some(w), None) => {
+                    lock.try_lock_for(Duration::from_millis(w.max(0) as u64))
+                        .await
+                }
+                (Some(w), Some(l)) => {
+                    lock.try_lock_with_lease(Duration::from_millis(w.max(0) as u64), l)
+                        .await
+                }
+            }
+            .map_err(err)?;
+            Ok(match g {
+                Some(g) => {
+                    g.keep();
+                    "true".into()
+                }
+                None => "false".into(),
+            })
+        }
+        "unlock" => lock.unlock().await.map(|_| "unlocked".into()).map_err(err),
+        "forceunlock" => lock
+            .force_unlock()
+            .await
+            .map(|b| b.to_string())
+            .map_err(err),
+        "islocked" => lock.is_locked().await.map(|b| b.to_string()).map_err(err),
+        "holdcount" => lock.hold_count().await.map(|n| n.to_string()).map_err(err),
+        "held" => lock
+            .is_held_by_current()
+            .await
+            .map(|b| b.to_string())
+            .map_err(err),
+        "ttl" => lock
+            .remaining_ttl()
+            .await
+            .map(|t| t.as_pttl().to_string())
+            .map_err(err),
+        _ => Err(("UNSUPPORTED", format!("unknown command {command}"))),
+    }
+}
+
+fn is_operation(op: &str) -> bool {
+    matches!(
+        op,
+        "lock"
+            | "trylock"
+            | "unlock"
+            | "forceunlock"
+            | "islocked"
+            | "holdcount"
+            | "held"
+            | "ttl"
+            | "token"
+    )
+}

@@ -1,0 +1,260 @@
+//! Cross-process compatibility: `lock-peer` processes sharing locks through one Redis, driven by
+//! the line protocol of `shared/peer-protocol.md`.
+
+#[path = "../../tests/common/redis_server.rs"]
+mod redis_server;
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Child, ChildStdin, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use redis_server::RedisServer;
+
+/// One `lock-peer` process.
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    id: String,
+}
+
+#[derive(Debug)]
+struct Reply {
+    ok: bool,
+    value: String,
+    at: u128,
+}
+
+impl Peer {
+    fn start(url: &str, extra: &[&str]) -> Peer {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lock-peer"))
+            .args(extra)
+            .arg(url)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start lock-peer");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut peer = Peer {
+            child,
+            stdin,
+            lines,
+            id: String::new(),
+        };
+        let ready = peer.next_line(Duration::from_secs(20));
+        assert!(ready.starts_with("- ready OK id="), "{ready}");
+        peer.id = ready
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("id="))
+            .unwrap()
+            .to_owned();
+        peer
+    }
+
+    fn send(&mut self, line: &str) {
+        writeln!(self.stdin, "{line}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn next_line(&mut self, within: Duration) -> String {
+        self.lines
+            .recv_timeout(within)
+            .unwrap_or_else(|_| panic!("no line from lock-peer within {within:?}"))
+    }
+
+    /// Waits for the reply line of `<thread> <command>` (other lines are skipped).
+    fn reply(&mut self, thread: &str, command: &str, within: Duration) -> Reply {
+        let deadline = Instant::now() + within;
+        let prefix = format!("{thread} {command} ");
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = self.next_line(left);
+            let Some(rest) = line.strip_prefix(&prefix) else {
+                continue;
+            };
+            let ok = rest.starts_with("OK ");
+            let body = rest.splitn(2, ' ').nth(1).unwrap_or_default();
+            let value = body.split(" elapsed_ms=").next().unwrap().to_owned();
+            let at = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("at="))
+                .and_then(|v| v.parse().ok())
+                .expect("at= stamp");
+            return Reply { ok, value, at };
+        }
+    }
+
+    /// Sends a thread command and returns its reply.
+    fn call(&mut self, thread: &str, command_line: &str, within: Duration) -> Reply {
+        self.send(&format!("{thread} {command_line}"));
+        let command = command_line.split_whitespace().next().unwrap();
+        self.reply(thread, command, within)
+    }
+
+    /// Sends a global command and returns its `- <command> ...` line.
+    fn global(&mut self, line: &str, within: Duration) -> String {
+        self.send(line);
+        let prefix = format!("- {} ", line.split_whitespace().next().unwrap());
+        loop {
+            let l = self.next_line(within);
+            if l.starts_with(&prefix) {
+                return l;
+            }
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const T: Duration = Duration::from_secs(20);
+
+#[test]
+fn two_peers_exclude_each_other_and_an_unlock_wakes_the_other_within_100ms() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_ne!(a.id, b.id);
+    assert_eq!(a.call("t1", "lock shared", T).value, "locked");
+    assert_eq!(b.call("t1", "trylock shared", T).value, "false");
+    assert_eq!(b.call("t2", "trylock shared 200", T).value, "false");
+    assert_eq!(b.call("t1", "islocked shared", T).value, "true");
+    assert_eq!(b.call("t1", "held shared", T).value, "false");
+    // b waits; a releases.
+    b.send("t1 lock shared");
+    std::thread::sleep(Duration::from_millis(300));
+    let unlocked = a.call("t1", "unlock shared", T);
+    assert!(unlocked.ok);
+    let woke = b.reply("t1", "lock", T);
+    assert!(woke.ok, "{woke:?}");
+    let latency = woke.at as i128 - unlocked.at as i128;
+    assert!(latency < 100, "woke {latency} ms after the unlock");
+    assert_eq!(b.call("t1", "holdcount shared", T).value, "1");
+    assert_eq!(a.call("t1", "held shared", T).value, "false");
+    // The other peer's hash field is exactly <uuid>:<thread id>.
+    let lockname = b.call("t1", "lockname", T).value;
+    assert!(lockname.starts_with(&format!("{}:", b.id)));
+}
+
+#[test]
+fn a_halted_holder_with_a_one_second_watchdog_frees_the_lock_within_about_a_second() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &["--watchdog-ms", "1000"]);
+    let mut b = Peer::start(&s.url(), &["--watchdog-ms", "1000"]);
+    assert_eq!(a.call("t1", "lock crash", T).value, "locked");
+    // Held across several renewal periods first.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(b.call("t1", "trylock crash", T).value, "false");
+    a.send("halt");
+    let halted = Instant::now();
+    let _ = a.child.wait();
+    let got = b.call("t1", "trylock crash 5000", T);
+    assert_eq!(got.value, "true");
+    let freed_after = halted.elapsed();
+    assert!(freed_after < Duration::from_millis(1600), "{freed_after:?}");
+}
+
+#[test]
+fn quit_releases_nothing_and_the_watchdog_lock_expires() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &["--watchdog-ms", "800"]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "lock q", T).value, "locked");
+    assert_eq!(a.global("quit", T), "- quit OK");
+    assert_eq!(b.call("t1", "islocked q", T).value, "true");
+    assert_eq!(b.call("t1", "trylock q 3000", T).value, "true");
+}
+
+#[test]
+fn errors_use_the_protocol_kinds() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let r = a.call("t1", "unlock nothing", T);
+    assert!(!r.ok);
+    assert!(r.value.starts_with("NOT_HELD:"), "{r:?}");
+    let r = a.call("t1", "lock k 99999999999999999999", T);
+    assert!(r.value.starts_with("INVALID:"), "{r:?}");
+    let r = a.call("t1", "ftrylock k", T);
+    assert!(r.value.starts_with("UNSUPPORTED:"), "{r:?}");
+    assert_eq!(a.call("t1", "ttl k", T).value, "-2");
+    assert_eq!(a.call("t1", "lock k 5000", T).value, "locked");
+    let ttl: i64 = a.call("t1", "ttl k", T).value.parse().unwrap();
+    assert!((4000..=5000).contains(&ttl));
+    assert_eq!(a.call("t1", "lock k", T).value, "locked");
+    assert_eq!(a.call("t1", "holdcount k", T).value, "2");
+    assert_eq!(a.call("t2", "forceunlock k", T).value, "true");
+    assert_eq!(a.call("t2", "forceunlock k", T).value, "false");
+    // A string at the key: WRONG_TYPE, at once.
+    let mut b = Peer::start(&s.url(), &[]);
+    let _ = b.call("t1", "lock str 60000", T);
+    // Make the key a string through raw RESP on the server.
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", s.port())).unwrap();
+    conn.write_all(b"DEL str\r\nSET str x\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let r = a.call("t3", "lock str", T);
+    assert!(r.value.starts_with("WRONG_TYPE:"), "{r:?}");
+    let id = a.global("id", T);
+    assert_eq!(id, format!("- id OK {}", a.id));
+}
+
+#[test]
+fn await_waits_for_a_threads_queue_and_threads_do_not_block_each_other() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "lock busy", T).value, "locked");
+    b.send("t1 lock busy"); // blocks t1 of b
+    let other = b.call("t2", "islocked busy", T);
+    assert_eq!(other.value, "true", "t2 is not delayed by the blocked t1");
+    b.send("t3 sleep 200");
+    let started = Instant::now();
+    assert_eq!(b.global("await t3", T), "- await OK t3");
+    assert!(started.elapsed() >= Duration::from_millis(190));
+    a.call("t1", "unlock busy", T);
+    assert!(b.reply("t1", "lock", T).ok);
+}
+
+#[test]
+fn bench_command_runs_every_mode() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    for mode in [
+        "uncontended 4 300",
+        "contended 4 300",
+        "contended 4 300 2",
+        "leased 2 300",
+    ] {
+        let line = a.global(&format!("bench {mode}"), T);
+        assert!(line.starts_with("- bench OK ops="), "{line}");
+        let ops: u64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("ops="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(ops > 0, "{line}");
+        for key in ["ops_per_s=", "p50_us=", "p99_us=", "max_us="] {
+            assert!(line.contains(key), "{line}");
+        }
+    }
+    assert!(a
+        .global("bench sideways 1 1", T)
+        .starts_with("- bench ERR INVALID"));
+}
