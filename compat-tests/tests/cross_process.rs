@@ -86,7 +86,7 @@ impl Peer {
                 continue;
             };
             let ok = rest.starts_with("OK ");
-            let body = rest.splitn(2, ' ').nth(1).unwrap_or_default();
+            let body = rest.split_once(' ').map(|x| x.1).unwrap_or_default();
             let value = body.split(" elapsed_ms=").next().unwrap().to_owned();
             let at = line
                 .split_whitespace()
