@@ -94,15 +94,24 @@ async fn worker(url: String, process: String) {
                 tokio::time::sleep(Duration::from_millis(150)).await;
                 again.unlock().await.unwrap();
                 if shows_watchdog && round == 1 {
-                    println!("{who} holding across watchdog periods (timeout 1.5 s, renew every 0.5 s):");
+                    println!(
+                        "{who} holding across watchdog periods (timeout 1.5 s, renew every 0.5 s):"
+                    );
                     for _ in 0..6 {
                         tokio::time::sleep(Duration::from_millis(500)).await;
                         if let Ttl::Expires(d) = lock.remaining_ttl().await.unwrap() {
-                            println!("{who}   ttl {} ms, lost: {}", d.as_millis(), guard.is_lost());
+                            println!(
+                                "{who}   ttl {} ms, lost: {}",
+                                d.as_millis(),
+                                guard.is_lost()
+                            );
                         }
                     }
                 }
-                let _: () = stamps.set(STAMP, now_ms(), None, None, false).await.unwrap();
+                let _: () = stamps
+                    .set(STAMP, now_ms(), None, None, false)
+                    .await
+                    .unwrap();
                 guard.unlock().await.unwrap();
             }
         }));
