@@ -22,7 +22,7 @@ use tokio::runtime::Runtime;
 
 use crate::{
     error::{Error, Result},
-    lock::{Ttl, UnlockOutcome, Wait},
+    lock::{Ttl, UnlockOutcome},
     Config, Owner,
 };
 
@@ -122,10 +122,16 @@ impl RLock {
         })
     }
 
-    fn acquire(&self, lease: Option<Duration>, wait: Wait) -> Result<Option<LockGuard>> {
-        let g = self
-            .rt
-            .block_on(self.lock.acquire_as(Owner::current_thread(), lease, wait))??;
+    fn acquire(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let g = self.rt.block_on(self.lock.handle.acquire_as(
+            Owner::current_thread(),
+            lease,
+            wait,
+        ))??;
         Ok(self.guard(g))
     }
 
@@ -136,24 +142,24 @@ impl RLock {
 
     /// Blocks until acquired; watchdog mode.
     pub fn lock(&self) -> Result<LockGuard> {
-        self.acquire(None, Wait::Until(None))
+        self.acquire(None, None)
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))
     }
 
     /// Blocks until acquired; holds for at most `lease`.
     pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
-        self.acquire(Some(lease), Wait::Until(None))
+        self.acquire(Some(lease), None)
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))
     }
 
     /// One attempt; `Ok(None)` when another owner holds it.
     pub fn try_lock(&self) -> Result<Option<LockGuard>> {
-        self.acquire(None, Wait::No)
+        self.acquire(None, Some(Duration::ZERO))
     }
 
     /// Waits at most `wait`; watchdog mode.
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
-        self.acquire(None, Wait::for_duration(wait))
+        self.acquire(None, Some(wait))
     }
 
     /// Waits at most `wait`; holds for at most `lease`.
@@ -162,13 +168,13 @@ impl RLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<LockGuard>> {
-        self.acquire(Some(lease), Wait::for_duration(wait))
+        self.acquire(Some(lease), Some(wait))
     }
 
     /// Releases one hold of the calling thread ([`Error::NotHeld`] if it holds none).
     pub fn unlock(&self) -> Result<UnlockOutcome> {
         self.rt
-            .block_on(self.lock.unlock_as(Owner::current_thread()))?
+            .block_on(self.lock.handle.unlock_as(Owner::current_thread()))?
     }
 
     /// Deletes the lock whoever holds it; `true` if it was locked.
@@ -184,13 +190,13 @@ impl RLock {
     /// `true` if the calling thread holds the lock.
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         self.rt
-            .block_on(self.lock.is_held_as(Owner::current_thread()))?
+            .block_on(self.lock.handle.is_held_as(Owner::current_thread()))?
     }
 
     /// The calling thread's hold count.
     pub fn hold_count(&self) -> Result<u64> {
         self.rt
-            .block_on(self.lock.hold_count_as(Owner::current_thread()))?
+            .block_on(self.lock.handle.hold_count_as(Owner::current_thread()))?
     }
 
     /// Remaining time to live of the lock key.

@@ -21,7 +21,7 @@ use fred::{
 use crate::{
     config::Config,
     error::{Error, Result},
-    lock::RLock,
+    lock::{BackOff, FairLock, FencedLock, RLock, ReadWriteLock, SpinLock},
     owner::Owner,
     pubsub::PubSub,
     scripts::Scripts,
@@ -166,6 +166,46 @@ impl Client {
     /// A reentrant lock handle for `name` acting as `owner` (Redisson's explicit `threadId`).
     pub fn get_lock_with_owner(&self, name: &str, owner: Owner) -> RLock {
         RLock::new(self.clone(), name, owner)
+    }
+
+    /// A fair lock handle for `name`, bound to a fresh [`Owner`].
+    pub fn get_fair_lock(&self, name: &str) -> FairLock {
+        FairLock::new(self.clone(), name, Owner::new())
+    }
+
+    /// A fair lock handle acting as `owner`.
+    pub fn get_fair_lock_with_owner(&self, name: &str, owner: Owner) -> FairLock {
+        FairLock::new(self.clone(), name, owner)
+    }
+
+    /// A read-write lock for `name`; both halves act as one fresh [`Owner`].
+    pub fn get_read_write_lock(&self, name: &str) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), name, Owner::new())
+    }
+
+    /// A read-write lock whose halves act as `owner`.
+    pub fn get_read_write_lock_with_owner(&self, name: &str, owner: Owner) -> ReadWriteLock {
+        ReadWriteLock::new(self.clone(), name, owner)
+    }
+
+    /// A fenced lock handle for `name`, bound to a fresh [`Owner`].
+    pub fn get_fenced_lock(&self, name: &str) -> FencedLock {
+        FencedLock::new(self.clone(), name, Owner::new())
+    }
+
+    /// A fenced lock handle acting as `owner`.
+    pub fn get_fenced_lock_with_owner(&self, name: &str, owner: Owner) -> FencedLock {
+        FencedLock::new(self.clone(), name, owner)
+    }
+
+    /// A spin lock handle for `name` with Redisson's default back-off.
+    pub fn get_spin_lock(&self, name: &str) -> SpinLock {
+        SpinLock::new(self.clone(), name, Owner::new(), BackOff::default())
+    }
+
+    /// A spin lock handle acting as `owner`, with the given back-off.
+    pub fn get_spin_lock_with(&self, name: &str, owner: Owner, backoff: BackOff) -> SpinLock {
+        SpinLock::new(self.clone(), name, owner, backoff)
     }
 
     /// Number of (lock, owner) holds the watchdog is renewing.

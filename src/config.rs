@@ -46,6 +46,7 @@ impl NameMapper for PrefixNameMapper {
 /// | `lockWatchdogTimeout` | [`lock_watchdog_timeout`](Self::lock_watchdog_timeout) | 30 s |
 /// | `lockWatchdogBatchSize` | [`lock_watchdog_batch_size`](Self::lock_watchdog_batch_size) | 100 |
 /// | (none: Redisson renews forever) | [`max_renewals`](Self::max_renewals) | unlimited |
+/// | `fairLockWaitTimeout` | [`fair_lock_wait_timeout`](Self::fair_lock_wait_timeout) | 300 s |
 /// | `nameMapper` | [`name_mapper`](Self::name_mapper) / [`key_prefix`](Self::key_prefix) | identity |
 /// | `timeout` | [`timeout`](Self::timeout) | 3 s |
 /// | `connectTimeout` | [`connect_timeout`](Self::connect_timeout) | 10 s |
@@ -67,6 +68,7 @@ pub struct Config {
     pub(crate) lock_watchdog_timeout: Duration,
     pub(crate) lock_watchdog_batch_size: usize,
     pub(crate) max_renewals: Option<u64>,
+    pub(crate) fair_lock_wait_timeout: Duration,
     pub(crate) name_mapper: Option<Arc<dyn NameMapper>>,
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
@@ -82,6 +84,7 @@ impl Default for Config {
             lock_watchdog_timeout: Duration::from_secs(30),
             lock_watchdog_batch_size: 100,
             max_renewals: None,
+            fair_lock_wait_timeout: Duration::from_secs(300),
             name_mapper: None,
             timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_secs(10),
@@ -99,6 +102,7 @@ impl fmt::Debug for Config {
             .field("lock_watchdog_timeout", &self.lock_watchdog_timeout)
             .field("lock_watchdog_batch_size", &self.lock_watchdog_batch_size)
             .field("max_renewals", &self.max_renewals)
+            .field("fair_lock_wait_timeout", &self.fair_lock_wait_timeout)
             .field("name_mapper", &self.name_mapper.is_some())
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
@@ -131,6 +135,13 @@ impl Config {
     /// and its guard reports it lost). `None`, the default, renews without limit like Redisson.
     pub fn max_renewals(mut self, max: Option<u64>) -> Self {
         self.max_renewals = max;
+        self
+    }
+
+    /// How long a queued fair-lock waiter keeps its place without polling (Redisson
+    /// `fairLockWaitTimeout`); a `try_lock_for(wait)` uses its own wait instead.
+    pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_lock_wait_timeout = timeout;
         self
     }
 

@@ -8,6 +8,8 @@
 //! * [`Client`]: one per application; owns the connections, the script registry, the
 //!   subscription registry and the watchdog.
 //! * [`RLock`]: the reentrant lock; [`LockGuard`]: one hold, released on drop.
+//! * [`FairLock`], [`ReadWriteLock`] ([`ReadLock`], [`WriteLock`]), [`FencedLock`],
+//!   [`SpinLock`]: the rest of Redisson's lock family, on the same engine.
 //! * [`blocking`]: the same API for synchronous code, owned by the calling OS thread.
 //!
 //! ```no_run
@@ -45,5 +47,8 @@ mod watchdog;
 pub use client::Client;
 pub use config::{Config, NameMapper, PrefixNameMapper, MAX_MILLIS};
 pub use error::{Error, Result};
-pub use lock::{LockGuard, RLock, Ttl, UnlockOutcome};
+pub use lock::{
+    BackOff, FairLock, FencedLock, LockGuard, RLock, ReadLock, ReadWriteLock, SpinLock, Ttl,
+    UnlockOutcome, WriteLock,
+};
 pub use owner::Owner;

@@ -18,14 +18,70 @@ pub(crate) enum ScriptId {
     ForceUnlock,
     /// L-RENEW (§5.2).
     Renew,
+    /// R-RENEW (§5.2).
+    ReadRenew,
+    /// Fenced acquisition with token (§9).
+    FencedAcquire,
+    /// Spin release, no publish (§10).
+    SpinRelease,
+    /// Spin forced unlock, no publish (§10).
+    SpinForceUnlock,
+    /// F-TRY (§7.2).
+    FairTry,
+    /// F-ACQ (§7.3).
+    FairAcquire,
+    /// F-REL (§7.4).
+    FairRelease,
+    /// F-FORCE (§7.5).
+    FairForceUnlock,
+    /// F-CANCEL (§7.6).
+    FairCancel,
+    /// R-ACQ (§8.2).
+    ReadAcquire,
+    /// R-REL (§8.3).
+    ReadRelease,
+    /// W-ACQ (§8.4).
+    WriteAcquire,
+    /// W-REL (§8.5).
+    WriteRelease,
+    /// Read/write forced unlock (§8.6).
+    RwForceUnlock,
+    /// Read/write isLocked (§8.6).
+    RwIsLocked,
+}
+
+/// Prepends the fair-lock helpers to a fair script.
+macro_rules! fair {
+    ($file:literal) => {
+        concat!(
+            include_str!("../lua/fair_common.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $file))
+        )
+    };
 }
 
 impl ScriptId {
-    const ALL: [ScriptId; 4] = [
+    const ALL: [ScriptId; 19] = [
         ScriptId::Acquire,
         ScriptId::Release,
         ScriptId::ForceUnlock,
         ScriptId::Renew,
+        ScriptId::ReadRenew,
+        ScriptId::FencedAcquire,
+        ScriptId::SpinRelease,
+        ScriptId::SpinForceUnlock,
+        ScriptId::FairTry,
+        ScriptId::FairAcquire,
+        ScriptId::FairRelease,
+        ScriptId::FairForceUnlock,
+        ScriptId::FairCancel,
+        ScriptId::ReadAcquire,
+        ScriptId::ReadRelease,
+        ScriptId::WriteAcquire,
+        ScriptId::WriteRelease,
+        ScriptId::RwForceUnlock,
+        ScriptId::RwIsLocked,
     ];
 
     fn source(self) -> &'static str {
@@ -34,6 +90,21 @@ impl ScriptId {
             ScriptId::Release => include_str!("../lua/lock_release.lua"),
             ScriptId::ForceUnlock => include_str!("../lua/lock_force_unlock.lua"),
             ScriptId::Renew => include_str!("../lua/lock_renew.lua"),
+            ScriptId::ReadRenew => include_str!("../lua/read_renew.lua"),
+            ScriptId::FencedAcquire => include_str!("../lua/fenced_acquire.lua"),
+            ScriptId::SpinRelease => include_str!("../lua/spin_release.lua"),
+            ScriptId::SpinForceUnlock => include_str!("../lua/spin_force_unlock.lua"),
+            ScriptId::FairTry => fair!("fair_try.lua"),
+            ScriptId::FairAcquire => fair!("fair_acquire.lua"),
+            ScriptId::FairRelease => fair!("fair_release.lua"),
+            ScriptId::FairForceUnlock => fair!("fair_force_unlock.lua"),
+            ScriptId::FairCancel => include_str!("../lua/fair_cancel.lua"),
+            ScriptId::ReadAcquire => include_str!("../lua/read_acquire.lua"),
+            ScriptId::ReadRelease => include_str!("../lua/read_release.lua"),
+            ScriptId::WriteAcquire => include_str!("../lua/write_acquire.lua"),
+            ScriptId::WriteRelease => include_str!("../lua/write_release.lua"),
+            ScriptId::RwForceUnlock => include_str!("../lua/rw_force_unlock.lua"),
+            ScriptId::RwIsLocked => include_str!("../lua/rw_is_locked.lua"),
         }
     }
 }
@@ -64,7 +135,7 @@ impl Scripts {
     }
 
     fn get(&self, id: ScriptId) -> &Loaded {
-        // Four entries: a scan beats hashing.
+        // A handful of entries: a scan beats hashing.
         &self
             .loaded
             .iter()

@@ -3,7 +3,7 @@
 //!
 //! Every `lock_watchdog_timeout / 3` after the previous run completed, it renews all held locks,
 //! `lock_watchdog_batch_size` per script call, and only where the owner field still exists
-//! (L-RENEW). A lock the script reports gone is dropped from the map and its holder is told
+//! (L-RENEW; read locks use R-RENEW, which also re-arms this client's reader timeout keys). A lock the script reports gone is dropped from the map and its holder is told
 //! through its [`LossSignal`]. Errors keep the registrations and are retried sooner, until the
 //! holder's deadline passes: then the hold is reported lost and no longer renewed, so a holder is
 //! never told "lost" and later "held" again.
@@ -96,6 +96,15 @@ impl LossSignal {
     }
 }
 
+/// How a hold is renewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Renewal {
+    /// L-RENEW: `PEXPIRE` the hash where the owner field exists.
+    Standard,
+    /// R-RENEW: a reader; `prefix` is the suffix-rule base of its timeout keys.
+    Read { prefix: String },
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct HoldKey {
     name: Arc<str>,
@@ -104,6 +113,7 @@ struct HoldKey {
 
 struct Hold {
     count: u32,
+    renewal: Renewal,
     epoch: u64,
     renewals: u64,
     loss: Arc<LossSignal>,
@@ -143,7 +153,13 @@ impl Watchdog {
 
     /// Registers one watchdog-mode acquisition (re-entries included) whose script was sent at
     /// `sent_at`, and returns the owner's loss signal for this lock.
-    pub(crate) fn register(&self, name: &str, field: &str, sent_at: Instant) -> Arc<LossSignal> {
+    pub(crate) fn register(
+        &self,
+        name: &str,
+        field: &str,
+        renewal: Renewal,
+        sent_at: Instant,
+    ) -> Arc<LossSignal> {
         let deadline = sent_at + self.timeout - drift(self.timeout);
         let key = HoldKey {
             name: name.into(),
@@ -152,6 +168,7 @@ impl Watchdog {
         let loss = {
             let mut hold = self.state.holds.entry(key).or_insert_with(|| Hold {
                 count: 0,
+                renewal,
                 epoch: self.state.next_epoch.fetch_add(1, Ordering::Relaxed),
                 renewals: 0,
                 loss: LossSignal::new(deadline),
@@ -216,8 +233,12 @@ impl Drop for Watchdog {
     }
 }
 
+/// One renewal script call: the holds behind each reply flag, the keys and the arguments.
+type Batch<'a> = (Vec<Vec<&'a Item>>, Vec<Key>, Vec<Value>);
+
 struct Item {
     key: HoldKey,
+    renewal: Renewal,
     epoch: u64,
     loss: Arc<LossSignal>,
 }
@@ -256,6 +277,7 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         } else if max.map_or(true, |m| hold.renewals < m) {
             items.push(Item {
                 key: entry.key().clone(),
+                renewal: hold.renewal.clone(),
                 epoch: hold.epoch,
                 loss: hold.loss.clone(),
             });
@@ -271,30 +293,71 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         return false;
     }
     let timeout_ms = Value::from(timeout.as_millis() as i64);
-    let batches = items
-        .chunks(core.config.lock_watchdog_batch_size)
+    let batch = core.config.lock_watchdog_batch_size;
+    let (standard, read): (Vec<Item>, Vec<Item>) = items
+        .into_iter()
+        .partition(|i| i.renewal == Renewal::Standard);
+
+    // L-RENEW batches: one (name, field) pair per key.
+    let standard_batches: Vec<Batch> = standard
+        .chunks(batch)
         .map(|chunk| {
-            let keys: Vec<Key> = chunk.iter().map(|i| Key::from(&*i.key.name)).collect();
-            let mut args = Vec::with_capacity(chunk.len() + 1);
-            args.push(timeout_ms.clone());
+            let keys = chunk.iter().map(|i| Key::from(&*i.key.name)).collect();
+            let mut args = vec![timeout_ms.clone()];
             args.extend(chunk.iter().map(|i| Value::from(&*i.key.field)));
+            (chunk.iter().map(|i| vec![i]).collect(), keys, args)
+        })
+        .collect();
+    // R-RENEW batches: one lock per entry, with all of this client's readers of it.
+    let mut by_lock: Vec<(Arc<str>, Vec<&Item>)> = Vec::new();
+    for item in &read {
+        match by_lock.iter_mut().find(|(n, _)| *n == item.key.name) {
+            Some((_, v)) => v.push(item),
+            None => by_lock.push((item.key.name.clone(), vec![item])),
+        }
+    }
+    let read_batches: Vec<Batch> = by_lock
+        .chunks(batch)
+        .map(|chunk| {
+            let mut keys = Vec::new();
+            let mut args = vec![timeout_ms.clone()];
+            for (name, readers) in chunk {
+                let Renewal::Read { prefix } = &readers[0].renewal else {
+                    unreachable!("partitioned by renewal kind")
+                };
+                keys.push(Key::from(&**name));
+                keys.push(Key::from(prefix.as_str()));
+                args.push(Value::from(readers.len() as i64));
+                args.extend(readers.iter().map(|i| Value::from(&*i.key.field)));
+            }
+            (chunk.iter().map(|(_, r)| r.clone()).collect(), keys, args)
+        })
+        .collect();
+
+    let calls = standard_batches
+        .into_iter()
+        .map(|b| (ScriptId::Renew, b))
+        .chain(read_batches.into_iter().map(|b| (ScriptId::ReadRenew, b)))
+        .map(|(script, (groups, keys, args))| {
             state.renew_calls.fetch_add(1, Ordering::Relaxed);
             async move {
                 let sent_at = Instant::now();
                 let reply = core
                     .scripts
-                    .run::<Vec<i64>>(&core.redis, ScriptId::Renew, keys, args)
+                    .run::<Vec<i64>>(&core.redis, script, keys, args)
                     .await;
-                (chunk, sent_at, reply)
+                (groups, sent_at, reply)
             }
         });
     let mut failed = false;
-    for (chunk, sent_at, reply) in futures::future::join_all(batches).await {
+    for (groups, sent_at, reply) in futures::future::join_all(calls).await {
         match reply {
-            Ok(flags) if flags.len() == chunk.len() => {
+            Ok(flags) if flags.len() == groups.len() => {
                 let valid_until = sent_at + timeout - drift(timeout);
-                for (item, flag) in chunk.iter().zip(flags) {
-                    apply(state, item, flag == 1, valid_until);
+                for (group, flag) in groups.iter().zip(flags) {
+                    for item in group {
+                        apply(state, item, flag == 1, valid_until);
+                    }
                 }
             }
             Ok(flags) => {
@@ -302,12 +365,12 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
                 log::warn!(
                     "renewal script answered {} flags for {} locks",
                     flags.len(),
-                    chunk.len()
+                    groups.len()
                 );
             }
             Err(e) => {
                 failed = true;
-                log::warn!("can't renew {} locks, will retry: {e}", chunk.len());
+                log::warn!("can't renew {} locks, will retry: {e}", groups.len());
             }
         }
     }

@@ -31,6 +31,7 @@ pub struct LockGuard {
     owner: Owner,
     lease_ms: u64,
     watchdog: bool,
+    token: Option<i64>,
     loss: Arc<LossSignal>,
     released: bool,
 }
@@ -51,12 +52,13 @@ impl LockGuard {
         let kind = acquired.kind.clone();
         let field = acquired.field.clone();
         let lease_ms = acquired.lease_ms;
+        let token = acquired.token;
         let sent_at = acquired.disarm();
         let loss = if watchdog {
             client
                 .inner
                 .watchdog
-                .register(kind.raw_name(), &field, sent_at)
+                .register(kind.raw_name(), &field, kind.renewal(), sent_at)
         } else {
             let lease = Duration::from_millis(lease_ms);
             LossSignal::new(sent_at + lease.saturating_sub(drift(lease)))
@@ -68,6 +70,7 @@ impl LockGuard {
             owner,
             lease_ms,
             watchdog,
+            token,
             loss,
             released: false,
         }
@@ -86,6 +89,12 @@ impl LockGuard {
     /// The hash field of the owner: `<client uuid>:<owner id>`.
     pub fn owner_field(&self) -> &str {
         &self.field
+    }
+
+    /// The fencing token of this acquisition ([`FencedLock`](crate::FencedLock) only): strictly
+    /// larger than the token of every earlier acquisition of the lock.
+    pub fn token(&self) -> Option<u64> {
+        self.token.map(|t| t.max(0) as u64)
     }
 
     /// `true` when the lock is kept alive by the watchdog (taken without a lease).

@@ -1,15 +1,24 @@
 //! The lock family. Each kind is a small description of its scripts, keys and channel
 //! ([`engine::LockKind`]); one engine waits for all of them and one guard type releases them.
 
+mod backoff;
 mod engine;
+mod fair;
+mod fenced;
 mod guard;
+mod handle;
 mod reentrant;
+mod rwlock;
+mod spin;
 
+pub use backoff::BackOff;
 pub use engine::UnlockOutcome;
-pub(crate) use engine::Wait;
-
+pub use fair::FairLock;
+pub use fenced::FencedLock;
 pub use guard::LockGuard;
 pub use reentrant::RLock;
+pub use rwlock::{ReadLock, ReadWriteLock, WriteLock};
+pub use spin::SpinLock;
 
 use std::time::Duration;
 

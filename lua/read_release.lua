@@ -1,0 +1,49 @@
+-- R-REL: release one read hold (protocol §8.3). The hash lives as long as the longest-living
+-- read hold of anyone (dead readers, whose timeout keys expired, are ignored).
+-- KEYS = [N, redisson_rwlock:{N}, TP (this reader's timeout base), P ({N} or N), latch]
+-- ARGV = ["0", reader field, publish command, latch PX ms]
+-- Reply: nil = not held (or no lock), 0 = still locked, 1 = released and waiters woken.
+local lock, channel, own, prefix, latch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local earlier = redis.call('get', latch)
+if earlier then
+  return tonumber(earlier)
+end
+local mode = redis.call('hget', lock, 'mode')
+if not mode then
+  redis.call(ARGV[3], channel, ARGV[1])
+  redis.call('set', latch, '1', 'px', ARGV[4])
+  return nil
+end
+if redis.call('hexists', lock, ARGV[2]) == 0 then
+  return nil
+end
+local left = redis.call('hincrby', lock, ARGV[2], -1)
+if left == 0 then
+  redis.call('hdel', lock, ARGV[2])
+end
+redis.call('del', own .. ':' .. (left + 1))
+if redis.call('hlen', lock) > 1 then
+  local longest = -3
+  for _, field in ipairs(redis.call('hkeys', lock)) do
+    local holds = tonumber(redis.call('hget', lock, field))
+    if holds then
+      for k = holds, 1, -1 do
+        local ttl = redis.call('pttl', prefix .. ':' .. field .. ':rwlock_timeout:' .. k)
+        longest = math.max(longest, ttl)
+      end
+    end
+  end
+  if longest > 0 then
+    redis.call('pexpire', lock, longest)
+    redis.call('set', latch, '0', 'px', ARGV[4])
+    return 0
+  end
+  if mode == 'write' then
+    redis.call('set', latch, '0', 'px', ARGV[4])
+    return 0
+  end
+end
+redis.call('del', lock)
+redis.call(ARGV[3], channel, ARGV[1])
+redis.call('set', latch, '1', 'px', ARGV[4])
+return 1
