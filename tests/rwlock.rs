@@ -1,0 +1,489 @@
+//! Read-write lock (protocol §8): wire state, timeout keys, messages, interop with simulated
+//! Java readers, Redisson's portable RedissonReadWriteLockTest cases.
+
+mod common;
+
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use common::{Admin, Recorder, RedisServer};
+use fred::interfaces::{KeysInterface, PubsubInterface};
+use redisson_lock::{Client, Config, Error, Ttl, UnlockOutcome};
+use tokio::time::Instant;
+
+const CHAN: &str = "redisson_rwlock:{rw}";
+
+async fn setup() -> (RedisServer, Client, Admin) {
+    let s = RedisServer::start();
+    let c = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let a = Admin::connect(&s.url()).await;
+    (s, c, a)
+}
+
+fn timeout_key(field: &str, k: u32) -> String {
+    format!("{{rw}}:{field}:rwlock_timeout:{k}")
+}
+
+#[tokio::test]
+async fn read_holds_write_timeout_keys_and_messages_as_specified() {
+    let (s, client, admin) = setup().await;
+    let mut rec = Recorder::subscribe(&s.url(), &[CHAN]).await;
+    let rw = client.get_read_write_lock("rw");
+    let f = rw.read_lock().owner_field().to_string();
+
+    let r1 = rw.read_lock().lock().await.unwrap();
+    assert_eq!(
+        admin.hgetall("rw").await,
+        [
+            ("mode".to_string(), "read".to_string()),
+            (f.clone(), "1".into())
+        ]
+        .into()
+    );
+    assert_eq!(admin.type_of(&timeout_key(&f, 1)).await, "string");
+    assert!((29_000..=30_000).contains(&admin.pttl(&timeout_key(&f, 1)).await));
+    assert!((29_000..=30_000).contains(&admin.pttl("rw").await));
+
+    let r2 = rw.read_lock().lock().await.unwrap();
+    assert_eq!(admin.hgetall("rw").await.get(&f).unwrap(), "2");
+    assert!(admin.exists(&timeout_key(&f, 2)).await);
+    assert_eq!(r2.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert!(
+        !admin.exists(&timeout_key(&f, 2)).await,
+        "newest hold's key deleted"
+    );
+    assert!(admin.exists(&timeout_key(&f, 1)).await);
+    assert!(rec.drain(Duration::from_millis(200)).await.is_empty());
+    assert_eq!(r1.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(!admin.exists("rw").await);
+    assert_eq!(
+        rec.drain(Duration::from_millis(300)).await,
+        vec![(CHAN.into(), "0".into())]
+    );
+
+    // Write: field <uuid>:<id>:write, release publishes 1.
+    let wf = rw.write_lock().owner_field().to_string();
+    assert_eq!(wf, format!("{f}:write"));
+    let w = rw.write_lock().lock().await.unwrap();
+    assert_eq!(
+        admin.hgetall("rw").await,
+        [
+            ("mode".to_string(), "write".to_string()),
+            (wf.clone(), "1".into())
+        ]
+        .into()
+    );
+    w.unlock().await.unwrap();
+    assert!(!admin.exists("rw").await);
+    assert_eq!(
+        rec.drain(Duration::from_millis(300)).await,
+        vec![(CHAN.into(), "1".into())]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last_release() {
+    let (s, client, _admin) = setup().await;
+    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let ra = client.get_read_write_lock("rw");
+    let rb = other.get_read_write_lock("rw");
+    let ga = ra.read_lock().lock().await.unwrap();
+    let gb = rb
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("readers share");
+    let writer = client.get_read_write_lock("rw");
+    let task = tokio::spawn(async move {
+        writer
+            .write_lock()
+            .lock()
+            .await
+            .map(|g| (Instant::now(), g))
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!task.is_finished());
+    ga.unlock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!task.is_finished(), "one reader still holds");
+    let released = Instant::now();
+    gb.unlock().await.unwrap();
+    let (at, _w) = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        at - released < Duration::from_millis(100),
+        "{:?}",
+        at - released
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_release_wakes_every_waiting_reader_at_once() {
+    // Redisson testWriteRead: 20 readers, all in within 1 s of the write release.
+    let (_s, client, _admin) = setup().await;
+    let w = client.get_read_write_lock("rw");
+    let g = w.write_lock().lock().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let rw = client.get_read_write_lock("rw");
+        tasks.push(tokio::spawn(async move {
+            let g = rw.read_lock().lock().await.unwrap();
+            let at = Instant::now();
+            g.keep();
+            at
+        }));
+    }
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.waiters("rw") == 0
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    for t in tasks {
+        let at = tokio::time::timeout(Duration::from_secs(5), t)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(at - released < Duration::from_secs(1));
+    }
+}
+
+#[tokio::test]
+async fn a_readers_timeout_keys_survive_another_clients_read_release() {
+    let (s, client, admin) = setup().await;
+    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let a = client.get_read_write_lock("rw");
+    let fa = a.read_lock().owner_field().to_string();
+    let _ga = a.read_lock().lock().await.unwrap();
+    let b = other.get_read_write_lock("rw");
+    b.read_lock().lock().await.unwrap().unlock().await.unwrap();
+    assert!(admin.exists("rw").await, "A still reads");
+    assert_eq!(
+        admin.hgetall("rw").await.get(&fa).map(String::as_str),
+        Some("1")
+    );
+    assert!(admin.exists(&timeout_key(&fa, 1)).await);
+    assert!(admin.pttl("rw").await > 25_000);
+    // A simulated Java reader's release (R-REL by another owner) also keeps A alive.
+    let java = "22222222-2222-4222-8222-222222222222:5";
+    let _: i64 = fred::interfaces::HashesInterface::hset(&admin.redis, "rw", (java, "1"))
+        .await
+        .unwrap();
+    let _: () = admin
+        .redis
+        .set(timeout_key(java, 1), "1", None, None, false)
+        .await
+        .unwrap();
+    let c = other.get_read_write_lock("rw");
+    assert!(c.read_lock().is_locked().await.unwrap());
+    assert!(admin.exists(&timeout_key(&fa, 1)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it() {
+    let (_s, client, admin) = setup().await;
+    let java = "33333333-3333-4333-8333-333333333333:7";
+    let _: i64 = fred::interfaces::HashesInterface::hset(
+        &admin.redis,
+        "rw",
+        [("mode", "read"), (java, "1")],
+    )
+    .await
+    .unwrap();
+    let _: i64 = admin.redis.pexpire("rw", 30_000, None).await.unwrap();
+    // A live Java reader has its per-hold timeout key.
+    let _: () = admin
+        .redis
+        .set(
+            timeout_key(java, 1),
+            "1",
+            Some(fred::types::Expiration::PX(30_000)),
+            None,
+            false,
+        )
+        .await
+        .unwrap();
+    let rw = client.get_read_write_lock("rw");
+    assert!(rw.write_lock().try_lock().await.unwrap().is_none());
+    rw.read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("readers share with Java")
+        .keep();
+    rw.read_lock().unlock().await.unwrap();
+    assert!(
+        admin.exists("rw").await,
+        "our release keeps the live Java reader's lock"
+    );
+    assert!(admin.pttl("rw").await > 25_000);
+    let task =
+        tokio::spawn(async move { rw.write_lock().lock().await.map(|g| (Instant::now(), g)) });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(CHAN).await == 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let released = Instant::now();
+    let _: i64 = admin.redis.del("rw").await.unwrap();
+    let _: i64 = admin.redis.publish(CHAN, "0").await.unwrap();
+    let (at, _g) = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        at - released < Duration::from_millis(100),
+        "{:?}",
+        at - released
+    );
+}
+
+#[tokio::test]
+async fn write_then_read_then_write_release_downgrades_without_a_message() {
+    // Redisson testWriteReadReentrancy / testWR.
+    let (s, client, admin) = setup().await;
+    let mut rec = Recorder::subscribe(&s.url(), &[CHAN]).await;
+    let rw = client.get_read_write_lock("rw");
+    let w = rw.write_lock().lock().await.unwrap();
+    let r = rw
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("the writer may read");
+    assert!(
+        rw.read_lock().is_locked().await.unwrap(),
+        "writer-held read counts"
+    );
+    let other = client.get_read_write_lock("rw");
+    assert!(other.read_lock().try_lock().await.unwrap().is_none());
+    assert!(rw.write_lock().is_locked().await.unwrap());
+    w.unlock().await.unwrap();
+    assert_eq!(
+        admin.hgetall("rw").await.get("mode").map(String::as_str),
+        Some("read")
+    );
+    assert!(!rw.write_lock().is_locked().await.unwrap());
+    assert!(
+        rec.drain(Duration::from_millis(200)).await.is_empty(),
+        "downgrade publishes nothing"
+    );
+    assert!(other.write_lock().try_lock().await.unwrap().is_none());
+    let o = other
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("readers now share");
+    o.unlock().await.unwrap();
+    r.unlock().await.unwrap();
+    assert!(other.write_lock().try_lock().await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn write_reentry_adds_the_lease_and_hold_counts_follow() {
+    // Redisson testWriteLockExpiration and testHoldCount.
+    let (_s, client, admin) = setup().await;
+    let rw = client.get_read_write_lock("rw");
+    let a = rw
+        .write_lock()
+        .try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .unwrap();
+    let b = rw
+        .write_lock()
+        .try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(1))
+        .await
+        .unwrap()
+        .unwrap();
+    let ttl = admin.pttl("rw").await;
+    assert!(
+        (10_500..=11_000).contains(&ttl),
+        "re-entry adds the lease: {ttl}"
+    );
+    assert_eq!(rw.write_lock().hold_count().await.unwrap(), 2);
+    b.unlock().await.unwrap();
+    assert_eq!(rw.write_lock().hold_count().await.unwrap(), 1);
+    a.unlock().await.unwrap();
+    assert_eq!(rw.write_lock().hold_count().await.unwrap(), 0);
+    for expected in [1, 2] {
+        rw.read_lock().lock().await.unwrap().keep();
+        assert_eq!(rw.read_lock().hold_count().await.unwrap(), expected);
+    }
+    rw.read_lock().unlock().await.unwrap();
+    rw.read_lock().unlock().await.unwrap();
+    assert_eq!(rw.read_lock().hold_count().await.unwrap(), 0);
+    assert_eq!(
+        rw.read_lock().remaining_ttl().await.unwrap(),
+        Ttl::NotLocked
+    );
+}
+
+#[tokio::test]
+async fn force_unlock_only_clears_its_own_mode() {
+    // Redisson testForceUnlock and testMultiRead's first step.
+    let (_s, client, _admin) = setup().await;
+    let rw = client.get_read_write_lock("rw");
+    assert!(!rw.read_lock().force_unlock().await.unwrap());
+    rw.read_lock().lock().await.unwrap().keep();
+    assert!(!rw.write_lock().force_unlock().await.unwrap());
+    assert!(rw.read_lock().is_locked().await.unwrap());
+    assert!(rw.read_lock().force_unlock().await.unwrap());
+    assert!(!rw.read_lock().is_locked().await.unwrap());
+    rw.write_lock().lock().await.unwrap().keep();
+    assert!(!rw.read_lock().force_unlock().await.unwrap());
+    assert!(rw.write_lock().force_unlock().await.unwrap());
+    assert!(!rw.write_lock().is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn read_unlock_by_another_owner_and_after_expiry_is_not_held() {
+    let (_s, client, _admin) = setup().await;
+    let rw = client.get_read_write_lock("rw");
+    let _g = rw.read_lock().lock().await.unwrap();
+    let other = client.get_read_write_lock("rw");
+    assert!(matches!(
+        other.read_lock().unlock().await,
+        Err(Error::NotHeld { .. })
+    ));
+    assert!(matches!(
+        other.write_lock().unlock().await,
+        Err(Error::NotHeld { .. })
+    ));
+    let w = client.get_read_write_lock("rw2");
+    let g = w
+        .write_lock()
+        .lock_with_lease(Duration::from_millis(200))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
+}
+
+#[tokio::test]
+async fn the_watchdog_renews_read_holds_their_timeout_keys_and_write_holds() {
+    // Redisson testReadWriteTTL / testReadLockExpirationRenewal, with a 1 s watchdog.
+    let s = RedisServer::start();
+    let client = Client::connect(
+        &s.url(),
+        Config::default().lock_watchdog_timeout(Duration::from_secs(1)),
+    )
+    .await
+    .unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let rw = client.get_read_write_lock("rw");
+    let f = rw.read_lock().owner_field().to_string();
+    let w = rw.write_lock().lock().await.unwrap();
+    let r1 = rw.read_lock().lock().await.unwrap();
+    let r2 = rw.read_lock().lock().await.unwrap();
+    let until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < until {
+        assert!(admin.pttl("rw").await > 0);
+        assert!(admin.pttl(&timeout_key(&f, 1)).await > 0);
+        assert!(admin.pttl(&timeout_key(&f, 2)).await > 0);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    w.unlock().await.unwrap();
+    let until = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < until {
+        assert!(admin.pttl("rw").await > 0, "read renewal alone keeps it");
+        assert!(admin.pttl(&timeout_key(&f, 2)).await > 0);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!r1.is_lost() && !r2.is_lost());
+}
+
+#[tokio::test]
+async fn a_dead_readers_expired_keys_do_not_keep_the_lock() {
+    // Redisson testMultiInstanceReadLockZombieCleanup, with a 1 s watchdog.
+    let s = RedisServer::start();
+    let cfg = Config::default().lock_watchdog_timeout(Duration::from_secs(1));
+    let zombie = Client::connect(&s.url(), cfg.clone()).await.unwrap();
+    zombie
+        .get_read_write_lock("rw")
+        .read_lock()
+        .lock()
+        .await
+        .unwrap()
+        .keep();
+    zombie.shutdown().await;
+    let b = Client::connect(&s.url(), cfg).await.unwrap();
+    let rw = b.get_read_write_lock("rw");
+    let g = rw.read_lock().lock().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    g.unlock().await.unwrap();
+    assert!(rw
+        .write_lock()
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_lock_mutual_exclusion_stress_with_readers_around() {
+    let (s, _c, admin) = setup().await;
+    let clients = [
+        Client::connect(&s.url(), Config::default()).await.unwrap(),
+        Client::connect(&s.url(), Config::default()).await.unwrap(),
+    ];
+    let writers = Arc::new(AtomicUsize::new(0));
+    let readers = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let rw = clients[i % 2].get_read_write_lock("rw");
+        let (writers, readers) = (writers.clone(), readers.clone());
+        let admin = Admin::connect(&s.url()).await;
+        tasks.push(tokio::spawn(async move {
+            for round in 0..60 {
+                if (i + round) % 3 == 0 {
+                    let g = rw.read_lock().lock().await.unwrap();
+                    readers.fetch_add(1, Ordering::SeqCst);
+                    assert_eq!(writers.load(Ordering::SeqCst), 0, "reader beside a writer");
+                    tokio::task::yield_now().await;
+                    readers.fetch_sub(1, Ordering::SeqCst);
+                    g.unlock().await.unwrap();
+                } else {
+                    let g = rw.write_lock().lock().await.unwrap();
+                    assert_eq!(writers.fetch_add(1, Ordering::SeqCst), 0, "two writers");
+                    assert_eq!(readers.load(Ordering::SeqCst), 0, "writer beside a reader");
+                    let v: Option<i64> = admin.redis.get("n").await.unwrap();
+                    let _: () = admin
+                        .redis
+                        .set("n", v.unwrap_or(0) + 1, None, None, false)
+                        .await
+                        .unwrap();
+                    writers.fetch_sub(1, Ordering::SeqCst);
+                    g.unlock().await.unwrap();
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let expected = (0..8)
+        .map(|i| (0..60).filter(|r| (i + r) % 3 != 0).count() as i64)
+        .sum::<i64>();
+    let n: i64 = admin.redis.get("n").await.unwrap();
+    assert_eq!(n, expected);
+}
