@@ -1,0 +1,220 @@
+//! Fenced lock (protocol §9) and spin lock (protocol §10).
+
+mod common;
+
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use common::{Admin, Recorder, RedisServer};
+use redisson_lock::{BackOff, Client, Config, Error, Owner};
+use tokio::time::Instant;
+
+async fn setup() -> (RedisServer, Client, Admin) {
+    let s = RedisServer::start();
+    let c = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let a = Admin::connect(&s.url()).await;
+    (s, c, a)
+}
+
+#[tokio::test]
+async fn every_acquisition_path_increments_the_token() {
+    // Redisson testTokenIncrease: 1, 2, 3, 4, 5 over lock, re-entry, lease and try-lock.
+    let (s, client, admin) = setup().await;
+    let mut rec = Recorder::subscribe(&s.url(), &["redisson_lock__channel:{fenced}"]).await;
+    let lock = client.get_fenced_lock("fenced");
+    assert_eq!(lock.token().await.unwrap(), 0);
+    let g = lock.lock().await.unwrap();
+    assert_eq!(g.token(), Some(1));
+    g.unlock().await.unwrap();
+    let g = lock.lock().await.unwrap();
+    assert_eq!(g.token(), Some(2));
+    let again = lock.lock().await.unwrap();
+    assert_eq!(again.token(), Some(3), "re-entry increments too");
+    assert_eq!(lock.token().await.unwrap(), 3);
+    drop(again);
+    g.unlock().await.unwrap();
+    let l = lock.lock_with_lease(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(l.token(), Some(4));
+    l.unlock().await.unwrap();
+    let t = lock.try_lock().await.unwrap().unwrap();
+    assert_eq!(t.token(), Some(5));
+    // Same hash as an RLock of the same name; the token key has no TTL.
+    assert_eq!(admin.type_of("fenced").await, "hash");
+    assert_eq!(admin.pttl("redisson_lock_token:{fenced}").await, -1);
+    assert!(client
+        .get_lock("fenced")
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+    let other = client.get_fenced_lock("fenced");
+    assert!(other.try_lock().await.unwrap().is_none());
+    assert_eq!(
+        lock.token().await.unwrap(),
+        5,
+        "a failed attempt takes no token"
+    );
+    t.unlock().await.unwrap();
+    // Unlocks publish on the RLock channel, as RLock does.
+    let msgs = rec.drain(Duration::from_millis(300)).await;
+    assert_eq!(msgs.len(), 4);
+    assert!(msgs.iter().all(|(_, v)| v == "0"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_strictly_increase_across_clients_and_a_waiter_gets_the_next() {
+    let (s, client, _admin) = setup().await;
+    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let mut last = 0;
+    for i in 0..20 {
+        let c = if i % 2 == 0 { &client } else { &other };
+        let g = c.get_fenced_lock("fenced").lock().await.unwrap();
+        let t = g.token().unwrap();
+        assert!(t > last);
+        last = t;
+        g.unlock().await.unwrap();
+    }
+    let held = client.get_fenced_lock("fenced").lock().await.unwrap();
+    let waiter = other.get_fenced_lock("fenced");
+    let task = tokio::spawn(async move { waiter.lock().await.unwrap().token().unwrap() });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t_held = held.token().unwrap();
+    held.unlock().await.unwrap();
+    assert_eq!(task.await.unwrap(), t_held + 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off() {
+    let (s, client, admin) = setup().await;
+    let holder = client.get_spin_lock("spin");
+    let g = holder.lock().await.unwrap();
+    assert_eq!(admin.hgetall("spin").await.len(), 1, "RLock layout");
+    let waiter = client.get_spin_lock("spin");
+    admin.reset_stats().await;
+    let started = Instant::now();
+    assert!(waiter
+        .try_lock_for(Duration::from_secs(1))
+        .await
+        .unwrap()
+        .is_none());
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(990) && waited < Duration::from_millis(1500),
+        "{waited:?}"
+    );
+    // Back-off 1, 2-3, 4-7, ... capped at 128 ms: at most ~16 attempts in 1 s, no pub/sub.
+    let attempts = admin.command_calls("evalsha").await;
+    assert!((5..=20).contains(&attempts), "attempts: {attempts}");
+    assert_eq!(admin.numsub("redisson_lock__channel:{spin}").await, 0);
+    assert_eq!(client.subscribed_channels(), 0);
+
+    let mut rec = Recorder::subscribe(&s.url(), &["redisson_lock__channel:{spin}"]).await;
+    // Redisson testTryLockAsync: the waiter gets in within 200 ms of the unlock.
+    let waiter = client.get_spin_lock("spin");
+    let task = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    let (at, g2) = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        at - released < Duration::from_millis(200),
+        "{:?}",
+        at - released
+    );
+    g2.unlock().await.unwrap();
+    assert!(
+        rec.drain(Duration::from_millis(300)).await.is_empty(),
+        "spin locks never publish"
+    );
+    assert!(!holder.is_locked().await.unwrap());
+    holder.lock().await.unwrap().keep();
+    assert!(holder.force_unlock().await.unwrap());
+    assert!(rec.drain(Duration::from_millis(200)).await.is_empty());
+}
+
+#[tokio::test]
+async fn spin_lock_basics_follow_the_rlock_tests() {
+    let (_s, client, _admin) = setup().await;
+    let lock = client.get_spin_lock_with(
+        "spin",
+        Owner::new(),
+        BackOff::constant(Duration::from_millis(20)),
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 0);
+    let a = lock.lock().await.unwrap();
+    let b = lock.try_lock().await.unwrap().unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    let other = client.get_spin_lock("spin");
+    assert!(other.try_lock().await.unwrap().is_none());
+    assert!(matches!(other.unlock().await, Err(Error::NotHeld { .. })));
+    b.unlock().await.unwrap();
+    assert!(other.try_lock().await.unwrap().is_none());
+    a.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap());
+    // Expiry: a leased hold ends and the waiter's back-off notices.
+    let g = lock
+        .lock_with_lease(Duration::from_millis(500))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let w = other.lock().await.unwrap();
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
+    w.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spin_lock_mutual_exclusion_stress() {
+    let (s, _c, admin) = setup().await;
+    let clients = [
+        Client::connect(&s.url(), Config::default()).await.unwrap(),
+        Client::connect(&s.url(), Config::default()).await.unwrap(),
+    ];
+    let inside = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let lock = clients[i % 2].get_spin_lock("spin");
+        let inside = inside.clone();
+        let admin = Admin::connect(&s.url()).await;
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..50 {
+                let g = lock.lock().await.unwrap();
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "overlap");
+                let v: Option<i64> = fred::interfaces::KeysInterface::get(&admin.redis, "n")
+                    .await
+                    .unwrap();
+                let _: () = fred::interfaces::KeysInterface::set(
+                    &admin.redis,
+                    "n",
+                    v.unwrap_or(0) + 1,
+                    None,
+                    None,
+                    false,
+                )
+                .await
+                .unwrap();
+                inside.fetch_sub(1, Ordering::SeqCst);
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let n: i64 = fred::interfaces::KeysInterface::get(&admin.redis, "n")
+        .await
+        .unwrap();
+    assert_eq!(n, 400);
+}
