@@ -11,7 +11,9 @@ use std::{
 };
 
 use compat_tests::bench;
-use redisson_lock::{Client, Config, Error, Owner, RLock};
+use redisson_lock::{
+    Client, Config, Error, FairLock, FencedLock, LockGuard, Owner, RLock, ReadWriteLock, SpinLock,
+};
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
     sync::{mpsc, oneshot},
@@ -97,6 +99,7 @@ async fn main() {
     }
     let config = Config::default()
         .lock_watchdog_timeout(Duration::from_millis(args.watchdog_ms))
+        .fair_lock_wait_timeout(Duration::from_millis(args.fair_wait_ms))
         .lock_watchdog_batch_size(args.batch)
         .timeout(Duration::from_millis(args.timeout_ms));
     let client = match Client::connect(&args.url, config).await {
@@ -189,10 +192,40 @@ async fn run_bench(client: &Client, args: &[String]) -> String {
     }
 }
 
+/// A lock of any family, as a logical thread holds it.
+enum AnyLock {
+    Reentrant(RLock),
+    Fair(FairLock),
+    Fenced(FencedLock),
+    Spin(SpinLock),
+    /// `r`/`w` share one read-write lock per name, so a thread can downgrade.
+    ReadWrite(ReadWriteLock),
+}
+
+/// Runs `$body` with `$l` bound to the right lock handle (`$write` picks the write half).
+macro_rules! with_lock {
+    ($lock:expr, $write:expr, $l:ident => $body:expr) => {
+        match $lock {
+            AnyLock::Reentrant($l) => $body,
+            AnyLock::Fair($l) => $body,
+            AnyLock::Fenced($l) => $body,
+            AnyLock::Spin($l) => $body,
+            AnyLock::ReadWrite(rw) if $write => {
+                let $l = rw.write_lock();
+                $body
+            }
+            AnyLock::ReadWrite(rw) => {
+                let $l = rw.read_lock();
+                $body
+            }
+        }
+    };
+}
+
 /// One logical thread: its own owner, its commands in order.
 async fn run_thread(client: Client, thread: String, mut rx: mpsc::UnboundedReceiver<Job>) {
     let owner = Owner::new();
-    let mut locks: HashMap<String, Arc<RLock>> = HashMap::new();
+    let mut locks: HashMap<(&'static str, String), Arc<AnyLock>> = HashMap::new();
     while let Some(job) = rx.recv().await {
         let words = match job {
             Job::Barrier(done) => {
@@ -239,10 +272,22 @@ fn millis_arg(words: &[String], i: usize) -> Result<Option<i64>, (&'static str, 
     }
 }
 
+/// Splits `fencedtrylock` into (`fenced`, `trylock`); the longest prefix wins.
+fn split_family(command: &str) -> Option<(&'static str, &str)> {
+    for family in ["fenced", "spin", "f", "r", "w", ""] {
+        if let Some(op) = command.strip_prefix(family) {
+            if is_operation(op) {
+                return Some((family, op));
+            }
+        }
+    }
+    None
+}
+
 async fn execute(
     client: &Client,
     owner: Owner,
-    locks: &mut HashMap<String, Arc<RLock>>,
+    locks: &mut HashMap<(&'static str, String), Arc<AnyLock>>,
     words: &[String],
 ) -> Reply {
     let command = words[0].as_str();
@@ -256,84 +301,103 @@ async fn execute(
         }
         _ => {}
     }
-    for family in ["fenced", "spin", "f", "r", "w"] {
-        if let Some(op) = command.strip_prefix(family) {
-            if is_operation(op) {
-                return Err((
-                    "UNSUPPORTED",
-                    format!("lock family '{family}' is not implemented yet"),
-                ));
-            }
-        }
-    }
-    if !is_operation(command) || command == "token" {
+    let Some((family, op)) = split_family(command) else {
         return Err(("UNSUPPORTED", format!("unknown command {command}")));
-    }
+    };
     let name = words
         .get(1)
         .ok_or_else(|| invalid("missing lock name"))?
         .clone();
+    let slot = match family {
+        "r" | "w" => "rw",
+        other => other,
+    };
     let lock = locks
-        .entry(name.clone())
-        .or_insert_with(|| Arc::new(client.get_lock_with_owner(&name, owner)))
+        .entry((slot, name.clone()))
+        .or_insert_with(|| {
+            Arc::new(match slot {
+                "f" => AnyLock::Fair(client.get_fair_lock_with_owner(&name, owner)),
+                "fenced" => AnyLock::Fenced(client.get_fenced_lock_with_owner(&name, owner)),
+                "spin" => AnyLock::Spin(client.get_spin_lock_with(
+                    &name,
+                    owner,
+                    redisson_lock::BackOff::default(),
+                )),
+                "rw" => AnyLock::ReadWrite(client.get_read_write_lock_with_owner(&name, owner)),
+                _ => AnyLock::Reentrant(client.get_lock_with_owner(&name, owner)),
+            })
+        })
         .clone();
+    let write = family == "w";
+    let fenced = family == "fenced";
     // Java semantics: a lease <= 0 means watchdog mode; a wait <= 0 means one attempt.
     let lease = |i| -> Result<Option<Duration>, (&'static str, String)> {
         Ok(millis_arg(words, i)?
             .filter(|ms| *ms > 0)
             .map(|ms| Duration::from_millis(ms as u64)))
     };
-    match command {
+    // A held lock stays held until `unlock`: the guard is kept, its value is printed.
+    let kept = |g: LockGuard| -> String {
+        let token = g.token();
+        g.keep();
+        match token {
+            Some(t) if fenced => t.to_string(),
+            _ => "locked".into(),
+        }
+    };
+    match op {
         "lock" => {
-            let g = match lease(2)? {
-                Some(l) => lock.lock_with_lease(l).await,
-                None => lock.lock().await,
-            }
+            let lease = lease(2)?;
+            let g = with_lock!(&*lock, write, l => match lease {
+                Some(d) => l.lock_with_lease(d).await,
+                None => l.lock().await,
+            })
             .map_err(err)?;
-            g.keep();
-            Ok("locked".into())
+            Ok(kept(g))
         }
         "trylock" => {
             let wait = millis_arg(words, 2)?;
             let lease = lease(3)?;
-            let g = match (wait, lease) {
-                (None, _) => lock.try_lock().await,
-                (Some(w), None) => {
-                    lock.try_lock_for(Duration::from_millis(w.max(0) as u64))
-                        .await
+            let g = with_lock!(&*lock, write, l => match (wait, lease) {
+                (None, _) => l.try_lock().await,
+                (Some(w), None) => l.try_lock_for(Duration::from_millis(w.max(0) as u64)).await,
+                (Some(w), Some(d)) => {
+                    l.try_lock_with_lease(Duration::from_millis(w.max(0) as u64), d).await
                 }
-                (Some(w), Some(l)) => {
-                    lock.try_lock_with_lease(Duration::from_millis(w.max(0) as u64), l)
-                        .await
-                }
-            }
+            })
             .map_err(err)?;
             Ok(match g {
+                Some(g) if fenced => kept(g),
                 Some(g) => {
                     g.keep();
                     "true".into()
                 }
+                None if fenced => "null".into(),
                 None => "false".into(),
             })
         }
-        "unlock" => lock.unlock().await.map(|_| "unlocked".into()).map_err(err),
-        "forceunlock" => lock
-            .force_unlock()
-            .await
+        "unlock" => with_lock!(&*lock, write, l => l.unlock().await)
+            .map(|_| "unlocked".into())
+            .map_err(err),
+        "forceunlock" => with_lock!(&*lock, write, l => l.force_unlock().await)
             .map(|b| b.to_string())
             .map_err(err),
-        "islocked" => lock.is_locked().await.map(|b| b.to_string()).map_err(err),
-        "holdcount" => lock.hold_count().await.map(|n| n.to_string()).map_err(err),
-        "held" => lock
-            .is_held_by_current()
-            .await
+        "islocked" => with_lock!(&*lock, write, l => l.is_locked().await)
             .map(|b| b.to_string())
             .map_err(err),
-        "ttl" => lock
-            .remaining_ttl()
-            .await
+        "holdcount" => with_lock!(&*lock, write, l => l.hold_count().await)
+            .map(|n| n.to_string())
+            .map_err(err),
+        "held" => with_lock!(&*lock, write, l => l.is_held_by_current().await)
+            .map(|b| b.to_string())
+            .map_err(err),
+        "ttl" => with_lock!(&*lock, write, l => l.remaining_ttl().await)
             .map(|t| t.as_pttl().to_string())
             .map_err(err),
+        "token" => match &*lock {
+            AnyLock::Fenced(l) => l.token().await.map(|t| t.to_string()).map_err(err),
+            _ => Err(invalid("token is only defined for the fenced lock")),
+        },
         _ => Err(("UNSUPPORTED", format!("unknown command {command}"))),
     }
 }

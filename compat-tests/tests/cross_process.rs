@@ -191,8 +191,10 @@ fn errors_use_the_protocol_kinds() {
     assert!(r.value.starts_with("NOT_HELD:"), "{r:?}");
     let r = a.call("t1", "lock k 99999999999999999999", T);
     assert!(r.value.starts_with("INVALID:"), "{r:?}");
-    let r = a.call("t1", "ftrylock k", T);
+    let r = a.call("t1", "frobnicate k", T);
     assert!(r.value.starts_with("UNSUPPORTED:"), "{r:?}");
+    let r = a.call("t1", "token k", T);
+    assert!(r.value.starts_with("INVALID:"), "{r:?}");
     assert_eq!(a.call("t1", "ttl k", T).value, "-2");
     assert_eq!(a.call("t1", "lock k 5000", T).value, "locked");
     let ttl: i64 = a.call("t1", "ttl k", T).value.parse().unwrap();
@@ -257,4 +259,124 @@ fn bench_command_runs_every_mode() {
     assert!(a
         .global("bench sideways 1 1", T)
         .starts_with("- bench ERR INVALID"));
+}
+
+/// One raw RESP command on a fresh connection; returns the integer reply.
+fn raw_int(port: u16, command: &str) -> i64 {
+    use std::io::Read;
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(format!("{command}\r\n").as_bytes()).unwrap();
+    let mut buf = [0u8; 64];
+    let n = conn.read(&mut buf).unwrap();
+    let reply = std::str::from_utf8(&buf[..n]).unwrap();
+    reply
+        .trim_start_matches(':')
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("not an integer reply: {reply:?}"))
+}
+
+#[test]
+fn fair_lock_waiters_from_two_peers_acquire_in_exact_fifo_order() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("h", "flock q", T).value, "locked");
+    // Six waiters alternating between the peers, each queued before the next arrives.
+    let order = [
+        ("a", "w1"),
+        ("b", "w2"),
+        ("a", "w3"),
+        ("b", "w4"),
+        ("a", "w5"),
+        ("b", "w6"),
+    ];
+    for (i, (peer, thread)) in order.iter().enumerate() {
+        let p = if *peer == "a" { &mut a } else { &mut b };
+        p.send(&format!("{thread} flock q"));
+        p.send(&format!("{thread} sleep 30"));
+        p.send(&format!("{thread} funlock q"));
+        let deadline = Instant::now() + T;
+        while raw_int(s.port(), "LLEN redisson_lock_queue:{q}") != i as i64 + 1 {
+            assert!(Instant::now() < deadline, "waiter {thread} never queued");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert!(a.call("h", "funlock q", T).ok);
+    let mut stamps = Vec::new();
+    for (peer, thread) in order {
+        let p = if peer == "a" { &mut a } else { &mut b };
+        let r = p.reply(thread, "flock", T);
+        assert!(r.ok, "{r:?}");
+        stamps.push((r.at, thread));
+    }
+    let mut sorted = stamps.clone();
+    sorted.sort();
+    assert_eq!(sorted, stamps, "acquired out of arrival order");
+    assert_eq!(raw_int(s.port(), "EXISTS redisson_lock_queue:{q}"), 0);
+}
+
+#[test]
+fn readers_in_two_processes_share_and_a_waiting_writer_wakes_within_100ms() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "rlock doc", T).value, "locked");
+    assert_eq!(b.call("t1", "rtrylock doc", T).value, "true");
+    assert_eq!(b.call("t2", "wtrylock doc", T).value, "false");
+    b.send("t2 wlock doc");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(a.call("t1", "runlock doc", T).ok);
+    std::thread::sleep(Duration::from_millis(200));
+    let last = b.call("t1", "runlock doc", T);
+    let woke = b.reply("t2", "wlock", T);
+    assert!(woke.ok);
+    let latency = woke.at as i128 - last.at as i128;
+    assert!(
+        latency < 100,
+        "writer woke {latency} ms after the last read release"
+    );
+    // A reader now waits for the writer.
+    assert_eq!(a.call("t1", "rtrylock doc 200", T).value, "false");
+    assert_eq!(b.call("t2", "wholdcount doc", T).value, "1");
+}
+
+#[test]
+fn fenced_tokens_strictly_increase_across_processes_and_reentries() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    let mut last = 0u64;
+    for round in 0..4 {
+        let (p, q) = if round % 2 == 0 {
+            (&mut a, &mut b)
+        } else {
+            (&mut b, &mut a)
+        };
+        let t1: u64 = p.call("t1", "fencedlock tok", T).value.parse().unwrap();
+        let t2: u64 = p.call("t1", "fencedlock tok", T).value.parse().unwrap();
+        assert!(t1 > last && t2 > t1, "{last} {t1} {t2}");
+        assert_eq!(q.call("t1", "fencedtrylock tok", T).value, "null");
+        assert_eq!(q.call("t1", "fencedtoken tok", T).value, t2.to_string());
+        p.call("t1", "fencedunlock tok", T);
+        p.call("t1", "fencedunlock tok", T);
+        last = t2;
+    }
+}
+
+#[test]
+fn spin_lock_excludes_across_processes() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "spinlock sp", T).value, "locked");
+    let r = b.call("t1", "spintrylock sp 300", T);
+    assert_eq!(r.value, "false");
+    b.send("t1 spinlock sp");
+    std::thread::sleep(Duration::from_millis(200));
+    let unlocked = a.call("t1", "spinunlock sp", T);
+    let got = b.reply("t1", "spinlock", T);
+    assert!(got.ok);
+    // Bounded by the 128 ms back-off cap.
+    assert!((got.at as i128 - unlocked.at as i128) < 300);
 }
