@@ -387,3 +387,39 @@ async fn fair_lock_mutual_exclusion_stress() {
     assert_eq!(n, 480);
     assert!(queue(&admin).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_expiring_hand_the_lock_to_waiters_in_arrival_order() {
+    // Redisson testLeaseTimeout: 8 waiters, each tryLock(wait, lease) that never unlocks; each
+    // lease expiry hands over to the next in line (lease 300 ms here instead of 1 s).
+    let (_s, client, admin) = setup().await;
+    let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let lock = client.get_fair_lock("fair");
+        let mine = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = lock
+                .try_lock_with_lease(Duration::from_secs(10), Duration::from_millis(300))
+                .await
+                .unwrap()
+                .expect("acquired within the wait");
+            mine.lock().push(i);
+            g.keep(); // never unlocked: the lease ends it
+        }));
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                let acquired = order.lock().len();
+                acquired + queue(&admin).await.len() == i + 1
+            })
+            .await
+        );
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(15), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(*order.lock(), (0..8).collect::<Vec<_>>());
+}

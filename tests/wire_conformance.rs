@@ -388,3 +388,53 @@ async fn unlock_by_non_owner_or_after_expiry_is_not_held_and_changes_nothing() {
     assert!(short.is_lost());
     assert!(matches!(short.unlock().await, Err(Error::NotHeld { .. })));
 }
+
+#[tokio::test]
+async fn every_kind_applies_the_brace_rule_to_every_derived_name() {
+    // A name that already contains '{' gets no extra braces anywhere (protocol §2.3).
+    let (s, client, admin) = setup().await;
+    let name = "{t}:x";
+    let mut rec = Recorder::subscribe(
+        &s.url(),
+        &["redisson_lock__channel:{t}:x", "redisson_rwlock:{t}:x"],
+    )
+    .await;
+
+    let g = client.get_fenced_lock(name).lock().await.unwrap();
+    assert!(admin.exists("redisson_lock_token:{t}:x").await);
+    g.unlock().await.unwrap();
+
+    let holder = client.get_fair_lock(name);
+    let h = holder.lock().await.unwrap();
+    let waiter = client.get_fair_lock(name);
+    let wf = waiter.owner_field().to_string();
+    assert!(waiter
+        .try_lock_for(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .is_none());
+    let task = tokio::spawn(async move { waiter.try_lock_for(Duration::from_secs(5)).await });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.exists("redisson_lock_queue:{t}:x").await
+                && admin.exists("redisson_lock_timeout:{t}:x").await
+        })
+        .await
+    );
+    let mut fair_rec =
+        Recorder::subscribe(&s.url(), &[&format!("redisson_lock__channel:{{t}}:x:{wf}")]).await;
+    h.unlock().await.unwrap();
+    assert!(task.await.unwrap().unwrap().is_some());
+    assert_eq!(fair_rec.drain(Duration::from_millis(300)).await.len(), 1);
+    client.get_fair_lock(name).force_unlock().await.unwrap();
+
+    let rw = client.get_read_write_lock(name);
+    let f = rw.read_lock().owner_field().to_string();
+    let r = rw.read_lock().lock().await.unwrap();
+    assert!(admin.exists(&format!("{{t}}:x:{f}:rwlock_timeout:1")).await);
+    r.unlock().await.unwrap();
+
+    let msgs = rec.drain(Duration::from_millis(300)).await;
+    assert!(msgs.contains(&("redisson_lock__channel:{t}:x".to_string(), "0".to_string())));
+    assert!(msgs.contains(&("redisson_rwlock:{t}:x".to_string(), "0".to_string())));
+}
