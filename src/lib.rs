@@ -10,6 +10,7 @@
 //! * [`RLock`]: the reentrant lock; [`LockGuard`]: one hold, released on drop.
 //! * [`FairLock`], [`ReadWriteLock`] ([`ReadLock`], [`WriteLock`]), [`FencedLock`],
 //!   [`SpinLock`]: the rest of Redisson's lock family, on the same engine.
+//! * [`MultiLock`] (all of several locks) and [`RedLock`] (a quorum of independent masters).
 //! * [`blocking`]: the same API for synchronous code, owned by the calling OS thread.
 //!
 //! ```no_run
@@ -48,7 +49,7 @@ pub use client::Client;
 pub use config::{Config, NameMapper, PrefixNameMapper, MAX_MILLIS};
 pub use error::{Error, Result};
 pub use lock::{
-    BackOff, FairLock, FencedLock, LockGuard, RLock, ReadLock, ReadWriteLock, SpinLock, Ttl,
-    UnlockOutcome, WriteLock,
+    BackOff, FairLock, FencedLock, LockGuard, LockPart, MultiGuard, MultiLock, RLock, ReadLock,
+    ReadWriteLock, RedLock, RedLockGuard, RedLockOptions, SpinLock, Ttl, UnlockOutcome, WriteLock,
 };
 pub use owner::Owner;

@@ -76,6 +76,39 @@ impl LockGuard {
         }
     }
 
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Sets a held leased lock's TTL to `lease` from now (owner-checked) and moves its deadline
+    /// accordingly. Used by the multi-lock after taking its parts with a longer lease.
+    pub(crate) async fn rearm_lease(&mut self, lease: Duration) -> Result<()> {
+        let lease_ms = crate::config::lease_millis(lease)?;
+        let core = &self.client.inner.core;
+        let sent_at = Instant::now();
+        let keys = vec![fred::types::Key::from(self.kind.raw_name())];
+        let args = vec![
+            fred::types::Value::from(lease_ms as i64),
+            fred::types::Value::from(&*self.field),
+        ];
+        let flags: Vec<i64> = core
+            .scripts
+            .run(&core.redis, crate::scripts::ScriptId::Renew, keys, args)
+            .await
+            .map_err(|e| crate::Error::from_redis(e, self.kind.raw_name()))?;
+        if flags.first() != Some(&1) {
+            self.loss.mark_lost();
+            return Err(crate::Error::LockLost {
+                lock: self.kind.raw_name().to_owned(),
+            });
+        }
+        self.lease_ms = lease_ms;
+        if !self.watchdog {
+            self.loss = LossSignal::new(sent_at + lease.saturating_sub(drift(lease)));
+        }
+        Ok(())
+    }
+
     /// The raw lock name in Redis.
     pub fn name(&self) -> &str {
         self.kind.raw_name()

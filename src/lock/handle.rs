@@ -228,6 +228,14 @@ macro_rules! lock_type {
             pub(crate) handle: $crate::lock::handle::LockHandle,
         }
 
+        impl From<$name> for $crate::LockPart {
+            fn from(lock: $name) -> Self {
+                $crate::LockPart {
+                    handle: lock.handle,
+                }
+            }
+        }
+
         impl std::fmt::Debug for $name {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 self.handle.fmt(f)

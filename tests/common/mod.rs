@@ -30,6 +30,10 @@ impl Admin {
         Admin { redis }
     }
 
+    pub async fn connect_url(url: String) -> Admin {
+        Admin::connect(&url).await
+    }
+
     pub async fn cmd(
         &self,
         name: &'static str,

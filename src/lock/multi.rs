@@ -1,0 +1,508 @@
+//! Locks over several locks: [`MultiLock`] (all must be acquired, Redisson's
+//! `RedissonMultiLock`, protocol §11.1) and [`RedLock`] (a quorum of independent masters, the
+//! published Redlock algorithm with drift and validity). Each part is an ordinary lock on its own
+//! client, with the usual wire format on its node.
+
+use std::time::Duration;
+
+use fred::types::{Key, Value};
+use futures::future::join_all;
+use tokio::time::Instant;
+
+use super::{guard::LockGuard, handle::LockHandle};
+use crate::{
+    error::{Error, Result},
+    scripts::ScriptId,
+    watchdog::drift,
+};
+
+/// One part of a [`MultiLock`] or [`RedLock`]: any lock handle, converted with `.into()`.
+#[derive(Debug)]
+pub struct LockPart {
+    pub(crate) handle: LockHandle,
+}
+
+/// The held parts of a [`MultiLock`]; dropping it releases every part in the background.
+#[derive(Debug)]
+#[must_use = "dropping the guard releases every part at once"]
+pub struct MultiGuard {
+    parts: Vec<LockGuard>,
+}
+
+impl MultiGuard {
+    /// The guards of the parts, in the order of the lock's parts.
+    pub fn parts(&self) -> &[LockGuard] {
+        &self.parts
+    }
+
+    /// `true` once any part is lost.
+    pub fn is_lost(&self) -> bool {
+        self.parts.iter().any(LockGuard::is_lost)
+    }
+
+    /// Releases every part (all of them, even after an error) and returns the first error.
+    pub async fn unlock(self) -> Result<()> {
+        let results = join_all(self.parts.into_iter().map(LockGuard::unlock)).await;
+        results
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
+    }
+}
+
+/// Several locks taken as one: all parts or none (Redisson `RedissonMultiLock`).
+///
+/// A failed attempt releases every part it had taken, so no part stays locked. With a wait, the
+/// attempt restarts from the first part until the wait is used up; each part may use the whole
+/// remaining wait. With a lease, parts are taken with a lease of twice the wait (so the first
+/// part cannot expire while the last is awaited) and set to the lease once all are held.
+///
+/// ```no_run
+/// # async fn demo(a: redisson_lock::Client, b: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::MultiLock;
+/// let multi = MultiLock::new(vec![a.get_lock("x").into(), b.get_lock("y").into()])?;
+/// let guard = multi.lock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct MultiLock {
+    parts: Vec<LockPart>,
+}
+
+/// Redisson's base wait per part for `lock()` retries.
+const BASE_WAIT_PER_PART: Duration = Duration::from_millis(1500);
+
+impl MultiLock {
+    /// A multi-lock over `parts` (at least one).
+    pub fn new(parts: Vec<LockPart>) -> Result<Self> {
+        if parts.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a MultiLock needs at least one lock".into(),
+            ));
+        }
+        Ok(Self { parts })
+    }
+
+    /// Waits without limit; watchdog mode on every part.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: parts taken by a dropped attempt are released.
+    pub async fn lock(&self) -> Result<MultiGuard> {
+        let wait = BASE_WAIT_PER_PART * self.parts.len() as u32;
+        loop {
+            if let Some(g) = self.attempt(Some(wait), None).await? {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// Waits without limit; every part expires after `lease`.
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
+        crate::config::lease_millis(lease)?;
+        loop {
+            let base = BASE_WAIT_PER_PART * self.parts.len() as u32;
+            let wait = if lease <= base {
+                random_between(lease / 2, lease)
+            } else {
+                random_between(base, lease)
+            };
+            if let Some(g) = self.attempt(Some(wait), Some(lease)).await? {
+                return Ok(g);
+            }
+        }
+    }
+
+    /// One attempt on every part, no waiting.
+    pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
+        self.attempt(None, None).await
+    }
+
+    /// Waits at most `wait` in all; watchdog mode.
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
+        self.attempt(Some(wait), None).await
+    }
+
+    /// Waits at most `wait` in all; every part expires after `lease`.
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<MultiGuard>> {
+        crate::config::lease_millis(lease)?;
+        self.attempt(Some(wait), Some(lease)).await
+    }
+
+    /// `true` if every part is held by its handle's owner.
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        for p in &self.parts {
+            if !p.handle.is_held_as(p.handle.owner()).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn attempt(
+        &self,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiGuard>> {
+        let wait = wait.filter(|w| !w.is_zero());
+        let deadline = wait.and_then(|w| Instant::now().checked_add(w));
+        let part_lease = match (lease, wait) {
+            (None, _) => None,
+            (Some(_), Some(w)) => Some(w.saturating_mul(2).max(lease.unwrap_or_default())),
+            (Some(l), None) => Some(l),
+        };
+        'restart: loop {
+            let mut held: Vec<LockGuard> = Vec::with_capacity(self.parts.len());
+            for part in &self.parts {
+                let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+                let part_wait = match (wait, remaining) {
+                    (None, _) => Duration::ZERO,
+                    (_, Some(r)) => r,
+                    (Some(w), None) => w,
+                };
+                let got = part
+                    .handle
+                    .acquire_as(part.handle.owner(), part_lease, Some(part_wait))
+                    .await;
+                match got {
+                    Ok(Some(g)) => held.push(g),
+                    Ok(None) | Err(_) => {
+                        if let Err(e) = &got {
+                            if !e.is_transient() {
+                                release_all(held).await;
+                                return Err(e.clone());
+                            }
+                        }
+                        release_all(held).await;
+                        let out_of_time =
+                            deadline.is_some_and(|d| Instant::now() >= d) || wait.is_none();
+                        if out_of_time {
+                            return Ok(None);
+                        }
+                        continue 'restart;
+                    }
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    release_all(held).await;
+                    return Ok(None);
+                }
+            }
+            if let (Some(lease), Some(_)) = (lease, wait) {
+                for g in &mut held {
+                    g.rearm_lease(lease).await?;
+                }
+            }
+            return Ok(Some(MultiGuard { parts: held }));
+        }
+    }
+}
+
+async fn release_all(held: Vec<LockGuard>) {
+    for r in join_all(held.into_iter().map(LockGuard::unlock)).await {
+        if let Err(e) = r {
+            log::debug!("releasing a part after a failed multi-lock attempt: {e}");
+        }
+    }
+}
+
+fn random_between(low: Duration, high: Duration) -> Duration {
+    if high <= low {
+        return low;
+    }
+    let span = (high - low).as_millis() as u64;
+    let r = u64::from_le_bytes(uuid::Uuid::new_v4().as_bytes()[..8].try_into().unwrap());
+    low + Duration::from_millis(r % span.max(1))
+}
+
+/// Options of a [`RedLock`].
+#[derive(Debug, Clone)]
+pub struct RedLockOptions {
+    /// Per-node attempt timeout; should be much smaller than the lease (distlock suggests
+    /// 5–50 ms for a 10 s lease). Default: lease / 200, clamped to 5–50 ms.
+    pub node_timeout: Option<Duration>,
+    /// Random delay between failed rounds, drawn from this range. Default 50–200 ms.
+    pub retry_delay: (Duration, Duration),
+}
+
+impl Default for RedLockOptions {
+    fn default() -> Self {
+        Self {
+            node_timeout: None,
+            retry_delay: (Duration::from_millis(50), Duration::from_millis(200)),
+        }
+    }
+}
+
+/// A lock over N independent Redis masters, held when a majority (N/2+1) accepted it within
+/// its validity time: the published Redlock algorithm.
+///
+/// One round sends the attempt to every node at once, each bounded by the node timeout; it
+/// succeeds if a quorum accepted and `validity = lease − elapsed − drift` (drift = lease × 1 % +
+/// 2 ms) is positive. Otherwise every part it took is released (a part whose reply arrives after
+/// its timeout is released when it arrives) and the next round starts after a random delay,
+/// until the wait is used up. Each part is an ordinary [`RLock`](crate::RLock) on its node.
+///
+/// # Safety limits
+/// Redlock's mutual exclusion holds only while the holder finishes within the validity it was
+/// given, process pauses are shorter than that, node clocks do not jump, and a node that
+/// restarts without its data stays out for at least one lease before rejoining. None of this can
+/// be checked from here. Where correctness (not just efficiency) matters, use a
+/// [`FencedLock`](crate::FencedLock) and let the protected resource reject stale tokens.
+#[derive(Debug)]
+pub struct RedLock {
+    parts: Vec<LockPart>,
+    options: RedLockOptions,
+}
+
+/// A held [`RedLock`].
+#[derive(Debug)]
+#[must_use = "dropping the guard releases every part at once"]
+pub struct RedLockGuard {
+    parts: Vec<Option<LockGuard>>,
+    quorum: usize,
+    lease: Option<Duration>,
+    valid_until: Instant,
+}
+
+impl RedLockGuard {
+    /// The instant until which the lock is valid (monotonic clock). For a watchdog RedLock,
+    /// the time until which a quorum of parts is known to be held.
+    pub fn valid_until(&self) -> Instant {
+        self.deadline()
+            .unwrap_or(self.valid_until.min(Instant::now()))
+    }
+
+    /// `None` when fewer than a quorum of parts are still held.
+    fn deadline(&self) -> Option<Instant> {
+        match self.lease {
+            Some(_) => Some(self.valid_until),
+            None => quorum_deadline(&self.parts, self.quorum),
+        }
+    }
+
+    /// Remaining validity (zero once passed).
+    pub fn validity(&self) -> Duration {
+        self.valid_until().saturating_duration_since(Instant::now())
+    }
+
+    /// Number of nodes that accepted the lock.
+    pub fn acquired_parts(&self) -> usize {
+        self.parts.iter().filter(|p| p.is_some()).count()
+    }
+
+    /// `true` once the lock is no longer valid (validity over, or fewer than a quorum of parts
+    /// still held).
+    pub fn is_lost(&self) -> bool {
+        match self.deadline() {
+            Some(d) => Instant::now() >= d,
+            None => true,
+        }
+    }
+
+    /// Extends a leased RedLock to `lease` from now. It counts only if a quorum of nodes
+    /// extended within the new validity; returns whether it did. Parts that failed to extend
+    /// are released.
+    pub async fn extend(&mut self, lease: Duration) -> Result<bool> {
+        let lease_ms = crate::config::lease_millis(lease)?;
+        let started = Instant::now();
+        let futures = self.parts.iter().map(|p| async move {
+            let g = p.as_ref()?;
+            Some(renew_part(g, lease_ms).await)
+        });
+        let results = join_all(futures).await;
+        let extended = results
+            .iter()
+            .filter(|r| matches!(r, Some(Ok(true))))
+            .count();
+        let elapsed = started.elapsed();
+        let validity = lease.checked_sub(elapsed + drift(lease));
+        match validity {
+            Some(v) if extended >= self.quorum && !v.is_zero() => {
+                self.valid_until = started + (lease - drift(lease));
+                self.lease = Some(lease);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Releases every part. A RedLock is built to survive failed nodes, so a part that cannot
+    /// be released (its node is down; it expires after its lease) is logged, not returned; the
+    /// first error is returned only when no node confirmed the release.
+    pub async fn unlock(self) -> Result<()> {
+        let results = join_all(self.parts.into_iter().flatten().map(LockGuard::unlock)).await;
+        let mut first_error = None;
+        let mut released = 0;
+        for r in results {
+            match r {
+                Ok(_) => released += 1,
+                Err(e) => {
+                    log::warn!("RedLock part not released: {e}");
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        match first_error {
+            Some(e) if released == 0 => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn quorum_deadline(parts: &[Option<LockGuard>], quorum: usize) -> Option<Instant> {
+    let mut deadlines: Vec<Instant> = parts
+        .iter()
+        .flatten()
+        .filter(|g| !g.is_lost())
+        .map(LockGuard::valid_until)
+        .collect();
+    deadlines.sort_unstable_by(|a, b| b.cmp(a));
+    deadlines.get(quorum.saturating_sub(1)).copied()
+}
+
+/// Owner-checked PEXPIRE of one part (L-RENEW with one key).
+async fn renew_part(g: &LockGuard, lease_ms: u64) -> Result<bool> {
+    let core = &g.client().inner.core;
+    let keys = vec![Key::from(g.name())];
+    let args = vec![Value::from(lease_ms as i64), Value::from(g.owner_field())];
+    let flags: Vec<i64> = core
+        .scripts
+        .run(&core.redis, ScriptId::Renew, keys, args)
+        .await
+        .map_err(|e| Error::from_redis(e, g.name()))?;
+    Ok(flags.first() == Some(&1))
+}
+
+impl RedLock {
+    /// A RedLock over one lock per independent master (at least one; use an odd number ≥ 3).
+    pub fn new(parts: Vec<LockPart>) -> Result<Self> {
+        Self::with_options(parts, RedLockOptions::default())
+    }
+
+    /// A RedLock with explicit options.
+    pub fn with_options(parts: Vec<LockPart>, options: RedLockOptions) -> Result<Self> {
+        if parts.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a RedLock needs at least one lock".into(),
+            ));
+        }
+        if options.retry_delay.0 > options.retry_delay.1 {
+            return Err(Error::InvalidArgument(
+                "retry_delay range is reversed".into(),
+            ));
+        }
+        Ok(Self { parts, options })
+    }
+
+    /// Votes needed: N/2 + 1.
+    pub fn quorum(&self) -> usize {
+        self.parts.len() / 2 + 1
+    }
+
+    /// Acquires with a lease, waiting at most `wait` (zero: one round).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: parts taken by a dropped attempt are released when their replies arrive.
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<RedLockGuard>> {
+        crate::config::lease_millis(lease)?;
+        self.run(wait, Some(lease)).await
+    }
+
+    /// Acquires in watchdog mode (each part renewed by its client's watchdog; the lock stays
+    /// valid while a quorum of parts is), waiting at most `wait`.
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<RedLockGuard>> {
+        self.run(wait, None).await
+    }
+
+    /// Waits without limit; leased.
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
+        crate::config::lease_millis(lease)?;
+        self.run(Duration::MAX, Some(lease))
+            .await
+            .map(|g| g.expect("an unbounded wait only ends by acquiring"))
+    }
+
+    async fn run(&self, wait: Duration, lease: Option<Duration>) -> Result<Option<RedLockGuard>> {
+        let deadline = Instant::now().checked_add(wait);
+        loop {
+            if let Some(g) = self.round(lease).await? {
+                return Ok(Some(g));
+            }
+            let now = Instant::now();
+            if wait.is_zero() || deadline.is_some_and(|d| now >= d) {
+                return Ok(None);
+            }
+            let (lo, hi) = self.options.retry_delay;
+            let pause = random_between(lo, hi);
+            let pause = deadline.map_or(pause, |d| pause.min(d - now));
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    fn node_timeout(&self, lease: Duration) -> Duration {
+        self.options.node_timeout.unwrap_or_else(|| {
+            (lease / 200).clamp(Duration::from_millis(5), Duration::from_millis(50))
+        })
+    }
+
+    /// One round: all nodes at once, each bounded by the node timeout.
+    async fn round(&self, lease: Option<Duration>) -> Result<Option<RedLockGuard>> {
+        let effective =
+            lease.unwrap_or_else(|| self.parts[0].handle.client.config().lock_watchdog_timeout);
+        let node_timeout = self.node_timeout(effective);
+        let started = Instant::now();
+        let attempts = self.parts.iter().map(|p| async move {
+            let attempt = p
+                .handle
+                .acquire_as(p.handle.owner(), lease, Some(Duration::ZERO));
+            match tokio::time::timeout(node_timeout, attempt).await {
+                Ok(Ok(g)) => Ok(g),
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(Error::Timeout("node did not answer in time".into())),
+            }
+        });
+        let results = join_all(attempts).await;
+        let elapsed = started.elapsed();
+        let mut parts = Vec::with_capacity(results.len());
+        let mut fatal = None;
+        for r in results {
+            match r {
+                Ok(g) => parts.push(g),
+                Err(e) => {
+                    if matches!(e, Error::InvalidArgument(_) | Error::WrongType { .. }) {
+                        fatal = Some(e);
+                    }
+                    parts.push(None);
+                }
+            }
+        }
+        let acquired = parts.iter().filter(|p| p.is_some()).count();
+        let validity = effective.checked_sub(elapsed + drift(effective));
+        let quorum = self.quorum();
+        match validity {
+            Some(v) if fatal.is_none() && acquired >= quorum && !v.is_zero() => {
+                Ok(Some(RedLockGuard {
+                    parts,
+                    quorum,
+                    lease,
+                    valid_until: started + (effective - drift(effective)),
+                }))
+            }
+            _ => {
+                release_all(parts.into_iter().flatten().collect()).await;
+                match fatal {
+                    Some(e) => Err(e),
+                    None => Ok(None),
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! MultiLock and RedLock over independent redis-server processes (5 masters for RedLock),
+//! with nodes killed or frozen (SIGSTOP) by PID.
+
+mod common;
+
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use common::{Admin, RedisServer};
+use fred::interfaces::KeysInterface;
+use redisson_lock::{Client, Config, MultiLock, RedLock, RedLockOptions};
+use tokio::time::Instant;
+
+fn signal(server: &RedisServer, sig: &str) {
+    let pid = server.pid().expect("running").to_string();
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+struct Nodes {
+    servers: Vec<RedisServer>,
+}
+
+impl Nodes {
+    fn start(n: usize) -> Self {
+        Nodes {
+            servers: (0..n).map(|_| RedisServer::start()).collect(),
+        }
+    }
+
+    /// One client per node (a "RedLock client" in the algorithm's sense).
+    async fn clients(&self) -> Vec<Client> {
+        let cfg = Config::default().timeout(Duration::from_millis(1000));
+        let mut out = Vec::new();
+        for s in &self.servers {
+            out.push(Client::connect(&s.url(), cfg.clone()).await.unwrap());
+        }
+        out
+    }
+
+    async fn key_exists_on(&self, i: usize, key: &str) -> bool {
+        Admin::connect(&self.servers[i].url())
+            .await
+            .exists(key)
+            .await
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        for s in &self.servers {
+            if s.pid().is_some() {
+                let _ = std::process::Command::new("kill")
+                    .args(["-CONT", &s.pid().unwrap().to_string()])
+                    .status();
+            }
+        }
+    }
+}
+
+fn redlock(clients: &[Client], name: &str, opts: RedLockOptions) -> RedLock {
+    RedLock::with_options(
+        clients.iter().map(|c| c.get_lock(name).into()).collect(),
+        opts,
+    )
+    .unwrap()
+}
+
+fn fast() -> RedLockOptions {
+    RedLockOptions {
+        node_timeout: Some(Duration::from_millis(50)),
+        retry_delay: (Duration::from_millis(20), Duration::from_millis(60)),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_five_up_acquire_with_validity_and_exclude_a_second_client() {
+    let nodes = Nodes::start(5);
+    let c1 = nodes.clients().await;
+    let c2 = nodes.clients().await;
+    let lease = Duration::from_secs(10);
+    let a = redlock(&c1, "rl", fast());
+    assert_eq!(a.quorum(), 3);
+    let started = Instant::now();
+    let g = a
+        .try_lock_with_lease(Duration::ZERO, lease)
+        .await
+        .unwrap()
+        .expect("acquired");
+    assert_eq!(g.acquired_parts(), 5);
+    let validity = g.validity();
+    assert!(
+        validity > Duration::from_millis(9_000) && validity <= lease,
+        "{validity:?}"
+    );
+    assert!(
+        g.valid_until() <= started + lease,
+        "validity never beyond the earliest expiry"
+    );
+    for i in 0..5 {
+        assert!(nodes.key_exists_on(i, "rl").await);
+    }
+    let b = redlock(&c2, "rl", fast());
+    assert!(b
+        .try_lock_with_lease(Duration::from_millis(300), lease)
+        .await
+        .unwrap()
+        .is_none());
+    g.unlock().await.unwrap();
+    for i in 0..5 {
+        assert!(!nodes.key_exists_on(i, "rl").await);
+    }
+    let g = b
+        .try_lock_with_lease(Duration::ZERO, lease)
+        .await
+        .unwrap()
+        .expect("free now");
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_five_down_still_acquire_three_down_fail_and_leave_no_key() {
+    let mut nodes = Nodes::start(5);
+    let clients = nodes.clients().await;
+    let lock = redlock(&clients, "rl", fast());
+    nodes.servers[0].kill();
+    signal(&nodes.servers[1], "-STOP");
+    let started = Instant::now();
+    let g = lock
+        .try_lock_with_lease(Duration::from_secs(2), Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("a quorum of 3 remains");
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(g.acquired_parts(), 3);
+    g.unlock().await.unwrap();
+
+    signal(&nodes.servers[2], "-STOP");
+    let wait = Duration::from_millis(800);
+    let started = Instant::now();
+    let r = lock
+        .try_lock_with_lease(wait, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert!(r.is_none());
+    assert!(
+        took >= wait && took < wait + Duration::from_millis(500),
+        "{took:?}"
+    );
+    for i in [3, 4] {
+        assert!(
+            !nodes.key_exists_on(i, "rl").await,
+            "live node {i} keeps no key"
+        );
+    }
+    signal(&nodes.servers[1], "-CONT");
+    signal(&nodes.servers[2], "-CONT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_frozen_mid_acquire_does_not_stretch_the_round() {
+    let nodes = Nodes::start(5);
+    let clients = nodes.clients().await;
+    let lock = redlock(&clients, "rl", fast());
+    signal(&nodes.servers[4], "-STOP");
+    for _ in 0..5 {
+        let started = Instant::now();
+        let g = lock
+            .try_lock_with_lease(Duration::ZERO, Duration::from_secs(10))
+            .await
+            .unwrap()
+            .expect("four nodes answer");
+        let took = started.elapsed();
+        // One round: bounded by the 50 ms node timeout, not by the 1 s command timeout.
+        assert!(took < Duration::from_millis(400), "{took:?}");
+        g.unlock().await.unwrap();
+    }
+    signal(&nodes.servers[4], "-CONT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_shorter_than_the_acquisition_is_a_failure_and_every_part_is_released() {
+    let nodes = Nodes::start(5);
+    let clients = nodes.clients().await;
+    // The frozen node makes the round last its whole 400 ms node timeout, longer than the lease.
+    let opts = RedLockOptions {
+        node_timeout: Some(Duration::from_millis(400)),
+        ..fast()
+    };
+    let lock = redlock(&clients, "rl", opts);
+    signal(&nodes.servers[0], "-STOP");
+    let admins: Vec<Admin> = futures::future::join_all(
+        nodes.servers[1..]
+            .iter()
+            .map(|s| Admin::connect_url(s.url())),
+    )
+    .await;
+    for a in &admins {
+        a.reset_stats().await;
+    }
+    let r = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_millis(300))
+        .await
+        .unwrap();
+    assert!(r.is_none(), "validity <= 0 must be reported as failure");
+    for (i, a) in admins.iter().enumerate() {
+        assert!(!a.exists("rl").await, "node {} still locked", i + 1);
+        // acquire + release reached every live node.
+        assert!(
+            a.command_calls("evalsha").await >= 2,
+            "node {} not released",
+            i + 1
+        );
+    }
+    signal(&nodes.servers[0], "-CONT");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_mutual_exclusion_with_a_node_killed_mid_run() {
+    let mut nodes = Nodes::start(5);
+    let observer = RedisServer::start();
+    let c1 = nodes.clients().await;
+    let c2 = nodes.clients().await;
+    let inside = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let clients = if t % 2 == 0 { c1.clone() } else { c2.clone() };
+        let (inside, done) = (inside.clone(), done.clone());
+        let obs = Admin::connect(&observer.url()).await;
+        tasks.push(tokio::spawn(async move {
+            let lock = redlock(&clients, "rl", fast());
+            for _ in 0..40 {
+                let g = lock
+                    .try_lock_with_lease(Duration::from_secs(20), Duration::from_secs(5))
+                    .await
+                    .unwrap()
+                    .expect("acquired within the wait");
+                assert!(!g.is_lost());
+                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "two holders");
+                let v: Option<i64> = obs.redis.get("counter").await.unwrap();
+                let _: () = obs
+                    .redis
+                    .set("counter", v.unwrap_or(0) + 1, None, None, false)
+                    .await
+                    .unwrap();
+                inside.fetch_sub(1, Ordering::SeqCst);
+                done.fetch_add(1, Ordering::SeqCst);
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    assert!(
+        common::eventually(Duration::from_secs(60), || async {
+            done.load(Ordering::SeqCst) >= 40
+        })
+        .await
+    );
+    nodes.servers[2].kill();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let obs = Admin::connect(&observer.url()).await;
+    let n: i64 = obs.redis.get("counter").await.unwrap();
+    assert_eq!(n, 160);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multilock_failed_attempt_leaves_no_part_locked() {
+    let nodes = Nodes::start(3);
+    let clients = nodes.clients().await;
+    let multi = MultiLock::new(clients.iter().map(|c| c.get_lock("ml").into()).collect()).unwrap();
+    let blocker = clients[1].get_lock("ml").lock().await.unwrap();
+    assert!(multi.try_lock().await.unwrap().is_none());
+    assert!(!nodes.key_exists_on(0, "ml").await);
+    assert!(!nodes.key_exists_on(2, "ml").await);
+    let started = Instant::now();
+    assert!(multi
+        .try_lock_with_lease(Duration::from_millis(500), Duration::from_secs(5))
+        .await
+        .unwrap()
+        .is_none());
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(!nodes.key_exists_on(0, "ml").await);
+    assert!(!nodes.key_exists_on(2, "ml").await);
+    blocker.unlock().await.unwrap();
+
+    // Redisson testLockUnlock and testMultiThreads.
+    let g = multi
+        .lock_with_lease(Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert!(multi.is_held_by_current().await.unwrap());
+    for i in 0..3 {
+        let ttl = Admin::connect(&nodes.servers[i].url())
+            .await
+            .pttl("ml")
+            .await;
+        assert!(
+            (9_000..=10_000).contains(&ttl),
+            "part {i} set to the lease: {ttl}"
+        );
+    }
+    let other = MultiLock::new(clients.iter().map(|c| c.get_lock("ml").into()).collect()).unwrap();
+    let waiter = tokio::spawn(async move {
+        let g = other.lock().await.unwrap();
+        g.unlock().await.unwrap();
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished());
+    g.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!multi.is_held_by_current().await.unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multilock_without_wait_lets_exactly_one_of_ten_in_at_once() {
+    // Redisson testWaitAndLeaseTimeouts.
+    let nodes = Nodes::start(3);
+    let clients = nodes.clients().await;
+    let mut tasks = Vec::new();
+    let started = Instant::now();
+    for _ in 0..10 {
+        let multi =
+            MultiLock::new(clients.iter().map(|c| c.get_lock("ml").into()).collect()).unwrap();
+        tasks.push(tokio::spawn(async move {
+            multi
+                .try_lock_with_lease(Duration::ZERO, Duration::from_secs(10))
+                .await
+                .unwrap()
+                .map(|g| g.parts().len())
+        }));
+    }
+    let mut winners = 0;
+    for t in tasks {
+        if t.await.unwrap().is_some() {
+            winners += 1;
+        }
+    }
+    assert_eq!(winners, 1);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_counts_only_with_a_quorum_of_nodes() {
+    let nodes = Nodes::start(5);
+    let clients = nodes.clients().await;
+    let lock = redlock(&clients, "rl", fast());
+    let mut g = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(2))
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(g.extend(Duration::from_secs(10)).await.unwrap());
+    assert!(g.validity() > Duration::from_secs(9));
+    let ttl = Admin::connect(&nodes.servers[0].url())
+        .await
+        .pttl("rl")
+        .await;
+    assert!(ttl > 9_000, "{ttl}");
+    // Two nodes lose the key: 3 of 5 still extend.
+    for i in [0, 1] {
+        let _: i64 = Admin::connect(&nodes.servers[i].url())
+            .await
+            .redis
+            .del("rl")
+            .await
+            .unwrap();
+    }
+    assert!(g.extend(Duration::from_secs(10)).await.unwrap());
+    // A third: no quorum, the extension does not count and validity is unchanged.
+    let _: i64 = Admin::connect(&nodes.servers[2].url())
+        .await
+        .redis
+        .del("rl")
+        .await
+        .unwrap();
+    let before = g.valid_until();
+    assert!(!g.extend(Duration::from_secs(30)).await.unwrap());
+    assert_eq!(g.valid_until(), before);
+    g.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watchdog_redlock_stays_valid_with_a_quorum_and_is_lost_without() {
+    let mut nodes = Nodes::start(5);
+    let cfg = Config::default()
+        .timeout(Duration::from_millis(500))
+        .lock_watchdog_timeout(Duration::from_millis(900));
+    let mut clients = Vec::new();
+    for s in &nodes.servers {
+        clients.push(Client::connect(&s.url(), cfg.clone()).await.unwrap());
+    }
+    let lock = redlock(&clients, "rl", fast());
+    let g = lock
+        .try_lock_for(Duration::from_secs(1))
+        .await
+        .unwrap()
+        .expect("acquired");
+    nodes.servers[0].kill();
+    nodes.servers[1].kill();
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(!g.is_lost(), "3 of 5 parts are still renewed");
+    assert!(g.validity() > Duration::ZERO);
+    nodes.servers[2].kill();
+    assert!(common::eventually(Duration::from_secs(5), || async { g.is_lost() }).await);
+}
