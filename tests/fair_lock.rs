@@ -3,13 +3,7 @@
 
 mod common;
 
-use std::{
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use common::{Admin, Recorder, RedisServer};
 use fred::types::Value;
@@ -347,44 +341,10 @@ async fn fair_lock_mutual_exclusion_stress() {
         Client::connect(&s.url(), Config::default()).await.unwrap(),
         Client::connect(&s.url(), Config::default()).await.unwrap(),
     ];
-    let inside = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for i in 0..8 {
-        let lock = clients[i % 2].get_fair_lock("fair");
-        let inside = inside.clone();
-        let admin = Admin::connect(&s.url()).await;
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..60 {
-                let g = lock.lock().await.unwrap();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "overlap");
-                let v: Option<i64> = fred::interfaces::KeysInterface::get(&admin.redis, "n")
-                    .await
-                    .unwrap();
-                let _: () = fred::interfaces::KeysInterface::set(
-                    &admin.redis,
-                    "n",
-                    v.unwrap_or(0) + 1,
-                    None,
-                    None,
-                    false,
-                )
-                .await
-                .unwrap();
-                inside.fetch_sub(1, Ordering::SeqCst);
-                g.unlock().await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(120), t)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-    let n: i64 = fred::interfaces::KeysInterface::get(&admin.redis, "n")
-        .await
-        .unwrap();
-    assert_eq!(n, 480);
+    let owners = (0..8)
+        .map(|i| acquire_with!(clients[i % 2].get_fair_lock("fair"), |l| l.lock()))
+        .collect();
+    common::assert_exclusive_increments(&s.url(), owners, 60).await;
     assert!(queue(&admin).await.is_empty());
 }
 

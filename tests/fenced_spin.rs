@@ -2,13 +2,7 @@
 
 mod common;
 
-use std::{
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
-    time::Duration,
-};
+use std::time::Duration;
 
 use common::{Admin, Recorder, RedisServer};
 use redisson_lock::{BackOff, Client, Config, Error, Owner};
@@ -173,48 +167,18 @@ async fn spin_lock_basics_follow_the_rlock_tests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spin_lock_mutual_exclusion_stress() {
-    let (s, _c, admin) = setup().await;
+async fn spin_and_fenced_lock_mutual_exclusion_stress() {
+    let (s, _c, _admin) = setup().await;
     let clients = [
         Client::connect(&s.url(), Config::default()).await.unwrap(),
         Client::connect(&s.url(), Config::default()).await.unwrap(),
     ];
-    let inside = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for i in 0..8 {
-        let lock = clients[i % 2].get_spin_lock("spin");
-        let inside = inside.clone();
-        let admin = Admin::connect(&s.url()).await;
-        tasks.push(tokio::spawn(async move {
-            for _ in 0..50 {
-                let g = lock.lock().await.unwrap();
-                assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "overlap");
-                let v: Option<i64> = fred::interfaces::KeysInterface::get(&admin.redis, "n")
-                    .await
-                    .unwrap();
-                let _: () = fred::interfaces::KeysInterface::set(
-                    &admin.redis,
-                    "n",
-                    v.unwrap_or(0) + 1,
-                    None,
-                    None,
-                    false,
-                )
-                .await
-                .unwrap();
-                inside.fetch_sub(1, Ordering::SeqCst);
-                g.unlock().await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(120), t)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-    let n: i64 = fred::interfaces::KeysInterface::get(&admin.redis, "n")
-        .await
-        .unwrap();
-    assert_eq!(n, 400);
+    let spin = (0..8)
+        .map(|i| acquire_with!(clients[i % 2].get_spin_lock("spin"), |l| l.lock()))
+        .collect();
+    common::assert_exclusive_increments(&s.url(), spin, 50).await;
+    let fenced = (0..8)
+        .map(|i| acquire_with!(clients[i % 2].get_fenced_lock("fenced"), |l| l.lock()))
+        .collect();
+    common::assert_exclusive_increments(&s.url(), fenced, 50).await;
 }

@@ -10,8 +10,7 @@ use std::{
     time::Duration,
 };
 
-use common::{Admin, RedisServer};
-use fred::interfaces::KeysInterface;
+use common::RedisServer;
 use redisson_lock::{Client, Config, Error, Owner, Ttl};
 use tokio::time::Instant;
 
@@ -252,47 +251,15 @@ async fn a_guard_can_be_released_from_another_task_and_thread() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_owners_over_two_clients_never_lose_an_increment() {
-    // Non-atomic GET-then-SET under the lock: any overlap of two holders loses an update.
     let (s, _c) = setup().await;
-    let admin = Admin::connect(&s.url()).await;
     let clients = [
         Client::connect(&s.url(), Config::default()).await.unwrap(),
         Client::connect(&s.url(), Config::default()).await.unwrap(),
     ];
-    let inside = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for owner in 0..8 {
-        let client = clients[owner % 2].clone();
-        let admin = Admin::connect(&s.url()).await;
-        let inside = inside.clone();
-        tasks.push(tokio::spawn(async move {
-            let lock = client.get_lock("t:counter-lock");
-            for _ in 0..250 {
-                let g = lock.lock().await.unwrap();
-                assert_eq!(
-                    inside.fetch_add(1, Ordering::SeqCst),
-                    0,
-                    "two holders inside"
-                );
-                let v: Option<i64> = admin.redis.get("t:counter").await.unwrap();
-                let _: () = admin
-                    .redis
-                    .set("t:counter", v.unwrap_or(0) + 1, None, None, false)
-                    .await
-                    .unwrap();
-                inside.fetch_sub(1, Ordering::SeqCst);
-                g.unlock().await.unwrap();
-            }
-        }));
-    }
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(120), t)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-    let total: i64 = admin.redis.get("t:counter").await.unwrap();
-    assert_eq!(total, 2000);
+    let owners = (0..8)
+        .map(|i| acquire_with!(clients[i % 2].get_lock("t:counter-lock"), |l| l.lock()))
+        .collect();
+    common::assert_exclusive_increments(&s.url(), owners, 250).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -163,3 +163,67 @@ where
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Acquires one hold for one owner (each owner of a stress run gets its own closure).
+pub type Acquire = Box<
+    dyn Fn() -> futures::future::BoxFuture<'static, redisson_lock::Result<redisson_lock::LockGuard>>
+        + Send
+        + Sync,
+>;
+
+/// The mutual-exclusion stress: every owner runs `rounds` non-atomic GET-then-SET increments of
+/// a counter under its lock; any overlap of two holders loses an update (and trips the
+/// in-process occupancy check). Asserts the final count is exact.
+pub async fn assert_exclusive_increments(url: &str, owners: Vec<Acquire>, rounds: usize) {
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    };
+    let counter = format!("stress:{}", uuid::Uuid::new_v4());
+    let inside = Arc::new(AtomicUsize::new(0));
+    let n = owners.len();
+    let mut tasks = Vec::new();
+    for acquire in owners {
+        let admin = Admin::connect(url).await;
+        let (inside, counter) = (inside.clone(), counter.clone());
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..rounds {
+                let g = acquire().await.unwrap();
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "two holders inside"
+                );
+                let v: Option<i64> = admin.redis.get(counter.as_str()).await.unwrap();
+                let _: () = admin
+                    .redis
+                    .set(counter.as_str(), v.unwrap_or(0) + 1, None, None, false)
+                    .await
+                    .unwrap();
+                inside.fetch_sub(1, Ordering::SeqCst);
+                g.unlock().await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let admin = Admin::connect(url).await;
+    let total: i64 = admin.redis.get(counter.as_str()).await.unwrap();
+    assert_eq!(total, (n * rounds) as i64);
+}
+
+/// An [`Acquire`] from a lock handle and the expression that locks it.
+#[macro_export]
+macro_rules! acquire_with {
+    ($lock:expr, |$l:ident| $body:expr) => {{
+        let lock = std::sync::Arc::new($lock);
+        Box::new(move || {
+            let $l = lock.clone();
+            Box::pin(async move { $body.await }) as futures::future::BoxFuture<'static, _>
+        }) as common::Acquire
+    }};
+}
