@@ -222,3 +222,37 @@ async fn shutdown_stops_renewal_and_the_lock_expires_within_one_timeout() {
         down.elapsed()
     );
 }
+
+#[test]
+fn a_starved_runtime_learns_of_the_loss_the_moment_it_resumes() {
+    // Fault S2: the holder's runtime is blocked longer than the watchdog timeout, so nothing
+    // renews the lock; another client takes it. On resume the guard must already say "lost",
+    // without waiting for a network round trip.
+    let s = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let url = s.url();
+    let guard = rt.block_on(async {
+        let c = Client::connect(&url, wd(600)).await.unwrap();
+        let g = c.get_lock("wd:starved").lock().await.unwrap();
+        assert!(!g.is_lost());
+        g
+    });
+    // Block the runtime's only thread: no task (watchdog included) runs.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(guard.is_lost(), "deadline passed while starved");
+    let other = tokio::runtime::Runtime::new().unwrap();
+    let taken = other.block_on(async {
+        let c = Client::connect(&url, wd(600)).await.unwrap();
+        c.get_lock("wd:starved").try_lock().await.unwrap().is_some()
+    });
+    assert!(taken, "the lock expired while the holder was starved");
+    rt.block_on(async {
+        tokio::time::timeout(Duration::from_millis(50), guard.lost())
+            .await
+            .expect("lost() resolves at once");
+        assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
+    });
+}

@@ -438,3 +438,74 @@ async fn every_kind_applies_the_brace_rule_to_every_derived_name() {
     assert!(msgs.contains(&("redisson_lock__channel:{t}:x".to_string(), "0".to_string())));
     assert!(msgs.contains(&("redisson_rwlock:{t}:x".to_string(), "0".to_string())));
 }
+
+#[tokio::test]
+async fn a_retried_unlock_with_the_same_request_id_is_answered_by_the_latch() {
+    // Fault S11: the reply of an unlock is lost and the unlock is sent again with the same
+    // request id. The latch must answer the replay: no double decrement, no second message.
+    let (s, client, admin) = setup().await;
+    let name = "wire:latch";
+    let mut rec = Recorder::subscribe(&s.url(), &[&channel(name)]).await;
+    let lock = client.get_lock(name);
+    lock.lock().await.unwrap().keep();
+    lock.lock().await.unwrap().keep();
+    let release = include_str!("../lua/lock_release.lua");
+    let run = |latch: &'static str| {
+        let keys: Vec<Value> = vec![name.into(), channel(name).into(), latch.into()];
+        let args: Vec<Value> = vec![
+            "0".into(),
+            "30000".into(),
+            lock.owner_field().into(),
+            "publish".into(),
+            "10000".into(),
+        ];
+        let mut all = vec![Value::from(release), Value::from(3)];
+        all.extend(keys);
+        all.extend(args);
+        admin.cmd("EVAL", all)
+    };
+    let latch_a = "redisson_unlock_latch:{wire:latch}:aaaa";
+    assert_eq!(run(latch_a).await.unwrap().as_i64(), Some(0));
+    assert_eq!(
+        run(latch_a).await.unwrap().as_i64(),
+        Some(0),
+        "replayed, not re-run"
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    assert!(rec.drain(Duration::from_millis(200)).await.is_empty());
+    let latch_b = "redisson_unlock_latch:{wire:latch}:bbbb";
+    assert_eq!(run(latch_b).await.unwrap().as_i64(), Some(1));
+    assert_eq!(run(latch_b).await.unwrap().as_i64(), Some(1));
+    assert!(!admin.exists(name).await);
+    assert_eq!(
+        rec.drain(Duration::from_millis(300)).await.len(),
+        1,
+        "one message only"
+    );
+}
+
+#[test]
+fn a_guard_dropped_on_a_thread_without_a_runtime_is_released_without_panicking() {
+    // Fault S19: Drop needs no runtime on the current thread; the client's runtime does it.
+    let s = RedisServer::start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (client, guard) = rt.block_on(async {
+        let c = Client::connect(&s.url(), Config::default()).await.unwrap();
+        let g = c.get_lock("wire:drop").lock().await.unwrap();
+        (c, g)
+    });
+    std::thread::spawn(move || drop(guard))
+        .join()
+        .expect("drop never panics");
+    let freed = rt.block_on(async {
+        common::eventually(Duration::from_secs(5), || async {
+            !client.get_lock("wire:drop").is_locked().await.unwrap()
+        })
+        .await
+    });
+    assert!(freed);
+}
