@@ -383,3 +383,49 @@ async fn leases_expiring_hand_the_lock_to_waiters_in_arrival_order() {
     }
     assert_eq!(*order.lock(), (0..8).collect::<Vec<_>>());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_giving_up_during_client_pause_leaves_no_queue_entry() {
+    // Redisson testAcquireFailedNotCalledOnRedisTimeout / fault S14: writes are paused while a
+    // queued waiter gives up; its clean-up must still take effect once the server resumes.
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), Config::default().timeout(Duration::from_secs(1)))
+        .await
+        .unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let _holder = client
+        .get_fair_lock("fair")
+        .lock_with_lease(Duration::from_secs(10))
+        .await
+        .unwrap();
+    let waiter = client.get_fair_lock("fair");
+    let task = tokio::spawn(async move { waiter.try_lock_for(Duration::from_secs(2)).await });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            queue(&admin).await.len() == 1
+        })
+        .await
+    );
+    admin
+        .cmd(
+            "CLIENT",
+            vec!["PAUSE".into(), "3000".into(), "WRITE".into()],
+        )
+        .await
+        .unwrap();
+    let paused = Instant::now();
+    let outcome = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(!matches!(outcome, Ok(Some(_))), "no lock while paused");
+    // Within 1 s after the pause ends the waiter is gone from the queue and the deadlines.
+    let resumed = paused + Duration::from_millis(3000);
+    tokio::time::sleep_until(resumed).await;
+    assert!(
+        common::eventually(Duration::from_secs(1), || async {
+            queue(&admin).await.is_empty() && deadlines(&admin).await.is_empty()
+        })
+        .await
+    );
+}

@@ -182,3 +182,34 @@ async fn spin_and_fenced_lock_mutual_exclusion_stress() {
         .collect();
     common::assert_exclusive_increments(&s.url(), fenced, 50).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_simulated_java_holder_blocks_the_fenced_lock_and_its_release_wakes_it() {
+    let (_s, client, admin) = setup().await;
+    admin
+        .java_hold("fenced", "44444444-4444-4444-8444-444444444444:3", 30_000)
+        .await;
+    let lock = client.get_fenced_lock("fenced");
+    assert!(lock.try_lock().await.unwrap().is_none());
+    let task = tokio::spawn(async move { lock.lock().await.map(|g| (Instant::now(), g)) });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub("redisson_lock__channel:{fenced}").await == 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let released = Instant::now();
+    admin.java_release("fenced").await;
+    let (at, g) = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        at - released < Duration::from_millis(100),
+        "{:?}",
+        at - released
+    );
+    assert_eq!(g.token(), Some(1));
+}

@@ -256,3 +256,36 @@ fn a_starved_runtime_learns_of_the_loss_the_moment_it_resumes() {
         assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
     });
 }
+
+#[tokio::test]
+async fn read_and_write_locks_recover_after_a_redis_restart() {
+    // Redisson testWriteLockAfterTimeout / testReadLockAfterTimeout.
+    let mut s = RedisServer::start();
+    let client = Client::connect(&s.url(), wd(1000)).await.unwrap();
+    let rw = client.get_read_write_lock("wd:rw");
+    let w = rw.write_lock().lock().await.unwrap();
+    let r = client
+        .get_read_write_lock("wd:rw2")
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    s.restart();
+    tokio::time::timeout(Duration::from_secs(10), w.lost())
+        .await
+        .expect("write lost");
+    tokio::time::timeout(Duration::from_secs(10), r.lost())
+        .await
+        .expect("read lost");
+    assert!(matches!(w.unlock().await, Err(Error::NotHeld { .. })));
+    assert!(matches!(r.unlock().await, Err(Error::NotHeld { .. })));
+    let admin = Admin::connect(&s.url()).await;
+    for _ in 0..2 {
+        let w = rw.write_lock().lock().await.unwrap();
+        let r = rw.read_lock().lock().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(admin.exists("wd:rw").await, "renewed after the restart");
+        r.unlock().await.unwrap();
+        w.unlock().await.unwrap();
+    }
+}
