@@ -113,6 +113,50 @@ pub(crate) async fn run_script(
         .map_err(|e| Error::from_redis(e, name))
 }
 
+/// Runs a script whose reply is nil or an integer (releases, forced unlocks, flags).
+pub(crate) fn int_script(
+    core: Arc<Core>,
+    id: crate::scripts::ScriptId,
+    name: &str,
+    keys: Vec<fred::types::Key>,
+    args: Vec<fred::types::Value>,
+) -> BoxFuture<'static, Result<Option<i64>>> {
+    let name = name.to_owned();
+    Box::pin(async move {
+        let v = run_script(&core, id, &name, keys, args).await?;
+        nil_or_int(v, &name)
+    })
+}
+
+/// Runs an acquire script that answers nil (acquired) or the PTTL (busy).
+pub(crate) fn ttl_script(
+    core: Arc<Core>,
+    id: crate::scripts::ScriptId,
+    name: &str,
+    keys: Vec<fred::types::Key>,
+    args: Vec<fred::types::Value>,
+) -> BoxFuture<'static, Result<Reply>> {
+    let reply = int_script(core, id, name, keys, args);
+    Box::pin(async move {
+        Ok(match reply.await? {
+            None => Reply::Acquired { token: None },
+            Some(ttl) => Reply::Busy { ttl },
+        })
+    })
+}
+
+/// Runs a script that answers 1 for "yes" (forced unlocks, `is_locked` variants).
+pub(crate) fn flag_script(
+    core: Arc<Core>,
+    id: crate::scripts::ScriptId,
+    name: &str,
+    keys: Vec<fred::types::Key>,
+    args: Vec<fred::types::Value>,
+) -> BoxFuture<'static, Result<bool>> {
+    let reply = int_script(core, id, name, keys, args);
+    Box::pin(async move { Ok(reply.await? == Some(1)) })
+}
+
 /// Interprets a script reply: nil → `None`, integer → `Some`.
 pub(crate) fn nil_or_int(v: fred::types::Value, lock: &str) -> Result<Option<i64>> {
     use fred::types::Value;
@@ -126,14 +170,6 @@ pub(crate) fn nil_or_int(v: fred::types::Value, lock: &str) -> Result<Option<i64
             ))),
         },
     }
-}
-
-/// The reply of an acquire script that answers nil (acquired) or the PTTL (busy).
-pub(crate) fn nil_or_ttl(v: fred::types::Value, lock: &str) -> Result<Reply> {
-    Ok(match nil_or_int(v, lock)? {
-        None => Reply::Acquired { token: None },
-        Some(ttl) => Reply::Busy { ttl },
-    })
 }
 
 /// How long an acquisition may wait.

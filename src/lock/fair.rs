@@ -10,7 +10,7 @@ use fred::types::{Key, Value};
 use futures::future::BoxFuture;
 
 use super::{
-    engine::{nil_or_int, nil_or_ttl, run_script, LockKind, Reply, Waiting},
+    engine::{flag_script, int_script, run_script, ttl_script, LockKind, Reply, Waiting},
     handle::{lock_type, LockHandle},
     reentrant::PUBLISH,
 };
@@ -56,27 +56,20 @@ impl LockKind for Fair {
         let lease = Value::from(lease_ms as i64);
         let field_v = Value::from(&*field);
         let now = Value::from(now_ms());
-        let name = self.name.clone();
-        let fair_wait_ms = core.config.fair_lock_wait_timeout.as_millis() as i64;
-        Box::pin(async move {
-            match queue_ms {
-                // F-TRY: ARGV = [lease, field, now, wait]; 1 = not acquired, not enqueued.
-                None => {
-                    let args = vec![lease, field_v, now, Value::from(fair_wait_ms)];
-                    let v = run_script(&core, ScriptId::FairTry, &name, keys, args).await?;
-                    Ok(match nil_or_int(v, &name)? {
-                        None => Reply::Acquired { token: None },
-                        Some(_) => Reply::Busy { ttl: -1 },
-                    })
-                }
-                // F-ACQ: ARGV = [lease, field, wait, now]; the reply bounds the next sleep.
-                Some(wait) => {
-                    let args = vec![lease, field_v, Value::from(wait as i64), now];
-                    let v = run_script(&core, ScriptId::FairAcquire, &name, keys, args).await?;
-                    nil_or_ttl(v, &name)
-                }
+        match queue_ms {
+            // F-TRY: ARGV = [lease, field, now, wait]; its busy reply 1 is not a TTL, but a
+            // single try never sleeps on it.
+            None => {
+                let wait = Value::from(core.config.fair_lock_wait_timeout.as_millis() as i64);
+                let args = vec![lease, field_v, now, wait];
+                ttl_script(core, ScriptId::FairTry, &self.name, keys, args)
             }
-        })
+            // F-ACQ: ARGV = [lease, field, wait, now]; the reply bounds the next sleep.
+            Some(wait) => {
+                let args = vec![lease, field_v, Value::from(wait as i64), now];
+                ttl_script(core, ScriptId::FairAcquire, &self.name, keys, args)
+            }
+        }
     }
 
     fn release(
@@ -101,11 +94,7 @@ impl LockKind for Fair {
             Value::from(PUBLISH),
             Value::from(core.config.latch_px_ms() as i64),
         ];
-        let name = self.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::FairRelease, &name, keys, args).await?;
-            nil_or_int(v, &name)
-        })
+        int_script(core, ScriptId::FairRelease, &self.name, keys, args)
     }
 
     fn give_up(
@@ -135,11 +124,7 @@ impl LockKind for Fair {
             Value::from(now_ms()),
             Value::from(PUBLISH),
         ];
-        let name = self.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::FairForceUnlock, &name, keys, args).await?;
-            Ok(nil_or_int(v, &name)? == Some(1))
-        })
+        flag_script(core, ScriptId::FairForceUnlock, &self.name, keys, args)
     }
 }
 

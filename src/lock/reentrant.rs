@@ -6,7 +6,7 @@ use fred::types::{Key, Value};
 use futures::future::BoxFuture;
 
 use super::{
-    engine::{nil_or_int, nil_or_ttl, run_script, LockKind, Reply, Waiting},
+    engine::{flag_script, int_script, ttl_script, LockKind, Reply, Waiting},
     handle::{lock_type, LockHandle},
 };
 use crate::{
@@ -45,11 +45,7 @@ impl Reentrant {
     ) -> BoxFuture<'static, Result<Reply>> {
         let keys = vec![self.key.clone()];
         let args = vec![Value::from(lease_ms as i64), Value::from(&*field)];
-        let name = self.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::Acquire, &name, keys, args).await?;
-            nil_or_ttl(v, &name)
-        })
+        ttl_script(core, ScriptId::Acquire, &self.name, keys, args)
     }
 }
 
@@ -91,21 +87,13 @@ impl LockKind for Reentrant {
             Value::from(PUBLISH),
             Value::from(core.config.latch_px_ms() as i64),
         ];
-        let name = self.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::Release, &name, keys, args).await?;
-            nil_or_int(v, &name)
-        })
+        int_script(core, ScriptId::Release, &self.name, keys, args)
     }
 
     fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
         let keys = vec![self.key.clone(), Key::from(self.channel.as_str())];
         let args = vec![Value::from("0"), Value::from(PUBLISH)];
-        let name = self.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::ForceUnlock, &name, keys, args).await?;
-            Ok(nil_or_int(v, &name)? == Some(1))
-        })
+        flag_script(core, ScriptId::ForceUnlock, &self.name, keys, args)
     }
 }
 

@@ -9,7 +9,7 @@ use fred::types::{Key, Value};
 use futures::future::BoxFuture;
 
 use super::{
-    engine::{nil_or_int, nil_or_ttl, run_script, LockKind, Reply, Waiting},
+    engine::{flag_script, int_script, ttl_script, LockKind, Reply, Waiting},
     handle::{lock_type, LockHandle},
     reentrant::PUBLISH,
 };
@@ -64,20 +64,18 @@ impl RwNames {
             Value::from(PUBLISH),
             Value::from(mode),
         ];
-        let name = self.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::RwForceUnlock, &name, keys, args).await?;
-            Ok(nil_or_int(v, &name)? == Some(1))
-        })
+        flag_script(core, ScriptId::RwForceUnlock, &self.name, keys, args)
     }
 
     fn is_locked(&self, core: Arc<Core>, mode: &'static str) -> BoxFuture<'static, Result<bool>> {
         let keys = vec![self.key.clone()];
-        let name = self.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::RwIsLocked, &name, keys, vec![mode.into()]).await?;
-            Ok(nil_or_int(v, &name)? == Some(1))
-        })
+        flag_script(
+            core,
+            ScriptId::RwIsLocked,
+            &self.name,
+            keys,
+            vec![mode.into()],
+        )
     }
 }
 
@@ -105,11 +103,7 @@ impl LockKind for Read {
             Value::from(&*field),
             Value::from(format!("{field}:write")),
         ];
-        let name = self.0.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::ReadAcquire, &name, keys, args).await?;
-            nil_or_ttl(v, &name)
-        })
+        ttl_script(core, ScriptId::ReadAcquire, &self.0.name, keys, args)
     }
 
     fn release(
@@ -132,11 +126,7 @@ impl LockKind for Read {
             Value::from(PUBLISH),
             Value::from(core.config.latch_px_ms() as i64),
         ];
-        let name = self.0.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::ReadRelease, &name, keys, args).await?;
-            nil_or_int(v, &name)
-        })
+        int_script(core, ScriptId::ReadRelease, &self.0.name, keys, args)
     }
 
     fn renewal(&self) -> Renewal {
@@ -178,11 +168,7 @@ impl LockKind for Write {
     ) -> BoxFuture<'static, Result<Reply>> {
         let keys = vec![self.0.key.clone()];
         let args = vec![Value::from(lease_ms as i64), Value::from(&*field)];
-        let name = self.0.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::WriteAcquire, &name, keys, args).await?;
-            nil_or_ttl(v, &name)
-        })
+        ttl_script(core, ScriptId::WriteAcquire, &self.0.name, keys, args)
     }
 
     fn release(
@@ -204,11 +190,7 @@ impl LockKind for Write {
             Value::from(PUBLISH),
             Value::from(core.config.latch_px_ms() as i64),
         ];
-        let name = self.0.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::WriteRelease, &name, keys, args).await?;
-            nil_or_int(v, &name)
-        })
+        int_script(core, ScriptId::WriteRelease, &self.0.name, keys, args)
     }
 
     fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {

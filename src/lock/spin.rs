@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 
 use super::{
     backoff::BackOff,
-    engine::{nil_or_int, run_script, LockKind, Reply, Waiting},
+    engine::{flag_script, int_script, LockKind, Reply, Waiting},
     handle::{lock_type, LockHandle},
     reentrant::Reentrant,
 };
@@ -60,20 +60,18 @@ impl LockKind for Spin {
             Value::from(&*field),
             Value::from(core.config.latch_px_ms() as i64),
         ];
-        let name = self.base.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::SpinRelease, &name, keys, args).await?;
-            nil_or_int(v, &name)
-        })
+        int_script(core, ScriptId::SpinRelease, &self.base.name, keys, args)
     }
 
     fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
         let keys = vec![self.base.key.clone()];
-        let name = self.base.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::SpinForceUnlock, &name, keys, vec![]).await?;
-            Ok(nil_or_int(v, &name)? == Some(1))
-        })
+        flag_script(
+            core,
+            ScriptId::SpinForceUnlock,
+            &self.base.name,
+            keys,
+            vec![],
+        )
     }
 }
 
