@@ -223,10 +223,16 @@ impl Client {
         self.inner.pubsub.active_channels()
     }
 
-    /// Number of local waiters on the unlock channel of lock `name`.
+    /// Number of local waiters on the unlock channel of the reentrant (or fenced) lock `name`.
     pub fn waiters(&self, name: &str) -> usize {
         let raw = self.map_name(name);
-        self.inner.pubsub.waiters(&crate::names::lock_channel(&raw))
+        self.channel_waiters(&crate::names::lock_channel(&raw))
+    }
+
+    /// Number of local waiters asleep on a channel (e.g. `redisson_rwlock:{name}` or a fair
+    /// lock's per-waiter channel).
+    pub fn channel_waiters(&self, channel: &str) -> usize {
+        self.inner.pubsub.waiters(channel)
     }
 
     /// Stops the watchdog and closes the connections without releasing anything: held locks

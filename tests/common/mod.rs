@@ -146,6 +146,26 @@ impl Recorder {
     }
 }
 
+/// Awaits a waiter task that returns `Ok((acquired_at, value))` and asserts it acquired less
+/// than `bound` after `released` (well below any TTL bound, so it was woken by a message).
+pub async fn woke_within<T, E: std::fmt::Debug>(
+    task: tokio::task::JoinHandle<Result<(tokio::time::Instant, T), E>>,
+    released: tokio::time::Instant,
+    bound: Duration,
+) -> T {
+    let (at, value) = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("woken by the release, not by a TTL bound")
+        .expect("waiter task")
+        .expect("waiter acquired");
+    let latency = at.saturating_duration_since(released);
+    assert!(
+        latency < bound,
+        "woke {latency:?} after the release (bound {bound:?})"
+    );
+    value
+}
+
 /// Polls `f` until it is true or `within` passes.
 pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
 where
