@@ -1,4 +1,5 @@
 -- F-ACQ: fair lock, acquire or join the queue (protocol §7.3).
+--! keys=3 argv=4
 -- KEYS = [N, redisson_lock_queue:{N}, redisson_lock_timeout:{N}]
 -- ARGV = [lease ms, owner field, wait ms, now (epoch ms)]   (note: wait before now)
 -- Reply: nil = acquired; otherwise the TTL bound for the waiter's next sleep.

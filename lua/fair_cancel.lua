@@ -1,4 +1,5 @@
 -- F-CANCEL: a fair-lock waiter gives up (protocol §7.6): leave the queue and give every waiter
+--! keys=2 argv=2
 -- behind it back the wait it had been charged for this one.
 -- KEYS = [queue, timeouts]; ARGV = [owner field, wait ms]. Reply: nothing.
 local queue = redis.call('lrange', KEYS[1], 0, -1)

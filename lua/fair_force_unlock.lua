@@ -1,4 +1,5 @@
 -- F-FORCE: delete a fair lock whoever holds it and wake the head of the queue (protocol §7.5).
+--! keys=4 argv=3
 -- KEYS = [N, queue, timeouts, redisson_lock__channel:{N}]
 -- ARGV = ["0", now (epoch ms), publish command]
 -- Reply: 1 if a lock was deleted, else 0. A key of another type is reported as WRONGTYPE.

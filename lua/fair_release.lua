@@ -1,4 +1,5 @@
 -- F-REL: fair lock release (protocol §7.4); hands over to the head of the queue by publishing
+--! keys=5 argv=6
 -- on that waiter's own channel.
 -- KEYS = [N, queue, timeouts, redisson_lock__channel:{N}, unlock latch]
 -- ARGV = ["0", lease ms, owner field, now (epoch ms), publish command, latch PX ms]

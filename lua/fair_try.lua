@@ -1,4 +1,5 @@
 -- F-TRY: fair lock, one attempt without joining the queue (protocol §7.2).
+--! keys=3 argv=4
 -- KEYS = [N, redisson_lock_queue:{N}, redisson_lock_timeout:{N}]
 -- ARGV = [lease ms, owner field, now (epoch ms), wait ms]   (note: now before wait)
 -- Reply: nil = acquired (fresh or re-entry), 1 = not acquired (and not enqueued).

@@ -1,4 +1,5 @@
 -- Fenced lock acquisition (protocol §9): L-ACQ plus INCR of the token counter on every success,
+--! keys=2 argv=2
 -- re-entries included. The reply is private to this crate and unambiguous even for a key
 -- without TTL: {1, token} when acquired, {0, PTTL of N} when held by someone else.
 -- KEYS[1] = lock hash N, KEYS[2] = redisson_lock_token:{N}

@@ -1,4 +1,5 @@
 -- L-ACQ: acquire or re-enter a reentrant lock (protocol §4.2).
+--! keys=1 argv=2
 -- KEYS[1] = lock hash N
 -- ARGV[1] = lease in ms, ARGV[2] = owner field "<uuid>:<owner id>"
 -- Reply: nil when acquired (fresh or re-entry), otherwise the PTTL of N.

@@ -1,4 +1,5 @@
 -- L-FORCE: delete the lock whoever holds it and wake waiters (protocol §4.4).
+--! keys=2 argv=2
 -- KEYS[1] = lock hash N, KEYS[2] = unlock channel
 -- ARGV[1] = message "0", ARGV[2] = publish command
 -- Reply: 1 when a lock was deleted, 0 when there was none.

@@ -1,4 +1,5 @@
 -- L-REL: release one hold of a reentrant lock (protocol §4.3, 3.24+ form with unlock latch).
+--! keys=3 argv=5
 -- KEYS[1] = lock hash N, KEYS[2] = unlock channel, KEYS[3] = unlock latch for this request
 -- ARGV[1] = message "0", ARGV[2] = lease in ms (re-armed on partial release),
 -- ARGV[3] = owner field, ARGV[4] = publish command, ARGV[5] = latch PX in ms

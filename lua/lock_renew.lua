@@ -1,4 +1,5 @@
 -- L-RENEW: batched watchdog renewal (protocol §5.2).
+--! keys=* argv=*
 -- KEYS[i] = lock hash Ni; ARGV[1] = watchdog timeout in ms; ARGV[i + 1] = owner field Fi of Ni.
 -- Reply: one integer per key, 1 = Fi still holds Ni and its TTL was re-armed, 0 = not held.
 -- A key of another type counts as "not held" instead of aborting the whole batch.

@@ -1,4 +1,5 @@
 -- R-ACQ: acquire a read lock (protocol §8.2).
+--! keys=2 argv=3
 -- KEYS = [N, TP] with TP = {N}:<field>:rwlock_timeout (suffix rule); hold k has key TP:k.
 -- ARGV = [lease ms, reader field <uuid>:<id>, that owner's write field <uuid>:<id>:write]
 -- Reply: nil = acquired, otherwise the PTTL of N.

@@ -1,4 +1,5 @@
 -- R-REL: release one read hold (protocol §8.3). The hash lives as long as the longest-living
+--! keys=5 argv=4
 -- read hold of anyone (dead readers, whose timeout keys expired, are ignored).
 -- KEYS = [N, redisson_rwlock:{N}, TP (this reader's timeout base), P ({N} or N), latch]
 -- ARGV = ["0", reader field, publish command, latch PX ms]

@@ -1,4 +1,5 @@
 -- R-RENEW: batched renewal of read locks (protocol §5.2, 4.4+ form).
+--! keys=* argv=*
 -- KEYS = [N1, P1, N2, P2, ...]: lock hash Ni and its key prefix Pi ({Ni} or Ni if it has '{'),
 --        Pi given only for slot routing.
 -- ARGV = [watchdog ms, m1, R1_1 .. R1_m1, m2, ...]: mi of this client's reader fields on Ni.

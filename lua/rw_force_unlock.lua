@@ -1,4 +1,5 @@
 -- Read or write forced unlock (protocol §8.6): delete N only if it is in the given mode.
+--! keys=2 argv=3
 -- KEYS = [N, redisson_rwlock:{N}]; ARGV = [message "0" (read) or "1" (write), publish command,
 -- mode "read" or "write"]. Reply: 1 if deleted, else 0.
 local kind = redis.call('type', KEYS[1])['ok']

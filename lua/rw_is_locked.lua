@@ -1,4 +1,5 @@
 -- isLocked of the read or the write half (protocol §8.6).
+--! keys=1 argv=1
 -- KEYS = [N]; ARGV = ["read" or "write"]. Reply: 1 or 0.
 -- read: mode is read, or mode is write and the writer also holds a read lock (HLEN > 2).
 local mode = redis.call('hget', KEYS[1], 'mode')

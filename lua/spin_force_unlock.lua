@@ -1,4 +1,5 @@
 -- Spin lock forced unlock (protocol §10): DEL N, no message.
+--! keys=1 argv=0
 -- KEYS[1] = lock hash N. Reply: 1 if a lock was deleted, else 0.
 -- A key of another type is reported as WRONGTYPE instead of being deleted.
 local kind = redis.call('type', KEYS[1])['ok']

@@ -1,4 +1,5 @@
 -- Spin lock release (protocol §10): as L-REL, but it never publishes (spin waiters poll).
+--! keys=2 argv=3
 -- KEYS[1] = lock hash N, KEYS[2] = unlock latch of this request
 -- ARGV[1] = lease in ms (re-armed on partial release), ARGV[2] = owner field,
 -- ARGV[3] = latch PX in ms

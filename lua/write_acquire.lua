@@ -1,4 +1,5 @@
 -- W-ACQ: acquire a write lock (protocol §8.4). Re-entry adds the lease to the remaining TTL.
+--! keys=1 argv=2
 -- KEYS = [N]; ARGV = [lease ms, write field <uuid>:<id>:write]
 -- Reply: nil = acquired, otherwise the PTTL of N.
 local lock, lease = KEYS[1], tonumber(ARGV[1])

@@ -1,4 +1,5 @@
 -- W-REL: release one write hold (protocol §8.5). The last write hold wakes every waiter with
+--! keys=3 argv=5
 -- message 1, unless the owner still reads (downgrade: mode becomes read, no message).
 -- KEYS = [N, redisson_rwlock:{N}, latch]
 -- ARGV = ["1", lease ms, write field, publish command, latch PX ms]

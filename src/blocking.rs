@@ -1,6 +1,7 @@
 //! The blocking API: the same locks for synchronous code. The owner of every acquisition is the
 //! calling OS thread ([`Owner::current_thread`]), exactly as in Java's synchronous API, so one
-//! [`RLock`] can be shared by many threads (e.g. in an `Arc`) and each thread is its own owner.
+//! lock handle can be shared by many threads (e.g. in an `Arc`) and each thread is its own
+//! owner.
 //!
 //! The client runs its own small Tokio runtime. Do not call these methods from inside an async
 //! runtime: they return [`Error::InvalidArgument`] there instead of blocking a worker thread.
@@ -22,8 +23,9 @@ use tokio::runtime::Runtime;
 
 use crate::{
     error::{Error, Result},
-    lock::{Ttl, UnlockOutcome},
-    Config, Owner,
+    lock::{Fair, Fenced, Kind, Read, Reentrant, Spin, UnlockOutcome, Write},
+    ttl::Ttl,
+    BackOff, Config, Owner,
 };
 
 #[derive(Debug)]
@@ -66,13 +68,16 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Connects, starting the client's runtime (two worker threads).
+    ///
+    /// # Errors
+    /// As [`crate::Client::connect`].
     pub fn connect(url: &str, config: Config) -> Result<Client> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("redisson-lock")
             .enable_all()
             .build()
-            .map_err(|e| Error::Connection(format!("cannot start runtime: {e}")))?;
+            .map_err(|e| Error::Connection(format!("cannot start runtime: {e}").into()))?;
         let rt = Rt(Some(runtime));
         let inner = rt.block_on(crate::Client::connect(url, config))??;
         Ok(Client {
@@ -91,48 +96,116 @@ impl Client {
         &self.inner
     }
 
-    /// A reentrant lock handle; its owner is whichever thread calls it.
-    pub fn get_lock(&self, name: &str) -> RLock {
-        RLock {
-            lock: self
-                .inner
-                .get_lock_with_owner(name, Owner::current_thread()),
+    fn wrap<K: Kind>(&self, lock: crate::Lock<K>) -> Lock<K> {
+        Lock {
+            lock,
             rt: self.rt.clone(),
         }
     }
 
+    /// A reentrant lock; its owner is whichever thread calls it.
+    pub fn get_lock(&self, name: &str) -> RLock {
+        self.wrap(
+            self.inner
+                .get_lock_with_owner(name, Owner::current_thread()),
+        )
+    }
+
+    /// A fair lock; its owner is whichever thread calls it.
+    pub fn get_fair_lock(&self, name: &str) -> FairLock {
+        self.wrap(
+            self.inner
+                .get_fair_lock_with_owner(name, Owner::current_thread()),
+        )
+    }
+
+    /// A read-write lock; its owner is whichever thread calls it.
+    pub fn get_read_write_lock(&self, name: &str) -> ReadWriteLock {
+        let (read, write) = self
+            .inner
+            .get_read_write_lock_with_owner(name, Owner::current_thread())
+            .into_parts();
+        ReadWriteLock {
+            read: self.wrap(read),
+            write: self.wrap(write),
+        }
+    }
+
+    /// A fenced lock; its owner is whichever thread calls it.
+    pub fn get_fenced_lock(&self, name: &str) -> FencedLock {
+        self.wrap(
+            self.inner
+                .get_fenced_lock_with_owner(name, Owner::current_thread()),
+        )
+    }
+
+    /// A spin lock with Redisson's default back-off; its owner is whichever thread calls it.
+    pub fn get_spin_lock(&self, name: &str) -> SpinLock {
+        self.wrap(
+            self.inner
+                .get_spin_lock_with(name, Owner::current_thread(), BackOff::default()),
+        )
+    }
+
     /// Stops the watchdog and closes the connections without releasing anything.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) when called inside an async runtime.
     pub fn shutdown(&self) -> Result<()> {
         self.rt.block_on(self.inner.shutdown())
     }
 }
 
-/// A reentrant lock for synchronous code; the owner is the calling thread. `Send + Sync`.
+/// A lock of kind `K` for synchronous code; the owner is the calling thread. `Send + Sync`.
 #[derive(Debug)]
-pub struct RLock {
-    lock: crate::RLock,
+pub struct Lock<K: Kind> {
+    lock: crate::Lock<K>,
     rt: Arc<Rt>,
 }
 
-impl RLock {
-    fn guard(&self, g: Option<crate::LockGuard>) -> Option<LockGuard> {
-        g.map(|g| LockGuard {
-            inner: Some(g),
-            rt: self.rt.clone(),
-        })
+/// A blocking reentrant lock.
+pub type RLock = Lock<Reentrant>;
+/// A blocking fair lock.
+pub type FairLock = Lock<Fair>;
+/// The blocking read half of a [`ReadWriteLock`].
+pub type ReadLock = Lock<Read>;
+/// The blocking write half of a [`ReadWriteLock`].
+pub type WriteLock = Lock<Write>;
+/// A blocking fenced lock.
+pub type FencedLock = Lock<Fenced>;
+/// A blocking spin lock.
+pub type SpinLock = Lock<Spin>;
+
+/// A blocking read-write lock: two halves owned by the calling thread.
+#[derive(Debug)]
+pub struct ReadWriteLock {
+    read: ReadLock,
+    write: WriteLock,
+}
+
+impl ReadWriteLock {
+    /// The read half.
+    pub fn read_lock(&self) -> &ReadLock {
+        &self.read
     }
 
-    fn acquire(
-        &self,
-        lease: Option<Duration>,
-        wait: Option<Duration>,
-    ) -> Result<Option<LockGuard>> {
-        let g = self.rt.block_on(self.lock.handle.acquire_as(
+    /// The write half.
+    pub fn write_lock(&self) -> &WriteLock {
+        &self.write
+    }
+}
+
+impl<K: Kind> Lock<K> {
+    fn acquire(&self, lease: Option<Duration>, wait: Option<Duration>) -> Result<Option<Guard<K>>> {
+        let held = self.rt.block_on(self.lock.handle.acquire_as(
             Owner::current_thread(),
             lease,
             wait,
         ))??;
-        Ok(self.guard(g))
+        Ok(held.map(|h| Guard {
+            inner: Some(crate::Guard::new(h)),
+            rt: self.rt.clone(),
+        }))
     }
 
     /// The user-facing name.
@@ -141,80 +214,123 @@ impl RLock {
     }
 
     /// Blocks until acquired; watchdog mode.
-    pub fn lock(&self) -> Result<LockGuard> {
+    ///
+    /// # Errors
+    /// As [`crate::Lock::lock`]; [`InvalidArgument`](Error::InvalidArgument) inside an async
+    /// runtime.
+    pub fn lock(&self) -> Result<Guard<K>> {
         self.acquire(None, None)
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))
     }
 
     /// Blocks until acquired; holds for at most `lease`.
-    pub fn lock_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+    ///
+    /// # Errors
+    /// As [`crate::Lock::lock_with_lease`].
+    pub fn lock_with_lease(&self, lease: Duration) -> Result<Guard<K>> {
         self.acquire(Some(lease), None)
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))
     }
 
     /// One attempt; `Ok(None)` when another owner holds it.
-    pub fn try_lock(&self) -> Result<Option<LockGuard>> {
+    ///
+    /// # Errors
+    /// As [`crate::Lock::try_lock`].
+    pub fn try_lock(&self) -> Result<Option<Guard<K>>> {
         self.acquire(None, Some(Duration::ZERO))
     }
 
     /// Waits at most `wait`; watchdog mode.
-    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<LockGuard>> {
+    ///
+    /// # Errors
+    /// As [`crate::Lock::try_lock_for`].
+    pub fn try_lock_for(&self, wait: Duration) -> Result<Option<Guard<K>>> {
         self.acquire(None, Some(wait))
     }
 
     /// Waits at most `wait`; holds for at most `lease`.
-    pub fn try_lock_with_lease(
-        &self,
-        wait: Duration,
-        lease: Duration,
-    ) -> Result<Option<LockGuard>> {
+    ///
+    /// # Errors
+    /// As [`crate::Lock::try_lock_with_lease`].
+    pub fn try_lock_with_lease(&self, wait: Duration, lease: Duration) -> Result<Option<Guard<K>>> {
         self.acquire(Some(lease), Some(wait))
     }
 
-    /// Releases one hold of the calling thread ([`Error::NotHeld`] if it holds none).
+    /// Releases one hold of the calling thread.
+    ///
+    /// # Errors
+    /// [`NotHeld`](Error::NotHeld) if it holds none.
     pub fn unlock(&self) -> Result<UnlockOutcome> {
         self.rt
             .block_on(self.lock.handle.unlock_as(Owner::current_thread()))?
     }
 
     /// Deletes the lock whoever holds it; `true` if it was locked.
+    ///
+    /// # Errors
+    /// As [`crate::Lock::force_unlock`].
     pub fn force_unlock(&self) -> Result<bool> {
         self.rt.block_on(self.lock.force_unlock())?
     }
 
     /// `true` if any owner holds the lock.
+    ///
+    /// # Errors
+    /// A Redis or connection error.
     pub fn is_locked(&self) -> Result<bool> {
         self.rt.block_on(self.lock.is_locked())?
     }
 
     /// `true` if the calling thread holds the lock.
+    ///
+    /// # Errors
+    /// A Redis or connection error.
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         self.rt
             .block_on(self.lock.handle.is_held_as(Owner::current_thread()))?
     }
 
     /// The calling thread's hold count.
+    ///
+    /// # Errors
+    /// A Redis or connection error.
     pub fn hold_count(&self) -> Result<u64> {
         self.rt
             .block_on(self.lock.handle.hold_count_as(Owner::current_thread()))?
     }
 
     /// Remaining time to live of the lock key.
+    ///
+    /// # Errors
+    /// A Redis or connection error.
     pub fn remaining_ttl(&self) -> Result<Ttl> {
         self.rt.block_on(self.lock.remaining_ttl())?
+    }
+}
+
+impl FencedLock {
+    /// The current token (0 if the lock was never acquired).
+    ///
+    /// # Errors
+    /// A Redis or connection error.
+    pub fn token(&self) -> Result<u64> {
+        self.rt.block_on(self.lock.token())?
     }
 }
 
 /// One hold acquired through the blocking API; dropping it releases it in the background.
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
-pub struct LockGuard {
-    inner: Option<crate::LockGuard>,
+pub struct Guard<K: Kind> {
+    inner: Option<crate::Guard<K>>,
     rt: Arc<Rt>,
 }
 
-impl LockGuard {
-    fn get(&self) -> &crate::LockGuard {
+/// A hold of a blocking [`RLock`].
+pub type LockGuard = Guard<Reentrant>;
+
+impl<K: Kind> Guard<K> {
+    fn get(&self) -> &crate::Guard<K> {
         self.inner.as_ref().expect("guard present until consumed")
     }
 
@@ -229,16 +345,26 @@ impl LockGuard {
     }
 
     /// Releases this hold and reports the outcome (from any thread).
+    ///
+    /// # Errors
+    /// As [`crate::Guard::unlock`].
     pub fn unlock(mut self) -> Result<UnlockOutcome> {
         let g = self.inner.take().expect("guard present until consumed");
         self.rt.block_on(g.unlock())?
     }
 
-    /// Keeps the hold without a guard; release it later with [`RLock::unlock`] on the same
+    /// Keeps the hold without a guard; release it later with [`Lock::unlock`] on the same
     /// thread.
     pub fn keep(mut self) {
         if let Some(g) = self.inner.take() {
             g.keep();
         }
+    }
+}
+
+impl Guard<Fenced> {
+    /// The fencing token of this acquisition.
+    pub fn token(&self) -> u64 {
+        self.get().token()
     }
 }

@@ -209,6 +209,11 @@ impl Config {
         Ok(())
     }
 
+    /// The publish command the release scripts use for unlock messages.
+    pub(crate) fn publish_command(&self) -> &'static str {
+        "publish"
+    }
+
     /// Latch PX of unlock requests: long enough to cover every retry of one unlock.
     pub(crate) fn latch_px_ms(&self) -> u64 {
         let per_try = self.timeout + self.retry_delay;

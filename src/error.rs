@@ -7,7 +7,16 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong with a lock operation.
 ///
-/// One variant per case a caller handles differently. Messages never contain passwords or URLs.
+/// One variant per case a caller handles differently; [`Error::kind`] gives the same distinction
+/// as a plain value. Failures that come from Redis or the connection keep the underlying error,
+/// reachable through [`std::error::Error::source`]. Messages never contain passwords or URLs.
+///
+/// ```
+/// use redisson_lock::{Error, ErrorKind};
+/// let e = Error::Timeout("Redis did not answer in time".into());
+/// assert_eq!(e.kind(), ErrorKind::Timeout);
+/// assert!(e.is_transient());
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
@@ -28,11 +37,11 @@ pub enum Error {
     InvalidArgument(String),
     /// A command, the subscription or a wait ran out of time. An acquisition that timed out may
     /// still have been executed by Redis; the crate releases such a hold when it learns of it.
-    Timeout(String),
+    Timeout(Failure),
     /// The connection to Redis failed or was closed.
-    Connection(String),
+    Connection(Failure),
     /// The Redis user lacks a permission the operation needs (ACL `NOPERM`).
-    PermissionDenied(String),
+    PermissionDenied(Failure),
     /// The lock was lost while the caller believed it held it (expired, deleted, force-unlocked).
     LockLost {
         /// The raw lock name in Redis.
@@ -41,48 +50,121 @@ pub enum Error {
     /// The client was shut down.
     Shutdown,
     /// Any other error reply or protocol problem from Redis.
-    Redis(String),
+    Redis(Failure),
+}
+
+/// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// [`Error::NotHeld`].
+    NotHeld,
+    /// [`Error::WrongType`].
+    WrongType,
+    /// [`Error::InvalidArgument`].
+    InvalidArgument,
+    /// [`Error::Timeout`].
+    Timeout,
+    /// [`Error::Connection`].
+    Connection,
+    /// [`Error::PermissionDenied`].
+    PermissionDenied,
+    /// [`Error::LockLost`].
+    LockLost,
+    /// [`Error::Shutdown`].
+    Shutdown,
+    /// [`Error::Redis`].
+    Redis,
+}
+
+/// What went wrong talking to Redis: a message, and the underlying client error when there is
+/// one (returned by [`std::error::Error::source`] of the [`Error`] that carries it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    message: String,
+    source: Option<fred::error::Error>,
+}
+
+impl Failure {
+    /// A failure described by a message only.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub(crate) fn with_source(message: impl Into<String>, source: fred::error::Error) -> Self {
+        Self {
+            message: message.into(),
+            source: Some(source),
+        }
+    }
+
+    /// The description.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl From<&str> for Failure {
+    fn from(message: &str) -> Self {
+        Failure::new(message)
+    }
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure::new(message)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 impl Error {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotHeld { .. } => ErrorKind::NotHeld,
+            Error::WrongType { .. } => ErrorKind::WrongType,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Timeout(_) => ErrorKind::Timeout,
+            Error::Connection(_) => ErrorKind::Connection,
+            Error::PermissionDenied(_) => ErrorKind::PermissionDenied,
+            Error::LockLost { .. } => ErrorKind::LockLost,
+            Error::Shutdown => ErrorKind::Shutdown,
+            Error::Redis(_) => ErrorKind::Redis,
+        }
+    }
+
     /// `true` for errors that may go away on retry (timeouts and connection failures).
     pub fn is_transient(&self) -> bool {
         matches!(self, Error::Timeout(_) | Error::Connection(_))
     }
 
-    /// The one-word kind used by the `lock-peer` protocol (`NOT_HELD`, `WRONG_TYPE`, ...).
-    pub fn kind_word(&self) -> &'static str {
-        match self {
-            Error::NotHeld { .. } => "NOT_HELD",
-            Error::WrongType { .. } => "WRONG_TYPE",
-            Error::InvalidArgument(_) => "INVALID",
-            Error::Timeout(_) => "TIMEOUT",
-            Error::Connection(_) => "CONNECTION",
-            Error::PermissionDenied(_) => "NO_PERMISSION",
-            Error::LockLost { .. } => "LOCK_LOST",
-            Error::Shutdown => "SHUTDOWN",
-            Error::Redis(_) => "REDIS",
-        }
-    }
-
     /// Maps a fred error, naming the lock it concerned.
     pub(crate) fn from_redis(err: fred::error::Error, lock: &str) -> Error {
-        use fred::error::ErrorKind;
-        let details = err.details();
+        use fred::error::ErrorKind as K;
+        let details = err.details().to_owned();
         if details.contains("WRONGTYPE") {
             return Error::WrongType {
                 lock: lock.to_owned(),
             };
         }
-        if details.contains("NOPERM") || matches!(err.kind(), ErrorKind::Auth) {
-            return Error::PermissionDenied(details.to_owned());
+        if details.contains("NOPERM") || matches!(err.kind(), K::Auth) {
+            return Error::PermissionDenied(Failure::with_source(details, err));
         }
         match err.kind() {
-            ErrorKind::Timeout => {
-                Error::Timeout(format!("Redis did not answer in time: {details}"))
-            }
-            ErrorKind::IO | ErrorKind::Canceled => Error::Connection(details.to_owned()),
-            _ => Error::Redis(details.to_owned()),
+            K::Timeout => Error::Timeout(Failure::with_source(
+                format!("Redis did not answer in time: {details}"),
+                err,
+            )),
+            K::IO | K::Canceled => Error::Connection(Failure::with_source(details, err)),
+            _ => Error::Redis(Failure::with_source(details, err)),
         }
     }
 }
@@ -109,11 +191,25 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Timeout(f)
+            | Error::Connection(f)
+            | Error::PermissionDenied(f)
+            | Error::Redis(f) => f
+                .source
+                .as_ref()
+                .map(|e| e as &(dyn std::error::Error + 'static)),
+            _ => None,
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error as _;
 
     #[test]
     fn wrongtype_replies_map_to_wrong_type() {
@@ -128,9 +224,30 @@ mod tests {
     }
 
     #[test]
-    fn timeouts_are_transient() {
+    fn timeouts_are_transient_and_keep_their_source() {
         let e = fred::error::Error::new(fred::error::ErrorKind::Timeout, "x");
-        assert!(Error::from_redis(e, "k").is_transient());
-        assert_eq!(Error::Timeout("x".into()).kind_word(), "TIMEOUT");
+        let mapped = Error::from_redis(e.clone(), "k");
+        assert!(mapped.is_transient());
+        assert_eq!(mapped.kind(), ErrorKind::Timeout);
+        let source = mapped.source().expect("the fred error is kept");
+        assert_eq!(source.to_string(), e.to_string());
+    }
+
+    #[test]
+    fn noperm_is_permission_denied() {
+        let e = fred::error::Error::new(
+            fred::error::ErrorKind::Unknown,
+            "NOPERM this user has no permissions to access one of the channels",
+        );
+        let mapped = Error::from_redis(e, "k");
+        assert_eq!(mapped.kind(), ErrorKind::PermissionDenied);
+        assert!(mapped.to_string().contains("NOPERM"));
+    }
+
+    #[test]
+    fn errors_without_a_redis_cause_have_no_source() {
+        assert!(Error::InvalidArgument("x".into()).source().is_none());
+        assert!(Error::Timeout("waited".into()).source().is_none());
+        assert_eq!(Error::Shutdown.kind(), ErrorKind::Shutdown);
     }
 }

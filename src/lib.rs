@@ -7,9 +7,9 @@
 //!
 //! * [`Client`]: one per application; owns the connections, the script registry, the
 //!   subscription registry and the watchdog.
-//! * [`RLock`]: the reentrant lock; [`LockGuard`]: one hold, released on drop.
-//! * [`FairLock`], [`ReadWriteLock`] ([`ReadLock`], [`WriteLock`]), [`FencedLock`],
-//!   [`SpinLock`]: the rest of Redisson's lock family, on the same engine.
+//! * [`Lock<K>`](Lock): one generic lock handle for every kind `K`, with aliases for each:
+//!   [`RLock`] (reentrant), [`FairLock`], [`ReadWriteLock`] ([`ReadLock`], [`WriteLock`]),
+//!   [`FencedLock`], [`SpinLock`]. [`Guard<K>`](Guard): one hold, released on drop.
 //! * [`MultiLock`] (all of several locks) and [`RedLock`] (a quorum of independent masters).
 //! * [`blocking`]: the same API for synchronous code, owned by the calling OS thread.
 //!
@@ -37,19 +37,24 @@
 pub mod blocking;
 mod client;
 mod config;
+mod core;
 mod error;
 mod lock;
 mod names;
 mod owner;
 mod pubsub;
 mod scripts;
+mod ttl;
 mod watchdog;
 
 pub use client::Client;
 pub use config::{Config, NameMapper, PrefixNameMapper, MAX_MILLIS};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
-    BackOff, FairLock, FencedLock, LockGuard, LockPart, MultiGuard, MultiLock, RLock, ReadLock,
-    ReadWriteLock, RedLock, RedLockGuard, RedLockOptions, SpinLock, Ttl, UnlockOutcome, WriteLock,
+    AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Guard,
+    Kind, Lock, LockGuard, LockPart, MultiGuard, MultiLock, RLock, Read, ReadGuard, ReadLock,
+    ReadWriteLock, RedLock, RedLockGuard, RedLockOptions, Reentrant, Spin, SpinGuard, SpinLock,
+    UnlockOutcome, Write, WriteGuard, WriteLock,
 };
 pub use owner::Owner;
+pub use ttl::Ttl;

@@ -1,22 +1,23 @@
 //! Derived Redis names: the brace rule of protocol §2.3, applied literally.
 
-/// `prefix:{name}`, or `prefix:name` when `name` already contains a `{` anywhere.
-pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+/// The brace rule: `{name}`, or `name` itself when it already contains a `{` anywhere (only
+/// the presence of `{` is tested, as Redisson does). Every derived name is built from this.
+pub(crate) fn braced(name: &str) -> std::borrow::Cow<'_, str> {
     if name.contains('{') {
-        format!("{prefix}:{name}")
+        std::borrow::Cow::Borrowed(name)
     } else {
-        format!("{prefix}:{{{name}}}")
+        std::borrow::Cow::Owned(format!("{{{name}}}"))
     }
 }
 
+/// `prefix:{name}`, or `prefix:name` when `name` already contains a `{` anywhere.
+pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
+    format!("{prefix}:{}", braced(name))
+}
+
 /// `{name}:suffix`, or `name:suffix` when `name` already contains a `{` anywhere.
-#[allow(dead_code)] // used by the read/write lock family
 pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
-    if name.contains('{') {
-        format!("{name}:{suffix}")
-    } else {
-        format!("{{{name}}}:{suffix}")
-    }
+    format!("{}:{suffix}", braced(name))
 }
 
 /// The unlock channel of an RLock / fenced lock: `redisson_lock__channel:{N}`.
@@ -37,7 +38,8 @@ pub(crate) fn request_id() -> String {
     let bytes = uuid::Uuid::new_v4().into_bytes();
     let mut out = String::with_capacity(32);
     for b in bytes {
-        out.push_str(&format!("{b:02x}"));
+        use std::fmt::Write;
+        let _ = write!(out, "{b:02x}");
     }
     out
 }
@@ -58,6 +60,8 @@ mod tests {
         assert_eq!(lock_channel("}{"), "redisson_lock__channel:}{");
         assert_eq!(suffix_name("n", "x:1"), "{n}:x:1");
         assert_eq!(suffix_name("{t}:n", "x"), "{t}:n:x");
+        assert_eq!(braced("n"), "{n}");
+        assert_eq!(braced("a{b}c"), "a{b}c");
     }
 
     #[test]

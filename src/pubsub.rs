@@ -39,30 +39,78 @@ enum Status {
     Failed(String),
 }
 
-/// One subscribed channel and its latch.
-struct Channel {
-    name: String,
+/// The latch of one channel: a semaphore whose permits are capped at the number of waiters.
+///
+/// A message `0` adds one permit (wakes one waiter), `1` (or a lag, or a reconnect) tops the
+/// permits up to the number of waiters (wakes them all). A waiter takes one permit per wake-up.
+#[derive(Debug)]
+pub(crate) struct Latch {
     waiters: AtomicUsize,
-    latch: Semaphore,
-    status: watch::Sender<Status>,
+    permits: Semaphore,
 }
 
-impl Channel {
-    /// Message `0`: wake one waiter.
-    fn wake_one(&self) {
-        if self.latch.available_permits() < self.waiters.load(Ordering::Acquire) {
-            self.latch.add_permits(1);
+impl Latch {
+    pub(crate) fn new(waiters: usize) -> Self {
+        Self {
+            waiters: AtomicUsize::new(waiters),
+            permits: Semaphore::new(0),
+        }
+    }
+
+    fn join(&self) {
+        self.waiters.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// One waiter leaves; returns how many are left.
+    fn leave(&self) -> usize {
+        self.waiters.fetch_sub(1, Ordering::AcqRel) - 1
+    }
+
+    pub(crate) fn waiters(&self) -> usize {
+        self.waiters.load(Ordering::Acquire)
+    }
+
+    /// Message `0`: wake one waiter (unless every waiter already has a permit).
+    pub(crate) fn wake_one(&self) {
+        if self.permits.available_permits() < self.waiters() {
+            self.permits.add_permits(1);
         }
     }
 
     /// Message `1`, a lagged stream or a reconnect: wake every waiter.
-    fn wake_all(&self) {
-        let waiters = self.waiters.load(Ordering::Acquire);
-        let available = self.latch.available_permits();
+    pub(crate) fn wake_all(&self) {
+        let waiters = self.waiters();
+        let available = self.permits.available_permits();
         if available < waiters {
-            self.latch.add_permits(waiters - available);
+            self.permits.add_permits(waiters - available);
         }
     }
+
+    /// Sleeps until a wake-up or `max` passes (`None`: no bound). `true` when woken.
+    pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
+        let acquire = self.permits.acquire();
+        let permit = match max {
+            Some(d) => match tokio::time::timeout(d, acquire).await {
+                Ok(p) => p,
+                Err(_) => return false,
+            },
+            None => acquire.await,
+        };
+        match permit {
+            Ok(p) => {
+                p.forget();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// One subscribed channel and its latch.
+struct Channel {
+    name: String,
+    latch: Latch,
+    status: watch::Sender<Status>,
 }
 
 enum Op {
@@ -81,7 +129,7 @@ impl Shared {
     fn wake_everyone(&self) {
         let all: Vec<Arc<Channel>> = self.channels.lock().values().cloned().collect();
         for ch in all {
-            ch.wake_all();
+            ch.latch.wake_all();
         }
     }
 }
@@ -116,7 +164,7 @@ impl PubSub {
         if let Some(existing) = map.get(channel) {
             let failed = matches!(*existing.status.borrow(), Status::Failed(_));
             if !failed {
-                existing.waiters.fetch_add(1, Ordering::AcqRel);
+                existing.latch.join();
                 return Subscription {
                     shared: self.shared.clone(),
                     channel: existing.clone(),
@@ -126,8 +174,7 @@ impl PubSub {
         let (status, _) = watch::channel(Status::Pending);
         let entry = Arc::new(Channel {
             name: channel.to_owned(),
-            waiters: AtomicUsize::new(1),
-            latch: Semaphore::new(0),
+            latch: Latch::new(1),
             status,
         });
         map.insert(channel.to_owned(), entry.clone());
@@ -150,7 +197,7 @@ impl PubSub {
             .channels
             .lock()
             .get(channel)
-            .map_or(0, |c| c.waiters.load(Ordering::Acquire))
+            .map_or(0, |c| c.latch.waiters())
     }
 
     pub(crate) async fn shutdown(&self) {
@@ -186,17 +233,19 @@ impl Subscription {
         })
         .await;
         match waited {
-            Err(_) => Err(Error::Timeout(format!(
-                "subscription to {} not established within {timeout:?}",
-                self.channel.name
-            ))),
+            Err(_) => Err(Error::Timeout(
+                format!(
+                    "subscription to {} not established within {timeout:?}",
+                    self.channel.name
+                )
+                .into(),
+            )),
             Ok(Err(_)) => Err(Error::Shutdown),
             Ok(Ok(status)) => match status {
                 Status::Ready => Ok(()),
-                Status::Failed(ref e) => Err(Error::Connection(format!(
-                    "subscription to {} failed: {e}",
-                    self.channel.name
-                ))),
+                Status::Failed(ref e) => Err(Error::Connection(
+                    format!("subscription to {} failed: {e}", self.channel.name).into(),
+                )),
                 Status::Pending => unreachable!("wait_for returned a pending status"),
             },
         }
@@ -205,28 +254,14 @@ impl Subscription {
     /// Sleeps until a message wakes this waiter or `max` passes (`None`: no bound).
     /// Returns `true` when woken by a message.
     pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
-        let acquire = self.channel.latch.acquire();
-        let permit = match max {
-            Some(d) => match tokio::time::timeout(d, acquire).await {
-                Ok(p) => p,
-                Err(_) => return false,
-            },
-            None => acquire.await,
-        };
-        match permit {
-            Ok(p) => {
-                p.forget();
-                true
-            }
-            Err(_) => false,
-        }
+        self.channel.latch.wait(max).await
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut map = self.shared.channels.lock();
-        let left = self.channel.waiters.fetch_sub(1, Ordering::AcqRel) - 1;
+        let left = self.channel.latch.leave();
         if left == 0 {
             let current = map
                 .get(&self.channel.name)
@@ -313,8 +348,8 @@ async fn run_messages(shared: Arc<Shared>) {
                 let channel = shared.channels.lock().get(&*msg.channel).cloned();
                 let Some(channel) = channel else { continue };
                 match message_value(&msg.value) {
-                    Some(0) => channel.wake_one(),
-                    Some(1) => channel.wake_all(),
+                    Some(0) => channel.latch.wake_one(),
+                    Some(1) => channel.latch.wake_all(),
                     _ => log::debug!("ignoring message {:?} on {}", msg.value, channel.name),
                 }
             }
@@ -341,5 +376,73 @@ async fn run_reconnects(shared: Arc<Shared>) {
     let mut rx = shared.sub.reconnect_rx();
     while let Ok(_) | Err(RecvError::Lagged(_)) = rx.recv().await {
         let _ = shared.ops.send(Op::Resubscribe);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn permits_are_capped_at_the_number_of_waiters() {
+        let latch = Latch::new(2);
+        for _ in 0..10 {
+            latch.wake_one();
+        }
+        assert_eq!(
+            latch.permits.available_permits(),
+            2,
+            "a burst wakes at most everyone"
+        );
+        latch.wake_all();
+        assert_eq!(latch.permits.available_permits(), 2);
+        assert!(latch.wait(Some(Duration::ZERO)).await);
+        assert!(latch.wait(Some(Duration::ZERO)).await);
+        assert!(
+            !latch.wait(Some(Duration::from_millis(5))).await,
+            "no permit left"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn message_zero_wakes_one_waiter_and_one_wakes_all() {
+        let latch = Arc::new(Latch::new(3));
+        let sleepers: Vec<_> = (0..3)
+            .map(|_| {
+                let l = latch.clone();
+                tokio::spawn(async move { l.wait(Some(Duration::from_secs(60))).await })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        latch.wake_one();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let woken = sleepers.iter().filter(|s| s.is_finished()).count();
+        assert_eq!(woken, 1, "message 0 wakes exactly one waiter");
+        latch.wake_all();
+        for s in sleepers {
+            assert!(tokio::time::timeout(Duration::from_millis(1), s)
+                .await
+                .expect("woken by message 1")
+                .unwrap());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_without_a_message_sleeps_its_whole_bound() {
+        let latch = Latch::new(1);
+        let start = tokio::time::Instant::now();
+        assert!(!latch.wait(Some(Duration::from_millis(250))).await);
+        assert_eq!(start.elapsed(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn leaving_counts_down_and_caps_follow_the_waiters() {
+        let latch = Latch::new(1);
+        latch.join();
+        assert_eq!(latch.waiters(), 2);
+        assert_eq!(latch.leave(), 1);
+        latch.wake_all();
+        latch.wake_all();
+        assert_eq!(latch.permits.available_permits(), 1);
     }
 }

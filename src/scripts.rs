@@ -1,53 +1,33 @@
 //! The script registry: every `lua/*.lua` file compiled in, called by `EVALSHA`, reloaded on
-//! `NOSCRIPT` (after a Redis restart, a failover or `SCRIPT FLUSH`). Lock kinds name a script;
-//! only this module sends it.
+//! `NOSCRIPT` (after a Redis restart, a failover or `SCRIPT FLUSH`). Lock kinds describe a call
+//! as a [`ScriptCall`]; only [`Core::run`](crate::core::Core::run) sends it.
+//!
+//! Every script's second line is a machine-readable header, `--! keys=K argv=A` (`*` for the
+//! batched renewal scripts), against which the unit tests check every call a lock kind builds.
 
-use fred::{
-    interfaces::LuaInterface,
-    types::{FromValue, Key, Value},
-};
+use fred::types::{Key, Value};
 
-/// The scripts of the lock family, one file each in `lua/`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum ScriptId {
-    /// L-ACQ (§4.2).
-    Acquire,
-    /// L-REL (§4.3).
-    Release,
-    /// L-FORCE (§4.4).
-    ForceUnlock,
-    /// L-RENEW (§5.2).
-    Renew,
-    /// R-RENEW (§5.2).
-    ReadRenew,
-    /// Fenced acquisition with token (§9).
-    FencedAcquire,
-    /// Spin release, no publish (§10).
-    SpinRelease,
-    /// Spin forced unlock, no publish (§10).
-    SpinForceUnlock,
-    /// F-TRY (§7.2).
-    FairTry,
-    /// F-ACQ (§7.3).
-    FairAcquire,
-    /// F-REL (§7.4).
-    FairRelease,
-    /// F-FORCE (§7.5).
-    FairForceUnlock,
-    /// F-CANCEL (§7.6).
-    FairCancel,
-    /// R-ACQ (§8.2).
-    ReadAcquire,
-    /// R-REL (§8.3).
-    ReadRelease,
-    /// W-ACQ (§8.4).
-    WriteAcquire,
-    /// W-REL (§8.5).
-    WriteRelease,
-    /// Read/write forced unlock (§8.6).
-    RwForceUnlock,
-    /// Read/write isLocked (§8.6).
-    RwIsLocked,
+/// Declares the scripts once: the enum, the list of all of them and their sources.
+macro_rules! scripts {
+    ($($(#[$doc:meta])* $id:ident => $source:expr,)*) => {
+        /// The scripts of the lock family, one file each in `lua/`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub(crate) enum ScriptId {
+            $($(#[$doc])* $id,)*
+        }
+
+        impl ScriptId {
+            /// Every script, in declaration order.
+            pub(crate) const ALL: &'static [ScriptId] = &[$(ScriptId::$id,)*];
+
+            /// The Lua source sent to Redis.
+            pub(crate) fn source(self) -> &'static str {
+                match self {
+                    $(ScriptId::$id => $source,)*
+                }
+            }
+        }
+    };
 }
 
 /// Prepends the fair-lock helpers to a fair script.
@@ -61,62 +41,73 @@ macro_rules! fair {
     };
 }
 
-impl ScriptId {
-    const ALL: [ScriptId; 19] = [
-        ScriptId::Acquire,
-        ScriptId::Release,
-        ScriptId::ForceUnlock,
-        ScriptId::Renew,
-        ScriptId::ReadRenew,
-        ScriptId::FencedAcquire,
-        ScriptId::SpinRelease,
-        ScriptId::SpinForceUnlock,
-        ScriptId::FairTry,
-        ScriptId::FairAcquire,
-        ScriptId::FairRelease,
-        ScriptId::FairForceUnlock,
-        ScriptId::FairCancel,
-        ScriptId::ReadAcquire,
-        ScriptId::ReadRelease,
-        ScriptId::WriteAcquire,
-        ScriptId::WriteRelease,
-        ScriptId::RwForceUnlock,
-        ScriptId::RwIsLocked,
-    ];
+scripts! {
+    /// L-ACQ (§4.2).
+    Acquire => include_str!("../lua/lock_acquire.lua"),
+    /// L-REL (§4.3).
+    Release => include_str!("../lua/lock_release.lua"),
+    /// L-FORCE (§4.4).
+    ForceUnlock => include_str!("../lua/lock_force_unlock.lua"),
+    /// L-RENEW (§5.2).
+    Renew => include_str!("../lua/lock_renew.lua"),
+    /// R-RENEW (§5.2).
+    ReadRenew => include_str!("../lua/read_renew.lua"),
+    /// Fenced acquisition with token (§9).
+    FencedAcquire => include_str!("../lua/fenced_acquire.lua"),
+    /// Spin release, no publish (§10).
+    SpinRelease => include_str!("../lua/spin_release.lua"),
+    /// Spin forced unlock, no publish (§10).
+    SpinForceUnlock => include_str!("../lua/spin_force_unlock.lua"),
+    /// F-TRY (§7.2).
+    FairTry => fair!("fair_try.lua"),
+    /// F-ACQ (§7.3).
+    FairAcquire => fair!("fair_acquire.lua"),
+    /// F-REL (§7.4).
+    FairRelease => fair!("fair_release.lua"),
+    /// F-FORCE (§7.5).
+    FairForceUnlock => fair!("fair_force_unlock.lua"),
+    /// F-CANCEL (§7.6).
+    FairCancel => include_str!("../lua/fair_cancel.lua"),
+    /// R-ACQ (§8.2).
+    ReadAcquire => include_str!("../lua/read_acquire.lua"),
+    /// R-REL (§8.3).
+    ReadRelease => include_str!("../lua/read_release.lua"),
+    /// W-ACQ (§8.4).
+    WriteAcquire => include_str!("../lua/write_acquire.lua"),
+    /// W-REL (§8.5).
+    WriteRelease => include_str!("../lua/write_release.lua"),
+    /// Read/write forced unlock (§8.6).
+    RwForceUnlock => include_str!("../lua/rw_force_unlock.lua"),
+    /// Read/write isLocked (§8.6).
+    RwIsLocked => include_str!("../lua/rw_is_locked.lua"),
+}
 
-    fn source(self) -> &'static str {
-        match self {
-            ScriptId::Acquire => include_str!("../lua/lock_acquire.lua"),
-            ScriptId::Release => include_str!("../lua/lock_release.lua"),
-            ScriptId::ForceUnlock => include_str!("../lua/lock_force_unlock.lua"),
-            ScriptId::Renew => include_str!("../lua/lock_renew.lua"),
-            ScriptId::ReadRenew => include_str!("../lua/read_renew.lua"),
-            ScriptId::FencedAcquire => include_str!("../lua/fenced_acquire.lua"),
-            ScriptId::SpinRelease => include_str!("../lua/spin_release.lua"),
-            ScriptId::SpinForceUnlock => include_str!("../lua/spin_force_unlock.lua"),
-            ScriptId::FairTry => fair!("fair_try.lua"),
-            ScriptId::FairAcquire => fair!("fair_acquire.lua"),
-            ScriptId::FairRelease => fair!("fair_release.lua"),
-            ScriptId::FairForceUnlock => fair!("fair_force_unlock.lua"),
-            ScriptId::FairCancel => include_str!("../lua/fair_cancel.lua"),
-            ScriptId::ReadAcquire => include_str!("../lua/read_acquire.lua"),
-            ScriptId::ReadRelease => include_str!("../lua/read_release.lua"),
-            ScriptId::WriteAcquire => include_str!("../lua/write_acquire.lua"),
-            ScriptId::WriteRelease => include_str!("../lua/write_release.lua"),
-            ScriptId::RwForceUnlock => include_str!("../lua/rw_force_unlock.lua"),
-            ScriptId::RwIsLocked => include_str!("../lua/rw_is_locked.lua"),
-        }
+/// One script invocation: which script, its `KEYS` and its `ARGV`. Lock kinds build these; the
+/// core runs them. Every key the call touches is in `keys`, so one place sees them all (the
+/// cluster slot check, logging).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ScriptCall {
+    pub(crate) script: ScriptId,
+    pub(crate) keys: Vec<Key>,
+    pub(crate) args: Vec<Value>,
+}
+
+impl ScriptCall {
+    pub(crate) fn new(script: ScriptId, keys: Vec<Key>, args: Vec<Value>) -> Self {
+        Self { script, keys, args }
     }
 }
 
+/// A loaded script: its source and SHA1.
 struct Loaded {
+    id: ScriptId,
     source: &'static str,
     sha1: String,
 }
 
 /// SHA1s computed once; every script is loaded at connect, and again after a `NOSCRIPT`.
 pub(crate) struct Scripts {
-    loaded: Vec<(ScriptId, Loaded)>,
+    loaded: Vec<Loaded>,
 }
 
 impl Scripts {
@@ -128,62 +119,86 @@ impl Scripts {
                 let sha1 = fred::types::scripts::Script::from_lua(source)
                     .sha1()
                     .to_string();
-                (id, Loaded { source, sha1 })
+                Loaded { id, source, sha1 }
             })
             .collect();
         Self { loaded }
     }
 
     fn get(&self, id: ScriptId) -> &Loaded {
-        // A handful of entries: a scan beats hashing.
-        &self
-            .loaded
-            .iter()
-            .find(|(i, _)| *i == id)
-            .expect("every ScriptId is registered")
-            .1
+        // The list is in declaration order, so the discriminant is the index.
+        let loaded = &self.loaded[id as usize];
+        debug_assert_eq!(loaded.id, id);
+        loaded
     }
 
-    /// SHA1 of a script (for tests and diagnostics).
-    #[allow(dead_code)]
+    /// The SHA1 of a script.
     pub(crate) fn sha1(&self, id: ScriptId) -> &str {
         &self.get(id).sha1
     }
 
-    /// Loads every script (`SCRIPT LOAD`), so the first calls need no `NOSCRIPT` round trip.
-    pub(crate) async fn load_all(
-        &self,
-        redis: &fred::clients::Client,
-    ) -> Result<(), fred::error::Error> {
-        let loads = self
-            .loaded
-            .iter()
-            .map(|(_, l)| redis.script_load::<String, _>(l.source));
-        for sha in futures::future::try_join_all(loads).await? {
-            debug_assert!(self.loaded.iter().any(|(_, l)| l.sha1 == sha));
-        }
-        Ok(())
+    /// The source of a script.
+    pub(crate) fn source(&self, id: ScriptId) -> &'static str {
+        self.get(id).source
     }
 
-    /// Runs a script with `EVALSHA`; on `NOSCRIPT` sends it once with `EVAL`, which also caches it
-    /// on the server for the next `EVALSHA`.
-    pub(crate) async fn run<R: FromValue>(
-        &self,
-        redis: &fred::clients::Client,
-        id: ScriptId,
-        keys: Vec<Key>,
-        args: Vec<Value>,
-    ) -> Result<R, fred::error::Error> {
-        let script = self.get(id);
-        match redis
-            .evalsha::<R, _, _, _>(script.sha1.as_str(), keys.clone(), args.clone())
-            .await
-        {
-            Err(e) if e.details().starts_with("NOSCRIPT") => {
-                log::debug!("script {id:?} missing on the server, sending it again");
-                redis.eval(script.source, keys, args).await
+    /// Every script's source, for `SCRIPT LOAD` at connect.
+    pub(crate) fn sources(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.loaded.iter().map(|l| l.source)
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// The `--! keys=K argv=A` header of a script: `None` for a variadic count (`*`).
+    pub(crate) fn header(id: ScriptId) -> (Option<usize>, Option<usize>) {
+        let line = id
+            .source()
+            .lines()
+            .find(|l| l.starts_with("--! keys="))
+            .unwrap_or_else(|| panic!("{id:?} has no --! header"));
+        let mut keys = None;
+        let mut argv = None;
+        for part in line.trim_start_matches("--!").split_whitespace() {
+            let (name, value) = part.split_once('=').expect("name=value");
+            let n = if value == "*" {
+                None
+            } else {
+                Some(value.parse().expect("a count"))
+            };
+            match name {
+                "keys" => keys = n,
+                "argv" => argv = n,
+                other => panic!("unknown header field {other}"),
             }
-            other => other,
         }
+        (keys, argv)
+    }
+
+    /// Asserts that a call has as many KEYS and ARGV as its script's header declares.
+    pub(crate) fn assert_matches_header(call: &ScriptCall) {
+        let (keys, argv) = header(call.script);
+        if let Some(k) = keys {
+            assert_eq!(call.keys.len(), k, "KEYS of {:?}", call.script);
+        }
+        if let Some(a) = argv {
+            assert_eq!(call.args.len(), a, "ARGV of {:?}", call.script);
+        }
+    }
+
+    #[test]
+    fn every_script_is_listed_once_with_a_header_and_a_distinct_sha1() {
+        let scripts = Scripts::new();
+        let mut shas: Vec<&str> = ScriptId::ALL.iter().map(|&id| scripts.sha1(id)).collect();
+        for &id in ScriptId::ALL {
+            header(id);
+            assert_eq!(scripts.source(id), id.source());
+        }
+        shas.sort_unstable();
+        shas.dedup();
+        assert_eq!(shas.len(), ScriptId::ALL.len());
+        assert_eq!(scripts.sources().count(), ScriptId::ALL.len());
     }
 }

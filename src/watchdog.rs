@@ -1,12 +1,14 @@
-//! The renewal service ("watchdog"): one per client, over a map of the locks it holds in
-//! watchdog mode.
+//! The renewal service ("watchdog"): one per client, over a map of the holds it keeps alive.
 //!
-//! Every `lock_watchdog_timeout / 3` after the previous run completed, it renews all held locks,
-//! `lock_watchdog_batch_size` per script call, and only where the owner field still exists
-//! (L-RENEW; read locks use R-RENEW, which also re-arms this client's reader timeout keys). A lock the script reports gone is dropped from the map and its holder is told
-//! through its [`LossSignal`]. Errors keep the registrations and are retried sooner, until the
-//! holder's deadline passes: then the hold is reported lost and no longer renewed, so a holder is
-//! never told "lost" and later "held" again.
+//! Every `lock_watchdog_timeout / 3` after the previous run completed, one run
+//! [collects](collect) the holds due, [batches](batch) them `lock_watchdog_batch_size` per script
+//! call, and [applies](apply) each call's reply: a hold whose owner field is gone is dropped and
+//! its holder told through its [`LossSignal`]. Errors keep the registrations and are retried
+//! sooner, until the holder's deadline passes: then the hold is reported lost and no longer
+//! renewed, so a holder is never told "lost" and later "held" again.
+//!
+//! The watchdog does not know any lock's key layout: each hold brings its [`RenewalShape`] (the
+//! renewal script, the lock's keys for one entry, and whether entries are per hold or per lock).
 //!
 //! Deadline rule: a hold is valid until the send time of its last successful acquire or renewal
 //! plus the timeout minus a drift of `timeout × 0.01 + 2 ms`, on the monotonic clock. Redis
@@ -26,11 +28,20 @@ use fred::types::{Key, Value};
 use parking_lot::Mutex;
 use tokio::{sync::Notify, time::Instant};
 
-use crate::{client::Core, scripts::ScriptId};
+use crate::{
+    core::Core,
+    scripts::{ScriptCall, ScriptId},
+};
 
 /// Safety margin subtracted from a lease to get the holder-side deadline.
 pub(crate) fn drift(lease: Duration) -> Duration {
     lease / 100 + Duration::from_millis(2)
+}
+
+/// The holder-side deadline of a hold whose acquire or renewal was sent at `sent_at` with a
+/// TTL of `lease`.
+pub(crate) fn valid_until(sent_at: Instant, lease: Duration) -> Instant {
+    sent_at + lease.saturating_sub(drift(lease))
 }
 
 /// Tells a holder that its lock is gone (or may be gone: its deadline passed unrenewed).
@@ -65,7 +76,7 @@ impl LossSignal {
 
     /// Moves the deadline forward after a successful renewal; a hold whose deadline has already
     /// passed stays lost.
-    fn extend(&self, to: Instant) {
+    pub(crate) fn extend(&self, to: Instant) {
         let mut d = self.deadline.lock();
         if Instant::now() >= *d {
             drop(d);
@@ -96,13 +107,51 @@ impl LossSignal {
     }
 }
 
-/// How a hold is renewed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Renewal {
-    /// L-RENEW: `PEXPIRE` the hash where the owner field exists.
-    Standard,
-    /// R-RENEW: a reader; `prefix` is the suffix-rule base of its timeout keys.
-    Read { prefix: String },
+/// How entries of a renewal call are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Layout {
+    /// One entry per hold: `KEYS += keys`, `ARGV += field` (L-RENEW).
+    PerHold,
+    /// One entry per lock: `KEYS += keys`, `ARGV += count, field…` (R-RENEW).
+    PerLock,
+}
+
+/// How a lock kind's holds are renewed: the script, the lock's keys for one entry, the layout.
+/// The reply of such a call is one flag per entry: 1 renewed, 0 gone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct RenewalShape {
+    pub(crate) script: ScriptId,
+    pub(crate) keys: Arc<[Key]>,
+    pub(crate) layout: Layout,
+}
+
+impl RenewalShape {
+    /// One entry per hold with the lock's hash as its only key (L-RENEW).
+    pub(crate) fn per_hold(name: &str) -> Self {
+        Self {
+            script: ScriptId::Renew,
+            keys: Arc::from([Key::from(name)]),
+            layout: Layout::PerHold,
+        }
+    }
+}
+
+/// Builds one renewal call over `entries` (all of one script and layout): each entry is a
+/// shape and the fields renewed under it (exactly one for [`Layout::PerHold`]).
+pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64) -> ScriptCall {
+    let script = entries.first().map_or(ScriptId::Renew, |(s, _)| s.script);
+    let mut keys = Vec::with_capacity(entries.len());
+    let mut args = Vec::with_capacity(entries.len() + 1);
+    args.push(Value::from(lease_ms as i64));
+    for (shape, fields) in entries {
+        debug_assert_eq!(shape.script, script, "one script per call");
+        keys.extend(shape.keys.iter().cloned());
+        if shape.layout == Layout::PerLock {
+            args.push(Value::from(fields.len() as i64));
+        }
+        args.extend(fields.iter().map(|f| Value::from(*f)));
+    }
+    ScriptCall::new(script, keys, args)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -113,7 +162,7 @@ struct HoldKey {
 
 struct Hold {
     count: u32,
-    renewal: Renewal,
+    shape: RenewalShape,
     epoch: u64,
     renewals: u64,
     loss: Arc<LossSignal>,
@@ -142,7 +191,7 @@ impl Watchdog {
             next_epoch: AtomicU64::new(1),
             renew_calls: AtomicU64::new(0),
         });
-        let timeout = core.config.lock_watchdog_timeout;
+        let timeout = core.config().lock_watchdog_timeout;
         let task = tokio::spawn(run(core, state.clone()));
         Self {
             state,
@@ -157,10 +206,10 @@ impl Watchdog {
         &self,
         name: &str,
         field: &str,
-        renewal: Renewal,
+        shape: RenewalShape,
         sent_at: Instant,
     ) -> Arc<LossSignal> {
-        let deadline = sent_at + self.timeout - drift(self.timeout);
+        let deadline = valid_until(sent_at, self.timeout);
         let key = HoldKey {
             name: name.into(),
             field: field.into(),
@@ -168,7 +217,7 @@ impl Watchdog {
         let loss = {
             let mut hold = self.state.holds.entry(key).or_insert_with(|| Hold {
                 count: 0,
-                renewal,
+                shape,
                 epoch: self.state.next_epoch.fetch_add(1, Ordering::Relaxed),
                 renewals: 0,
                 loss: LossSignal::new(deadline),
@@ -233,21 +282,11 @@ impl Drop for Watchdog {
     }
 }
 
-/// One renewal script call: the holds behind each reply flag, the keys and the arguments.
-type Batch<'a> = (Vec<Vec<&'a Item>>, Vec<Key>, Vec<Value>);
-
-struct Item {
-    key: HoldKey,
-    renewal: Renewal,
-    epoch: u64,
-    loss: Arc<LossSignal>,
-}
-
 async fn run(core: Arc<Core>, state: Arc<WatchdogState>) {
-    let timeout = core.config.lock_watchdog_timeout;
+    let config = core.config();
+    let timeout = config.lock_watchdog_timeout;
     let period = timeout / 3;
-    let retry = core
-        .config
+    let retry = config
         .retry_delay
         .min(period)
         .max(Duration::from_millis(10));
@@ -264,119 +303,142 @@ async fn run(core: Arc<Core>, state: Arc<WatchdogState>) {
     }
 }
 
-/// One renewal run. Returns `true` if any batch failed.
+/// A hold due for renewal, as collected at the start of a run.
+struct Item {
+    key: HoldKey,
+    shape: RenewalShape,
+    epoch: u64,
+    loss: Arc<LossSignal>,
+}
+
+/// One renewal call and, per reply flag, the items (indices) it speaks for.
+struct Batch {
+    call: ScriptCall,
+    entries: Vec<Vec<usize>>,
+}
+
+/// One renewal run: collect, batch, send every batch at once, apply. Returns `true` if any
+/// batch failed.
 async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> bool {
-    let now = Instant::now();
-    let max = core.config.max_renewals;
-    let mut items = Vec::with_capacity(state.holds.len());
-    let mut expired = Vec::new();
-    for entry in state.holds.iter() {
-        let hold = entry.value();
-        if hold.loss.deadline() <= now || hold.loss.is_lost() {
-            expired.push((entry.key().clone(), hold.epoch));
-        } else if max.map_or(true, |m| hold.renewals < m) {
-            items.push(Item {
-                key: entry.key().clone(),
-                renewal: hold.renewal.clone(),
-                epoch: hold.epoch,
-                loss: hold.loss.clone(),
-            });
-        }
-        // A hold that reached max_renewals stays registered until its deadline passes.
-    }
-    for (key, epoch) in expired {
-        if let Some((_, hold)) = state.holds.remove_if(&key, |_, h| h.epoch == epoch) {
-            hold.loss.mark_lost();
-        }
-    }
+    let items = collect(state, Instant::now(), core.config().max_renewals);
     if items.is_empty() {
         return false;
     }
-    let timeout_ms = Value::from(timeout.as_millis() as i64);
-    let batch = core.config.lock_watchdog_batch_size;
-    let (standard, read): (Vec<Item>, Vec<Item>) = items
-        .into_iter()
-        .partition(|i| i.renewal == Renewal::Standard);
-
-    // L-RENEW batches: one (name, field) pair per key.
-    let standard_batches: Vec<Batch> = standard
-        .chunks(batch)
-        .map(|chunk| {
-            let keys = chunk.iter().map(|i| Key::from(&*i.key.name)).collect();
-            let mut args = vec![timeout_ms.clone()];
-            args.extend(chunk.iter().map(|i| Value::from(&*i.key.field)));
-            (chunk.iter().map(|i| vec![i]).collect(), keys, args)
-        })
-        .collect();
-    // R-RENEW batches: one lock per entry, with all of this client's readers of it.
-    let mut by_lock: Vec<(Arc<str>, Vec<&Item>)> = Vec::new();
-    for item in &read {
-        match by_lock.iter_mut().find(|(n, _)| *n == item.key.name) {
-            Some((_, v)) => v.push(item),
-            None => by_lock.push((item.key.name.clone(), vec![item])),
-        }
-    }
-    let read_batches: Vec<Batch> = by_lock
-        .chunks(batch)
-        .map(|chunk| {
-            let mut keys = Vec::new();
-            let mut args = vec![timeout_ms.clone()];
-            for (name, readers) in chunk {
-                let Renewal::Read { prefix } = &readers[0].renewal else {
-                    unreachable!("partitioned by renewal kind")
-                };
-                keys.push(Key::from(&**name));
-                keys.push(Key::from(prefix.as_str()));
-                args.push(Value::from(readers.len() as i64));
-                args.extend(readers.iter().map(|i| Value::from(&*i.key.field)));
-            }
-            (chunk.iter().map(|(_, r)| r.clone()).collect(), keys, args)
-        })
-        .collect();
-
-    let calls = standard_batches
-        .into_iter()
-        .map(|b| (ScriptId::Renew, b))
-        .chain(read_batches.into_iter().map(|b| (ScriptId::ReadRenew, b)))
-        .map(|(script, (groups, keys, args))| {
-            state.renew_calls.fetch_add(1, Ordering::Relaxed);
-            async move {
-                let sent_at = Instant::now();
-                let reply = core
-                    .scripts
-                    .run::<Vec<i64>>(&core.redis, script, keys, args)
-                    .await;
-                (groups, sent_at, reply)
-            }
-        });
+    let batches = batch(
+        &items,
+        core.config().lock_watchdog_batch_size,
+        timeout.as_millis() as u64,
+    );
+    state
+        .renew_calls
+        .fetch_add(batches.len() as u64, Ordering::Relaxed);
+    let calls = batches.into_iter().map(|b| async move {
+        let sent_at = Instant::now();
+        let reply = core.run_flags(b.call, "").await;
+        (b.entries, sent_at, reply)
+    });
     let mut failed = false;
-    for (groups, sent_at, reply) in futures::future::join_all(calls).await {
+    for (entries, sent_at, reply) in futures::future::join_all(calls).await {
         match reply {
-            Ok(flags) if flags.len() == groups.len() => {
-                let valid_until = sent_at + timeout - drift(timeout);
-                for (group, flag) in groups.iter().zip(flags) {
-                    for item in group {
-                        apply(state, item, flag == 1, valid_until);
+            Ok(flags) if flags.len() == entries.len() => {
+                let until = valid_until(sent_at, timeout);
+                for (entry, flag) in entries.iter().zip(flags) {
+                    for &i in entry {
+                        apply(state, &items[i], flag == 1, until);
                     }
                 }
             }
             Ok(flags) => {
                 failed = true;
                 log::warn!(
-                    "renewal script answered {} flags for {} locks",
+                    "renewal script answered {} flags for {} entries",
                     flags.len(),
-                    groups.len()
+                    entries.len()
                 );
             }
             Err(e) => {
                 failed = true;
-                log::warn!("can't renew {} locks, will retry: {e}", groups.len());
+                log::warn!("can't renew {} locks, will retry: {e}", entries.len());
             }
         }
     }
     failed
 }
 
+/// Takes the holds due: drops (and reports lost) those whose deadline has passed, skips those
+/// that reached `max_renewals` (they stay registered until their deadline passes).
+fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Vec<Item> {
+    let mut items = Vec::with_capacity(state.holds.len());
+    let mut expired = Vec::new();
+    for entry in state.holds.iter() {
+        let hold = entry.value();
+        if hold.loss.deadline() <= now || hold.loss.is_lost() {
+            expired.push((entry.key().clone(), hold.epoch));
+        } else if max_renewals.map_or(true, |m| hold.renewals < m) {
+            items.push(Item {
+                key: entry.key().clone(),
+                shape: hold.shape.clone(),
+                epoch: hold.epoch,
+                loss: hold.loss.clone(),
+            });
+        }
+    }
+    for (key, epoch) in expired {
+        if let Some((_, hold)) = state.holds.remove_if(&key, |_, h| h.epoch == epoch) {
+            hold.loss.mark_lost();
+        }
+    }
+    items
+}
+
+/// Groups items into renewal calls of at most `size` entries each: per-hold shapes one entry
+/// per item, per-lock shapes one entry per lock with all of its items.
+fn batch(items: &[Item], size: usize, lease_ms: u64) -> Vec<Batch> {
+    // Entries, keyed by (script, layout) and, for per-lock shapes, by the lock's keys.
+    let mut groups: Vec<(&RenewalShape, Vec<usize>)> = Vec::new();
+    let mut per_lock: std::collections::HashMap<&RenewalShape, usize> = Default::default();
+    for (i, item) in items.iter().enumerate() {
+        match item.shape.layout {
+            Layout::PerHold => groups.push((&item.shape, vec![i])),
+            Layout::PerLock => match per_lock.get(&item.shape) {
+                Some(&g) => groups[g].1.push(i),
+                None => {
+                    per_lock.insert(&item.shape, groups.len());
+                    groups.push((&item.shape, vec![i]));
+                }
+            },
+        }
+    }
+    // One script per call: a stable sort keeps each script's entries in collection order.
+    groups.sort_by_key(|(shape, _)| shape.script as usize);
+    let mut batches = Vec::new();
+    let mut rest = &groups[..];
+    while let Some((first, _)) = rest.first() {
+        let len = rest
+            .iter()
+            .take_while(|(s, _)| s.script == first.script)
+            .count();
+        let (run, tail) = rest.split_at(len);
+        rest = tail;
+        for chunk in run.chunks(size.max(1)) {
+            let described: Vec<(&RenewalShape, Vec<&str>)> = chunk
+                .iter()
+                .map(|(shape, members)| {
+                    let fields = members.iter().map(|&i| &*items[i].key.field).collect();
+                    (*shape, fields)
+                })
+                .collect();
+            batches.push(Batch {
+                call: renewal_call(&described, lease_ms),
+                entries: chunk.iter().map(|(_, m)| m.clone()).collect(),
+            });
+        }
+    }
+    batches
+}
+
+/// Applies one entry's flag to one item: renewed moves its deadline, gone drops it and tells
+/// its holder. Only the registration the item was collected from is touched (epoch check).
 fn apply(state: &WatchdogState, item: &Item, renewed: bool, valid_until: Instant) {
     if renewed {
         if let Some(mut hold) = state.holds.get_mut(&item.key) {
@@ -396,5 +458,223 @@ fn apply(state: &WatchdogState, item: &Item, renewed: bool, valid_until: Instant
             item.key.field
         );
         item.loss.mark_lost();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scripts::tests::assert_matches_header;
+
+    fn state() -> WatchdogState {
+        WatchdogState {
+            holds: DashMap::new(),
+            wake: Notify::new(),
+            next_epoch: AtomicU64::new(1),
+            renew_calls: AtomicU64::new(0),
+        }
+    }
+
+    fn item(name: &str, field: &str, shape: RenewalShape) -> Item {
+        Item {
+            key: HoldKey {
+                name: name.into(),
+                field: field.into(),
+            },
+            shape,
+            epoch: 1,
+            loss: LossSignal::new(Instant::now() + Duration::from_secs(10)),
+        }
+    }
+
+    fn per_lock(name: &str, prefix: &str) -> RenewalShape {
+        RenewalShape {
+            script: ScriptId::ReadRenew,
+            keys: Arc::from([Key::from(name), Key::from(prefix)]),
+            layout: Layout::PerLock,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_is_send_time_plus_timeout_minus_drift() {
+        let sent = Instant::now();
+        let timeout = Duration::from_secs(30);
+        // 30 s × 1 % + 2 ms = 302 ms.
+        assert_eq!(
+            valid_until(sent, timeout),
+            sent + Duration::from_millis(29_698)
+        );
+        assert_eq!(
+            valid_until(sent, Duration::from_millis(1)),
+            sent,
+            "a lease shorter than the drift is valid for no time at all"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_loss_signal_extends_until_its_deadline_passes_and_never_comes_back() {
+        let start = Instant::now();
+        let loss = LossSignal::new(start + Duration::from_secs(1));
+        loss.extend(start + Duration::from_secs(2));
+        assert_eq!(loss.deadline(), start + Duration::from_secs(2));
+        loss.extend(start + Duration::from_millis(1500));
+        assert_eq!(
+            loss.deadline(),
+            start + Duration::from_secs(2),
+            "never back"
+        );
+        tokio::time::advance(Duration::from_millis(1999)).await;
+        assert!(!loss.is_lost());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(loss.is_lost(), "lost at the deadline");
+        // A renewal that arrives after the deadline does not revive the hold.
+        loss.extend(Instant::now() + Duration::from_secs(10));
+        assert!(loss.is_lost());
+        assert!(loss.lost.load(Ordering::Acquire), "marked lost for good");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_lost_resolves_at_the_deadline_or_on_mark_lost() {
+        let start = Instant::now();
+        let loss = LossSignal::new(start + Duration::from_secs(3));
+        loss.wait_lost().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(60));
+        let waiter = {
+            let loss = loss.clone();
+            tokio::spawn(async move { loss.wait_lost().await })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!waiter.is_finished());
+        loss.mark_lost();
+        tokio::time::timeout(Duration::from_millis(1), waiter)
+            .await
+            .expect("woken by mark_lost")
+            .unwrap();
+    }
+
+    #[test]
+    fn per_hold_batches_list_one_key_and_one_field_per_hold() {
+        let items: Vec<Item> = (0..5)
+            .map(|i| {
+                item(
+                    &format!("n{i}"),
+                    &format!("f{i}"),
+                    RenewalShape::per_hold(&format!("n{i}")),
+                )
+            })
+            .collect();
+        let batches = batch(&items, 2, 30_000);
+        assert_eq!(batches.len(), 3, "⌈5 / 2⌉ calls");
+        let first = &batches[0];
+        assert_matches_header(&first.call);
+        assert_eq!(first.call.script, ScriptId::Renew);
+        assert_eq!(first.call.keys, vec![Key::from("n0"), Key::from("n1")]);
+        assert_eq!(
+            first.call.args,
+            vec![Value::from(30_000i64), Value::from("f0"), Value::from("f1")]
+        );
+        assert_eq!(first.entries, vec![vec![0], vec![1]]);
+        assert_eq!(batches[2].entries, vec![vec![4]]);
+    }
+
+    #[test]
+    fn per_lock_batches_group_the_readers_of_one_lock() {
+        let items = vec![
+            item("a", "r1", per_lock("a", "{a}")),
+            item("b", "r1", per_lock("b", "{b}")),
+            item("a", "r2", per_lock("a", "{a}")),
+            item("c", "w", RenewalShape::per_hold("c")),
+        ];
+        let batches = batch(&items, 100, 9_000);
+        assert_eq!(batches.len(), 2, "one call per script");
+        let read = batches
+            .iter()
+            .find(|b| b.call.script == ScriptId::ReadRenew)
+            .unwrap();
+        assert_eq!(
+            read.call.keys,
+            ["a", "{a}", "b", "{b}"].map(Key::from).to_vec()
+        );
+        assert_eq!(
+            read.call.args,
+            vec![
+                Value::from(9_000i64),
+                Value::from(2i64),
+                Value::from("r1"),
+                Value::from("r2"),
+                Value::from(1i64),
+                Value::from("r1"),
+            ]
+        );
+        assert_eq!(read.entries, vec![vec![0, 2], vec![1]]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn collect_drops_expired_holds_and_skips_those_at_max_renewals() {
+        let state = state();
+        let now = Instant::now();
+        let add = |name: &str, deadline: Instant, renewals: u64| {
+            state.holds.insert(
+                HoldKey {
+                    name: name.into(),
+                    field: "f".into(),
+                },
+                Hold {
+                    count: 1,
+                    shape: RenewalShape::per_hold(name),
+                    epoch: 1,
+                    renewals,
+                    loss: LossSignal::new(deadline),
+                },
+            );
+        };
+        add("due", now + Duration::from_secs(5), 0);
+        add("expired", now, 0);
+        add("capped", now + Duration::from_secs(5), 3);
+        let items = collect(&state, now, Some(3));
+        let names: Vec<&str> = items.iter().map(|i| &*i.key.name).collect();
+        assert_eq!(names, vec!["due"]);
+        assert_eq!(state.holds.len(), 2, "the expired hold is dropped");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn apply_renews_or_reports_lost_only_the_collected_registration() {
+        let state = state();
+        let key = HoldKey {
+            name: "n".into(),
+            field: "f".into(),
+        };
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(1));
+        state.holds.insert(
+            key.clone(),
+            Hold {
+                count: 1,
+                shape: RenewalShape::per_hold("n"),
+                epoch: 7,
+                renewals: 0,
+                loss: loss.clone(),
+            },
+        );
+        let mut it = item("n", "f", RenewalShape::per_hold("n"));
+        it.epoch = 7;
+        it.loss = loss.clone();
+        let later = Instant::now() + Duration::from_secs(5);
+        apply(&state, &it, true, later);
+        assert_eq!(loss.deadline(), later);
+        assert_eq!(state.holds.get(&key).unwrap().renewals, 1);
+
+        let mut stale = item("n", "f", RenewalShape::per_hold("n"));
+        stale.epoch = 6; // collected from an earlier registration
+        apply(&state, &stale, false, later);
+        assert!(
+            state.holds.contains_key(&key),
+            "a stale reply changes nothing"
+        );
+
+        apply(&state, &it, false, later);
+        assert!(!state.holds.contains_key(&key));
+        assert!(loss.is_lost());
     }
 }

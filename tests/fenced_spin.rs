@@ -23,20 +23,20 @@ async fn every_acquisition_path_increments_the_token() {
     let lock = client.get_fenced_lock("fenced");
     assert_eq!(lock.token().await.unwrap(), 0);
     let g = lock.lock().await.unwrap();
-    assert_eq!(g.token(), Some(1));
+    assert_eq!(g.token(), 1);
     g.unlock().await.unwrap();
     let g = lock.lock().await.unwrap();
-    assert_eq!(g.token(), Some(2));
+    assert_eq!(g.token(), 2);
     let again = lock.lock().await.unwrap();
-    assert_eq!(again.token(), Some(3), "re-entry increments too");
+    assert_eq!(again.token(), 3, "re-entry increments too");
     assert_eq!(lock.token().await.unwrap(), 3);
     drop(again);
     g.unlock().await.unwrap();
     let l = lock.lock_with_lease(Duration::from_secs(10)).await.unwrap();
-    assert_eq!(l.token(), Some(4));
+    assert_eq!(l.token(), 4);
     l.unlock().await.unwrap();
     let t = lock.try_lock().await.unwrap().unwrap();
-    assert_eq!(t.token(), Some(5));
+    assert_eq!(t.token(), 5);
     // Same hash as an RLock of the same name; the token key has no TTL.
     assert_eq!(admin.type_of("fenced").await, "hash");
     assert_eq!(admin.pttl("redisson_lock_token:{fenced}").await, -1);
@@ -68,21 +68,21 @@ async fn tokens_strictly_increase_across_clients_and_a_waiter_gets_the_next() {
     for i in 0..20 {
         let c = if i % 2 == 0 { &client } else { &other };
         let g = c.get_fenced_lock("fenced").lock().await.unwrap();
-        let t = g.token().unwrap();
+        let t = g.token();
         assert!(t > last);
         last = t;
         g.unlock().await.unwrap();
     }
     let held = client.get_fenced_lock("fenced").lock().await.unwrap();
     let waiter = other.get_fenced_lock("fenced");
-    let task = tokio::spawn(async move { waiter.lock().await.unwrap().token().unwrap() });
+    let task = tokio::spawn(async move { waiter.lock().await.unwrap().token() });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
             other.waiters("fenced") == 1
         })
         .await
     );
-    let t_held = held.token().unwrap();
+    let t_held = held.token();
     held.unlock().await.unwrap();
     assert_eq!(task.await.unwrap(), t_held + 1);
 }
@@ -198,5 +198,5 @@ async fn a_simulated_java_holder_blocks_the_fenced_lock_and_its_release_wakes_it
     let released = Instant::now();
     admin.java_release("fenced").await;
     let g = common::woke_within(task, released, Duration::from_millis(100)).await;
-    assert_eq!(g.token(), Some(1));
+    assert_eq!(g.token(), 1);
 }

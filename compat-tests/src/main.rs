@@ -12,7 +12,8 @@ use std::{
 
 use compat_tests::bench;
 use redisson_lock::{
-    Client, Config, Error, FairLock, FencedLock, LockGuard, Owner, RLock, ReadWriteLock, SpinLock,
+    AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, Owner, RLock, ReadWriteLock,
+    SpinLock,
 };
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
@@ -107,7 +108,7 @@ async fn main() {
         Err(e) => {
             emit(&format!(
                 "- ready ERR {}: {}",
-                e.kind_word(),
+                kind_word(&e),
                 one_line(&e.to_string())
             ));
             std::process::exit(1);
@@ -186,7 +187,7 @@ async fn run_bench(client: &Client, args: &[String]) -> String {
         Ok(stats) => format!("- bench OK {}", stats.render()),
         Err(e) => format!(
             "- bench ERR {}: {}",
-            e.kind_word(),
+            kind_word(&e),
             one_line(&e.to_string())
         ),
     }
@@ -254,8 +255,23 @@ async fn run_thread(client: Client, thread: String, mut rx: mpsc::UnboundedRecei
 
 type Reply = Result<String, (&'static str, String)>;
 
+/// The one-word error kind of the peer protocol.
+fn kind_word(e: &Error) -> &'static str {
+    match e.kind() {
+        ErrorKind::NotHeld => "NOT_HELD",
+        ErrorKind::WrongType => "WRONG_TYPE",
+        ErrorKind::InvalidArgument => "INVALID",
+        ErrorKind::Timeout => "TIMEOUT",
+        ErrorKind::Connection => "CONNECTION",
+        ErrorKind::PermissionDenied => "NO_PERMISSION",
+        ErrorKind::LockLost => "LOCK_LOST",
+        ErrorKind::Shutdown => "SHUTDOWN",
+        _ => "REDIS",
+    }
+}
+
 fn err(e: Error) -> (&'static str, String) {
-    (e.kind_word(), e.to_string())
+    (kind_word(&e), e.to_string())
 }
 
 fn invalid(msg: &str) -> (&'static str, String) {
@@ -337,7 +353,7 @@ async fn execute(
             .map(|ms| Duration::from_millis(ms as u64)))
     };
     // A held lock stays held until `unlock`: the guard is kept, its value is printed.
-    let kept = |g: LockGuard| -> String {
+    let kept = |g: AnyGuard| -> String {
         let token = g.token();
         g.keep();
         match token {
@@ -349,8 +365,8 @@ async fn execute(
         "lock" => {
             let lease = lease(2)?;
             let g = with_lock!(&*lock, write, l => match lease {
-                Some(d) => l.lock_with_lease(d).await,
-                None => l.lock().await,
+                Some(d) => l.lock_with_lease(d).await.map(|g| g.erase()),
+                None => l.lock().await.map(|g| g.erase()),
             })
             .map_err(err)?;
             Ok(kept(g))
@@ -364,7 +380,8 @@ async fn execute(
                 (Some(w), Some(d)) => {
                     l.try_lock_with_lease(Duration::from_millis(w.max(0) as u64), d).await
                 }
-            })
+            }
+            .map(|g| g.map(|g| g.erase())))
             .map_err(err)?;
             Ok(match g {
                 Some(g) if fenced => kept(g),

@@ -1,179 +1,39 @@
-//! The one acquire engine shared by every lock kind, and the release path.
+//! The one acquire engine shared by every lock kind (protocol §4.7).
 //!
 //! attempt → on failure subscribe (barrier) → attempt again → wait on the latch for
 //! min(TTL, time left) → repeat until acquired or out of time → leave the subscription.
 //! Kinds without a channel (the spin lock) sleep a back-off step instead of waiting on a latch.
 //!
-//! Cancel safety: every attempt runs as its own task. If the caller's future is dropped while an
-//! attempt is in flight, the task still completes; a success then comes back as an [`Acquired`]
-//! nobody claims, whose `Drop` releases that hold at once (restoring a pre-existing re-entrant
-//! count). The subscription is a value whose `Drop` leaves the channel, and a kind's give-up
-//! clean-up (the fair lock's queue exit) is a value that runs on drop too. So a dropped waiter
-//! leaves no subscription, no queue entry, no lock and no watchdog registration.
+//! The waiting loops ([`wait_on_latch`], [`wait_with_backoff`]) are written over an attempt
+//! function and a latch, so their arithmetic is unit-tested on paused time without Redis.
+//!
+//! Cancel safety: every attempt runs as its own task (see [`Hold::attempt`]); the subscription
+//! is a value whose `Drop` leaves the channel; a queued waiter's give-up clean-up (the fair
+//! lock's queue exit) runs on drop too. So a dropped waiter leaves no subscription, no queue
+//! entry, no lock and no watchdog registration.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, time::Duration};
 
-use futures::future::BoxFuture;
 use tokio::time::Instant;
 
-use super::backoff::BackOff;
-use crate::{
-    client::{Client, Core},
-    error::{Error, Result},
-    names,
-    watchdog::Renewal,
+use super::{
+    backoff::BackOff,
+    hold::{Acquired, Hold},
+    kind::{Mode, Waiting},
 };
+use crate::{error::Result, pubsub};
 
-/// Reply of one acquisition attempt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Reply {
-    /// Acquired (fresh or re-entry), with the fencing token for fenced locks.
-    Acquired { token: Option<i64> },
-    /// Held by someone else; the TTL bounds the next sleep (negative: no TTL).
-    Busy { ttl: i64 },
-}
-
-/// How a waiter waits between attempts.
-pub(crate) enum Waiting {
-    /// Sleep on the latch of this channel, woken by unlock messages.
-    Channel(String),
-    /// Sleep the steps of a back-off schedule (no pub/sub at all).
-    BackOff(BackOff),
-}
-
-/// What a lock kind supplies to the engine: its name, how it waits, its scripts.
-pub(crate) trait LockKind: Send + Sync + 'static {
-    /// The raw lock name in Redis.
-    fn raw_name(&self) -> &str;
-    /// The hash field of an owner whose base field is `<uuid>:<id>` (the write lock appends
-    /// `:write`).
-    fn field(&self, base: &str) -> String {
-        base.to_owned()
-    }
-    /// How a waiter for `field` waits.
-    fn waiting(&self, field: &str) -> Waiting;
-    /// One acquisition attempt. `queue_ms` is `Some(wait)` when the caller is prepared to wait
-    /// (the fair lock then enqueues with that per-waiter timeout), `None` for a single try.
-    fn attempt(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        queue_ms: Option<u64>,
-    ) -> BoxFuture<'static, Result<Reply>>;
-    /// Releases one hold; the reply follows the spec: nil (not owner), 0 (still held), 1 (free).
-    fn release(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        request_id: Arc<str>,
-    ) -> BoxFuture<'static, Result<Option<i64>>>;
-    /// Clean-up after a waiter gave up (timeout, error or dropped future).
-    fn give_up(
-        &self,
-        _core: Arc<Core>,
-        _field: Arc<str>,
-        _queue_ms: u64,
-    ) -> Option<BoxFuture<'static, Result<()>>> {
-        None
-    }
-    /// How the watchdog renews a hold of `field`.
-    fn renewal(&self) -> Renewal {
-        Renewal::Standard
-    }
-    /// Deletes the lock whoever holds it; `true` if there was one.
-    fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>>;
-    /// `true` if any owner holds the lock (default: the key exists).
-    fn is_locked(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        let name = self.raw_name().to_owned();
-        Box::pin(async move {
-            use fred::interfaces::KeysInterface;
-            let n: i64 = core
-                .redis
-                .exists(name.as_str())
-                .await
-                .map_err(|e| Error::from_redis(e, &name))?;
-            Ok(n > 0)
-        })
-    }
-}
-
-/// Runs one of the registry's scripts for the lock `name`, mapping errors to that lock.
-pub(crate) async fn run_script(
-    core: &Core,
-    id: crate::scripts::ScriptId,
-    name: &str,
-    keys: Vec<fred::types::Key>,
-    args: Vec<fred::types::Value>,
-) -> Result<fred::types::Value> {
-    core.scripts
-        .run(&core.redis, id, keys, args)
-        .await
-        .map_err(|e| Error::from_redis(e, name))
-}
-
-/// Runs a script whose reply is nil or an integer (releases, forced unlocks, flags).
-pub(crate) fn int_script(
-    core: Arc<Core>,
-    id: crate::scripts::ScriptId,
-    name: &str,
-    keys: Vec<fred::types::Key>,
-    args: Vec<fred::types::Value>,
-) -> BoxFuture<'static, Result<Option<i64>>> {
-    let name = name.to_owned();
-    Box::pin(async move {
-        let v = run_script(&core, id, &name, keys, args).await?;
-        nil_or_int(v, &name)
-    })
-}
-
-/// Runs an acquire script that answers nil (acquired) or the PTTL (busy).
-pub(crate) fn ttl_script(
-    core: Arc<Core>,
-    id: crate::scripts::ScriptId,
-    name: &str,
-    keys: Vec<fred::types::Key>,
-    args: Vec<fred::types::Value>,
-) -> BoxFuture<'static, Result<Reply>> {
-    let reply = int_script(core, id, name, keys, args);
-    Box::pin(async move {
-        Ok(match reply.await? {
-            None => Reply::Acquired { token: None },
-            Some(ttl) => Reply::Busy { ttl },
-        })
-    })
-}
-
-/// Runs a script that answers 1 for "yes" (forced unlocks, `is_locked` variants).
-pub(crate) fn flag_script(
-    core: Arc<Core>,
-    id: crate::scripts::ScriptId,
-    name: &str,
-    keys: Vec<fred::types::Key>,
-    args: Vec<fred::types::Value>,
-) -> BoxFuture<'static, Result<bool>> {
-    let reply = int_script(core, id, name, keys, args);
-    Box::pin(async move { Ok(reply.await? == Some(1)) })
-}
-
-/// Interprets a script reply: nil → `None`, integer → `Some`.
-pub(crate) fn nil_or_int(v: fred::types::Value, lock: &str) -> Result<Option<i64>> {
-    use fred::types::Value;
-    match v {
-        Value::Null => Ok(None),
-        Value::Integer(i) => Ok(Some(i)),
-        other => match other.as_i64() {
-            Some(i) => Ok(Some(i)),
-            None => Err(Error::Redis(format!(
-                "unexpected script reply {other:?} for lock {lock}"
-            ))),
-        },
-    }
+/// What one attempt gave.
+#[derive(Debug)]
+pub(crate) enum Step<T> {
+    /// Acquired.
+    Done(T),
+    /// Busy; the lock frees itself after `frees_in` if nobody releases it (when known).
+    Busy { frees_in: Option<Duration> },
 }
 
 /// How long an acquisition may wait.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Wait {
     /// One attempt only.
     No,
@@ -192,290 +52,312 @@ impl Wait {
     }
 }
 
-/// Result of one unlock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnlockOutcome {
-    /// One hold was released; the owner still holds the lock (re-entrant count > 0).
-    StillHeld,
-    /// The last hold was released; the lock is free and waiters were woken.
-    Released,
+/// Something a waiter sleeps on until a message wakes it.
+pub(crate) trait Wake {
+    /// Sleeps until woken or `max` passes; `true` when woken.
+    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send;
 }
 
-/// A successful acquisition not yet turned into a guard. Dropping it releases the hold.
-pub(crate) struct Acquired {
-    pub(crate) client: Client,
-    pub(crate) kind: Arc<dyn LockKind>,
-    pub(crate) field: Arc<str>,
-    pub(crate) lease_ms: u64,
-    pub(crate) sent_at: Instant,
-    pub(crate) token: Option<i64>,
-    armed: bool,
-}
-
-impl Acquired {
-    /// Takes responsibility for the hold (the guard releases it from now on).
-    pub(crate) fn disarm(mut self) -> Instant {
-        self.armed = false;
-        self.sent_at
+impl Wake for pubsub::Subscription {
+    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send {
+        self.wait(Some(max))
     }
 }
 
-impl Drop for Acquired {
-    fn drop(&mut self) {
-        if self.armed {
-            log::debug!(
-                "acquisition of {} finished after its caller gave up; releasing it",
-                self.kind.raw_name()
-            );
-            release_in_background(&self.client, &self.kind, &self.field, self.lease_ms);
+impl Wake for pubsub::Latch {
+    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send {
+        self.wait(Some(max))
+    }
+}
+
+/// Time left before `deadline` (`None`: no deadline).
+fn left(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// Runs the acquire protocol for any lock kind. `queue_ms` is the per-waiter timeout a queueing
+/// kind (the fair lock) uses when the caller waits.
+pub(crate) async fn acquire(hold: &Hold, wait: Wait, queue_ms: u64) -> Result<Option<Acquired>> {
+    let deadline = match wait {
+        Wait::No => {
+            return Ok(match hold.attempt(Mode::Once).await? {
+                Step::Done(acquired) => Some(acquired),
+                Step::Busy { .. } => None,
+            })
+        }
+        Wait::Until(deadline) => deadline,
+    };
+    let mut give_up = GiveUp {
+        hold,
+        queue_ms,
+        armed: true,
+    };
+    let outcome = wait_for(hold, deadline, queue_ms).await;
+    give_up.armed = false;
+    if !matches!(outcome, Ok(Some(_))) {
+        if let Err(e) = hold.give_up(queue_ms).await {
+            log::warn!("give-up clean-up of {} failed: {e}", hold.name());
         }
     }
+    outcome
 }
 
-/// Runs a kind's give-up clean-up unless disarmed; on drop it is handed to the runtime.
+/// Runs a queued waiter's give-up clean-up if its future is dropped while waiting.
 struct GiveUp<'a> {
-    client: &'a Client,
-    kind: &'a Arc<dyn LockKind>,
-    field: &'a Arc<str>,
+    hold: &'a Hold,
     queue_ms: u64,
     armed: bool,
-}
-
-impl GiveUp<'_> {
-    fn future(&self) -> Option<BoxFuture<'static, Result<()>>> {
-        self.kind.give_up(
-            self.client.inner.core.clone(),
-            self.field.clone(),
-            self.queue_ms,
-        )
-    }
-
-    /// Runs the clean-up now (the waiter's wait ended without the lock).
-    async fn run(mut self) {
-        self.armed = false;
-        if let Some(f) = self.future() {
-            if let Err(e) = f.await {
-                log::warn!("give-up clean-up of {} failed: {e}", self.kind.raw_name());
-            }
-        }
-    }
 }
 
 impl Drop for GiveUp<'_> {
     fn drop(&mut self) {
-        if self.armed && !self.client.is_closed() {
-            if let Some(f) = self.future() {
-                let name = self.kind.raw_name().to_owned();
-                drop(self.client.inner.runtime.spawn(async move {
-                    if let Err(e) = f.await {
-                        log::warn!("give-up clean-up of {name} failed: {e}");
-                    }
-                }));
-            }
+        if self.armed {
+            self.hold.give_up_in_background(self.queue_ms);
         }
     }
 }
 
-/// Hands a release to the client's runtime; never blocks, never panics.
-pub(crate) fn release_in_background(
-    client: &Client,
-    kind: &Arc<dyn LockKind>,
-    field: &Arc<str>,
-    lease_ms: u64,
-) {
-    if client.is_closed() {
-        return;
-    }
-    let (c, k, f) = (client.clone(), kind.clone(), field.clone());
-    drop(client.inner.runtime.spawn(async move {
-        if let Err(e) = release(&c, &k, &f, lease_ms).await {
-            log::warn!("background unlock of {} failed: {e}", k.raw_name());
-        }
-    }));
-}
-
-async fn attempt_once(
-    client: &Client,
-    kind: &Arc<dyn LockKind>,
-    field: &Arc<str>,
-    lease_ms: u64,
-    queue_ms: Option<u64>,
-) -> Result<std::result::Result<Acquired, i64>> {
-    if client.is_closed() {
-        return Err(Error::Shutdown);
-    }
-    let (c, k, f) = (client.clone(), kind.clone(), field.clone());
-    let task = client.inner.runtime.spawn(async move {
-        let sent_at = Instant::now();
-        let reply = k
-            .attempt(c.inner.core.clone(), f.clone(), lease_ms, queue_ms)
-            .await?;
-        Ok(match reply {
-            Reply::Acquired { token } => Ok(Acquired {
-                client: c,
-                kind: k,
-                field: f,
-                lease_ms,
-                sent_at,
-                token,
-                armed: true,
-            }),
-            Reply::Busy { ttl } => Err(ttl),
-        })
-    });
-    task.await.map_err(|_| Error::Shutdown)?
-}
-
-/// Runs the acquire protocol of §4.7 for any lock kind. `queue_ms` is the per-waiter timeout a
-/// queueing kind (the fair lock) uses when the caller waits.
-pub(crate) async fn acquire(
-    client: &Client,
-    kind: &Arc<dyn LockKind>,
-    field: &Arc<str>,
-    lease_ms: u64,
-    wait: Wait,
-    queue_ms: u64,
-) -> Result<Option<Acquired>> {
-    let deadline = match wait {
-        Wait::No => {
-            let first = attempt_once(client, kind, field, lease_ms, None).await?;
-            return Ok(first.ok());
-        }
-        Wait::Until(deadline) => deadline,
-    };
-    let give_up = GiveUp {
-        client,
-        kind,
-        field,
-        queue_ms,
-        armed: true,
-    };
-    match wait_for_lock(client, kind, field, lease_ms, deadline, queue_ms).await {
-        Ok(Some(acquired)) => {
-            let mut g = give_up;
-            g.armed = false;
-            Ok(Some(acquired))
-        }
-        other => {
-            give_up.run().await;
-            other
-        }
-    }
-}
-
-async fn wait_for_lock(
-    client: &Client,
-    kind: &Arc<dyn LockKind>,
-    field: &Arc<str>,
-    lease_ms: u64,
+async fn wait_for(
+    hold: &Hold,
     deadline: Option<Instant>,
     queue_ms: u64,
 ) -> Result<Option<Acquired>> {
-    let queue = Some(queue_ms);
-    let left = |now: Instant| deadline.map(|d| d.saturating_duration_since(now));
-    let ttl = match attempt_once(client, kind, field, lease_ms, queue).await? {
-        Ok(acquired) => return Ok(Some(acquired)),
-        Err(ttl) => ttl,
-    };
-    if left(Instant::now()) == Some(Duration::ZERO) {
+    let mode = Mode::Queued { queue_ms };
+    if let Step::Done(acquired) = hold.attempt(mode).await? {
+        return Ok(Some(acquired));
+    }
+    if left(deadline) == Some(Duration::ZERO) {
         return Ok(None);
     }
-    let config = &client.inner.core.config;
-    let channel = match kind.waiting(field) {
-        Waiting::Channel(c) => c,
-        Waiting::BackOff(mut backoff) => {
-            let _ = ttl;
-            loop {
-                let step = backoff.next_delay();
-                let sleep = left(Instant::now()).map_or(step, |r| r.min(step));
-                tokio::time::sleep(sleep).await;
-                match attempt_once(client, kind, field, lease_ms, queue).await? {
-                    Ok(acquired) => return Ok(Some(acquired)),
-                    Err(_) if left(Instant::now()) == Some(Duration::ZERO) => return Ok(None),
-                    Err(_) => {}
-                }
-            }
-        }
+    let attempt = || hold.attempt(mode);
+    let channel = match hold.proto.waiting(&hold.field) {
+        Waiting::BackOff(backoff) => return wait_with_backoff(attempt, backoff, deadline).await,
+        Waiting::Channel(channel) => channel,
     };
-
-    let subscription = client.inner.pubsub.subscribe(&channel);
-    let sub_wait = match left(Instant::now()) {
-        Some(l) => l.min(config.subscription_timeout),
-        None => config.subscription_timeout,
-    };
+    let config = hold.client.config();
+    let subscription = hold.client.pubsub().subscribe(&channel);
+    let sub_wait = left(deadline).map_or(config.subscription_timeout, |l| {
+        l.min(config.subscription_timeout)
+    });
     if let Err(e) = subscription.ready(sub_wait).await {
-        if matches!(e, Error::Timeout(_)) && left(Instant::now()) == Some(Duration::ZERO) {
+        if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) {
             return Ok(None);
         }
         return Err(e);
     }
+    // A key without a TTL (only left behind by a foreign client) gets the watchdog timeout as a
+    // bound instead of an endless wait.
+    wait_on_latch(
+        attempt,
+        &subscription,
+        deadline,
+        config.lock_watchdog_timeout,
+    )
+    .await
+}
 
+/// The channel wait: attempt; when busy, sleep on the latch for min(the lock's TTL, time left)
+/// — so a missed message costs at most one TTL — and attempt again when woken or when the
+/// sleep ends. `fallback` bounds the sleep when the TTL is unknown. A waiter woken by a message
+/// always tries once more, even at its deadline, so the wake-up it consumed is never wasted.
+pub(crate) async fn wait_on_latch<T, F, Fut>(
+    mut attempt: F,
+    latch: &impl Wake,
+    deadline: Option<Instant>,
+    fallback: Duration,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>>>,
+{
     loop {
-        let ttl = match attempt_once(client, kind, field, lease_ms, queue).await? {
-            Ok(acquired) => return Ok(Some(acquired)),
-            Err(ttl) => ttl,
+        let frees_in = match attempt().await? {
+            Step::Done(t) => return Ok(Some(t)),
+            Step::Busy { frees_in } => frees_in,
         };
-        let remaining = left(Instant::now());
+        let remaining = left(deadline);
         if remaining == Some(Duration::ZERO) {
             return Ok(None);
         }
-        // The TTL bounds the sleep, so a missed message costs at most one TTL. A key without a
-        // TTL (-1, only left behind by a foreign client) gets the watchdog timeout as a bound
-        // instead of an endless wait.
-        let ttl_bound = if ttl >= 0 {
-            Duration::from_millis(ttl as u64)
-        } else {
-            config.lock_watchdog_timeout
-        };
-        let sleep = remaining.map_or(ttl_bound, |r| r.min(ttl_bound));
-        let woken = subscription.wait(Some(sleep)).await;
-        // A waiter woken by a message always tries once more, even at its deadline, so the
-        // wake-up it consumed is never wasted.
-        if !woken && left(Instant::now()) == Some(Duration::ZERO) {
+        let bound = frees_in.unwrap_or(fallback);
+        let sleep = remaining.map_or(bound, |r| r.min(bound));
+        let woken = latch.wake_or_timeout(sleep).await;
+        if !woken && left(deadline) == Some(Duration::ZERO) {
             return Ok(None);
         }
     }
 }
 
-/// Releases one hold, retrying transient failures with the same request id (the unlock latch
-/// makes the retries idempotent), then deletes the latch in the background.
-pub(crate) async fn release(
-    client: &Client,
-    kind: &Arc<dyn LockKind>,
-    field: &Arc<str>,
-    lease_ms: u64,
-) -> Result<UnlockOutcome> {
-    if client.is_closed() {
-        return Err(Error::Shutdown);
-    }
-    let core = &client.inner.core;
-    let request_id: Arc<str> = names::request_id().into();
-    let mut tries = 0;
-    let reply = loop {
-        let r = kind
-            .release(core.clone(), field.clone(), lease_ms, request_id.clone())
-            .await;
-        match r {
-            Err(e) if e.is_transient() && tries < core.config.retry_attempts => {
-                tries += 1;
-                log::debug!("unlock of {} failed ({e}); retrying", kind.raw_name());
-                tokio::time::sleep(core.config.retry_delay).await;
-            }
-            other => break other?,
+/// The back-off wait (no pub/sub): sleep the next step (never past the deadline), attempt, and
+/// repeat until acquired or out of time.
+pub(crate) async fn wait_with_backoff<T, F, Fut>(
+    mut attempt: F,
+    mut backoff: BackOff,
+    deadline: Option<Instant>,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>>>,
+{
+    loop {
+        let step = backoff.next_delay();
+        let sleep = left(deadline).map_or(step, |r| r.min(step));
+        tokio::time::sleep(sleep).await;
+        match attempt().await? {
+            Step::Done(t) => return Ok(Some(t)),
+            Step::Busy { .. } if left(deadline) == Some(Duration::ZERO) => return Ok(None),
+            Step::Busy { .. } => {}
         }
-    };
-    let latch = names::unlock_latch(kind.raw_name(), &request_id);
-    let redis = core.redis.clone();
-    drop(client.inner.runtime.spawn(async move {
-        use fred::interfaces::KeysInterface;
-        let _ = redis.del::<i64, _>(latch).await;
-    }));
-    match reply {
-        None => Err(Error::NotHeld {
-            lock: kind.raw_name().to_owned(),
-            owner: field.to_string(),
-        }),
-        Some(0) => Ok(UnlockOutcome::StillHeld),
-        Some(_) => Ok(UnlockOutcome::Released),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::pubsub::Latch;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A scripted lock: busy with the given TTLs, then acquired. Records when each attempt ran.
+    #[derive(Clone)]
+    struct Script {
+        replies: Arc<Mutex<Vec<Option<Duration>>>>,
+        times: Arc<Mutex<Vec<Duration>>>,
+        start: Instant,
+    }
+
+    impl Script {
+        fn new(busy: &[Option<Duration>]) -> Self {
+            Self {
+                replies: Arc::new(Mutex::new(busy.iter().rev().copied().collect())),
+                times: Arc::default(),
+                start: Instant::now(),
+            }
+        }
+
+        fn attempt(&self) -> impl Future<Output = Result<Step<Duration>>> {
+            let at = self.start.elapsed();
+            self.times.lock().unwrap().push(at);
+            let next = self.replies.lock().unwrap().pop();
+            async move {
+                Ok(match next {
+                    Some(frees_in) => Step::Busy { frees_in },
+                    None => Step::Done(at),
+                })
+            }
+        }
+
+        fn times(&self) -> Vec<Duration> {
+            self.times.lock().unwrap().clone()
+        }
+    }
+
+    const FOREVER: Option<Duration> = Some(Duration::from_secs(3600));
+
+    #[tokio::test(start_paused = true)]
+    async fn without_messages_each_sleep_is_bounded_by_the_ttl() {
+        let s = Script::new(&[Some(300 * MS), Some(200 * MS)]);
+        let latch = Latch::new(1);
+        let got = wait_on_latch(|| s.attempt(), &latch, None, 30_000 * MS).await;
+        assert_eq!(got.unwrap(), Some(500 * MS));
+        assert_eq!(s.times(), vec![Duration::ZERO, 300 * MS, 500 * MS]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unknown_ttl_sleeps_the_fallback() {
+        let s = Script::new(&[None]);
+        let latch = Latch::new(1);
+        let got = wait_on_latch(|| s.attempt(), &latch, None, 1_000 * MS).await;
+        assert_eq!(got.unwrap(), Some(1_000 * MS));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_ends_the_wait_exactly() {
+        let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
+        let latch = Latch::new(1);
+        let start = Instant::now();
+        let deadline = Some(start + 700 * MS);
+        let got = wait_on_latch(|| s.attempt(), &latch, deadline, 30_000 * MS).await;
+        assert!(got.unwrap().is_none());
+        assert_eq!(start.elapsed(), 700 * MS);
+        assert_eq!(
+            s.times(),
+            vec![Duration::ZERO],
+            "no attempt after an unwoken timeout"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_wakes_the_waiter_for_an_immediate_retry() {
+        let s = Script::new(&[FOREVER]);
+        let latch = Arc::new(Latch::new(1));
+        let waker = {
+            let latch = latch.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(120 * MS).await;
+                latch.wake_one();
+            })
+        };
+        let got = wait_on_latch(|| s.attempt(), &*latch, None, 30_000 * MS).await;
+        assert_eq!(
+            got.unwrap(),
+            Some(120 * MS),
+            "retried the moment the message came"
+        );
+        waker.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_while_still_busy_costs_one_attempt_then_the_deadline_holds() {
+        let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
+        let latch = Arc::new(Latch::new(1));
+        let start = Instant::now();
+        let waker = {
+            let latch = latch.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(100 * MS).await;
+                latch.wake_one();
+            })
+        };
+        let got = wait_on_latch(|| s.attempt(), &*latch, Some(start + 300 * MS), 30_000 * MS);
+        assert!(got.await.unwrap().is_none());
+        assert_eq!(start.elapsed(), 300 * MS);
+        assert_eq!(s.times(), vec![Duration::ZERO, 100 * MS]);
+        waker.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_sleeps_follow_the_schedule_and_stop_at_the_deadline() {
+        let s = Script::new(&[None, None, None, None, None]);
+        let backoff = BackOff::constant(40 * MS);
+        let start = Instant::now();
+        let got = wait_with_backoff(|| s.attempt(), backoff, Some(start + 100 * MS)).await;
+        assert!(got.unwrap().is_none());
+        assert_eq!(s.times(), vec![40 * MS, 80 * MS, 100 * MS]);
+
+        let s = Script::new(&[None]);
+        let got = wait_with_backoff(|| s.attempt(), BackOff::constant(25 * MS), None).await;
+        assert_eq!(got.unwrap(), Some(50 * MS));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_error_ends_the_wait_with_that_error() {
+        let latch = Latch::new(1);
+        let got: Result<Option<()>> = wait_on_latch(
+            || async { Err(crate::Error::Timeout("no reply".into())) },
+            &latch,
+            None,
+            MS,
+        )
+        .await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
+    }
+
+    #[test]
+    fn a_zero_wait_is_one_attempt_and_an_overflowing_one_has_no_limit() {
+        assert_eq!(Wait::for_duration(Duration::ZERO), Wait::No);
+        assert_eq!(Wait::for_duration(Duration::MAX), Wait::Until(None));
     }
 }

@@ -7,20 +7,45 @@ use std::{
 };
 
 use fred::types::{Key, Value};
-use futures::future::BoxFuture;
 
 use super::{
-    engine::{flag_script, int_script, run_script, ttl_script, LockKind, Reply, Waiting},
-    handle::{lock_type, LockHandle},
-    reentrant::PUBLISH,
+    front::{Handle, Lock},
+    guard::Guard,
+    kind::{
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
+    },
 };
 use crate::{
-    client::{Client, Core},
-    error::Result,
+    client::Client,
     names,
     owner::Owner,
-    scripts::ScriptId,
+    scripts::{ScriptCall, ScriptId},
+    watchdog::RenewalShape,
 };
+
+/// The fair lock kind (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
+///
+/// Keys: the lock hash `N` (as [`RLock`](crate::RLock)), the queue `redisson_lock_queue:{N}` and
+/// the deadlines `redisson_lock_timeout:{N}` (epoch-ms scores from this machine's clock); each
+/// waiter is woken on its own channel `redisson_lock__channel:{N}:<uuid>:<id>`. A waiter keeps
+/// its place for `fair_lock_wait_timeout` (or its own `try_lock_for` wait) between polls; a dead
+/// waiter at the head is skipped once that passes.
+///
+/// A waiter that gives up (its wait ends or its future is dropped) leaves the queue at once.
+/// Unlocking a fair lock that is no longer held succeeds, as in Redisson.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fair {}
+
+impl Sealed for Fair {}
+impl Kind for Fair {
+    const NAME: &'static str = "fair";
+}
+
+/// A fair lock handle; see [`Lock`] for the methods and [`Fair`] for the layout.
+pub type FairLock = Lock<Fair>;
+
+/// A hold of a [`FairLock`].
+pub type FairGuard = Guard<Fair>;
 
 fn now_ms() -> i64 {
     SystemTime::now()
@@ -28,16 +53,35 @@ fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-pub(crate) struct Fair {
+pub(crate) struct Desc {
     name: String,
     key: Key,
     queue: Key,
     timeouts: Key,
     channel: String,
+    /// `fair_lock_wait_timeout`, the queue time F-TRY charges (Redisson's `threadWaitTime`).
+    try_wait_ms: u64,
 }
 
-impl LockKind for Fair {
-    fn raw_name(&self) -> &str {
+impl Desc {
+    fn new(raw: String, try_wait_ms: u64) -> Self {
+        Self {
+            key: Key::from(raw.as_str()),
+            queue: Key::from(names::prefix_name("redisson_lock_queue", &raw)),
+            timeouts: Key::from(names::prefix_name("redisson_lock_timeout", &raw)),
+            channel: names::lock_channel(&raw),
+            name: raw,
+            try_wait_ms,
+        }
+    }
+
+    fn lock_keys(&self) -> Vec<Key> {
+        vec![self.key.clone(), self.queue.clone(), self.timeouts.clone()]
+    }
+}
+
+impl Protocol for Desc {
+    fn name(&self) -> &str {
         &self.name
     }
 
@@ -45,116 +89,142 @@ impl LockKind for Fair {
         Waiting::Channel(format!("{}:{field}", self.channel))
     }
 
-    fn attempt(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        queue_ms: Option<u64>,
-    ) -> BoxFuture<'static, Result<Reply>> {
-        let keys = vec![self.key.clone(), self.queue.clone(), self.timeouts.clone()];
-        let lease = Value::from(lease_ms as i64);
-        let field_v = Value::from(&*field);
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+        let lease = Value::from(req.lease_ms as i64);
+        let field = Value::from(req.field);
         let now = Value::from(now_ms());
-        match queue_ms {
-            // F-TRY: ARGV = [lease, field, now, wait]; its busy reply 1 is not a TTL, but a
-            // single try never sleeps on it.
-            None => {
-                let wait = Value::from(core.config.fair_lock_wait_timeout.as_millis() as i64);
-                let args = vec![lease, field_v, now, wait];
-                ttl_script(core, ScriptId::FairTry, &self.name, keys, args)
-            }
+        match req.mode {
+            // F-TRY: ARGV = [lease, field, now, wait]; busy is 1, not a TTL.
+            Mode::Once => (
+                ScriptCall::new(
+                    ScriptId::FairTry,
+                    self.lock_keys(),
+                    vec![lease, field, now, Value::from(self.try_wait_ms as i64)],
+                ),
+                AcquireReply::NilOrBusy,
+            ),
             // F-ACQ: ARGV = [lease, field, wait, now]; the reply bounds the next sleep.
-            Some(wait) => {
-                let args = vec![lease, field_v, Value::from(wait as i64), now];
-                ttl_script(core, ScriptId::FairAcquire, &self.name, keys, args)
-            }
+            Mode::Queued { queue_ms } => (
+                ScriptCall::new(
+                    ScriptId::FairAcquire,
+                    self.lock_keys(),
+                    vec![lease, field, Value::from(queue_ms as i64), now],
+                ),
+                AcquireReply::NilOrPttl,
+            ),
         }
     }
 
-    fn release(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        request_id: Arc<str>,
-    ) -> BoxFuture<'static, Result<Option<i64>>> {
-        let keys = vec![
-            self.key.clone(),
-            self.queue.clone(),
-            self.timeouts.clone(),
-            Key::from(self.channel.as_str()),
-            Key::from(names::unlock_latch(&self.name, &request_id)),
-        ];
-        let args = vec![
-            Value::from("0"),
-            Value::from(lease_ms as i64),
-            Value::from(&*field),
-            Value::from(now_ms()),
-            Value::from(PUBLISH),
-            Value::from(core.config.latch_px_ms() as i64),
-        ];
-        int_script(core, ScriptId::FairRelease, &self.name, keys, args)
+    /// F-REL: `KEYS = [N, queue, timeouts, channel, latch]`,
+    /// `ARGV = ["0", lease, field, now, publish, latch PX]`.
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
+        let mut keys = self.lock_keys();
+        keys.push(Key::from(self.channel.as_str()));
+        keys.push(Key::from(req.latch));
+        ScriptCall::new(
+            ScriptId::FairRelease,
+            keys,
+            vec![
+                Value::from("0"),
+                Value::from(req.lease_ms as i64),
+                Value::from(req.field),
+                Value::from(now_ms()),
+                Value::from(req.publish),
+                Value::from(req.latch_px_ms as i64),
+            ],
+        )
     }
 
-    fn give_up(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        queue_ms: u64,
-    ) -> Option<BoxFuture<'static, Result<()>>> {
-        let keys = vec![self.queue.clone(), self.timeouts.clone()];
-        let args = vec![Value::from(&*field), Value::from(queue_ms as i64)];
-        let name = self.name.clone();
-        Some(Box::pin(async move {
-            run_script(&core, ScriptId::FairCancel, &name, keys, args).await?;
-            Ok(())
+    /// F-CANCEL: `KEYS = [queue, timeouts]`, `ARGV = [field, wait]`.
+    fn give_up(&self, field: &str, queue_ms: u64) -> Option<ScriptCall> {
+        Some(ScriptCall::new(
+            ScriptId::FairCancel,
+            vec![self.queue.clone(), self.timeouts.clone()],
+            vec![Value::from(field), Value::from(queue_ms as i64)],
+        ))
+    }
+
+    fn renewal(&self) -> RenewalShape {
+        RenewalShape::per_hold(&self.name)
+    }
+
+    /// F-FORCE: `KEYS = [N, queue, timeouts, channel]`, `ARGV = ["0", now, publish]`.
+    fn force_unlock(&self, publish: &str) -> ScriptCall {
+        let mut keys = self.lock_keys();
+        keys.push(Key::from(self.channel.as_str()));
+        ScriptCall::new(
+            ScriptId::FairForceUnlock,
+            keys,
+            vec![
+                Value::from("0"),
+                Value::from(now_ms()),
+                Value::from(publish),
+            ],
+        )
+    }
+}
+
+impl Client {
+    /// A fair lock handle for `name`, bound to a fresh [`Owner`].
+    pub fn get_fair_lock(&self, name: &str) -> FairLock {
+        self.get_fair_lock_with_owner(name, Owner::new())
+    }
+
+    /// A fair lock handle acting as `owner`.
+    pub fn get_fair_lock_with_owner(&self, name: &str, owner: Owner) -> FairLock {
+        let try_wait_ms = self.config().fair_lock_wait_timeout.as_millis() as u64;
+        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
+            Arc::new(Desc::new(raw, try_wait_ms))
         }))
     }
-
-    fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        let keys = vec![
-            self.key.clone(),
-            self.queue.clone(),
-            self.timeouts.clone(),
-            Key::from(self.channel.as_str()),
-        ];
-        let args = vec![
-            Value::from("0"),
-            Value::from(now_ms()),
-            Value::from(PUBLISH),
-        ];
-        flag_script(core, ScriptId::FairForceUnlock, &self.name, keys, args)
-    }
 }
 
-lock_type! {
-    /// A fair lock (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
-    ///
-    /// Keys: the lock hash `N` (as [`RLock`](crate::RLock)), the queue
-    /// `redisson_lock_queue:{N}` and the deadlines `redisson_lock_timeout:{N}` (epoch-ms
-    /// scores from this machine's clock); each waiter is woken on its own channel
-    /// `redisson_lock__channel:{N}:<uuid>:<id>`. A waiter keeps its place for
-    /// `fair_lock_wait_timeout` (or its own `try_lock_for` wait) between polls; a dead waiter at
-    /// the head is skipped once that passes.
-    ///
-    /// A waiter that gives up (its wait ends or its future is dropped) leaves the queue at once.
-    /// Unlocking a fair lock that is no longer held succeeds, as in Redisson.
-    FairLock
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{lock::reentrant::tests::release_req, scripts::tests::assert_matches_header};
 
-impl FairLock {
-    pub(crate) fn new(client: Client, name: &str, owner: Owner) -> Self {
-        FairLock {
-            handle: LockHandle::new(client, name, owner, |raw| {
-                Arc::new(Fair {
-                    key: Key::from(raw.as_str()),
-                    queue: Key::from(names::prefix_name("redisson_lock_queue", &raw)),
-                    timeouts: Key::from(names::prefix_name("redisson_lock_timeout", &raw)),
-                    channel: names::lock_channel(&raw),
-                    name: raw,
-                })
-            }),
+    #[test]
+    fn only_a_queued_waiter_enqueues_and_every_call_matches_its_header() {
+        let d = Desc::new("n".into(), 300_000);
+        let once = AcquireRequest {
+            field: "u:1",
+            lease_ms: 10,
+            mode: Mode::Once,
+        };
+        let (try_call, reply) = d.acquire(once);
+        assert_eq!(
+            (try_call.script, reply),
+            (ScriptId::FairTry, AcquireReply::NilOrBusy)
+        );
+        assert_eq!(try_call.args[3], Value::from(300_000i64));
+        assert_matches_header(&try_call);
+        let queued = AcquireRequest {
+            mode: Mode::Queued { queue_ms: 2_000 },
+            ..once
+        };
+        let (acq, reply) = d.acquire(queued);
+        assert_eq!(
+            (acq.script, reply),
+            (ScriptId::FairAcquire, AcquireReply::NilOrPttl)
+        );
+        assert_eq!(acq.args[2], Value::from(2_000i64), "wait before now");
+        assert_matches_header(&acq);
+        assert_eq!(
+            acq.keys,
+            vec![
+                Key::from("n"),
+                Key::from("redisson_lock_queue:{n}"),
+                Key::from("redisson_lock_timeout:{n}")
+            ]
+        );
+        assert_matches_header(&d.release(release_req("u:1")));
+        let cancel = d.give_up("u:1", 2_000).unwrap();
+        assert_matches_header(&cancel);
+        assert_matches_header(&d.force_unlock("publish"));
+        match d.waiting("u:1") {
+            Waiting::Channel(c) => assert_eq!(c, "redisson_lock__channel:{n}:u:1"),
+            other => panic!("{other:?}"),
         }
     }
 }

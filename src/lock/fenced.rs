@@ -3,32 +3,67 @@
 
 use std::sync::Arc;
 
-use fred::{
-    interfaces::KeysInterface,
-    types::{Key, Value},
-};
-use futures::future::BoxFuture;
+use fred::types::{Key, Value};
 
 use super::{
-    engine::{run_script, LockKind, Reply, Waiting},
-    handle::{lock_type, LockHandle},
-    reentrant::Reentrant,
+    front::{Handle, Lock},
+    guard::Guard,
+    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    reentrant,
 };
 use crate::{
-    client::{Client, Core},
-    error::{Error, Result},
+    client::Client,
+    error::Result,
     names,
     owner::Owner,
-    scripts::ScriptId,
+    scripts::{ScriptCall, ScriptId},
+    watchdog::RenewalShape,
 };
 
-pub(crate) struct Fenced {
-    base: Reentrant,
+/// The fenced lock kind (Redisson `RFencedLock`): the reentrant lock plus a fencing token.
+///
+/// Every successful acquisition (re-entries included, with or without lease) increments the
+/// counter `redisson_lock_token:{name}`, and the guard carries the new value
+/// ([`FencedGuard::token`](Guard::<Fenced>::token)). A fenced lock and an
+/// [`RLock`](crate::RLock) of the same name are the same lock.
+///
+/// # Fencing writes
+/// A lease-based lock can be lost while its holder still runs (a pause longer than the lease).
+/// Pass the token with every write to the protected resource and have the resource reject a
+/// token lower than the highest it has accepted; a holder that lost the lock then cannot
+/// overwrite the work of the next one, whose token is larger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Fenced {}
+
+impl Sealed for Fenced {}
+impl Kind for Fenced {
+    const NAME: &'static str = "fenced";
+}
+
+/// A fenced lock handle; see [`Lock`] for the methods and [`Fenced`] for the token.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let lock = client.get_fenced_lock("ledger");
+/// let guard = lock.lock().await?;
+/// let token: u64 = guard.token();
+/// // storage.write_if_token_at_least(token, data)?;
+/// # let _ = token;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub type FencedLock = Lock<Fenced>;
+
+/// A hold of a [`FencedLock`], with its token.
+pub type FencedGuard = Guard<Fenced>;
+
+struct Desc {
+    base: reentrant::Desc,
     token_key: Key,
 }
 
-impl LockKind for Fenced {
-    fn raw_name(&self) -> &str {
+impl Protocol for Desc {
+    fn name(&self) -> &str {
         &self.base.name
     }
 
@@ -36,100 +71,100 @@ impl LockKind for Fenced {
         self.base.waiting(field)
     }
 
-    fn attempt(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        _queue_ms: Option<u64>,
-    ) -> BoxFuture<'static, Result<Reply>> {
-        let keys = vec![self.base.key.clone(), self.token_key.clone()];
-        let args = vec![Value::from(lease_ms as i64), Value::from(&*field)];
-        let name = self.base.name.clone();
-        Box::pin(async move {
-            let v = run_script(&core, ScriptId::FencedAcquire, &name, keys, args).await?;
-            let pair: Vec<i64> = v
-                .convert()
-                .map_err(|e| Error::Redis(format!("bad fenced reply for {name}: {e}")))?;
-            match pair.as_slice() {
-                [1, token] => Ok(Reply::Acquired {
-                    token: Some(*token),
-                }),
-                [0, ttl] => Ok(Reply::Busy { ttl: *ttl }),
-                other => Err(Error::Redis(format!(
-                    "bad fenced reply {other:?} for {name}"
-                ))),
-            }
-        })
+    /// `KEYS = [N, token key]`, `ARGV = [lease, field]`; reply `{1, token}` or `{0, pttl}`.
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+        let call = ScriptCall::new(
+            ScriptId::FencedAcquire,
+            vec![self.base.key.clone(), self.token_key.clone()],
+            vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
+        );
+        (call, AcquireReply::FlagAndValue)
     }
 
-    fn release(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        request_id: Arc<str>,
-    ) -> BoxFuture<'static, Result<Option<i64>>> {
-        self.base.release(core, field, lease_ms, request_id)
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
+        self.base.release(req)
     }
 
-    fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        self.base.force_unlock(core)
+    fn renewal(&self) -> RenewalShape {
+        self.base.renewal()
+    }
+
+    fn force_unlock(&self, publish: &str) -> ScriptCall {
+        self.base.force_unlock(publish)
     }
 }
 
-lock_type! {
-    /// A fenced lock (Redisson `RFencedLock`): the reentrant lock plus a fencing token.
-    ///
-    /// Every successful acquisition (re-entries included, with or without lease) increments
-    /// the counter `redisson_lock_token:{name}`, and the guard carries the new value
-    /// ([`LockGuard::token`](crate::LockGuard::token)). A fenced lock and an [`RLock`](crate::RLock)
-    /// of the same name are the same lock.
-    ///
-    /// # Fencing writes
-    /// A lease-based lock can be lost while its holder still runs (a pause longer than the
-    /// lease). Pass the token with every write to the protected resource and have the resource
-    /// reject a token lower than the highest it has accepted; a holder that lost the lock then
-    /// cannot overwrite the work of the next one, whose token is larger.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-    /// let lock = client.get_fenced_lock("ledger");
-    /// let guard = lock.lock().await?;
-    /// let token = guard.token().expect("fenced locks return a token");
-    /// // storage.write_if_token_at_least(token, data)?;
-    /// # let _ = token;
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    FencedLock
+fn token_key(raw_name: &str) -> String {
+    names::prefix_name("redisson_lock_token", raw_name)
 }
 
-impl FencedLock {
-    pub(crate) fn new(client: Client, name: &str, owner: Owner) -> Self {
-        FencedLock {
-            handle: LockHandle::new(client, name, owner, |raw| {
-                Arc::new(Fenced {
-                    token_key: Key::from(names::prefix_name("redisson_lock_token", &raw)),
-                    base: Reentrant::new(raw),
-                })
-            }),
-        }
-    }
-
+impl Lock<Fenced> {
     /// The current token (0 if the lock was never acquired).
+    ///
+    /// # Errors
+    /// A Redis or connection error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
     pub async fn token(&self) -> Result<u64> {
-        self.handle.check()?;
-        let key = names::prefix_name("redisson_lock_token", self.handle.raw_name());
-        let v: Option<i64> = self
-            .handle
-            .client
-            .inner
-            .core
-            .redis
-            .get(key)
+        let raw = self.raw_name();
+        if self.name().is_empty() {
+            return Err(crate::Error::InvalidArgument(
+                "lock name must not be empty".into(),
+            ));
+        }
+        self.handle
+            .client()
+            .core()
+            .counter(&token_key(raw), raw)
             .await
-            .map_err(|e| self.handle.err(e))?;
-        Ok(v.unwrap_or(0).max(0) as u64)
+    }
+}
+
+impl Guard<Fenced> {
+    /// The fencing token of this acquisition: strictly larger than the token of every earlier
+    /// acquisition of the lock.
+    pub fn token(&self) -> u64 {
+        self.token_value()
+            .expect("the fenced acquire script always returns a token")
+    }
+}
+
+impl Client {
+    /// A fenced lock handle for `name`, bound to a fresh [`Owner`].
+    pub fn get_fenced_lock(&self, name: &str) -> FencedLock {
+        self.get_fenced_lock_with_owner(name, Owner::new())
+    }
+
+    /// A fenced lock handle acting as `owner`.
+    pub fn get_fenced_lock_with_owner(&self, name: &str, owner: Owner) -> FencedLock {
+        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
+            Arc::new(Desc {
+                token_key: Key::from(token_key(&raw)),
+                base: reentrant::Desc::new(raw),
+            })
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{lock::kind::Mode, scripts::tests::assert_matches_header};
+
+    #[test]
+    fn the_acquire_call_carries_the_token_key() {
+        let d = Desc {
+            token_key: Key::from(token_key("n")),
+            base: reentrant::Desc::new("n".into()),
+        };
+        let (call, reply) = d.acquire(AcquireRequest {
+            field: "u:1",
+            lease_ms: 5,
+            mode: Mode::Once,
+        });
+        assert_eq!(reply, AcquireReply::FlagAndValue);
+        assert_matches_header(&call);
+        assert_eq!(call.keys[1], Key::from("redisson_lock_token:{n}"));
     }
 }

@@ -1,149 +1,162 @@
-//! The guard of an acquired lock, shared by every lock kind.
+//! The guard of an acquired lock: one generic type for every kind.
 
-use std::{sync::Arc, time::Duration};
+use std::{marker::PhantomData, sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
-use super::engine::{self, Acquired, LockKind, UnlockOutcome};
+use super::{
+    front::UnlockOutcome,
+    hold::{Acquired, Hold},
+    kind::{AnyKind, Kind, Release},
+};
 use crate::{
-    client::Client,
-    error::Result,
+    error::{Error, Result},
     owner::Owner,
-    watchdog::{drift, LossSignal},
+    watchdog::{valid_until, LossSignal},
 };
 
-/// One hold of an acquired lock.
+/// One hold of an acquired lock of kind `K`. The aliases name the usual ones:
+/// [`LockGuard`](crate::LockGuard), [`FairGuard`](crate::FairGuard),
+/// [`ReadGuard`](crate::ReadGuard), [`WriteGuard`](crate::WriteGuard),
+/// [`FencedGuard`](crate::FencedGuard) (with its [`token`](Guard::<crate::Fenced>::token)),
+/// [`SpinGuard`](crate::SpinGuard), and [`AnyGuard`] for guards of mixed kinds.
 ///
-/// Dropping the guard releases the hold in the background: drop never blocks and never panics,
-/// failures are logged. Use [`unlock`](Self::unlock) to see errors. A guard is `Send + 'static`,
-/// so it can move to another task or thread: it remembers its owner, so releasing it never
-/// depends on where it is dropped.
+/// # Drop
+/// Dropping the guard stops its watchdog renewal at once and hands the release to the client's
+/// runtime: drop never blocks and never panics, and a failure is logged, not returned. The
+/// release is sent after the drop returns, so another owner's acquisition that starts right
+/// after the drop may still find the lock held for one round trip (it then waits for the
+/// release's unlock message like any other waiter). Use [`unlock`](Self::unlock) to release
+/// before going on and to see errors.
 ///
-/// The guard knows when the lock is lost: [`is_lost`](Self::is_lost) and [`lost`](Self::lost).
-/// For a watchdog lock that is when renewal finds the lock gone, or when the watchdog could not
-/// renew it before its deadline (last successful acquire/renew send time + timeout − drift);
-/// for a leased lock, when the lease (minus drift) has run out.
+/// A guard is `Send + Sync + 'static`: it remembers its owner, so releasing it never depends on
+/// the task or thread that drops it.
+///
+/// # Knowing when the lock is lost
+/// [`is_lost`](Self::is_lost) and [`lost`](Self::lost). For a watchdog lock that is when
+/// renewal finds the lock gone, or when the watchdog could not renew it before its deadline
+/// (last successful acquire/renew send time + timeout − drift); for a leased lock, when the
+/// lease (minus drift) has run out.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use std::time::Duration;
+/// let guard = client.get_lock("report").lock().await?;
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("lock lost: stop writing"),
+///     _ = tokio::time::sleep(Duration::from_secs(1)) => {} // the work
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[must_use = "dropping the guard releases the lock at once"]
-pub struct LockGuard {
-    client: Client,
-    kind: Arc<dyn LockKind>,
-    field: Arc<str>,
-    owner: Owner,
-    lease_ms: u64,
-    watchdog: bool,
-    token: Option<i64>,
-    loss: Arc<LossSignal>,
-    released: bool,
+pub struct Guard<K: Kind> {
+    held: Held,
+    _kind: PhantomData<fn() -> K>,
 }
 
-impl std::fmt::Debug for LockGuard {
+/// A guard of any kind, e.g. a part of a [`MultiGuard`](crate::MultiGuard).
+pub type AnyGuard = Guard<AnyKind>;
+
+/// What a guard holds, whatever its kind; releases on drop unless consumed.
+pub(crate) struct Held {
+    hold: Hold,
+    owner: Owner,
+    watchdog: bool,
+    token: Option<u64>,
+    loss: Arc<LossSignal>,
+    armed: bool,
+}
+
+impl Held {
+    pub(crate) fn new(acquired: Acquired, owner: Owner, watchdog: bool) -> Self {
+        let (hold, sent_at, token) = acquired.disarm();
+        let loss = if watchdog {
+            hold.client
+                .watchdog()
+                .register(hold.name(), &hold.field, hold.proto.renewal(), sent_at)
+        } else {
+            LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)))
+        };
+        Self {
+            hold,
+            owner,
+            watchdog,
+            token,
+            loss,
+            armed: true,
+        }
+    }
+
+    /// Stops renewal and returns the hold for a release the caller makes.
+    fn take(&mut self) -> Hold {
+        self.armed = false;
+        if self.watchdog {
+            self.hold
+                .client
+                .watchdog()
+                .deregister(self.hold.name(), &self.hold.field);
+        }
+        self.hold.clone()
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if self.armed {
+            self.take().release_in_background();
+        }
+    }
+}
+
+impl<K: Kind> std::fmt::Debug for Guard<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockGuard")
-            .field("lock", &self.kind.raw_name())
-            .field("owner", &self.field)
-            .field("watchdog", &self.watchdog)
+        f.debug_struct("Guard")
+            .field("kind", &K::NAME)
+            .field("lock", &self.held.hold.name())
+            .field("owner", &self.held.hold.field)
+            .field("watchdog", &self.held.watchdog)
             .finish()
     }
 }
 
-impl LockGuard {
-    pub(crate) fn new(acquired: Acquired, owner: Owner, watchdog: bool) -> Self {
-        let client = acquired.client.clone();
-        let kind = acquired.kind.clone();
-        let field = acquired.field.clone();
-        let lease_ms = acquired.lease_ms;
-        let token = acquired.token;
-        let sent_at = acquired.disarm();
-        let loss = if watchdog {
-            client
-                .inner
-                .watchdog
-                .register(kind.raw_name(), &field, kind.renewal(), sent_at)
-        } else {
-            let lease = Duration::from_millis(lease_ms);
-            LossSignal::new(sent_at + lease.saturating_sub(drift(lease)))
-        };
+impl<K: Kind> Guard<K> {
+    pub(crate) fn new(held: Held) -> Self {
         Self {
-            client,
-            kind,
-            field,
-            owner,
-            lease_ms,
-            watchdog,
-            token,
-            loss,
-            released: false,
+            held,
+            _kind: PhantomData,
         }
-    }
-
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
-    }
-
-    /// Sets a held leased lock's TTL to `lease` from now (owner-checked) and moves its deadline
-    /// accordingly. Used by the multi-lock after taking its parts with a longer lease.
-    pub(crate) async fn rearm_lease(&mut self, lease: Duration) -> Result<()> {
-        let lease_ms = crate::config::lease_millis(lease)?;
-        let core = &self.client.inner.core;
-        let sent_at = Instant::now();
-        let keys = vec![fred::types::Key::from(self.kind.raw_name())];
-        let args = vec![
-            fred::types::Value::from(lease_ms as i64),
-            fred::types::Value::from(&*self.field),
-        ];
-        let flags: Vec<i64> = core
-            .scripts
-            .run(&core.redis, crate::scripts::ScriptId::Renew, keys, args)
-            .await
-            .map_err(|e| crate::Error::from_redis(e, self.kind.raw_name()))?;
-        if flags.first() != Some(&1) {
-            self.loss.mark_lost();
-            return Err(crate::Error::LockLost {
-                lock: self.kind.raw_name().to_owned(),
-            });
-        }
-        self.lease_ms = lease_ms;
-        if !self.watchdog {
-            self.loss = LossSignal::new(sent_at + lease.saturating_sub(drift(lease)));
-        }
-        Ok(())
     }
 
     /// The raw lock name in Redis.
     pub fn name(&self) -> &str {
-        self.kind.raw_name()
+        self.held.hold.name()
     }
 
     /// The owner that holds this hold.
     pub fn owner(&self) -> Owner {
-        self.owner
+        self.held.owner
     }
 
-    /// The hash field of the owner: `<client uuid>:<owner id>`.
+    /// The hash field of the owner: `<client uuid>:<owner id>` (plus `:write` for a write lock).
     pub fn owner_field(&self) -> &str {
-        &self.field
-    }
-
-    /// The fencing token of this acquisition ([`FencedLock`](crate::FencedLock) only): strictly
-    /// larger than the token of every earlier acquisition of the lock.
-    pub fn token(&self) -> Option<u64> {
-        self.token.map(|t| t.max(0) as u64)
+        &self.held.hold.field
     }
 
     /// `true` when the lock is kept alive by the watchdog (taken without a lease).
     pub fn is_watchdog(&self) -> bool {
-        self.watchdog
+        self.held.watchdog
     }
 
     /// `true` once the lock is known or presumed lost; never turns back to `false`.
     pub fn is_lost(&self) -> bool {
-        self.loss.is_lost()
+        self.held.loss.is_lost()
     }
 
     /// The instant (monotonic clock) until which the lock is known to be held, unless lost
     /// earlier. The watchdog moves it forward at every renewal.
     pub fn valid_until(&self) -> Instant {
-        self.loss.deadline()
+        self.held.loss.deadline()
     }
 
     /// Resolves when the lock is lost. Use it with `select!` to abort work that must not
@@ -152,44 +165,77 @@ impl LockGuard {
     /// # Cancel safety
     /// Cancel safe: dropping the future has no effect on the lock.
     pub async fn lost(&self) {
-        self.loss.wait_lost().await
+        self.held.loss.wait_lost().await
     }
 
-    /// Releases this hold and reports the outcome; errors (e.g. [`NotHeld`] after the lock
-    /// expired) are returned instead of logged. Watchdog renewal for this hold stops whatever
-    /// the outcome.
+    /// Releases this hold and reports the outcome. Watchdog renewal for this hold stops
+    /// whatever the outcome.
     ///
-    /// [`NotHeld`]: crate::Error::NotHeld
+    /// # Errors
+    /// [`NotHeld`](Error::NotHeld) if the owner no longer holds the lock (it expired or was
+    /// force-unlocked); a Redis or connection error after the configured retries.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the release may or may not have reached Redis; the hold is
+    /// no longer renewed either way, so it ends at the latest when its TTL runs out.
     pub async fn unlock(mut self) -> Result<UnlockOutcome> {
-        self.released = true;
-        if self.watchdog {
-            self.client
-                .inner
-                .watchdog
-                .deregister(self.kind.raw_name(), &self.field);
+        let hold = self.held.take();
+        match hold.release().await? {
+            Release::NotHeld => Err(Error::NotHeld {
+                lock: hold.name().to_owned(),
+                owner: hold.field.to_string(),
+            }),
+            Release::StillHeld => Ok(UnlockOutcome::StillHeld),
+            Release::Released => Ok(UnlockOutcome::Released),
         }
-        engine::release(&self.client, &self.kind, &self.field, self.lease_ms).await
     }
 
     /// Gives up the guard without releasing the hold: the lock stays held (and renewed, in
-    /// watchdog mode) until the owner releases it through its lock handle (`RLock::unlock`) or
-    /// it is force-unlocked. This is the Java style of `lock()` … `unlock()`.
+    /// watchdog mode) until the owner releases it through its lock handle
+    /// ([`Lock::unlock`](crate::Lock::unlock)) or it is force-unlocked. This is the Java style of
+    /// `lock()` … `unlock()`.
     pub fn keep(mut self) {
-        self.released = true;
+        self.held.armed = false;
+    }
+
+    /// The same guard, type-erased (to keep guards of several kinds together).
+    pub fn erase(self) -> AnyGuard {
+        Guard {
+            held: self.held,
+            _kind: PhantomData,
+        }
+    }
+
+    /// Sets a held lock's TTL to `lease` from now (owner-checked) and moves its deadline
+    /// accordingly. Used by the multi-lock after taking its parts with a longer lease.
+    pub(crate) async fn rearm_lease(&mut self, lease: Duration) -> Result<()> {
+        let sent_at = Instant::now();
+        if !self.held.hold.renew(lease).await? {
+            self.held.loss.mark_lost();
+            return Err(Error::LockLost {
+                lock: self.name().to_owned(),
+            });
+        }
+        self.held.hold.lease_ms = lease.as_millis() as u64;
+        if !self.held.watchdog {
+            self.held.loss = LossSignal::new(valid_until(sent_at, lease));
+        }
+        Ok(())
+    }
+
+    /// Owner-checked renewal to `lease` from now, without touching the guard's state.
+    pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
+        self.held.hold.renew(lease).await
+    }
+
+    pub(crate) fn token_value(&self) -> Option<u64> {
+        self.held.token
     }
 }
 
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        if self.released {
-            return;
-        }
-        if self.watchdog {
-            self.client
-                .inner
-                .watchdog
-                .deregister(self.kind.raw_name(), &self.field);
-        }
-        engine::release_in_background(&self.client, &self.kind, &self.field, self.lease_ms);
+impl AnyGuard {
+    /// The fencing token of this acquisition if the lock is a fenced lock.
+    pub fn token(&self) -> Option<u64> {
+        self.token_value()
     }
 }

@@ -1,55 +1,61 @@
-//! The lock family. Each kind is a small description of its scripts, keys and channel
-//! ([`engine::LockKind`]); one engine waits for all of them and one guard type releases them.
+//! The lock family.
+//!
+//! * [`kind`]: what a lock kind is — a pure description of its keys, scripts and channel
+//!   ([`kind::Protocol`]) plus the typed replies.
+//! * One file per kind ([`reentrant`], [`fair`], [`rwlock`], [`fenced`], [`spin`]): its
+//!   description, its marker type and its kind-specific methods.
+//! * [`hold`]: one owner's hold of one lock (client, kind, owner field, lease) and the calls
+//!   made with it: attempt, release, renew, give up.
+//! * [`engine`]: the one acquire engine (attempt → subscribe → attempt → wait → …).
+//! * [`front`]: the generic front end [`Lock<K>`](front::Lock) and [`Guard<K>`](guard::Guard).
+//! * [`multi`]: MultiLock and RedLock over type-erased parts.
 
 mod backoff;
 mod engine;
 mod fair;
 mod fenced;
+mod front;
 mod guard;
-mod handle;
+mod hold;
+mod kind;
 mod multi;
 mod reentrant;
 mod rwlock;
 mod spin;
 
 pub use backoff::BackOff;
-pub use engine::UnlockOutcome;
-pub use fair::FairLock;
-pub use fenced::FencedLock;
-pub use guard::LockGuard;
-pub use multi::{LockPart, MultiGuard, MultiLock, RedLock, RedLockGuard, RedLockOptions};
-pub use reentrant::RLock;
-pub use rwlock::{ReadLock, ReadWriteLock, WriteLock};
-pub use spin::SpinLock;
+pub use fair::{Fair, FairGuard, FairLock};
+pub use fenced::{Fenced, FencedGuard, FencedLock};
+pub use front::{Lock, LockPart, UnlockOutcome};
+pub use guard::{AnyGuard, Guard};
+pub use kind::{AnyKind, Kind};
+pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard, RedLockOptions};
+pub use reentrant::{LockGuard, RLock, Reentrant};
+pub use rwlock::{Read, ReadGuard, ReadLock, ReadWriteLock, Write, WriteGuard, WriteLock};
+pub use spin::{Spin, SpinGuard, SpinLock};
 
-use std::time::Duration;
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Remaining time to live of a lock key (`PTTL`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ttl {
-    /// No such key: the lock is free (`-2`).
-    NotLocked,
-    /// The key has no expiry (`-1`): left by a foreign client without a TTL.
-    NoExpiry,
-    /// The key expires after this long.
-    Expires(Duration),
-}
+    fn send_sync_static<T: Send + Sync + 'static>() {}
 
-impl Ttl {
-    pub(crate) fn from_pttl(ms: i64) -> Ttl {
-        match ms {
-            -2 => Ttl::NotLocked,
-            ms if ms < 0 => Ttl::NoExpiry,
-            ms => Ttl::Expires(Duration::from_millis(ms as u64)),
-        }
-    }
-
-    /// The `PTTL` encoding: milliseconds, `-1` no expiry, `-2` no lock.
-    pub fn as_pttl(self) -> i64 {
-        match self {
-            Ttl::NotLocked => -2,
-            Ttl::NoExpiry => -1,
-            Ttl::Expires(d) => d.as_millis() as i64,
-        }
+    #[test]
+    fn handles_and_guards_are_send_sync_and_static() {
+        send_sync_static::<RLock>();
+        send_sync_static::<FairLock>();
+        send_sync_static::<ReadWriteLock>();
+        send_sync_static::<FencedLock>();
+        send_sync_static::<SpinLock>();
+        send_sync_static::<LockPart>();
+        send_sync_static::<MultiLock>();
+        send_sync_static::<RedLock>();
+        send_sync_static::<LockGuard>();
+        send_sync_static::<FencedGuard>();
+        send_sync_static::<AnyGuard>();
+        send_sync_static::<MultiGuard>();
+        send_sync_static::<RedLockGuard>();
+        send_sync_static::<crate::Client>();
+        send_sync_static::<crate::Error>();
     }
 }

@@ -5,44 +5,54 @@
 
 use std::time::Duration;
 
-use fred::types::{Key, Value};
 use futures::future::join_all;
 use tokio::time::Instant;
 
-use super::{guard::LockGuard, handle::LockHandle};
+use super::{
+    front::LockPart,
+    guard::{AnyGuard, Guard},
+};
 use crate::{
     error::{Error, Result},
-    scripts::ScriptId,
     watchdog::drift,
 };
 
-/// One part of a [`MultiLock`] or [`RedLock`]: any lock handle, converted with `.into()`.
-#[derive(Debug)]
-pub struct LockPart {
-    pub(crate) handle: LockHandle,
+impl LockPart {
+    /// One attempt on this part as its owner, as a type-erased guard.
+    async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<AnyGuard>> {
+        let held = self
+            .handle
+            .acquire_as(self.handle.owner(), lease, wait)
+            .await?;
+        Ok(held.map(Guard::new))
+    }
 }
 
 /// The held parts of a [`MultiLock`]; dropping it releases every part in the background.
 #[derive(Debug)]
 #[must_use = "dropping the guard releases every part at once"]
 pub struct MultiGuard {
-    parts: Vec<LockGuard>,
+    parts: Vec<AnyGuard>,
 }
 
 impl MultiGuard {
     /// The guards of the parts, in the order of the lock's parts.
-    pub fn parts(&self) -> &[LockGuard] {
+    pub fn parts(&self) -> &[AnyGuard] {
         &self.parts
     }
 
     /// `true` once any part is lost.
     pub fn is_lost(&self) -> bool {
-        self.parts.iter().any(LockGuard::is_lost)
+        self.parts.iter().any(AnyGuard::is_lost)
     }
 
     /// Releases every part (all of them, even after an error) and returns the first error.
     pub async fn unlock(self) -> Result<()> {
-        let results = join_all(self.parts.into_iter().map(LockGuard::unlock)).await;
+        let results = join_all(self.parts.into_iter().map(AnyGuard::unlock)).await;
         results
             .into_iter()
             .find_map(Result::err)
@@ -156,7 +166,7 @@ impl MultiLock {
             (Some(l), None) => Some(l),
         };
         'restart: loop {
-            let mut held: Vec<LockGuard> = Vec::with_capacity(self.parts.len());
+            let mut held: Vec<AnyGuard> = Vec::with_capacity(self.parts.len());
             for part in &self.parts {
                 let remaining = deadline.map(|d| d.saturating_duration_since(Instant::now()));
                 let part_wait = match (wait, remaining) {
@@ -164,10 +174,7 @@ impl MultiLock {
                     (_, Some(r)) => r,
                     (Some(w), None) => w,
                 };
-                let got = part
-                    .handle
-                    .acquire_as(part.handle.owner(), part_lease, Some(part_wait))
-                    .await;
+                let got = part.acquire(part_lease, Some(part_wait)).await;
                 match got {
                     Ok(Some(g)) => held.push(g),
                     Ok(None) | Err(_) => {
@@ -201,8 +208,8 @@ impl MultiLock {
     }
 }
 
-async fn release_all(held: Vec<LockGuard>) {
-    for r in join_all(held.into_iter().map(LockGuard::unlock)).await {
+async fn release_all(held: Vec<AnyGuard>) {
+    for r in join_all(held.into_iter().map(AnyGuard::unlock)).await {
         if let Err(e) = r {
             log::debug!("releasing a part after a failed multi-lock attempt: {e}");
         }
@@ -262,7 +269,7 @@ pub struct RedLock {
 #[derive(Debug)]
 #[must_use = "dropping the guard releases every part at once"]
 pub struct RedLockGuard {
-    parts: Vec<Option<LockGuard>>,
+    parts: Vec<Option<AnyGuard>>,
     quorum: usize,
     lease: Option<Duration>,
     valid_until: Instant,
@@ -307,11 +314,11 @@ impl RedLockGuard {
     /// extended within the new validity; returns whether it did. Parts that failed to extend
     /// are released.
     pub async fn extend(&mut self, lease: Duration) -> Result<bool> {
-        let lease_ms = crate::config::lease_millis(lease)?;
+        crate::config::lease_millis(lease)?;
         let started = Instant::now();
         let futures = self.parts.iter().map(|p| async move {
             let g = p.as_ref()?;
-            Some(renew_part(g, lease_ms).await)
+            Some(g.renew(lease).await)
         });
         let results = join_all(futures).await;
         let extended = results
@@ -334,7 +341,7 @@ impl RedLockGuard {
     /// be released (its node is down; it expires after its lease) is logged, not returned; the
     /// first error is returned only when no node confirmed the release.
     pub async fn unlock(self) -> Result<()> {
-        let results = join_all(self.parts.into_iter().flatten().map(LockGuard::unlock)).await;
+        let results = join_all(self.parts.into_iter().flatten().map(AnyGuard::unlock)).await;
         let mut first_error = None;
         let mut released = 0;
         for r in results {
@@ -353,28 +360,15 @@ impl RedLockGuard {
     }
 }
 
-fn quorum_deadline(parts: &[Option<LockGuard>], quorum: usize) -> Option<Instant> {
+fn quorum_deadline(parts: &[Option<AnyGuard>], quorum: usize) -> Option<Instant> {
     let mut deadlines: Vec<Instant> = parts
         .iter()
         .flatten()
         .filter(|g| !g.is_lost())
-        .map(LockGuard::valid_until)
+        .map(AnyGuard::valid_until)
         .collect();
     deadlines.sort_unstable_by(|a, b| b.cmp(a));
     deadlines.get(quorum.saturating_sub(1)).copied()
-}
-
-/// Owner-checked PEXPIRE of one part (L-RENEW with one key).
-async fn renew_part(g: &LockGuard, lease_ms: u64) -> Result<bool> {
-    let core = &g.client().inner.core;
-    let keys = vec![Key::from(g.name())];
-    let args = vec![Value::from(lease_ms as i64), Value::from(g.owner_field())];
-    let flags: Vec<i64> = core
-        .scripts
-        .run(&core.redis, ScriptId::Renew, keys, args)
-        .await
-        .map_err(|e| Error::from_redis(e, g.name()))?;
-    Ok(flags.first() == Some(&1))
 }
 
 impl RedLock {
@@ -456,13 +450,11 @@ impl RedLock {
     /// One round: all nodes at once, each bounded by the node timeout.
     async fn round(&self, lease: Option<Duration>) -> Result<Option<RedLockGuard>> {
         let effective =
-            lease.unwrap_or_else(|| self.parts[0].handle.client.config().lock_watchdog_timeout);
+            lease.unwrap_or_else(|| self.parts[0].handle.client().config().lock_watchdog_timeout);
         let node_timeout = self.node_timeout(effective);
         let started = Instant::now();
         let attempts = self.parts.iter().map(|p| async move {
-            let attempt = p
-                .handle
-                .acquire_as(p.handle.owner(), lease, Some(Duration::ZERO));
+            let attempt = p.acquire(lease, Some(Duration::ZERO));
             match tokio::time::timeout(node_timeout, attempt).await {
                 Ok(Ok(g)) => Ok(g),
                 Ok(Err(e)) => Err(e),

@@ -3,31 +3,48 @@
 use std::sync::Arc;
 
 use fred::types::{Key, Value};
-use futures::future::BoxFuture;
 
 use super::{
-    engine::{flag_script, int_script, ttl_script, LockKind, Reply, Waiting},
-    handle::{lock_type, LockHandle},
+    front::{Handle, Lock},
+    guard::Guard,
+    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
 };
 use crate::{
-    client::{Client, Core},
-    error::Result,
+    client::Client,
     names,
     owner::Owner,
-    scripts::ScriptId,
+    scripts::{ScriptCall, ScriptId},
+    watchdog::RenewalShape,
 };
 
-/// The publish command passed to the scripts (standalone and Sentinel deployments).
-pub(crate) const PUBLISH: &str = "publish";
+/// The reentrant lock kind (Redisson `RLock`).
+///
+/// Data layout (wire-compatible with Redisson): a hash at the lock name with one field
+/// `<client uuid>:<owner id>` holding the hold count; the key's TTL is the lease or the watchdog
+/// timeout; a full release publishes `0` on `redisson_lock__channel:{name}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reentrant {}
 
-/// The reentrant lock as the engine sees it: name, channel, scripts.
-pub(crate) struct Reentrant {
+impl Sealed for Reentrant {}
+impl Kind for Reentrant {
+    const NAME: &'static str = "reentrant";
+}
+
+/// A reentrant distributed lock (Redisson `RLock`); see [`Lock`] for the methods.
+pub type RLock = Lock<Reentrant>;
+
+/// A hold of an [`RLock`].
+pub type LockGuard = Guard<Reentrant>;
+
+/// The reentrant lock's description: the hash `N` and the channel `redisson_lock__channel:{N}`.
+/// The fenced and spin locks share it.
+pub(crate) struct Desc {
     pub(crate) name: String,
     pub(crate) key: Key,
     pub(crate) channel: String,
 }
 
-impl Reentrant {
+impl Desc {
     pub(crate) fn new(raw_name: String) -> Self {
         Self {
             key: Key::from(raw_name.as_str()),
@@ -36,21 +53,18 @@ impl Reentrant {
         }
     }
 
-    /// L-ACQ: `KEYS=[N]`, `ARGV=[leaseMs, F]`.
-    pub(crate) fn acquire_script(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-    ) -> BoxFuture<'static, Result<Reply>> {
-        let keys = vec![self.key.clone()];
-        let args = vec![Value::from(lease_ms as i64), Value::from(&*field)];
-        ttl_script(core, ScriptId::Acquire, &self.name, keys, args)
+    /// L-ACQ: `KEYS = [N]`, `ARGV = [lease, field]`.
+    pub(crate) fn acquire_call(&self, req: AcquireRequest<'_>) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::Acquire,
+            vec![self.key.clone()],
+            vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
+        )
     }
 }
 
-impl LockKind for Reentrant {
-    fn raw_name(&self) -> &str {
+impl Protocol for Desc {
+    fn name(&self) -> &str {
         &self.name
     }
 
@@ -58,79 +72,94 @@ impl LockKind for Reentrant {
         Waiting::Channel(self.channel.clone())
     }
 
-    fn attempt(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        _queue_ms: Option<u64>,
-    ) -> BoxFuture<'static, Result<Reply>> {
-        self.acquire_script(core, field, lease_ms)
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+        (self.acquire_call(req), AcquireReply::NilOrPttl)
     }
 
-    fn release(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        request_id: Arc<str>,
-    ) -> BoxFuture<'static, Result<Option<i64>>> {
-        let keys = vec![
-            self.key.clone(),
-            Key::from(self.channel.as_str()),
-            Key::from(names::unlock_latch(&self.name, &request_id)),
-        ];
-        let args = vec![
-            Value::from("0"),
-            Value::from(lease_ms as i64),
-            Value::from(&*field),
-            Value::from(PUBLISH),
-            Value::from(core.config.latch_px_ms() as i64),
-        ];
-        int_script(core, ScriptId::Release, &self.name, keys, args)
+    /// L-REL: `KEYS = [N, channel, latch]`, `ARGV = ["0", lease, field, publish, latch PX]`.
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::Release,
+            vec![
+                self.key.clone(),
+                Key::from(self.channel.as_str()),
+                Key::from(req.latch),
+            ],
+            vec![
+                Value::from("0"),
+                Value::from(req.lease_ms as i64),
+                Value::from(req.field),
+                Value::from(req.publish),
+                Value::from(req.latch_px_ms as i64),
+            ],
+        )
     }
 
-    fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        let keys = vec![self.key.clone(), Key::from(self.channel.as_str())];
-        let args = vec![Value::from("0"), Value::from(PUBLISH)];
-        flag_script(core, ScriptId::ForceUnlock, &self.name, keys, args)
+    fn renewal(&self) -> RenewalShape {
+        RenewalShape::per_hold(&self.name)
+    }
+
+    /// L-FORCE: `KEYS = [N, channel]`, `ARGV = ["0", publish]`.
+    fn force_unlock(&self, publish: &str) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::ForceUnlock,
+            vec![self.key.clone(), Key::from(self.channel.as_str())],
+            vec![Value::from("0"), Value::from(publish)],
+        )
     }
 }
 
-lock_type! {
-    /// A reentrant distributed lock (Redisson `RLock`), bound to one [`Owner`].
+impl Client {
+    /// A reentrant lock handle for `name`, bound to a fresh [`Owner`].
     ///
-    /// Data layout (wire-compatible with Redisson): a hash at the lock name with one field
-    /// `<client uuid>:<owner id>` holding the hold count; the key's TTL is the lease or the
-    /// watchdog timeout; a full release publishes `0` on `redisson_lock__channel:{name}`.
-    ///
-    /// # Owners
-    /// The handle acts as one owner (one Java thread): its acquisitions re-enter, and handles
-    /// with different owners exclude each other even on the same OS thread.
-    /// [`Client::get_lock`] binds a fresh owner, so give each task its own handle. Sharing one
-    /// handle (e.g. in an `Arc`) between tasks makes them one owner that re-enters — only do
-    /// that on purpose.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-    /// use std::time::Duration;
-    /// let lock = client.get_lock("invoice:42");
-    /// if let Some(guard) = lock.try_lock_for(Duration::from_secs(2)).await? {
-    ///     assert_eq!(lock.hold_count().await?, 1);
-    ///     let again = lock.lock().await?;       // same owner: re-entry
-    ///     assert_eq!(lock.hold_count().await?, 2);
-    ///     drop(again);
-    ///     guard.unlock().await?;
-    /// }
-    /// # Ok(()) }
-    /// ```
-    RLock
+    /// One handle is one logical owner (like one Java thread): acquisitions through the same
+    /// handle re-enter, acquisitions through different handles exclude each other, even on the
+    /// same OS thread. Give each task its own handle; the call is cheap.
+    pub fn get_lock(&self, name: &str) -> RLock {
+        self.get_lock_with_owner(name, Owner::new())
+    }
+
+    /// A reentrant lock handle for `name` acting as `owner` (Redisson's explicit `threadId`).
+    pub fn get_lock_with_owner(&self, name: &str, owner: Owner) -> RLock {
+        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
+            Arc::new(Desc::new(raw))
+        }))
+    }
 }
 
-impl RLock {
-    pub(crate) fn new(client: Client, name: &str, owner: Owner) -> Self {
-        RLock {
-            handle: LockHandle::new(client, name, owner, |raw| Arc::new(Reentrant::new(raw))),
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::{lock::kind::Mode, scripts::tests::assert_matches_header};
+
+    pub(crate) fn release_req(field: &str) -> ReleaseRequest<'_> {
+        ReleaseRequest {
+            field,
+            lease_ms: 30_000,
+            latch: "redisson_unlock_latch:{n}:ab",
+            latch_px_ms: 16_000,
+            publish: "publish",
         }
+    }
+
+    #[test]
+    fn calls_match_the_script_headers_and_the_spec_layout() {
+        let d = Desc::new("n".into());
+        let req = AcquireRequest {
+            field: "u:1",
+            lease_ms: 30_000,
+            mode: Mode::Once,
+        };
+        let (acq, reply) = d.acquire(req);
+        assert_eq!(reply, AcquireReply::NilOrPttl);
+        assert_matches_header(&acq);
+        assert_eq!(acq.args, vec![Value::from(30_000i64), Value::from("u:1")]);
+        let rel = d.release(release_req("u:1"));
+        assert_matches_header(&rel);
+        assert_eq!(rel.keys[1], Key::from("redisson_lock__channel:{n}"));
+        assert_eq!(rel.args[3], Value::from("publish"));
+        assert_matches_header(&d.force_unlock("publish"));
+        assert_eq!(d.renewal(), RenewalShape::per_hold("n"));
+        assert!(d.give_up("u:1", 5).is_none());
     }
 }

@@ -6,30 +6,62 @@
 use std::sync::Arc;
 
 use fred::types::{Key, Value};
-use futures::future::BoxFuture;
 
 use super::{
-    engine::{flag_script, int_script, ttl_script, LockKind, Reply, Waiting},
-    handle::{lock_type, LockHandle},
-    reentrant::PUBLISH,
+    front::{Handle, Lock},
+    guard::Guard,
+    kind::{
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
+        Waiting,
+    },
 };
 use crate::{
-    client::{Client, Core},
-    error::Result,
+    client::Client,
     names,
     owner::Owner,
-    scripts::ScriptId,
-    watchdog::Renewal,
+    scripts::{ScriptCall, ScriptId},
+    watchdog::{Layout, RenewalShape},
 };
 
+/// The read half of a read-write lock: shared with other readers, excluded by a writer (except
+/// the writer's own owner, which may also read). Each read hold has its own timeout key
+/// `{N}:<uuid>:<id>:rwlock_timeout:<k>`, named exactly as Redisson names them so a Java reader's
+/// release sees Rust readers as alive; the watchdog renews them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Read {}
+
+/// The write half of a read-write lock: exclusive. Its owner field is `<uuid>:<id>:write`.
+/// Re-entry adds the lease to the remaining TTL; releasing the last write hold while still
+/// reading downgrades the lock to read mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Write {}
+
+impl Sealed for Read {}
+impl Kind for Read {
+    const NAME: &'static str = "read";
+}
+impl Sealed for Write {}
+impl Kind for Write {
+    const NAME: &'static str = "write";
+}
+
+/// The read half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
+pub type ReadLock = Lock<Read>;
+/// The write half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
+pub type WriteLock = Lock<Write>;
+/// A hold of a [`ReadLock`].
+pub type ReadGuard = Guard<Read>;
+/// A hold of a [`WriteLock`].
+pub type WriteGuard = Guard<Write>;
+
 /// Names shared by both halves.
-struct RwNames {
+struct Names {
     name: String,
     key: Key,
     channel: String,
 }
 
-impl RwNames {
+impl Names {
     fn new(raw: String) -> Self {
         Self {
             key: Key::from(raw.as_str()),
@@ -38,51 +70,39 @@ impl RwNames {
         }
     }
 
-    /// `{N}` (or `N` when it contains `{`): the base of the read timeout keys.
-    fn prefix(&self) -> String {
-        if self.name.contains('{') {
-            self.name.clone()
-        } else {
-            format!("{{{}}}", self.name)
-        }
-    }
-
     /// `TP(F)` = `{N}:F:rwlock_timeout`.
-    fn timeout_base(&self, field: &str) -> String {
-        names::suffix_name(&self.name, &format!("{field}:rwlock_timeout"))
-    }
-
-    fn force_unlock(
-        &self,
-        core: Arc<Core>,
-        message: &'static str,
-        mode: &'static str,
-    ) -> BoxFuture<'static, Result<bool>> {
-        let keys = vec![self.key.clone(), Key::from(self.channel.as_str())];
-        let args = vec![
-            Value::from(message),
-            Value::from(PUBLISH),
-            Value::from(mode),
-        ];
-        flag_script(core, ScriptId::RwForceUnlock, &self.name, keys, args)
-    }
-
-    fn is_locked(&self, core: Arc<Core>, mode: &'static str) -> BoxFuture<'static, Result<bool>> {
-        let keys = vec![self.key.clone()];
-        flag_script(
-            core,
-            ScriptId::RwIsLocked,
+    fn timeout_base(&self, field: &str) -> Key {
+        Key::from(names::suffix_name(
             &self.name,
-            keys,
-            vec![mode.into()],
+            &format!("{field}:rwlock_timeout"),
+        ))
+    }
+
+    fn force_unlock(&self, message: &'static str, mode: &'static str, publish: &str) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::RwForceUnlock,
+            vec![self.key.clone(), Key::from(self.channel.as_str())],
+            vec![
+                Value::from(message),
+                Value::from(publish),
+                Value::from(mode),
+            ],
         )
     }
+
+    fn is_locked(&self, mode: &'static str) -> Query {
+        Query::Script(ScriptCall::new(
+            ScriptId::RwIsLocked,
+            vec![self.key.clone()],
+            vec![Value::from(mode)],
+        ))
+    }
 }
 
-pub(crate) struct Read(RwNames);
+struct ReadDesc(Names);
 
-impl LockKind for Read {
-    fn raw_name(&self) -> &str {
+impl Protocol for ReadDesc {
+    fn name(&self) -> &str {
         &self.0.name
     }
 
@@ -90,131 +110,116 @@ impl LockKind for Read {
         Waiting::Channel(self.0.channel.clone())
     }
 
-    fn attempt(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        _queue_ms: Option<u64>,
-    ) -> BoxFuture<'static, Result<Reply>> {
-        let keys = vec![self.0.key.clone(), Key::from(self.0.timeout_base(&field))];
-        let args = vec![
-            Value::from(lease_ms as i64),
-            Value::from(&*field),
-            Value::from(format!("{field}:write")),
-        ];
-        ttl_script(core, ScriptId::ReadAcquire, &self.0.name, keys, args)
+    /// R-ACQ: `KEYS = [N, TP(F)]`, `ARGV = [lease, F, F:write]`.
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+        let call = ScriptCall::new(
+            ScriptId::ReadAcquire,
+            vec![self.0.key.clone(), self.0.timeout_base(req.field)],
+            vec![
+                Value::from(req.lease_ms as i64),
+                Value::from(req.field),
+                Value::from(format!("{}:write", req.field)),
+            ],
+        );
+        (call, AcquireReply::NilOrPttl)
     }
 
-    fn release(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        _lease_ms: u64,
-        request_id: Arc<str>,
-    ) -> BoxFuture<'static, Result<Option<i64>>> {
-        let keys = vec![
-            self.0.key.clone(),
-            Key::from(self.0.channel.as_str()),
-            Key::from(self.0.timeout_base(&field)),
-            Key::from(self.0.prefix()),
-            Key::from(names::unlock_latch(&self.0.name, &request_id)),
-        ];
-        let args = vec![
-            Value::from("0"),
-            Value::from(&*field),
-            Value::from(PUBLISH),
-            Value::from(core.config.latch_px_ms() as i64),
-        ];
-        int_script(core, ScriptId::ReadRelease, &self.0.name, keys, args)
+    /// R-REL: `KEYS = [N, channel, TP(F), P, latch]`, `ARGV = ["0", F, publish, latch PX]`.
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::ReadRelease,
+            vec![
+                self.0.key.clone(),
+                Key::from(self.0.channel.as_str()),
+                self.0.timeout_base(req.field),
+                Key::from(names::braced(&self.0.name).as_ref()),
+                Key::from(req.latch),
+            ],
+            vec![
+                Value::from("0"),
+                Value::from(req.field),
+                Value::from(req.publish),
+                Value::from(req.latch_px_ms as i64),
+            ],
+        )
     }
 
-    fn renewal(&self) -> Renewal {
-        Renewal::Read {
-            prefix: self.0.prefix(),
+    /// R-RENEW: one entry per lock, `KEYS += [N, P]`, `ARGV += [count, F…]`.
+    fn renewal(&self) -> RenewalShape {
+        RenewalShape {
+            script: ScriptId::ReadRenew,
+            keys: Arc::from([
+                self.0.key.clone(),
+                Key::from(names::braced(&self.0.name).as_ref()),
+            ]),
+            layout: Layout::PerLock,
         }
     }
 
-    fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        self.0.force_unlock(core, "0", "read")
+    fn force_unlock(&self, publish: &str) -> ScriptCall {
+        self.0.force_unlock("0", "read", publish)
     }
 
-    fn is_locked(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        self.0.is_locked(core, "read")
+    fn is_locked(&self) -> Query {
+        self.0.is_locked("read")
     }
 }
 
-pub(crate) struct Write(RwNames);
+struct WriteDesc(Names);
 
-impl LockKind for Write {
-    fn raw_name(&self) -> &str {
+impl Protocol for WriteDesc {
+    fn name(&self) -> &str {
         &self.0.name
     }
 
-    fn field(&self, base: &str) -> String {
-        format!("{base}:write")
+    fn owner_field(&self, base: String) -> String {
+        base + ":write"
     }
 
     fn waiting(&self, _field: &str) -> Waiting {
         Waiting::Channel(self.0.channel.clone())
     }
 
-    fn attempt(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        _queue_ms: Option<u64>,
-    ) -> BoxFuture<'static, Result<Reply>> {
-        let keys = vec![self.0.key.clone()];
-        let args = vec![Value::from(lease_ms as i64), Value::from(&*field)];
-        ttl_script(core, ScriptId::WriteAcquire, &self.0.name, keys, args)
+    /// W-ACQ: `KEYS = [N]`, `ARGV = [lease, F:write]`.
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+        let call = ScriptCall::new(
+            ScriptId::WriteAcquire,
+            vec![self.0.key.clone()],
+            vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
+        );
+        (call, AcquireReply::NilOrPttl)
     }
 
-    fn release(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        request_id: Arc<str>,
-    ) -> BoxFuture<'static, Result<Option<i64>>> {
-        let keys = vec![
-            self.0.key.clone(),
-            Key::from(self.0.channel.as_str()),
-            Key::from(names::unlock_latch(&self.0.name, &request_id)),
-        ];
-        let args = vec![
-            Value::from("1"),
-            Value::from(lease_ms as i64),
-            Value::from(&*field),
-            Value::from(PUBLISH),
-            Value::from(core.config.latch_px_ms() as i64),
-        ];
-        int_script(core, ScriptId::WriteRelease, &self.0.name, keys, args)
+    /// W-REL: `KEYS = [N, channel, latch]`, `ARGV = ["1", lease, F:write, publish, latch PX]`.
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::WriteRelease,
+            vec![
+                self.0.key.clone(),
+                Key::from(self.0.channel.as_str()),
+                Key::from(req.latch),
+            ],
+            vec![
+                Value::from("1"),
+                Value::from(req.lease_ms as i64),
+                Value::from(req.field),
+                Value::from(req.publish),
+                Value::from(req.latch_px_ms as i64),
+            ],
+        )
     }
 
-    fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        self.0.force_unlock(core, "1", "write")
+    fn renewal(&self) -> RenewalShape {
+        RenewalShape::per_hold(&self.0.name)
     }
 
-    fn is_locked(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        self.0.is_locked(core, "write")
+    fn force_unlock(&self, publish: &str) -> ScriptCall {
+        self.0.force_unlock("1", "write", publish)
     }
-}
 
-lock_type! {
-    /// The read half of a [`ReadWriteLock`]: shared with other readers, excluded by a writer
-    /// (except the writer's own owner, which may also read). Each read hold has its own
-    /// timeout key `{N}:<uuid>:<id>:rwlock_timeout:<k>`, named exactly as Redisson names them so
-    /// a Java reader's release sees Rust readers as alive; the watchdog renews them.
-    ReadLock
-}
-
-lock_type! {
-    /// The write half of a [`ReadWriteLock`]: exclusive. Its owner field is
-    /// `<uuid>:<id>:write`. Re-entry adds the lease to the remaining TTL; releasing the last
-    /// write hold while still reading downgrades the lock to read mode.
-    WriteLock
+    fn is_locked(&self) -> Query {
+        self.0.is_locked("write")
+    }
 }
 
 /// A read-write lock (Redisson `RReadWriteLock`). Both halves act as the same owner, so an
@@ -224,9 +229,9 @@ lock_type! {
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
 /// let rw = client.get_read_write_lock("catalog");
-/// let r = rw.read_lock().lock().await?;     // many readers at once
+/// let r = rw.read_lock().lock().await?; // many readers at once
 /// drop(r);
-/// let w = rw.write_lock().lock().await?;    // exclusive
+/// let w = rw.write_lock().lock().await?; // exclusive
 /// w.unlock().await?;
 /// # Ok(()) }
 /// ```
@@ -237,21 +242,6 @@ pub struct ReadWriteLock {
 }
 
 impl ReadWriteLock {
-    pub(crate) fn new(client: Client, name: &str, owner: Owner) -> Self {
-        ReadWriteLock {
-            read: ReadLock {
-                handle: LockHandle::new(client.clone(), name, owner, |raw| {
-                    Arc::new(Read(RwNames::new(raw)))
-                }),
-            },
-            write: WriteLock {
-                handle: LockHandle::new(client, name, owner, |raw| {
-                    Arc::new(Write(RwNames::new(raw)))
-                }),
-            },
-        }
-    }
-
     /// The read half.
     pub fn read_lock(&self) -> &ReadLock {
         &self.read
@@ -260,5 +250,86 @@ impl ReadWriteLock {
     /// The write half.
     pub fn write_lock(&self) -> &WriteLock {
         &self.write
+    }
+
+    /// Both halves, owned (e.g. to make them parts of a [`MultiLock`](crate::MultiLock)).
+    pub fn into_parts(self) -> (ReadLock, WriteLock) {
+        (self.read, self.write)
+    }
+
+    /// The read half, owned.
+    pub fn into_read_lock(self) -> ReadLock {
+        self.read
+    }
+
+    /// The write half, owned.
+    pub fn into_write_lock(self) -> WriteLock {
+        self.write
+    }
+}
+
+impl Client {
+    /// A read-write lock for `name`; both halves act as one fresh [`Owner`].
+    pub fn get_read_write_lock(&self, name: &str) -> ReadWriteLock {
+        self.get_read_write_lock_with_owner(name, Owner::new())
+    }
+
+    /// A read-write lock whose halves act as `owner`.
+    pub fn get_read_write_lock_with_owner(&self, name: &str, owner: Owner) -> ReadWriteLock {
+        ReadWriteLock {
+            read: Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
+                Arc::new(ReadDesc(Names::new(raw)))
+            })),
+            write: Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
+                Arc::new(WriteDesc(Names::new(raw)))
+            })),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        lock::{kind::Mode, reentrant::tests::release_req},
+        scripts::tests::assert_matches_header,
+    };
+
+    #[test]
+    fn read_and_write_calls_match_their_headers_and_the_suffix_rule() {
+        let read = ReadDesc(Names::new("n".into()));
+        let req = AcquireRequest {
+            field: "u:1",
+            lease_ms: 10,
+            mode: Mode::Once,
+        };
+        let (acq, _) = read.acquire(req);
+        assert_matches_header(&acq);
+        assert_eq!(acq.keys[1], Key::from("{n}:u:1:rwlock_timeout"));
+        assert_eq!(acq.args[2], Value::from("u:1:write"));
+        let rel = read.release(release_req("u:1"));
+        assert_matches_header(&rel);
+        assert_eq!(rel.keys[3], Key::from("{n}"));
+        assert_eq!(
+            read.renewal().keys.to_vec(),
+            vec![Key::from("n"), Key::from("{n}")]
+        );
+        assert_matches_header(&read.force_unlock("publish"));
+
+        let braced = ReadDesc(Names::new("{t}:n".into()));
+        assert_eq!(braced.renewal().keys[1], Key::from("{t}:n"));
+
+        let write = WriteDesc(Names::new("n".into()));
+        assert_eq!(write.owner_field("u:1".into()), "u:1:write");
+        let (acq, _) = write.acquire(req);
+        assert_matches_header(&acq);
+        let rel = write.release(release_req("u:1:write"));
+        assert_matches_header(&rel);
+        assert_eq!(rel.args[0], Value::from("1"));
+        assert_eq!(rel.keys[1], Key::from("redisson_rwlock:{n}"));
+        match write.is_locked() {
+            Query::Script(call) => assert_matches_header(&call),
+            other => panic!("{other:?}"),
+        }
     }
 }

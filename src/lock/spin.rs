@@ -4,29 +4,47 @@
 use std::sync::Arc;
 
 use fred::types::{Key, Value};
-use futures::future::BoxFuture;
 
 use super::{
     backoff::BackOff,
-    engine::{flag_script, int_script, LockKind, Reply, Waiting},
-    handle::{lock_type, LockHandle},
-    reentrant::Reentrant,
+    front::{Handle, Lock},
+    guard::Guard,
+    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    reentrant,
 };
 use crate::{
-    client::{Client, Core},
-    error::Result,
-    names,
+    client::Client,
     owner::Owner,
-    scripts::ScriptId,
+    scripts::{ScriptCall, ScriptId},
+    watchdog::RenewalShape,
 };
 
-pub(crate) struct Spin {
-    base: Reentrant,
+/// The spin lock kind (Redisson `RSpinLock`): the same hash, field and TTL as
+/// [`RLock`](crate::RLock), but it never publishes and never subscribes; a waiter sleeps a
+/// [`BackOff`] step between attempts (default: exponential 1 ms → 128 ms, ×2, with jitter).
+/// Useful where pub/sub is unavailable; the number of Redis calls per wait is bounded by the
+/// back-off schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Spin {}
+
+impl Sealed for Spin {}
+impl Kind for Spin {
+    const NAME: &'static str = "spin";
+}
+
+/// A spin lock handle; see [`Lock`] for the methods and [`Spin`] for the waiting.
+pub type SpinLock = Lock<Spin>;
+
+/// A hold of a [`SpinLock`].
+pub type SpinGuard = Guard<Spin>;
+
+struct Desc {
+    base: reentrant::Desc,
     backoff: BackOff,
 }
 
-impl LockKind for Spin {
-    fn raw_name(&self) -> &str {
+impl Protocol for Desc {
+    fn name(&self) -> &str {
         &self.base.name
     }
 
@@ -34,64 +52,69 @@ impl LockKind for Spin {
         Waiting::BackOff(self.backoff.clone())
     }
 
-    fn attempt(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        _queue_ms: Option<u64>,
-    ) -> BoxFuture<'static, Result<Reply>> {
-        self.base.acquire_script(core, field, lease_ms)
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+        (self.base.acquire_call(req), AcquireReply::NilOrPttl)
     }
 
-    fn release(
-        &self,
-        core: Arc<Core>,
-        field: Arc<str>,
-        lease_ms: u64,
-        request_id: Arc<str>,
-    ) -> BoxFuture<'static, Result<Option<i64>>> {
-        let keys = vec![
-            self.base.key.clone(),
-            Key::from(names::unlock_latch(&self.base.name, &request_id)),
-        ];
-        let args = vec![
-            Value::from(lease_ms as i64),
-            Value::from(&*field),
-            Value::from(core.config.latch_px_ms() as i64),
-        ];
-        int_script(core, ScriptId::SpinRelease, &self.base.name, keys, args)
+    /// `KEYS = [N, latch]`, `ARGV = [lease, field, latch PX]` (no message).
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::SpinRelease,
+            vec![self.base.key.clone(), Key::from(req.latch)],
+            vec![
+                Value::from(req.lease_ms as i64),
+                Value::from(req.field),
+                Value::from(req.latch_px_ms as i64),
+            ],
+        )
     }
 
-    fn force_unlock(&self, core: Arc<Core>) -> BoxFuture<'static, Result<bool>> {
-        let keys = vec![self.base.key.clone()];
-        flag_script(
-            core,
+    fn renewal(&self) -> RenewalShape {
+        self.base.renewal()
+    }
+
+    /// `KEYS = [N]` (no message).
+    fn force_unlock(&self, _publish: &str) -> ScriptCall {
+        ScriptCall::new(
             ScriptId::SpinForceUnlock,
-            &self.base.name,
-            keys,
+            vec![self.base.key.clone()],
             vec![],
         )
     }
 }
 
-lock_type! {
-    /// A spin lock (Redisson `RSpinLock`): the same hash, field and TTL as [`RLock`](crate::RLock),
-    /// but it never publishes and never subscribes; a waiter sleeps a [`BackOff`] step between
-    /// attempts (default: exponential 1 ms → 128 ms, ×2, with jitter). Useful where pub/sub is
-    /// unavailable; the number of Redis calls per wait is bounded by the back-off schedule.
-    SpinLock
+impl Client {
+    /// A spin lock handle for `name` with Redisson's default back-off.
+    pub fn get_spin_lock(&self, name: &str) -> SpinLock {
+        self.get_spin_lock_with(name, Owner::new(), BackOff::default())
+    }
+
+    /// A spin lock handle acting as `owner`, with the given back-off.
+    pub fn get_spin_lock_with(&self, name: &str, owner: Owner, backoff: BackOff) -> SpinLock {
+        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
+            Arc::new(Desc {
+                base: reentrant::Desc::new(raw),
+                backoff,
+            })
+        }))
+    }
 }
 
-impl SpinLock {
-    pub(crate) fn new(client: Client, name: &str, owner: Owner, backoff: BackOff) -> Self {
-        SpinLock {
-            handle: LockHandle::new(client, name, owner, |raw| {
-                Arc::new(Spin {
-                    base: Reentrant::new(raw),
-                    backoff,
-                })
-            }),
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{lock::reentrant::tests::release_req, scripts::tests::assert_matches_header};
+
+    #[test]
+    fn spin_calls_never_publish_and_match_their_headers() {
+        let d = Desc {
+            base: reentrant::Desc::new("n".into()),
+            backoff: BackOff::default(),
+        };
+        let rel = d.release(release_req("u:1"));
+        assert_matches_header(&rel);
+        assert!(!rel.args.contains(&Value::from("publish")));
+        assert_matches_header(&d.force_unlock("publish"));
+        assert!(matches!(d.waiting("u:1"), Waiting::BackOff(_)));
     }
 }

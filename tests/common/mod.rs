@@ -186,7 +186,7 @@ where
 
 /// Acquires one hold for one owner (each owner of a stress run gets its own closure).
 pub type Acquire = Box<
-    dyn Fn() -> futures::future::BoxFuture<'static, redisson_lock::Result<redisson_lock::LockGuard>>
+    dyn Fn() -> futures::future::BoxFuture<'static, redisson_lock::Result<redisson_lock::AnyGuard>>
         + Send
         + Sync,
 >;
@@ -243,7 +243,8 @@ macro_rules! acquire_with {
         let lock = std::sync::Arc::new($lock);
         Box::new(move || {
             let $l = lock.clone();
-            Box::pin(async move { $body.await }) as futures::future::BoxFuture<'static, _>
+            Box::pin(async move { $body.await.map(|g| g.erase()) })
+                as futures::future::BoxFuture<'static, _>
         }) as common::Acquire
     }};
 }

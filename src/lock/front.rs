@@ -1,0 +1,459 @@
+//! The generic front end: [`Lock<K>`] for every kind, written once, over a non-generic
+//! [`Handle`] that the blocking facade and the multi-locks share.
+
+use std::{
+    marker::PhantomData,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use super::{
+    engine::{self, Wait},
+    guard::{Guard, Held},
+    hold::Hold,
+    kind::{decode_flag, Kind, Protocol, Query, Release},
+};
+use crate::{
+    client::Client,
+    config::lease_millis,
+    error::{Error, Result},
+    owner::Owner,
+    ttl::Ttl,
+};
+
+/// Result of one unlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnlockOutcome {
+    /// One hold was released; the owner still holds the lock (re-entrant count > 0).
+    StillHeld,
+    /// The last hold was released; the lock is free and waiters were woken.
+    Released,
+}
+
+/// One lock bound to one owner, whatever its kind.
+pub(crate) struct Handle {
+    client: Client,
+    proto: Arc<dyn Protocol>,
+    user_name: String,
+    owner: Owner,
+    field: Arc<str>,
+    /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
+    /// this handle, else the watchdog timeout. Re-armed by a partial `unlock()`.
+    internal_lease_ms: AtomicU64,
+    invalid: Option<&'static str>,
+}
+
+impl Handle {
+    /// `make` receives the raw (mapped) name.
+    pub(crate) fn new(
+        client: Client,
+        name: &str,
+        owner: Owner,
+        make: impl FnOnce(String) -> Arc<dyn Protocol>,
+    ) -> Self {
+        let raw = client.map_name(name);
+        let invalid = (name.is_empty() || raw.is_empty()).then_some("lock name must not be empty");
+        let proto = make(raw);
+        let field: Arc<str> = proto.owner_field(client.owner_field(owner)).into();
+        let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
+        Self {
+            client,
+            proto,
+            user_name: name.to_owned(),
+            owner,
+            field,
+            internal_lease_ms,
+            invalid,
+        }
+    }
+
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
+    }
+    pub(crate) fn owner(&self) -> Owner {
+        self.owner
+    }
+    pub(crate) fn raw_name(&self) -> &str {
+        self.proto.name()
+    }
+
+    fn check(&self) -> Result<()> {
+        match self.invalid {
+            Some(m) => Err(Error::InvalidArgument(m.to_owned())),
+            None => Ok(()),
+        }
+    }
+
+    fn field_for(&self, owner: Owner) -> Arc<str> {
+        if owner == self.owner {
+            self.field.clone()
+        } else {
+            self.proto
+                .owner_field(self.client.owner_field(owner))
+                .into()
+        }
+    }
+
+    fn hold(&self, owner: Owner, lease_ms: u64) -> Hold {
+        Hold {
+            client: self.client.clone(),
+            proto: self.proto.clone(),
+            field: self.field_for(owner),
+            lease_ms,
+        }
+    }
+
+    /// Acquires as `owner`. `wait`: `None` without limit, zero = one attempt.
+    pub(crate) async fn acquire_as(
+        &self,
+        owner: Owner,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<Held>> {
+        self.check()?;
+        let lease_ms = match lease {
+            Some(l) => lease_millis(l)?,
+            None => self.client.watchdog_ms(),
+        };
+        // A queueing kind waits in line for the caller's wait time, else the configured
+        // per-waiter timeout (Redisson's threadWaitTime).
+        let queue_ms = match wait {
+            Some(w) if !w.is_zero() => w.as_millis().min(u128::from(crate::MAX_MILLIS)) as u64,
+            _ => self.client.config().fair_lock_wait_timeout.as_millis() as u64,
+        };
+        let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
+        let hold = self.hold(owner, lease_ms);
+        let acquired = engine::acquire(&hold, wait, queue_ms).await?;
+        Ok(acquired.map(|a| {
+            if lease.is_some() {
+                self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);
+            }
+            Held::new(a, owner, lease.is_none())
+        }))
+    }
+
+    /// Releases one hold of `owner` (the Java style, without a guard).
+    pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
+        self.check()?;
+        let hold = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
+        self.client.watchdog().deregister(hold.name(), &hold.field);
+        match hold.release().await? {
+            Release::NotHeld => Err(Error::NotHeld {
+                lock: hold.name().to_owned(),
+                owner: hold.field.to_string(),
+            }),
+            Release::StillHeld => Ok(UnlockOutcome::StillHeld),
+            Release::Released => {
+                self.internal_lease_ms
+                    .store(self.client.watchdog_ms(), Ordering::Relaxed);
+                Ok(UnlockOutcome::Released)
+            }
+        }
+    }
+
+    pub(crate) async fn hold_count_as(&self, owner: Owner) -> Result<u64> {
+        self.check()?;
+        let field = self.field_for(owner);
+        self.client.core().hold_count(self.raw_name(), &field).await
+    }
+
+    pub(crate) async fn is_held_as(&self, owner: Owner) -> Result<bool> {
+        self.check()?;
+        let field = self.field_for(owner);
+        self.client.core().has_field(self.raw_name(), &field).await
+    }
+
+    pub(crate) async fn force_unlock(&self) -> Result<bool> {
+        self.check()?;
+        self.client.watchdog().remove_lock(self.raw_name());
+        let call = self
+            .proto
+            .force_unlock(self.client.config().publish_command());
+        let reply = self.client.core().run(call, self.raw_name()).await?;
+        self.internal_lease_ms
+            .store(self.client.watchdog_ms(), Ordering::Relaxed);
+        decode_flag(reply, self.raw_name())
+    }
+
+    pub(crate) async fn is_locked(&self) -> Result<bool> {
+        self.check()?;
+        let core = self.client.core();
+        match self.proto.is_locked() {
+            Query::Exists(key) => core.exists(&key, self.raw_name()).await,
+            Query::Script(call) => {
+                decode_flag(core.run(call, self.raw_name()).await?, self.raw_name())
+            }
+        }
+    }
+
+    pub(crate) async fn remaining_ttl(&self) -> Result<Ttl> {
+        self.check()?;
+        self.client.core().ttl(self.raw_name()).await
+    }
+}
+
+/// A distributed lock of kind `K`, bound to one [`Owner`]. The aliases name the kinds:
+/// [`RLock`](crate::RLock), [`FairLock`](crate::FairLock), [`ReadLock`](crate::ReadLock) and
+/// [`WriteLock`](crate::WriteLock) (the halves of a [`ReadWriteLock`](crate::ReadWriteLock)),
+/// [`FencedLock`](crate::FencedLock), [`SpinLock`](crate::SpinLock). Every kind has the methods
+/// below; kind-specific ones (e.g. [`FencedLock::token`](Lock::<crate::Fenced>::token)) are on
+/// that kind.
+///
+/// # Owners
+/// A handle acts as one owner (one Java thread): its acquisitions re-enter, and handles with
+/// different owners exclude each other even on the same OS thread. The `Client::get_*` methods
+/// bind a fresh owner, so give each task its own handle (the call is cheap). Sharing one handle
+/// (e.g. in an `Arc`) between tasks makes them one owner that re-enters — only do that on
+/// purpose.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use std::time::Duration;
+/// let lock = client.get_lock("invoice:42");
+/// if let Some(guard) = lock.try_lock_for(Duration::from_secs(2)).await? {
+///     assert_eq!(lock.hold_count().await?, 1);
+///     let again = lock.lock().await?; // same owner: re-entry
+///     assert_eq!(lock.hold_count().await?, 2);
+///     drop(again);
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub struct Lock<K: Kind> {
+    pub(crate) handle: Handle,
+    _kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Kind> std::fmt::Debug for Lock<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lock")
+            .field("kind", &K::NAME)
+            .field("name", &self.raw_name())
+            .field("owner", &self.owner_field())
+            .finish()
+    }
+}
+
+impl<K: Kind> Lock<K> {
+    pub(crate) fn from_handle(handle: Handle) -> Self {
+        Self {
+            handle,
+            _kind: PhantomData,
+        }
+    }
+
+    async fn acquire(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<Guard<K>>> {
+        let held = self
+            .handle
+            .acquire_as(self.handle.owner, lease, wait)
+            .await?;
+        Ok(held.map(Guard::new))
+    }
+
+    /// The user-facing name (before the name mapper).
+    pub fn name(&self) -> &str {
+        &self.handle.user_name
+    }
+
+    /// The raw name in Redis (after the name mapper).
+    pub fn raw_name(&self) -> &str {
+        self.handle.raw_name()
+    }
+
+    /// The owner this handle acts as.
+    pub fn owner(&self) -> Owner {
+        self.handle.owner
+    }
+
+    /// The hash field this handle's owner writes (`<client uuid>:<owner id>`, plus `:write` for
+    /// a write lock).
+    pub fn owner_field(&self) -> &str {
+        &self.handle.field
+    }
+
+    /// Waits without limit and acquires in watchdog mode: the key's TTL is the watchdog
+    /// timeout and the watchdog renews it until the guard is released.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) for an empty name,
+    /// [`WrongType`](Error::WrongType) if the key holds another type, a Redis or connection
+    /// error, [`Shutdown`](Error::Shutdown) after the client was shut down.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: if the future is dropped, no subscription, queue entry, watchdog
+    /// registration or hold is left behind (an acquisition that completes after the drop is
+    /// released at once).
+    pub async fn lock(&self) -> Result<Guard<K>> {
+        self.acquire(None, None).await.map(unbounded)
+    }
+
+    /// Waits without limit and acquires with a fixed lease: the lock expires after `lease`
+    /// unless released earlier; no watchdog.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock); a zero or overflowing lease is
+    /// [`InvalidArgument`](Error::InvalidArgument).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn lock_with_lease(&self, lease: Duration) -> Result<Guard<K>> {
+        self.acquire(Some(lease), None).await.map(unbounded)
+    }
+
+    /// One attempt, no waiting: `Ok(None)` if another owner holds the lock. Watchdog mode.
+    ///
+    /// Returns `Result<Option<_>>` rather than tokio's `Result<_, TryLockError>` because here a
+    /// busy lock and a Redis failure are different things: `?` propagates the failure and the
+    /// `Option` says whether the lock was free.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock(&self) -> Result<Option<Guard<K>>> {
+        self.acquire(None, Some(Duration::ZERO)).await
+    }
+
+    /// Waits at most `wait` (zero: one attempt; `Duration::MAX`: without limit). Watchdog
+    /// mode.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<Guard<K>>> {
+        self.acquire(None, Some(wait)).await
+    }
+
+    /// Waits at most `wait`, then holds for at most `lease` (no watchdog).
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](Self::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
+    pub async fn try_lock_with_lease(
+        &self,
+        wait: Duration,
+        lease: Duration,
+    ) -> Result<Option<Guard<K>>> {
+        self.acquire(Some(lease), Some(wait)).await
+    }
+
+    /// Releases one hold of this handle's owner (the Java style; guards do this on drop). A
+    /// partial release re-arms the TTL to the latest lease used through this handle.
+    ///
+    /// # Errors
+    /// [`NotHeld`](Error::NotHeld) if the owner does not hold the lock; a Redis or connection
+    /// error after the configured retries.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the release may or may not have reached Redis (a later
+    /// `unlock` then finds the count one lower); watchdog renewal of this hold has stopped.
+    pub async fn unlock(&self) -> Result<UnlockOutcome> {
+        self.handle.unlock_as(self.handle.owner).await
+    }
+
+    /// Deletes the lock whoever holds it and wakes waiters; `true` if it was locked. Holders in
+    /// this client are told their lock is lost; others learn it at their next renewal.
+    ///
+    /// # Errors
+    /// A Redis or connection error; [`WrongType`](Error::WrongType) for a key of another type
+    /// (nothing is deleted then).
+    ///
+    /// # Cancel safety
+    /// If the future is dropped the deletion may or may not have happened.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        self.handle.force_unlock().await
+    }
+
+    /// `true` if any owner holds the lock.
+    ///
+    /// # Errors
+    /// A Redis or connection error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn is_locked(&self) -> Result<bool> {
+        self.handle.is_locked().await
+    }
+
+    /// `true` if this handle's owner holds the lock.
+    ///
+    /// # Errors
+    /// A Redis or connection error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn is_held_by_current(&self) -> Result<bool> {
+        self.handle.is_held_as(self.handle.owner).await
+    }
+
+    /// This handle's owner's hold count (0 if not held).
+    ///
+    /// # Errors
+    /// A Redis or connection error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn hold_count(&self) -> Result<u64> {
+        self.handle.hold_count_as(self.handle.owner).await
+    }
+
+    /// Remaining time to live of the lock key.
+    ///
+    /// # Errors
+    /// A Redis or connection error.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (a read).
+    pub async fn remaining_ttl(&self) -> Result<Ttl> {
+        self.handle.remaining_ttl().await
+    }
+}
+
+fn unbounded<T>(acquired: Option<T>) -> T {
+    acquired.expect("an unbounded wait only ends by acquiring")
+}
+
+/// One part of a [`MultiLock`](crate::MultiLock) or [`RedLock`](crate::RedLock): a lock of any
+/// kind, converted with `.into()`.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{LockPart, MultiLock};
+/// let rw = client.get_read_write_lock("catalog");
+/// let parts: Vec<LockPart> = vec![client.get_lock("a").into(), rw.into_write_lock().into()];
+/// let multi = MultiLock::new(parts)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LockPart {
+    pub(crate) handle: Handle,
+}
+
+impl<K: Kind> From<Lock<K>> for LockPart {
+    fn from(lock: Lock<K>) -> Self {
+        LockPart {
+            handle: lock.handle,
+        }
+    }
+}
+
+impl std::fmt::Debug for Handle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handle")
+            .field("name", &self.raw_name())
+            .field("owner", &self.field)
+            .finish()
+    }
+}

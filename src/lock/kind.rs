@@ -1,0 +1,261 @@
+//! What a lock kind is: a description of its keys, scripts and channel ([`Protocol`]), and the
+//! typed replies the engine gets back. A kind builds [`ScriptCall`]s and never runs them; the
+//! engine runs every call and decodes the reply with the pure functions here.
+
+use std::time::Duration;
+
+use fred::types::Value;
+
+use super::backoff::BackOff;
+use crate::{core::unexpected, error::Result, scripts::ScriptCall, watchdog::RenewalShape};
+
+/// The kinds of lock: a type parameter of [`Lock`](crate::Lock) and [`Guard`](crate::Guard).
+///
+/// Sealed: the kinds are [`Reentrant`](crate::Reentrant), [`Fair`](crate::Fair),
+/// [`Read`](crate::Read), [`Write`](crate::Write), [`Fenced`](crate::Fenced),
+/// [`Spin`](crate::Spin), and [`AnyKind`](crate::AnyKind) for guards of mixed kinds.
+pub trait Kind: sealed::Sealed + Send + Sync + 'static {
+    /// The kind's name in logs and `Debug` output (`"reentrant"`, `"fair"`, ...).
+    const NAME: &'static str;
+}
+
+pub(crate) mod sealed {
+    /// Keeps [`Kind`](super::Kind) closed to this crate.
+    pub trait Sealed {}
+}
+
+/// A guard or lock part of any kind (type-erased), e.g. the parts of a
+/// [`MultiLock`](crate::MultiLock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AnyKind {}
+
+impl sealed::Sealed for AnyKind {}
+impl Kind for AnyKind {
+    const NAME: &'static str = "any";
+}
+
+/// How the caller of an acquisition waits, as the kinds that care see it: a single try, or a
+/// waiter prepared to wait that may queue (the fair lock enqueues for `queue_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// One attempt; never join a queue.
+    Once,
+    /// A waiting caller; a queueing kind keeps its place for `queue_ms` between attempts.
+    Queued {
+        /// The per-waiter queue timeout (Redisson's `threadWaitTime`).
+        queue_ms: u64,
+    },
+}
+
+/// What an acquisition attempt needs to know.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AcquireRequest<'a> {
+    pub(crate) field: &'a str,
+    pub(crate) lease_ms: u64,
+    pub(crate) mode: Mode,
+}
+
+/// What a release needs to know.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReleaseRequest<'a> {
+    pub(crate) field: &'a str,
+    /// The lease re-armed on a partial release.
+    pub(crate) lease_ms: u64,
+    /// This request's unlock latch key.
+    pub(crate) latch: &'a str,
+    pub(crate) latch_px_ms: u64,
+    /// The publish command passed to the script (`publish` or `spublish`).
+    pub(crate) publish: &'a str,
+}
+
+/// How the reply of an acquire script reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AcquireReply {
+    /// nil = acquired, integer = the `PTTL` of the lock.
+    NilOrPttl,
+    /// nil = acquired, 1 = not acquired (F-TRY: no TTL is reported).
+    NilOrBusy,
+    /// `{1, token}` = acquired, `{0, pttl}` = busy (the fenced lock).
+    FlagAndValue,
+}
+
+/// The outcome of one acquisition attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acquire {
+    /// Acquired (fresh or re-entry); the fencing token for a fenced lock.
+    Acquired { token: Option<u64> },
+    /// Held by someone else; `frees_in` is how long until it expires by itself, when known
+    /// (`None`: no TTL, or the script does not say).
+    Busy { frees_in: Option<Duration> },
+}
+
+/// The outcome of one release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// The caller holds no hold of the lock.
+    NotHeld,
+    /// One hold released; the owner still holds the lock.
+    StillHeld,
+    /// The last hold released; the lock is free and waiters were told.
+    Released,
+}
+
+/// How a waiter waits between attempts.
+#[derive(Debug, Clone)]
+pub(crate) enum Waiting {
+    /// Sleep on the latch of this channel, woken by unlock messages.
+    Channel(String),
+    /// Sleep the steps of a back-off schedule (no pub/sub at all).
+    BackOff(BackOff),
+}
+
+/// How "is it locked?" is answered.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Query {
+    /// The key exists.
+    Exists(String),
+    /// A script answering 1 for yes.
+    Script(ScriptCall),
+}
+
+/// A lock kind's description: its raw name, how waiters wait, and the script calls of each
+/// operation. Pure: nothing here talks to Redis.
+pub(crate) trait Protocol: Send + Sync + 'static {
+    /// The raw lock name in Redis (after the name mapper).
+    fn name(&self) -> &str;
+    /// The hash field of an owner whose base field is `<uuid>:<id>` (the write lock appends
+    /// `:write`).
+    fn owner_field(&self, base: String) -> String {
+        base
+    }
+    /// How a waiter for `field` waits.
+    fn waiting(&self, field: &str) -> Waiting;
+    /// One acquisition attempt, and how its reply reads.
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply);
+    /// Releases one hold; the reply is nil (not held), 0 (still held) or 1 (released).
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall;
+    /// Clean-up after a queued waiter gave up (only the fair lock has one).
+    fn give_up(&self, _field: &str, _queue_ms: u64) -> Option<ScriptCall> {
+        None
+    }
+    /// How the watchdog (and an explicit renewal) re-arms a hold.
+    fn renewal(&self) -> RenewalShape;
+    /// Deletes the lock whoever holds it; the reply is 1 if there was one.
+    fn force_unlock(&self, publish: &str) -> ScriptCall;
+    /// How "is it locked?" is answered (default: the key exists).
+    fn is_locked(&self) -> Query {
+        Query::Exists(self.name().to_owned())
+    }
+}
+
+/// Decodes an acquire script's reply.
+pub(crate) fn decode_acquire(shape: AcquireReply, v: Value, lock: &str) -> Result<Acquire> {
+    let frees_in = |pttl: i64| u64::try_from(pttl).ok().map(Duration::from_millis);
+    match (shape, v) {
+        (AcquireReply::NilOrPttl | AcquireReply::NilOrBusy, Value::Null) => {
+            Ok(Acquire::Acquired { token: None })
+        }
+        (AcquireReply::NilOrPttl, v) => match v.as_i64() {
+            Some(pttl) => Ok(Acquire::Busy {
+                frees_in: frees_in(pttl),
+            }),
+            None => Err(unexpected(lock, format!("{v:?}"))),
+        },
+        (AcquireReply::NilOrBusy, v) => match v.as_i64() {
+            Some(1) => Ok(Acquire::Busy { frees_in: None }),
+            _ => Err(unexpected(lock, format!("{v:?}"))),
+        },
+        (AcquireReply::FlagAndValue, v) => {
+            let pair: Vec<i64> = v
+                .convert()
+                .map_err(|e| unexpected(lock, format!("a pair expected: {e}")))?;
+            match pair.as_slice() {
+                [1, token] => Ok(Acquire::Acquired {
+                    token: Some((*token).max(0) as u64),
+                }),
+                [0, pttl] => Ok(Acquire::Busy {
+                    frees_in: frees_in(*pttl),
+                }),
+                other => Err(unexpected(lock, format!("{other:?}"))),
+            }
+        }
+    }
+}
+
+/// Decodes a release script's reply.
+pub(crate) fn decode_release(v: Value, lock: &str) -> Result<Release> {
+    match v {
+        Value::Null => Ok(Release::NotHeld),
+        v => match v.as_i64() {
+            Some(0) => Ok(Release::StillHeld),
+            Some(1) => Ok(Release::Released),
+            _ => Err(unexpected(lock, format!("{v:?}"))),
+        },
+    }
+}
+
+/// Decodes a script that answers 1 for "yes".
+pub(crate) fn decode_flag(v: Value, lock: &str) -> Result<bool> {
+    match v {
+        Value::Null => Ok(false),
+        v => match v.as_i64() {
+            Some(n) => Ok(n == 1),
+            None => Err(unexpected(lock, format!("{v:?}"))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn acquire_replies_decode_to_typed_outcomes() {
+        use AcquireReply::*;
+        let d = |s, v| decode_acquire(s, v, "k").unwrap();
+        assert_eq!(d(NilOrPttl, Value::Null), Acquire::Acquired { token: None });
+        assert_eq!(
+            d(NilOrPttl, Value::Integer(1500)),
+            Acquire::Busy {
+                frees_in: Some(Duration::from_millis(1500))
+            }
+        );
+        assert_eq!(
+            d(NilOrPttl, Value::Integer(-1)),
+            Acquire::Busy { frees_in: None }
+        );
+        assert_eq!(
+            d(NilOrBusy, Value::Integer(1)),
+            Acquire::Busy { frees_in: None }
+        );
+        let pair = |a: i64, b: i64| Value::Array(vec![a.into(), b.into()]);
+        assert_eq!(
+            d(FlagAndValue, pair(1, 7)),
+            Acquire::Acquired { token: Some(7) }
+        );
+        assert_eq!(
+            d(FlagAndValue, pair(0, -1)),
+            Acquire::Busy { frees_in: None }
+        );
+        assert!(decode_acquire(NilOrBusy, Value::Integer(5), "k").is_err());
+        assert!(decode_acquire(FlagAndValue, pair(2, 0), "k").is_err());
+        assert!(decode_acquire(NilOrPttl, Value::from("x"), "k").is_err());
+    }
+
+    #[test]
+    fn release_and_flag_replies_decode() {
+        assert_eq!(decode_release(Value::Null, "k").unwrap(), Release::NotHeld);
+        assert_eq!(
+            decode_release(Value::Integer(0), "k").unwrap(),
+            Release::StillHeld
+        );
+        assert_eq!(
+            decode_release(Value::Integer(1), "k").unwrap(),
+            Release::Released
+        );
+        assert!(decode_release(Value::Integer(2), "k").is_err());
+        assert!(decode_flag(Value::Integer(1), "k").unwrap());
+        assert!(!decode_flag(Value::Integer(0), "k").unwrap());
+        assert!(decode_flag(Value::from("x"), "k").is_err());
+    }
+}
