@@ -63,6 +63,28 @@ impl Desc {
     }
 }
 
+/// The release call shared by L-REL and W-REL: `KEYS = [N, channel, latch]`,
+/// `ARGV = [message, lease, field, publish, latch PX]`.
+pub(crate) fn release_call(
+    script: ScriptId,
+    message: &'static str,
+    key: &Key,
+    channel: &str,
+    req: ReleaseRequest<'_>,
+) -> ScriptCall {
+    ScriptCall::new(
+        script,
+        vec![key.clone(), Key::from(channel), Key::from(req.latch)],
+        vec![
+            Value::from(message),
+            Value::from(req.lease_ms as i64),
+            Value::from(req.field),
+            Value::from(req.publish),
+            Value::from(req.latch_px_ms as i64),
+        ],
+    )
+}
+
 impl Protocol for Desc {
     fn name(&self) -> &str {
         &self.name
@@ -78,21 +100,7 @@ impl Protocol for Desc {
 
     /// L-REL: `KEYS = [N, channel, latch]`, `ARGV = ["0", lease, field, publish, latch PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        ScriptCall::new(
-            ScriptId::Release,
-            vec![
-                self.key.clone(),
-                Key::from(self.channel.as_str()),
-                Key::from(req.latch),
-            ],
-            vec![
-                Value::from("0"),
-                Value::from(req.lease_ms as i64),
-                Value::from(req.field),
-                Value::from(req.publish),
-                Value::from(req.latch_px_ms as i64),
-            ],
-        )
+        release_call(ScriptId::Release, "0", &self.key, &self.channel, req)
     }
 
     fn renewal(&self) -> RenewalShape {

@@ -14,6 +14,7 @@ use super::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
         Waiting,
     },
+    reentrant,
 };
 use crate::{
     client::Client,
@@ -192,20 +193,12 @@ impl Protocol for WriteDesc {
 
     /// W-REL: `KEYS = [N, channel, latch]`, `ARGV = ["1", lease, F:write, publish, latch PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        ScriptCall::new(
+        reentrant::release_call(
             ScriptId::WriteRelease,
-            vec![
-                self.0.key.clone(),
-                Key::from(self.0.channel.as_str()),
-                Key::from(req.latch),
-            ],
-            vec![
-                Value::from("1"),
-                Value::from(req.lease_ms as i64),
-                Value::from(req.field),
-                Value::from(req.publish),
-                Value::from(req.latch_px_ms as i64),
-            ],
+            "1",
+            &self.0.key,
+            &self.0.channel,
+            req,
         )
     }
 
