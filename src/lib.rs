@@ -43,6 +43,8 @@ mod names;
 mod owner;
 mod pubsub;
 mod scripts;
+#[cfg(test)] // until Client::connect checks URLs with url::RedisUrl
+mod url;
 mod watchdog;
 
 pub use client::Client;
