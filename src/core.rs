@@ -33,6 +33,7 @@ impl Core {
     /// loads every script, and returns the core with the (initialised) subscriber client.
     pub(crate) async fn connect(url: &str, config: Config) -> Result<(Core, SubscriberClient)> {
         config.validate()?;
+        crate::url::RedisUrl::parse(url)?.check_supported()?;
         // fred's URL errors may echo the URL, which can hold a password: report the kind only.
         let redis_config = FredConfig::from_url(url)
             .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL ({:?})", e.kind())))?;

@@ -45,6 +45,7 @@ mod owner;
 mod pubsub;
 mod scripts;
 mod ttl;
+mod url;
 mod watchdog;
 
 pub use client::Client;

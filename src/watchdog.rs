@@ -374,7 +374,7 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
         let hold = entry.value();
         if hold.loss.deadline() <= now || hold.loss.is_lost() {
             expired.push((entry.key().clone(), hold.epoch));
-        } else if max_renewals.map_or(true, |m| hold.renewals < m) {
+        } else if max_renewals.is_none_or(|m| hold.renewals < m) {
             items.push(Item {
                 key: entry.key().clone(),
                 shape: hold.shape.clone(),
