@@ -13,7 +13,7 @@ purge(KEYS[2], KEYS[3], tonumber(ARGV[2]))
 if redis.call('del', KEYS[1]) == 1 then
   local next_waiter = redis.call('lindex', KEYS[2], 0)
   if next_waiter then
-    redis.call(ARGV[3], KEYS[4] .. ':' .. next_waiter, ARGV[1])
+    notify(ARGV[3], KEYS[4] .. ':' .. next_waiter, ARGV[1])
   end
   return 1
 end

@@ -14,7 +14,7 @@ purge(KEYS[2], KEYS[3], tonumber(ARGV[4]))
 local function wake_next()
   local next_waiter = redis.call('lindex', KEYS[2], 0)
   if next_waiter then
-    redis.call(ARGV[5], KEYS[4] .. ':' .. next_waiter, ARGV[1])
+    notify(ARGV[5], KEYS[4] .. ':' .. next_waiter, ARGV[1])
   end
 end
 if redis.call('exists', KEYS[1]) == 0 then

@@ -10,7 +10,7 @@ if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')
 end
 if redis.call('del', KEYS[1]) == 1 then
-  redis.call(ARGV[2], KEYS[2], ARGV[1])
+  notify(ARGV[2], KEYS[2], ARGV[1])
   return 1
 end
 return 0

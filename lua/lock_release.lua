@@ -18,6 +18,6 @@ if remaining > 0 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+notify(ARGV[4], KEYS[2], ARGV[1])
 redis.call('set', KEYS[3], '1', 'px', ARGV[5])
 return 1

@@ -11,7 +11,7 @@ if earlier then
 end
 local mode = redis.call('hget', lock, 'mode')
 if not mode then
-  redis.call(ARGV[3], channel, ARGV[1])
+  notify(ARGV[3], channel, ARGV[1])
   redis.call('set', latch, '1', 'px', ARGV[4])
   return nil
 end
@@ -45,6 +45,6 @@ if redis.call('hlen', lock) > 1 then
   end
 end
 redis.call('del', lock)
-redis.call(ARGV[3], channel, ARGV[1])
+notify(ARGV[3], channel, ARGV[1])
 redis.call('set', latch, '1', 'px', ARGV[4])
 return 1

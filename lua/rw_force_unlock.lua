@@ -8,7 +8,7 @@ if kind ~= 'none' and kind ~= 'hash' then
 end
 if redis.call('hget', KEYS[1], 'mode') == ARGV[3] then
   redis.call('del', KEYS[1])
-  redis.call(ARGV[2], KEYS[2], ARGV[1])
+  notify(ARGV[2], KEYS[2], ARGV[1])
   return 1
 end
 return 0

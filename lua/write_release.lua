@@ -11,7 +11,7 @@ if earlier then
 end
 local mode = redis.call('hget', lock, 'mode')
 if not mode then
-  redis.call(ARGV[4], channel, ARGV[1])
+  notify(ARGV[4], channel, ARGV[1])
   redis.call('set', latch, '1', 'px', ARGV[5])
   return nil
 end
@@ -27,7 +27,7 @@ end
 redis.call('hdel', lock, ARGV[3])
 if redis.call('hlen', lock) == 1 then
   redis.call('del', lock)
-  redis.call(ARGV[4], channel, ARGV[1])
+  notify(ARGV[4], channel, ARGV[1])
 else
   redis.call('hset', lock, 'mode', 'read')
 end

@@ -56,7 +56,8 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects to the Redis server at `url` (`redis://[user:password@]host:port[/db]`).
+    /// Connects to the Redis server at `url` (`redis://[user:password@]host:port[/db]`), or to a
+    /// Redis Cluster with `redis-cluster://host:port[?node=host:port...]`.
     ///
     /// Must be called inside a Tokio runtime; the client's background tasks run on it.
     ///
@@ -68,10 +69,33 @@ impl Client {
     /// # Cancel safety
     /// If the future is dropped, the connections made so far are closed and nothing is left.
     pub async fn connect(url: &str, config: Config) -> Result<Client> {
-        let (core, sub) = Core::connect(url, config).await?;
+        Self::start(&[url], config).await
+    }
+
+    /// Connects to a Redis Cluster through some of its nodes (Redisson's
+    /// `useClusterServers().addNodeAddress(...)`): each seed is a `redis://host:port` URL (the
+    /// first one's user, password and options apply to every node); one reachable seed is
+    /// enough, the rest of the cluster is discovered. A single `redis-cluster://` URL given to
+    /// [`connect`](Self::connect) does the same.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    /// As [`connect`](Self::connect).
+    pub async fn connect_cluster(seeds: &[&str], config: Config) -> Result<Client> {
+        if seeds.len() == 1 {
+            let url = seeds[0].replacen("redis://", "redis-cluster://", 1);
+            return Self::start(&[&url], config).await;
+        }
+        Self::start(seeds, config).await
+    }
+
+    async fn start(urls: &[&str], config: Config) -> Result<Client> {
+        let (core, sub) = Core::connect(urls, config).await?;
         let core = Arc::new(core);
         let inner = ClientInner {
-            pubsub: PubSub::start(sub),
+            pubsub: PubSub::start(sub, &core),
             watchdog: Watchdog::start(core.clone()),
             core,
             runtime: tokio::runtime::Handle::current(),

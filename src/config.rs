@@ -39,6 +39,31 @@ impl NameMapper for PrefixNameMapper {
     }
 }
 
+/// How unlock messages travel on a Redis Cluster (Redisson's `shardedSubscriptionMode`).
+///
+/// | Redisson | publishes with | listens with |
+/// |---|---|---|
+/// | < 3.22 on a cluster | `PUBLISH` | `SUBSCRIBE` |
+/// | ≥ 3.22 on a Redis ≥ 7 cluster (`AUTO`) | `SPUBLISH` | `SSUBSCRIBE` |
+///
+/// Outside a cluster the setting is ignored: standalone and Sentinel deployments always use
+/// `PUBLISH`/`SUBSCRIBE`, as Redisson does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ShardedSubscriptionMode {
+    /// Sharded pub/sub if the cluster supports it (probed with `PUBSUB SHARDNUMSUB` at connect,
+    /// as Redisson does); the default.
+    #[default]
+    Auto,
+    /// Always `SPUBLISH`/`SSUBSCRIBE` (Redisson ≥ 3.22 peers).
+    On,
+    /// Always `PUBLISH`/`SUBSCRIBE` (Redisson < 3.22 peers).
+    Off,
+    /// Both at once: releases publish with `SPUBLISH` and `PUBLISH`, waiters listen on both, so
+    /// this client wakes and is woken by old and new Redisson fleets alike during a rolling
+    /// upgrade. Costs one extra cluster-wide message (the `PUBLISH`) per release.
+    Both,
+}
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// | Redisson `Config` | here | default |
@@ -53,6 +78,7 @@ impl NameMapper for PrefixNameMapper {
 /// | `subscriptionTimeout` | [`subscription_timeout`](Self::subscription_timeout) | 7.5 s |
 /// | `retryAttempts` | [`retry_attempts`](Self::retry_attempts) | 4 |
 /// | `retryDelay` | [`retry_delay`](Self::retry_delay) | 1 s |
+/// | `shardedSubscriptionMode` (cluster) | [`sharded_subscription_mode`](Self::sharded_subscription_mode) | `Auto` |
 ///
 /// ```
 /// use std::time::Duration;
@@ -76,6 +102,7 @@ pub struct Config {
     pub(crate) retry_attempts: u32,
     pub(crate) retry_delay: Duration,
     pub(crate) reconnect_max_delay: Duration,
+    pub(crate) sharded_subscription_mode: ShardedSubscriptionMode,
 }
 
 impl Default for Config {
@@ -92,6 +119,7 @@ impl Default for Config {
             retry_attempts: 4,
             retry_delay: Duration::from_secs(1),
             reconnect_max_delay: Duration::from_secs(2),
+            sharded_subscription_mode: ShardedSubscriptionMode::Auto,
         }
     }
 }
@@ -109,6 +137,7 @@ impl fmt::Debug for Config {
             .field("subscription_timeout", &self.subscription_timeout)
             .field("retry_attempts", &self.retry_attempts)
             .field("retry_delay", &self.retry_delay)
+            .field("sharded_subscription_mode", &self.sharded_subscription_mode)
             .finish()
     }
 }
@@ -186,6 +215,12 @@ impl Config {
         self
     }
 
+    /// How unlock messages travel on a Redis Cluster; see [`ShardedSubscriptionMode`].
+    pub fn sharded_subscription_mode(mut self, mode: ShardedSubscriptionMode) -> Self {
+        self.sharded_subscription_mode = mode;
+        self
+    }
+
     /// The configured watchdog timeout.
     pub fn watchdog_timeout(&self) -> Duration {
         self.lock_watchdog_timeout
@@ -207,11 +242,6 @@ impl Config {
             return Err(Error::InvalidArgument("timeout must be > 0".into()));
         }
         Ok(())
-    }
-
-    /// The publish command the release scripts use for unlock messages.
-    pub(crate) fn publish_command(&self) -> &'static str {
-        "publish"
     }
 
     /// Latch PX of unlock requests: long enough to cover every retry of one unlock.

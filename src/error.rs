@@ -51,6 +51,13 @@ pub enum Error {
     Shutdown,
     /// Any other error reply or protocol problem from Redis.
     Redis(Failure),
+    /// On a Redis Cluster, the lock's derived keys (hash, channel, queue, timeout or token keys)
+    /// would not all hash to one slot, so no script could touch them together (e.g. a name with
+    /// an unclosed `{`). Refused before anything is sent.
+    CrossSlot {
+        /// The raw lock name in Redis.
+        lock: String,
+    },
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
@@ -75,6 +82,8 @@ pub enum ErrorKind {
     Shutdown,
     /// [`Error::Redis`].
     Redis,
+    /// [`Error::CrossSlot`].
+    CrossSlot,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -138,6 +147,7 @@ impl Error {
             Error::LockLost { .. } => ErrorKind::LockLost,
             Error::Shutdown => ErrorKind::Shutdown,
             Error::Redis(_) => ErrorKind::Redis,
+            Error::CrossSlot { .. } => ErrorKind::CrossSlot,
         }
     }
 
@@ -187,6 +197,10 @@ impl fmt::Display for Error {
             Error::LockLost { lock } => write!(f, "lock '{lock}' was lost"),
             Error::Shutdown => write!(f, "the client was shut down"),
             Error::Redis(m) => write!(f, "redis error: {m}"),
+            Error::CrossSlot { lock } => write!(
+                f,
+                "the keys of lock '{lock}' do not hash to one cluster slot (check its braces)"
+            ),
         }
     }
 }

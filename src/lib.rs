@@ -49,7 +49,7 @@ mod url;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, NameMapper, PrefixNameMapper, MAX_MILLIS};
+pub use config::{Config, NameMapper, PrefixNameMapper, ShardedSubscriptionMode, MAX_MILLIS};
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
     AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Guard,

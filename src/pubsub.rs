@@ -24,13 +24,17 @@ use std::{
 
 use fred::{
     clients::SubscriberClient,
-    interfaces::{ClientLike, EventInterface, PubsubInterface},
-    types::Value,
+    error::Error as FredError,
+    interfaces::{ClientLike, ClusterInterface, EventInterface, PubsubInterface},
+    types::{config::Options, ClusterHash, Value},
 };
 use parking_lot::Mutex;
 use tokio::sync::{broadcast::error::RecvError, mpsc, watch, Semaphore};
 
-use crate::error::{Error, Result};
+use crate::{
+    core::{Core, Messaging},
+    error::{Error, Result},
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Status {
@@ -123,6 +127,8 @@ struct Shared {
     sub: SubscriberClient,
     channels: Mutex<HashMap<String, Arc<Channel>>>,
     ops: mpsc::UnboundedSender<Op>,
+    messaging: Messaging,
+    clustered: bool,
 }
 
 impl Shared {
@@ -141,19 +147,28 @@ pub(crate) struct PubSub {
 }
 
 impl PubSub {
-    /// Starts the registry's tasks on an initialised subscriber client.
-    pub(crate) fn start(sub: SubscriberClient) -> Self {
+    /// Starts the registry's tasks on an initialised subscriber client, listening the way the
+    /// core resolved (classic, sharded or both).
+    pub(crate) fn start(sub: SubscriberClient, core: &Core) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             sub,
             channels: Mutex::new(HashMap::new()),
             ops: tx,
+            messaging: core.messaging(),
+            clustered: core.is_clustered(),
         });
-        let tasks = vec![
+        let mut tasks = vec![
             tokio::spawn(run_ops(shared.clone(), rx)),
             tokio::spawn(run_messages(shared.clone())),
             tokio::spawn(run_reconnects(shared.clone())),
         ];
+        if shared.clustered && shared.messaging.sharded {
+            tasks.push(tokio::spawn(run_topology(
+                shared.clone(),
+                core.redis().clone(),
+            )));
+        }
         Self { shared, tasks }
     }
 
@@ -301,7 +316,7 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
                         names.push(name.clone());
                         i += 1;
                     }
-                    if let Err(e) = shared.sub.unsubscribe(names).await {
+                    if let Err(e) = unsubscribe_names(&shared, names).await {
                         log::warn!("UNSUBSCRIBE failed: {e}");
                     }
                 }
@@ -318,15 +333,100 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
     }
 }
 
+/// Channels grouped by cluster slot (one `SSUBSCRIBE` reaches one shard).
+fn by_slot(names: Vec<String>) -> Vec<(u16, Vec<String>)> {
+    let mut groups: Vec<(u16, Vec<String>)> = Vec::new();
+    for name in names {
+        let slot = fred::util::redis_keyslot(name.as_bytes());
+        match groups.iter_mut().find(|(s, _)| *s == slot) {
+            Some((_, g)) => g.push(name),
+            None => groups.push((slot, vec![name])),
+        }
+    }
+    groups
+}
+
+/// A `PING` on the connection that carries the subscriptions of `slot` (`None`: the classic
+/// subscriptions). Its reply comes after the server has processed the (S)SUBSCRIBE sent before
+/// it on that connection: the barrier.
+async fn barrier(shared: &Shared, slot: Option<u16>) -> std::result::Result<(), FredError> {
+    if !shared.clustered {
+        return shared.sub.ping::<Value>(None).await.map(drop);
+    }
+    // fred sends classic (UN)SUBSCRIBE to the node of the client id's slot.
+    let slot = slot.unwrap_or_else(|| fred::util::redis_keyslot(shared.sub.id().as_bytes()));
+    let options = Options {
+        cluster_hash: Some(ClusterHash::Custom(slot)),
+        ..Default::default()
+    };
+    shared
+        .sub
+        .with_options(&options)
+        .ping::<Value>(None)
+        .await
+        .map(drop)
+}
+
+/// Runs a sharded (un)subscription, retrying while the subscriber's view of the cluster is
+/// stale: fred gives pub/sub commands a single attempt, so the first one after a failover or a
+/// slot move fails with the redirection and the next one, after a re-sync, reaches the owner.
+async fn with_resync<F, Fut>(shared: &Shared, mut op: F) -> std::result::Result<(), FredError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = std::result::Result<(), FredError>>,
+{
+    let mut tries = 0;
+    loop {
+        match op().await {
+            Err(e) if tries < 3 => {
+                tries += 1;
+                log::debug!("sharded (un)subscribe failed ({e}); re-reading the cluster");
+                let _ = shared.sub.sync_cluster().await;
+                tokio::time::sleep(Duration::from_millis(20 * tries)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Subscribes `names` in every namespace the client listens on, each followed by its barrier.
+async fn subscribe_names(
+    shared: &Shared,
+    names: Vec<String>,
+) -> std::result::Result<(), FredError> {
+    if shared.messaging.classic {
+        shared.sub.subscribe(names.clone()).await?;
+        barrier(shared, None).await?;
+    }
+    if shared.messaging.sharded {
+        for (slot, group) in by_slot(names) {
+            with_resync(shared, || shared.sub.ssubscribe(group.clone())).await?;
+            barrier(shared, Some(slot)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Leaves `names` in every namespace the client listens on.
+async fn unsubscribe_names(
+    shared: &Shared,
+    names: Vec<String>,
+) -> std::result::Result<(), FredError> {
+    if shared.messaging.classic {
+        shared.sub.unsubscribe(names.clone()).await?;
+    }
+    if shared.messaging.sharded {
+        for (_, group) in by_slot(names) {
+            with_resync(shared, || shared.sub.sunsubscribe(group.clone())).await?;
+        }
+    }
+    Ok(())
+}
+
 /// SUBSCRIBE then PING (the barrier), then marks the channels ready or failed.
 async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
-    let result = async {
-        shared.sub.subscribe(names).await?;
-        shared.sub.ping::<Value>(None).await?;
-        Ok::<(), fred::error::Error>(())
-    }
-    .await;
+    let result = subscribe_names(shared, names).await;
     let status = match result {
         Ok(()) => Status::Ready,
         Err(e) => {
@@ -368,6 +468,55 @@ fn message_value(v: &Value) -> Option<i64> {
         Value::String(s) => s.parse().ok(),
         Value::Bytes(b) => std::str::from_utf8(b).ok()?.parse().ok(),
         _ => None,
+    }
+}
+
+/// How often a cluster client with sharded waiters re-reads the slot table: the server drops
+/// the shard subscriptions of a slot that moves (failover, migration) without an event fred
+/// reports, so a change of owner must be noticed here.
+const TOPOLOGY_CHECK: Duration = Duration::from_secs(1);
+
+/// The primaries of every slot range, as the subscriber connection sees them.
+fn slot_owners(sub: &SubscriberClient) -> Vec<(u16, u16, String)> {
+    sub.cached_cluster_state()
+        .map(|state| {
+            state
+                .slots()
+                .iter()
+                .map(|r| (r.start, r.end, r.primary.to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Cluster with sharded pub/sub: after a topology change seen by either connection, or when the
+/// periodic check finds another owner for some slot, subscribe every live channel again (on its
+/// new owner) and wake every waiter.
+async fn run_topology(shared: Arc<Shared>, commands: fred::clients::Client) {
+    let mut changes = commands.cluster_change_rx();
+    let mut sub_changes = shared.sub.cluster_change_rx();
+    let mut tick = tokio::time::interval(TOPOLOGY_CHECK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut known = slot_owners(&shared.sub);
+    loop {
+        tokio::select! {
+            _ = changes.recv() => {}
+            _ = sub_changes.recv() => {}
+            _ = tick.tick() => {}
+        }
+        if shared.channels.lock().is_empty() {
+            continue;
+        }
+        if let Err(e) = shared.sub.sync_cluster().await {
+            log::debug!("cannot re-read the cluster slots: {e}");
+            continue;
+        }
+        let now = slot_owners(&shared.sub);
+        if now != known {
+            log::info!("cluster slots moved; subscribing every lock channel again");
+            known = now;
+            let _ = shared.ops.send(Op::Resubscribe);
+        }
     }
 }
 

@@ -30,10 +30,23 @@ macro_rules! scripts {
     };
 }
 
-/// Prepends the fair-lock helpers to a fair script.
+/// Prepends `notify()` (the publish helper) to a script that publishes.
+macro_rules! notifying {
+    ($file:literal) => {
+        concat!(
+            include_str!("../lua/notify.lua"),
+            "\n",
+            include_str!(concat!("../lua/", $file))
+        )
+    };
+}
+
+/// Prepends the fair-lock helpers (and `notify()`) to a fair script.
 macro_rules! fair {
     ($file:literal) => {
         concat!(
+            include_str!("../lua/notify.lua"),
+            "\n",
             include_str!("../lua/fair_common.lua"),
             "\n",
             include_str!(concat!("../lua/", $file))
@@ -45,9 +58,9 @@ scripts! {
     /// L-ACQ (§4.2).
     Acquire => include_str!("../lua/lock_acquire.lua"),
     /// L-REL (§4.3).
-    Release => include_str!("../lua/lock_release.lua"),
+    Release => notifying!("lock_release.lua"),
     /// L-FORCE (§4.4).
-    ForceUnlock => include_str!("../lua/lock_force_unlock.lua"),
+    ForceUnlock => notifying!("lock_force_unlock.lua"),
     /// L-RENEW (§5.2).
     Renew => include_str!("../lua/lock_renew.lua"),
     /// R-RENEW (§5.2).
@@ -71,13 +84,13 @@ scripts! {
     /// R-ACQ (§8.2).
     ReadAcquire => include_str!("../lua/read_acquire.lua"),
     /// R-REL (§8.3).
-    ReadRelease => include_str!("../lua/read_release.lua"),
+    ReadRelease => notifying!("read_release.lua"),
     /// W-ACQ (§8.4).
     WriteAcquire => include_str!("../lua/write_acquire.lua"),
     /// W-REL (§8.5).
-    WriteRelease => include_str!("../lua/write_release.lua"),
+    WriteRelease => notifying!("write_release.lua"),
     /// Read/write forced unlock (§8.6).
-    RwForceUnlock => include_str!("../lua/rw_force_unlock.lua"),
+    RwForceUnlock => notifying!("rw_force_unlock.lua"),
     /// Read/write isLocked (§8.6).
     RwIsLocked => include_str!("../lua/rw_is_locked.lua"),
 }

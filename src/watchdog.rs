@@ -328,6 +328,7 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         &items,
         core.config().lock_watchdog_batch_size,
         timeout.as_millis() as u64,
+        core.is_clustered(),
     );
     state
         .renew_calls
@@ -392,8 +393,9 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
 }
 
 /// Groups items into renewal calls of at most `size` entries each: per-hold shapes one entry
-/// per item, per-lock shapes one entry per lock with all of its items.
-fn batch(items: &[Item], size: usize, lease_ms: u64) -> Vec<Batch> {
+/// per item, per-lock shapes one entry per lock with all of its items; on a cluster, calls are
+/// per slot, so a period costs ⌈holds per slot / size⌉ calls for each slot in use.
+fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Batch> {
     // Entries, keyed by (script, layout) and, for per-lock shapes, by the lock's keys.
     let mut groups: Vec<(&RenewalShape, Vec<usize>)> = Vec::new();
     let mut per_lock: std::collections::HashMap<&RenewalShape, usize> = Default::default();
@@ -409,15 +411,21 @@ fn batch(items: &[Item], size: usize, lease_ms: u64) -> Vec<Batch> {
             },
         }
     }
-    // One script per call: a stable sort keeps each script's entries in collection order.
-    groups.sort_by_key(|(shape, _)| shape.script as usize);
+    // One script per call, and on a cluster one slot per call (a script may only touch keys of
+    // one slot): a stable sort keeps each call's entries in collection order.
+    let call_of = |shape: &RenewalShape| {
+        let slot = match (clustered, shape.keys.first()) {
+            (true, Some(key)) => crate::core::slot_of(key),
+            _ => 0,
+        };
+        (shape.script as usize, slot)
+    };
+    groups.sort_by_key(|(shape, _)| call_of(shape));
     let mut batches = Vec::new();
     let mut rest = &groups[..];
     while let Some((first, _)) = rest.first() {
-        let len = rest
-            .iter()
-            .take_while(|(s, _)| s.script == first.script)
-            .count();
+        let key = call_of(first);
+        let len = rest.iter().take_while(|(s, _)| call_of(s) == key).count();
         let (run, tail) = rest.split_at(len);
         rest = tail;
         for chunk in run.chunks(size.max(1)) {
@@ -565,7 +573,7 @@ mod tests {
                 )
             })
             .collect();
-        let batches = batch(&items, 2, 30_000);
+        let batches = batch(&items, 2, 30_000, false);
         assert_eq!(batches.len(), 3, "⌈5 / 2⌉ calls");
         let first = &batches[0];
         assert_matches_header(&first.call);
@@ -587,7 +595,7 @@ mod tests {
             item("a", "r2", per_lock("a", "{a}")),
             item("c", "w", RenewalShape::per_hold("c")),
         ];
-        let batches = batch(&items, 100, 9_000);
+        let batches = batch(&items, 100, 9_000, false);
         assert_eq!(batches.len(), 2, "one call per script");
         let read = batches
             .iter()
@@ -609,6 +617,26 @@ mod tests {
             ]
         );
         assert_eq!(read.entries, vec![vec![0, 2], vec![1]]);
+    }
+
+    #[test]
+    fn on_a_cluster_each_call_touches_one_slot() {
+        // Ten locks over a few slots, batch size 3.
+        let items: Vec<Item> = (0..10)
+            .map(|i| {
+                let name = format!("{{tag{}}}:lock{i}", i % 3);
+                item(&name, "f", RenewalShape::per_hold(&name))
+            })
+            .collect();
+        let batches = batch(&items, 3, 30_000, true);
+        for b in &batches {
+            assert!(crate::core::one_slot(&b.call.keys), "{:?}", b.call.keys);
+            assert_matches_header(&b.call);
+        }
+        // Slots hold 4, 3 and 3 locks: ⌈4/3⌉ + 1 + 1 calls.
+        assert_eq!(batches.len(), 4);
+        let renewed: usize = batches.iter().map(|b| b.entries.len()).sum();
+        assert_eq!(renewed, 10);
     }
 
     #[tokio::test(start_paused = true)]

@@ -266,6 +266,7 @@ fn kind_word(e: &Error) -> &'static str {
         ErrorKind::PermissionDenied => "NO_PERMISSION",
         ErrorKind::LockLost => "LOCK_LOST",
         ErrorKind::Shutdown => "SHUTDOWN",
+        ErrorKind::CrossSlot => "CROSS_SLOT",
         _ => "REDIS",
     }
 }

@@ -107,12 +107,8 @@ impl Lock<Fenced> {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn token(&self) -> Result<u64> {
+        self.handle.check()?;
         let raw = self.raw_name();
-        if self.name().is_empty() {
-            return Err(crate::Error::InvalidArgument(
-                "lock name must not be empty".into(),
-            ));
-        }
         self.handle
             .client()
             .core()

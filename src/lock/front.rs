@@ -14,7 +14,7 @@ use super::{
     engine::{self, Wait},
     guard::{Guard, Held},
     hold::Hold,
-    kind::{decode_flag, Kind, Protocol, Query, Release},
+    kind::{decode_flag, every_key, Kind, Protocol, Query, Release},
 };
 use crate::{
     client::Client,
@@ -43,7 +43,14 @@ pub(crate) struct Handle {
     /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
     /// this handle, else the watchdog timeout. Re-armed by a partial `unlock()`.
     internal_lease_ms: AtomicU64,
-    invalid: Option<&'static str>,
+    invalid: Option<Invalid>,
+}
+
+/// Why a handle refuses every operation before sending anything.
+#[derive(Debug, Clone, Copy)]
+enum Invalid {
+    EmptyName,
+    CrossSlot,
 }
 
 impl Handle {
@@ -55,9 +62,17 @@ impl Handle {
         make: impl FnOnce(String) -> Arc<dyn Protocol>,
     ) -> Self {
         let raw = client.map_name(name);
-        let invalid = (name.is_empty() || raw.is_empty()).then_some("lock name must not be empty");
         let proto = make(raw);
         let field: Arc<str> = proto.owner_field(client.owner_field(owner)).into();
+        let invalid = if name.is_empty() || proto.name().is_empty() {
+            Some(Invalid::EmptyName)
+        } else if client.core().is_clustered()
+            && !crate::core::one_slot(&every_key(proto.as_ref(), &field))
+        {
+            Some(Invalid::CrossSlot)
+        } else {
+            None
+        };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
         Self {
             client,
@@ -80,9 +95,14 @@ impl Handle {
         self.proto.name()
     }
 
-    fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         match self.invalid {
-            Some(m) => Err(Error::InvalidArgument(m.to_owned())),
+            Some(Invalid::EmptyName) => Err(Error::InvalidArgument(
+                "lock name must not be empty".to_owned(),
+            )),
+            Some(Invalid::CrossSlot) => Err(Error::CrossSlot {
+                lock: self.raw_name().to_owned(),
+            }),
             None => Ok(()),
         }
     }
@@ -171,7 +191,7 @@ impl Handle {
         self.client.watchdog().remove_lock(self.raw_name());
         let call = self
             .proto
-            .force_unlock(self.client.config().publish_command());
+            .force_unlock(self.client.core().messaging().publish_command());
         let reply = self.client.core().run(call, self.raw_name()).await?;
         self.internal_lease_ms
             .store(self.client.watchdog_ms(), Ordering::Relaxed);

@@ -94,7 +94,7 @@ impl Hold {
                 lease_ms: self.lease_ms,
                 latch: &latch,
                 latch_px_ms: config.latch_px_ms(),
-                publish: config.publish_command(),
+                publish: core.messaging().publish_command(),
             });
             match core.run(call, self.name()).await {
                 Err(e) if e.is_transient() && tries < config.retry_attempts => {

@@ -148,6 +148,43 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     }
 }
 
+/// Every key a lock can touch for `field`: the keys of each of its calls and its channel. On a
+/// cluster they must all hash to one slot (checked once, when a handle is made).
+pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::Key> {
+    let latch = crate::names::unlock_latch(proto.name(), "0");
+    let acquire = |mode| {
+        proto
+            .acquire(AcquireRequest {
+                field,
+                lease_ms: 1,
+                mode,
+            })
+            .0
+    };
+    let mut calls = vec![
+        acquire(Mode::Once),
+        acquire(Mode::Queued { queue_ms: 1 }),
+        proto.release(ReleaseRequest {
+            field,
+            lease_ms: 1,
+            latch: &latch,
+            latch_px_ms: 1,
+            publish: "publish",
+        }),
+        proto.force_unlock("publish"),
+        crate::watchdog::renewal_call(&[(&proto.renewal(), vec![field])], 1),
+    ];
+    calls.extend(proto.give_up(field, 1));
+    if let Query::Script(call) = proto.is_locked() {
+        calls.push(call);
+    }
+    let mut keys: Vec<fred::types::Key> = calls.into_iter().flat_map(|c| c.keys).collect();
+    if let Waiting::Channel(channel) = proto.waiting(field) {
+        keys.push(channel.into());
+    }
+    keys
+}
+
 /// Decodes an acquire script's reply.
 pub(crate) fn decode_acquire(shape: AcquireReply, v: Value, lock: &str) -> Result<Acquire> {
     let frees_in = |pttl: i64| u64::try_from(pttl).ok().map(Duration::from_millis);

@@ -170,4 +170,17 @@ pub(crate) mod tests {
         assert_eq!(d.renewal(), RenewalShape::per_hold("n"));
         assert!(d.give_up("u:1", 5).is_none());
     }
+
+    #[test]
+    fn every_derived_key_shares_the_names_slot_unless_a_brace_is_left_open() {
+        use crate::{core::one_slot, lock::kind::every_key};
+        for name in ["orders", "a{b}c", "x}y{z}", "{t}:n"] {
+            let keys = every_key(&Desc::new(name.into()), "u:1");
+            assert!(one_slot(&keys), "{name}: {keys:?}");
+        }
+        for name in ["{abc", "a{b", "}{"] {
+            let keys = every_key(&Desc::new(name.into()), "u:1");
+            assert!(!one_slot(&keys), "{name} must be refused on a cluster");
+        }
+    }
 }
