@@ -1,6 +1,7 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod redis_server;
 
 use std::{collections::HashMap, time::Duration};
@@ -10,6 +11,8 @@ use fred::{
     interfaces::{ClientLike, EventInterface, HashesInterface, KeysInterface, PubsubInterface},
     types::{config::Config as FredConfig, ClusterHash, CustomCommand, Value},
 };
+// Unused in the binaries that test only against a cluster.
+#[allow(unused_imports)]
 pub use redis_server::RedisServer;
 use tokio::sync::mpsc;
 

@@ -18,12 +18,14 @@ pub struct RedisServer {
     extra: Vec<String>,
 }
 
-fn free_port() -> u16 {
+/// A loopback port that was free a moment ago (bound to port 0, then released).
+pub fn free_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     l.local_addr().unwrap().port()
 }
 
-fn ping(port: u16) -> bool {
+/// Whether a Redis server answers `PING` on `127.0.0.1:<port>`.
+pub fn ping(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(
         &format!("127.0.0.1:{port}").parse().unwrap(),
         Duration::from_millis(200),
