@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use common::RedisServer;
+use common::{Backend, RedisServer};
 use redisson_lock::{Client, Config, Error, Owner, Ttl};
 use tokio::time::Instant;
 
@@ -22,10 +22,10 @@ async fn setup() -> (RedisServer, Client) {
     (server, client)
 }
 
-#[tokio::test]
-async fn get_hold_count_follows_reentry() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:holdcount");
+async fn get_hold_count_follows_reentry(b: Backend) {
+    let n = b.name("t:holdcount");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
     assert_eq!(lock.hold_count().await.unwrap(), 0);
     let g = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 1);
@@ -40,11 +40,11 @@ async fn get_hold_count_follows_reentry() {
     assert_eq!(lock.hold_count().await.unwrap(), 0);
 }
 
-#[tokio::test]
-async fn is_held_and_is_locked_from_the_owner_and_from_another_owner() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:held");
-    let other = client.get_lock("t:held");
+async fn is_held_and_is_locked_from_the_owner_and_from_another_owner(b: Backend) {
+    let n = b.name("t:held");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
+    let other = client.get_lock(&n);
     assert!(!lock.is_held_by_current().await.unwrap());
     assert!(!lock.is_locked().await.unwrap());
     let g = lock.lock().await.unwrap();
@@ -57,25 +57,25 @@ async fn is_held_and_is_locked_from_the_owner_and_from_another_owner() {
     assert!(!other.is_locked().await.unwrap());
 }
 
-#[tokio::test]
-async fn reentrancy_keeps_others_out_until_the_last_hold_goes() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:reentry");
+async fn reentrancy_keeps_others_out_until_the_last_hold_goes(b: Backend) {
+    let n = b.name("t:reentry");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
     let a = lock.try_lock().await.unwrap().expect("first");
     let b = lock.try_lock().await.unwrap().expect("re-entry");
     b.unlock().await.unwrap();
-    let other = client.get_lock("t:reentry");
+    let other = client.get_lock(&n);
     assert!(other.try_lock().await.unwrap().is_none());
     a.unlock().await.unwrap();
     assert!(other.try_lock().await.unwrap().is_some());
 }
 
-#[tokio::test]
-async fn unlock_by_another_owner_fails_and_lock_unlock_twice_works() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:unlockfail");
+async fn unlock_by_another_owner_fails_and_lock_unlock_twice_works(b: Backend) {
+    let n = b.name("t:unlockfail");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
     let g = lock.lock().await.unwrap();
-    let other = client.get_lock("t:unlockfail");
+    let other = client.get_lock(&n);
     assert!(matches!(other.unlock().await, Err(Error::NotHeld { .. })));
     g.unlock().await.unwrap();
     for _ in 0..2 {
@@ -83,10 +83,10 @@ async fn unlock_by_another_owner_fails_and_lock_unlock_twice_works() {
     }
 }
 
-#[tokio::test]
-async fn java_style_lock_keep_then_handle_unlock() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:javastyle");
+async fn java_style_lock_keep_then_handle_unlock(b: Backend) {
+    let n = b.name("t:javastyle");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
     lock.lock().await.unwrap().keep();
     lock.lock().await.unwrap().keep();
     assert_eq!(client.watchdog_len(), 1);
@@ -97,26 +97,26 @@ async fn java_style_lock_keep_then_handle_unlock() {
     assert_eq!(client.watchdog_len(), 0);
 }
 
-#[tokio::test]
-async fn force_unlock_frees_the_lock_for_everyone() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:force");
+async fn force_unlock_frees_the_lock_for_everyone(b: Backend) {
+    let n = b.name("t:force");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
     lock.lock().await.unwrap().keep();
     assert!(lock.force_unlock().await.unwrap());
     assert!(!lock.is_locked().await.unwrap());
-    assert!(!client.get_lock("t:force").is_locked().await.unwrap());
+    assert!(!client.get_lock(&n).is_locked().await.unwrap());
 }
 
-#[tokio::test]
-async fn try_lock_for_waits_the_full_time_and_no_longer() {
+async fn try_lock_for_waits_the_full_time_and_no_longer(b: Backend) {
+    let n = b.name("t:trywait");
     // Redisson testTryLockWait: another client takes the lock and shuts down (no unlock).
-    let (s, client) = setup().await;
-    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
-    other.get_lock("t:trywait").lock().await.unwrap().keep();
+    let client = b.client().await;
+    let other = b.client().await;
+    other.get_lock(&n).lock().await.unwrap().keep();
     other.shutdown().await;
     let started = Instant::now();
     let r = client
-        .get_lock("t:trywait")
+        .get_lock(&n)
         .try_lock_for(Duration::from_secs(3))
         .await
         .unwrap();
@@ -127,17 +127,17 @@ async fn try_lock_for_waits_the_full_time_and_no_longer() {
     assert_eq!(client.subscribed_channels(), 0);
 }
 
-#[tokio::test]
-async fn an_expired_lease_hands_over_without_a_message() {
+async fn an_expired_lease_hands_over_without_a_message(b: Backend) {
+    let n = b.name("t:expire");
     // Redisson testExpire: expiry publishes nothing; the waiter's TTL bound notices it.
-    let (_s, client) = setup().await;
-    let holder = client.get_lock("t:expire");
+    let client = b.client().await;
+    let holder = client.get_lock(&n);
     let started = Instant::now();
     let g = holder
         .lock_with_lease(Duration::from_secs(2))
         .await
         .unwrap();
-    let waiter = client.get_lock("t:expire");
+    let waiter = client.get_lock(&n);
     let w = waiter.lock().await.unwrap();
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(1900), "{waited:?}");
@@ -148,10 +148,10 @@ async fn an_expired_lease_hands_over_without_a_message() {
     w.unlock().await.unwrap();
 }
 
-#[tokio::test]
-async fn remaining_ttl_reports_lease_absence_and_watchdog() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:ttl");
+async fn remaining_ttl_reports_lease_absence_and_watchdog(b: Backend) {
+    let n = b.name("t:ttl");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
     let g = lock
         .lock_with_lease(Duration::from_secs(3600))
         .await
@@ -206,11 +206,11 @@ async fn connect_to_a_closed_port_fails_fast_and_bad_urls_are_invalid() {
     }
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn two_tasks_on_one_thread_never_reenter_each_others_lock() {
-    let (_s, client) = setup().await;
-    let a = client.get_lock("t:tasks");
-    let b = client.get_lock("t:tasks");
+async fn two_tasks_on_one_thread_never_reenter_each_others_lock(b: Backend) {
+    let n = b.name("t:tasks");
+    let client = b.client().await;
+    let a = client.get_lock(&n);
+    let b = client.get_lock(&n);
     let ga = a.lock().await.unwrap();
     let task = tokio::spawn(async move { b.try_lock().await.unwrap().is_some() });
     assert!(
@@ -218,7 +218,7 @@ async fn two_tasks_on_one_thread_never_reenter_each_others_lock() {
         "a different handle is a different owner"
     );
     // An explicit shared owner re-enters on purpose.
-    let same = client.get_lock_with_owner("t:tasks", a.owner());
+    let same = client.get_lock_with_owner(&n, a.owner());
     let again = same
         .try_lock()
         .await
@@ -229,10 +229,10 @@ async fn two_tasks_on_one_thread_never_reenter_each_others_lock() {
     ga.unlock().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_guard_can_be_released_from_another_task_and_thread() {
-    let (_s, client) = setup().await;
-    let lock = client.get_lock("t:move");
+async fn a_guard_can_be_released_from_another_task_and_thread(b: Backend) {
+    let n = b.name("t:move");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
     let g = lock.lock().await.unwrap();
     // Unlocked on a plain thread with its own runtime; the client's runtime keeps running.
     let outcome = tokio::task::spawn_blocking(move || {
@@ -249,17 +249,13 @@ async fn a_guard_can_be_released_from_another_task_and_thread() {
     assert!(!lock.is_locked().await.unwrap());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_owners_over_two_clients_never_lose_an_increment() {
-    let (s, _c) = setup().await;
-    let clients = [
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-    ];
+async fn eight_owners_over_two_clients_never_lose_an_increment(b: Backend) {
+    let n = b.name("t:counter-lock");
+    let clients = [b.client().await, b.client().await];
     let owners = (0..8)
-        .map(|i| acquire_with!(clients[i % 2].get_lock("t:counter-lock"), |l| l.lock()))
+        .map(|i| acquire_with!(clients[i % 2].get_lock(&n), |l| l.lock()))
         .collect();
-    common::assert_exclusive_increments(&s.url(), owners, 250).await;
+    common::assert_exclusive_increments(&b.url(), owners, 250).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -356,18 +352,17 @@ fn blocking_api_is_owned_by_the_calling_thread() {
     assert!(matches!(r, Err(Error::InvalidArgument(_))));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sixteen_clients_looping_with_a_held_critical_section_never_overlap() {
+async fn sixteen_clients_looping_with_a_held_critical_section_never_overlap(b: Backend) {
+    let n = b.name("t:loop");
     // Redisson testConcurrencyLoop_MultiInstance, scaled to 16 clients x 25 rounds of 2 ms.
-    let (s, _c) = setup().await;
     let inside = Arc::new(AtomicUsize::new(0));
     let done = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..16 {
-        let client = Client::connect(&s.url(), Config::default()).await.unwrap();
+        let client = b.client().await;
         let (inside, done) = (inside.clone(), done.clone());
+        let lock = client.get_lock(&n);
         tasks.push(tokio::spawn(async move {
-            let lock = client.get_lock("t:loop");
             for _ in 0..25 {
                 let g = lock.lock().await.unwrap();
                 assert_eq!(inside.fetch_add(1, Ordering::SeqCst), 0, "overlap");
@@ -386,3 +381,19 @@ async fn sixteen_clients_looping_with_a_held_critical_section_never_overlap() {
     }
     assert_eq!(done.load(Ordering::SeqCst), 400);
 }
+
+backend_tests!(
+    get_hold_count_follows_reentry,
+    is_held_and_is_locked_from_the_owner_and_from_another_owner,
+    reentrancy_keeps_others_out_until_the_last_hold_goes,
+    unlock_by_another_owner_fails_and_lock_unlock_twice_works,
+    java_style_lock_keep_then_handle_unlock,
+    force_unlock_frees_the_lock_for_everyone,
+    try_lock_for_waits_the_full_time_and_no_longer,
+    an_expired_lease_hands_over_without_a_message,
+    remaining_ttl_reports_lease_absence_and_watchdog,
+    two_tasks_on_one_thread_never_reenter_each_others_lock,
+    a_guard_can_be_released_from_another_task_and_thread,
+    eight_owners_over_two_clients_never_lose_an_increment,
+    sixteen_clients_looping_with_a_held_critical_section_never_overlap,
+);

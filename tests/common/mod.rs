@@ -1,8 +1,11 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod cluster;
 pub mod redis_server;
+
+pub use backend::Backend;
 
 use std::{collections::HashMap, time::Duration};
 
@@ -24,13 +27,21 @@ pub fn config() -> redisson_lock::Config {
 /// A raw Redis connection for inspecting and manipulating state as another (Java) client would.
 pub struct Admin {
     pub redis: FredClient,
+    /// Java peers of this deployment publish with SPUBLISH (Redisson >= 3.22 on a cluster).
+    pub sharded: bool,
+    /// The nodes of a cluster (empty on a standalone server).
+    pub cluster_ports: Vec<u16>,
 }
 
 impl Admin {
     pub async fn connect(url: &str) -> Admin {
         let redis = FredClient::new(FredConfig::from_url(url).unwrap(), None, None, None);
         redis.init().await.expect("admin connection");
-        Admin { redis }
+        Admin {
+            redis,
+            sharded: false,
+            cluster_ports: Vec::new(),
+        }
     }
 
     pub async fn connect_url(url: String) -> Admin {
@@ -102,14 +113,25 @@ impl Admin {
         let _: i64 = self.redis.pexpire(name, ttl_ms, None).await.unwrap();
     }
 
-    /// Simulates a Java Redisson release: DEL + PUBLISH 0 on the unlock channel.
+    /// Simulates a Java Redisson release: DEL + PUBLISH 0 on the unlock channel (SPUBLISH on
+    /// a cluster where Java peers use sharded pub/sub).
     pub async fn java_release(&self, name: &str) {
         let _: i64 = self.redis.del(name).await.unwrap();
-        let _: i64 = self
-            .redis
-            .publish(format!("redisson_lock__channel:{{{name}}}"), "0")
-            .await
-            .unwrap();
+        let channel = if name.contains('{') {
+            format!("redisson_lock__channel:{name}")
+        } else {
+            format!("redisson_lock__channel:{{{name}}}")
+        };
+        self.java_publish(&channel, "0").await;
+    }
+
+    /// Publishes as a Java peer of this deployment would (PUBLISH or SPUBLISH).
+    pub async fn java_publish(&self, channel: &str, message: &str) {
+        if self.sharded {
+            let _: i64 = self.redis.spublish(channel, message).await.unwrap();
+        } else {
+            let _: i64 = self.redis.publish(channel, message).await.unwrap();
+        }
     }
 }
 
