@@ -5,6 +5,7 @@ pub mod backend;
 pub mod cluster;
 pub mod redis_server;
 
+#[allow(unused_imports)]
 pub use backend::Backend;
 
 use std::{collections::HashMap, time::Duration};
