@@ -113,8 +113,9 @@ impl Core {
         builder
             .with_performance_config(|p| {
                 p.default_command_timeout = config.timeout;
-                // Waiters must never lose a wake-up because the reader fell behind.
-                p.broadcast_channel_capacity = 1 << 16;
+                // The command connection listens to nothing: keep fred's event channels small
+                // (each connect allocates several of this capacity).
+                p.broadcast_channel_capacity = 64;
             })
             .with_connection_config(|c| {
                 c.connection_timeout = config.connect_timeout;
@@ -132,6 +133,9 @@ impl Core {
                 2,
             ));
         let redis = builder.build().map_err(|e| Error::from_redis(e, ""))?;
+        // The subscriber's message stream: a reader that falls behind wakes every waiter
+        // (a lag is never a lost wake-up), so a moderate buffer suffices.
+        builder.with_performance_config(|p| p.broadcast_channel_capacity = 4096);
         let sub = builder
             .build_subscriber_client()
             .map_err(|e| Error::from_redis(e, ""))?;

@@ -36,7 +36,18 @@ pub struct Admin {
 
 impl Admin {
     pub async fn connect(url: &str) -> Admin {
-        let redis = FredClient::new(FredConfig::from_url(url).unwrap(), None, None, None);
+        // Bounded commands and reconnects, so a test never hangs on a node that went away.
+        let perf = fred::types::config::PerformanceConfig {
+            default_command_timeout: Duration::from_secs(10),
+            ..Default::default()
+        };
+        let policy = fred::types::config::ReconnectPolicy::new_constant(0, 100);
+        let redis = FredClient::new(
+            FredConfig::from_url(url).unwrap(),
+            Some(perf),
+            None,
+            Some(policy),
+        );
         redis.init().await.expect("admin connection");
         Admin {
             redis,

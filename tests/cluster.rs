@@ -1,0 +1,442 @@
+//! Redis Cluster behaviour beyond the shared behavioural suites: Java releases of both Redisson
+//! generations, the `Both` bridge, slot safety, one subscription per channel, per-slot renewal
+//! batches, and a lock across a failover, a slot migration and a killed master.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{cluster::RedisCluster, eventually, woke_within, Admin};
+use fred::{
+    clients::SubscriberClient,
+    interfaces::{ClientLike, EventInterface, PubsubInterface},
+    types::config::Config as FredConfig,
+};
+use redisson_lock::{Client, Config, Error, ShardedSubscriptionMode as Mode};
+use tokio::time::Instant;
+
+const WITHIN: Duration = Duration::from_secs(10);
+
+async fn client(c: &RedisCluster, config: Config) -> Client {
+    let seeds = c.seed_urls();
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    Client::connect_cluster(&seeds, config).await.unwrap()
+}
+
+fn channel(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
+}
+
+/// Subscribers of `channel` on its owner (sharded) and on all nodes (classic).
+fn shard_subscribers(c: &RedisCluster, channel: &str) -> i64 {
+    let owner = c.master_for_key(channel);
+    RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", channel])
+        .items()
+        .get(1)
+        .and_then(|n| n.int())
+        .unwrap_or(0)
+}
+
+fn classic_subscribers(c: &RedisCluster, channel: &str) -> i64 {
+    c.live_ports()
+        .into_iter()
+        .filter_map(|p| {
+            let r = RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", channel]);
+            r.items().get(1).and_then(|n| n.int())
+        })
+        .sum()
+}
+
+/// A simulated Java holder blocks a waiter of the crate; the Java release (`sharded`: SPUBLISH
+/// as Redisson >= 3.22, else PUBLISH as Redisson < 3.22) must wake it within 100 ms.
+async fn java_release_wakes(mode: Mode, sharded_java: bool) {
+    let c = RedisCluster::shared();
+    let client = client(c, Config::default().sharded_subscription_mode(mode)).await;
+    let mut admin = Admin::connect(&c.cluster_url()).await;
+    admin.sharded = sharded_java;
+    for name in c.name_per_master(&format!("java-{mode:?}-{sharded_java}-")) {
+        admin.java_hold(&name, "java-uuid:1", 30_000).await;
+        let lock = client.get_lock(&name);
+        let task = tokio::spawn(async move {
+            let g = lock.lock().await?;
+            Ok::<_, Error>((Instant::now(), g))
+        });
+        let ch = channel(&name);
+        assert!(
+            eventually(WITHIN, || async {
+                if sharded_java {
+                    shard_subscribers(c, &ch) >= 1
+                } else {
+                    classic_subscribers(c, &ch) >= 1
+                }
+            })
+            .await,
+            "the waiter subscribed in the namespace the Java peer publishes in"
+        );
+        let released = Instant::now();
+        admin.java_release(&name).await;
+        let g = woke_within(task, released, Duration::from_millis(100)).await;
+        g.unlock().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_spublish_release_wakes_the_waiter_in_auto_on_and_both() {
+    for mode in [Mode::Auto, Mode::On, Mode::Both] {
+        java_release_wakes(mode, true).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_publish_release_wakes_the_waiter_in_off_and_both() {
+    for mode in [Mode::Off, Mode::Both] {
+        java_release_wakes(mode, false).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_both_mode_one_release_reaches_a_subscriber_and_a_shard_subscriber() {
+    let c = RedisCluster::shared();
+    let client = client(c, Config::default().sharded_subscription_mode(Mode::Both)).await;
+    for name in c.name_per_master("both-") {
+        let ch = channel(&name);
+        let classic = SubscriberClient::new(
+            FredConfig::from_url(&c.cluster_url()).unwrap(),
+            None,
+            None,
+            None,
+        );
+        let sharded = SubscriberClient::new(
+            FredConfig::from_url(&c.cluster_url()).unwrap(),
+            None,
+            None,
+            None,
+        );
+        classic.init().await.unwrap();
+        sharded.init().await.unwrap();
+        let (mut rx_classic, mut rx_sharded) = (classic.message_rx(), sharded.message_rx());
+        classic.subscribe(ch.clone()).await.unwrap();
+        sharded.ssubscribe(ch.clone()).await.unwrap();
+        assert!(
+            eventually(WITHIN, || async {
+                shard_subscribers(c, &ch) == 1 && classic_subscribers(c, &ch) == 1
+            })
+            .await
+        );
+
+        client
+            .get_lock(&name)
+            .lock()
+            .await
+            .unwrap()
+            .unlock()
+            .await
+            .unwrap();
+        for rx in [&mut rx_classic, &mut rx_sharded] {
+            let msg = tokio::time::timeout(WITHIN, rx.recv())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(&*msg.channel, ch.as_str());
+            assert_eq!(msg.value.as_string().as_deref(), Some("0"));
+        }
+        let _ = classic.quit().await;
+        let _ = sharded.quit().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_whose_keys_span_slots_is_refused_and_writes_nothing() {
+    let c = RedisCluster::shared();
+    let client = client(c, Config::default()).await;
+    let admin = Admin::connect(&c.cluster_url()).await;
+    for name in ["{abc", "a{b", "}{"] {
+        let is_cross_slot = |r: Result<(), Error>| matches!(r, Err(Error::CrossSlot { .. }));
+        let rlock = client.get_lock(name);
+        assert!(is_cross_slot(rlock.lock().await.map(drop)), "{name}");
+        assert!(is_cross_slot(rlock.try_lock().await.map(drop)));
+        assert!(is_cross_slot(rlock.unlock().await.map(drop)));
+        assert!(is_cross_slot(rlock.is_locked().await.map(drop)));
+        assert!(is_cross_slot(rlock.hold_count().await.map(drop)));
+        assert!(is_cross_slot(rlock.force_unlock().await.map(drop)));
+        let fair = client.get_fair_lock(name);
+        assert!(is_cross_slot(
+            fair.try_lock_for(Duration::from_millis(50)).await.map(drop)
+        ));
+        let rw = client.get_read_write_lock(name);
+        assert!(is_cross_slot(rw.read_lock().lock().await.map(drop)));
+        assert!(is_cross_slot(rw.write_lock().lock().await.map(drop)));
+        let fenced = client.get_fenced_lock(name);
+        assert!(is_cross_slot(fenced.lock().await.map(drop)));
+        assert!(is_cross_slot(fenced.token().await.map(drop)));
+        assert!(is_cross_slot(
+            client.get_spin_lock(name).lock().await.map(drop)
+        ));
+        for key in [
+            name.to_owned(),
+            format!("redisson_lock_queue:{name}"),
+            format!("redisson_lock_timeout:{name}"),
+            format!("redisson_lock_token:{name}"),
+        ] {
+            assert!(!admin.exists(&key).await, "{key} was written");
+        }
+    }
+    // Names Redisson handles keep working on every master.
+    for name in ["a{b}c", "x}y{z}", "plain"] {
+        let g = client.get_fenced_lock(name).lock().await.unwrap();
+        assert!(g.token() >= 1);
+        g.unlock().await.unwrap();
+        let g = client
+            .get_read_write_lock(name)
+            .write_lock()
+            .lock()
+            .await
+            .unwrap();
+        g.unlock().await.unwrap();
+    }
+}
+
+/// 1 000 local waiters on one lock share one subscription; none is left after they leave.
+async fn one_subscription_for_a_thousand_waiters(mode: Mode) {
+    let c = RedisCluster::shared();
+    let client = client(c, Config::default().sharded_subscription_mode(mode)).await;
+    let admin = Admin::connect(&c.cluster_url()).await;
+    let name = format!("thousand-{mode:?}");
+    let ch = channel(&name);
+    admin.java_hold(&name, "java-uuid:1", 60_000).await;
+    let waiters: Vec<_> = (0..1000)
+        .map(|_| {
+            let lock = client.get_lock(&name);
+            tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
+        })
+        .collect();
+    assert!(eventually(WITHIN, || async { client.waiters(&name) == 1000 }).await);
+    let count = || {
+        if mode == Mode::Off {
+            classic_subscribers(c, &ch)
+        } else {
+            shard_subscribers(c, &ch)
+        }
+    };
+    assert!(eventually(WITHIN, || async { count() == 1 }).await);
+    assert_eq!(count(), 1, "exactly one subscription for 1 000 waiters");
+    assert_eq!(client.subscribed_channels(), 1);
+    for w in &waiters {
+        w.abort();
+    }
+    assert!(
+        eventually(WITHIN, || async { count() == 0 }).await,
+        "none left"
+    );
+    assert_eq!(client.subscribed_channels(), 0);
+    let _: i64 = fred::interfaces::KeysInterface::del(&admin.redis, name.as_str())
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_waiters_share_one_shard_subscription() {
+    one_subscription_for_a_thousand_waiters(Mode::On).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_waiters_share_one_classic_subscription() {
+    one_subscription_for_a_thousand_waiters(Mode::Off).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_calls_are_per_slot_on_a_cluster() {
+    let c = RedisCluster::shared();
+    let config = Config::default()
+        .lock_watchdog_timeout(Duration::from_millis(1500))
+        .lock_watchdog_batch_size(3);
+    let client = client(c, config).await;
+    // 5 locks in the slot of {g0}, 2 in the slot of {g1}, 1 in the slot of {g2}.
+    let mut guards = Vec::new();
+    for (tag, n) in [("g0", 5), ("g1", 2), ("g2", 1)] {
+        for i in 0..n {
+            guards.push(
+                client
+                    .get_lock(&format!("{{{tag}}}:renew{i}"))
+                    .lock()
+                    .await
+                    .unwrap(),
+            );
+        }
+    }
+    // One run: ⌈5/3⌉ + ⌈2/3⌉ + ⌈1/3⌉ = 4 calls, counted at once when the run starts.
+    assert!(eventually(WITHIN, || async { client.watchdog_renew_calls() > 0 }).await);
+    assert_eq!(client.watchdog_renew_calls(), 4);
+    assert!(eventually(WITHIN, || async { client.watchdog_renew_calls() > 4 }).await);
+    assert_eq!(client.watchdog_renew_calls(), 8);
+    tokio::time::sleep(Duration::from_millis(1600)).await; // longer than the TTL: renewals keep them
+    for g in guards {
+        assert!(!g.is_lost());
+        g.unlock().await.unwrap();
+    }
+}
+
+/// A lock held across a manual failover of its master: kept, renewed, and handed to a waiter
+/// of another client after the release; new acquisitions from a third client work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_survives_a_manual_failover_and_hands_over_after_it() {
+    let c = RedisCluster::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(3));
+    let (holder, waiter_client, third) = (
+        client(&c, config.clone()).await,
+        client(&c, config.clone()).await,
+        client(&c, config).await,
+    );
+    let admin = Admin::connect(&c.cluster_url()).await;
+    let name = c.name_per_master("failover-").remove(1);
+    let guard = holder.get_lock(&name).lock().await.unwrap();
+    let lock = waiter_client.get_lock(&name);
+    let waiter = tokio::spawn(async move {
+        let g = lock.lock().await?;
+        Ok::<_, Error>((Instant::now(), g))
+    });
+    assert!(eventually(WITHIN, || async { waiter_client.waiters(&name) == 1 }).await);
+
+    let replica = c.replica_for_key(&name);
+    c.failover(replica).await;
+    assert_eq!(c.master_for_key(&name), replica);
+    // Renewals continue on the new master: after two more periods the TTL is still fresh.
+    let calls = holder.watchdog_renew_calls();
+    assert!(
+        eventually(WITHIN, || async {
+            holder.watchdog_renew_calls() >= calls + 2
+        })
+        .await
+    );
+    assert!(!guard.is_lost());
+    let fields = admin.hgetall(&name).await;
+    assert_eq!(
+        fields.get(guard.owner_field()).map(String::as_str),
+        Some("1")
+    );
+    assert!(admin.pttl(&name).await > 1000);
+
+    // Give the waiter's client time to notice the moved slot and resubscribe, then release.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let g = woke_within(waiter, released, Duration::from_millis(1000)).await;
+    g.unlock().await.unwrap();
+    let g = third
+        .get_fair_lock(&name)
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free");
+    g.unlock().await.unwrap();
+}
+
+/// A held lock whose slot migrates to another master: renewals, the release and the fair
+/// queue scripts follow the redirect, and a waiter on the moved shard channel still wakes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_follows_its_slot_to_another_master() {
+    let c = RedisCluster::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(3));
+    let (holder, other) = (client(&c, config.clone()).await, client(&c, config).await);
+    let admin = Admin::connect(&c.cluster_url()).await;
+    let name = c.name_per_master("migrate-").remove(0);
+    let guard = holder.get_lock(&name).lock().await.unwrap();
+    let lock = other.get_lock(&name);
+    let waiter = tokio::spawn(async move {
+        let g = lock.lock().await?;
+        Ok::<_, Error>((Instant::now(), g))
+    });
+    assert!(eventually(WITHIN, || async { other.waiters(&name) == 1 }).await);
+    // A fair lock in another slot of the same master, with a queued waiter.
+    let fair_name = format!("{{{name}}}:fair");
+    let fair_guard = holder.get_fair_lock(&fair_name).lock().await.unwrap();
+    let fair = other.get_fair_lock(&fair_name);
+    let fair_waiter = tokio::spawn(async move {
+        let g = fair.try_lock_for(Duration::from_secs(20)).await?;
+        Ok::<_, Error>((Instant::now(), g))
+    });
+    let queue = format!("redisson_lock_queue:{fair_name}");
+    assert!(
+        eventually(WITHIN, || async {
+            let n = admin
+                .cmd("LLEN", vec![queue.as_str().into()])
+                .await
+                .unwrap();
+            n.as_i64() == Some(1)
+        })
+        .await
+    );
+
+    let slot = RedisCluster::slot(&name);
+    let from = c.master_for_key(&name);
+    let to = c.masters().into_iter().find(|m| *m != from).unwrap();
+    c.migrate_slot(slot, from, to).await;
+    assert_eq!(c.master_for_key(&name), to);
+
+    let calls = holder.watchdog_renew_calls();
+    assert!(
+        eventually(WITHIN, || async {
+            holder.watchdog_renew_calls() >= calls + 2
+        })
+        .await
+    );
+    assert!(!guard.is_lost(), "renewals follow the slot");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let g = woke_within(waiter, released, Duration::from_millis(1000)).await;
+    g.unlock().await.unwrap();
+
+    let released = Instant::now();
+    fair_guard.unlock().await.unwrap();
+    let g = woke_within(fair_waiter, released, Duration::from_millis(1000))
+        .await
+        .expect("the queued fair waiter acquires");
+    g.unlock().await.unwrap();
+}
+
+/// `kill -9` of the lock's master: after the automatic failover the holder's renewals go to
+/// the promoted replica. When the lock is not there (asynchronous replication lost it; simulated
+/// here by deleting it on the new master, since a replica receives the stream into its socket
+/// even while stopped), the renewal finds the field gone and the loss signal fires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_fails_over_and_a_lock_missing_there_fires_the_loss_signal() {
+    let c = RedisCluster::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(6));
+    let holder = client(&c, config).await;
+    let name = c.name_per_master("killed-").remove(2);
+    let master = c.master_for_key(&name);
+    let guard = holder.get_lock(&name).lock().await.unwrap();
+    let idx = c.masters().iter().position(|m| *m == master).unwrap();
+    let (_, promoted) = c.kill_master(idx).await;
+    assert_eq!(c.master_for_key(&name), promoted);
+    // Renewals reach the promoted replica (where the replicated lock is).
+    let calls = holder.watchdog_renew_calls();
+    assert!(
+        eventually(WITHIN, || async {
+            holder.watchdog_renew_calls() >= calls + 2
+        })
+        .await
+    );
+    assert!(
+        !guard.is_lost(),
+        "the replicated lock is renewed on the new master"
+    );
+    let admin = Admin::connect(&c.cluster_url()).await;
+    let _: i64 = fred::interfaces::KeysInterface::del(&admin.redis, name.as_str())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the next renewal finds the field gone");
+    assert!(
+        guard.valid_until() > Instant::now(),
+        "reported by the renewal, before the deadline would have passed"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "within one renewal period"
+    );
+    assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
+}
