@@ -1,6 +1,7 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod proxy;
 pub mod redis_server;
 
 use std::{collections::HashMap, time::Duration};
