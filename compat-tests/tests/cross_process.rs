@@ -11,6 +11,10 @@ use std::{
     time::{Duration, Instant},
 };
 
+#[path = "../../tests/common/proxy.rs"]
+mod proxy;
+
+use proxy::Proxy;
 use redis_server::RedisServer;
 
 /// One `lock-peer` process.
@@ -69,6 +73,13 @@ impl Peer {
         self.stdin.flush().unwrap();
     }
 
+    /// Sends raw bytes (a line that need not be valid UTF-8) and a newline.
+    fn send_bytes(&mut self, line: &[u8]) {
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
     fn next_line(&mut self, within: Duration) -> String {
         self.lines
             .recv_timeout(within)
@@ -108,11 +119,38 @@ impl Peer {
     fn global(&mut self, line: &str, within: Duration) -> String {
         self.send(line);
         let prefix = format!("- {} ", line.split_whitespace().next().unwrap());
+        self.line_starting(&prefix, within)
+    }
+
+    /// Waits for the next line that starts with `prefix` (other lines are skipped).
+    fn line_starting(&mut self, prefix: &str, within: Duration) -> String {
         loop {
             let l = self.next_line(within);
-            if l.starts_with(&prefix) {
+            if l.starts_with(prefix) {
                 return l;
             }
+        }
+    }
+
+    /// Polls `<thread> <command_line>` until its value is `want`; returns that reply.
+    fn poll_until(
+        &mut self,
+        thread: &str,
+        command_line: &str,
+        want: &str,
+        within: Duration,
+    ) -> Reply {
+        let deadline = Instant::now() + within;
+        loop {
+            let r = self.call(thread, command_line, within);
+            if r.value == want {
+                return r;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{thread} {command_line} still {r:?} after {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
@@ -379,4 +417,110 @@ fn spin_lock_excludes_across_processes() {
     assert!(got.ok);
     // Bounded by the 128 ms back-off cap.
     assert!((got.at as i128 - unlocked.at as i128) < 300);
+}
+
+#[test]
+fn a_line_that_is_not_utf8_gets_err_invalid_and_reading_goes_on() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    // A thread command: the thread's reply, in order with the thread's other replies.
+    a.send("t1 sleep 100");
+    a.send_bytes(b"t1 lock k\xff");
+    let r = a.reply("t1", "lock", T);
+    assert!(!r.ok);
+    assert!(r.value.starts_with("INVALID:"), "{r:?}");
+    // A global command, and a line with no readable word.
+    a.send_bytes(b"sleep 1\xfe");
+    let l = a.line_starting("- sleep ", T);
+    assert!(l.starts_with("- sleep ERR INVALID:"), "{l}");
+    a.send_bytes(b"\xc3\x28 lock k");
+    let l = a.line_starting("- ", T);
+    assert!(l.starts_with("- ? ERR INVALID:"), "{l}");
+    // Nothing of them ran, and reading went on.
+    assert_eq!(a.call("t1", "islocked k", T).value, "false");
+    assert_eq!(a.call("t1", "lock k", T).value, "locked");
+    assert_eq!(a.global("id", T), format!("- id OK {}", a.id));
+}
+
+#[test]
+fn lost_and_validms_follow_the_holders_guard() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &["--watchdog-ms", "1000"]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "lost l", T).value, "none");
+    assert_eq!(a.call("t1", "validms l", T).value, "-1");
+
+    // Leased: valid until send time + lease − drift (1500 − 17 ms), then lost for good.
+    assert_eq!(a.call("t1", "lock l 1500", T).value, "locked");
+    let v: i64 = a.call("t1", "validms l", T).value.parse().unwrap();
+    assert!((1000..=1483).contains(&v), "{v}");
+    assert_eq!(a.call("t1", "lost l", T).value, "false");
+    assert_eq!(a.call("t2", "lost l", T).value, "none", "per thread");
+    assert_eq!(a.call("t1", "flost l", T).value, "none", "per family");
+    a.poll_until("t1", "lost l", "true", T);
+    assert_eq!(a.call("t1", "validms l", T).value, "0");
+    // The lock is free once its holder has been told.
+    assert_eq!(b.call("t1", "trylock l 2000", T).value, "true");
+    assert_eq!(a.call("t1", "lost l", T).value, "true");
+
+    // Watchdog: renewals move the deadline, so it stays valid across several timeouts.
+    assert_eq!(a.call("t1", "flock w", T).value, "locked");
+    let v: i64 = a.call("t1", "fvalidms w", T).value.parse().unwrap();
+    assert!((1..=988).contains(&v), "{v}");
+    a.call("t1", "sleep 1500", T);
+    assert_eq!(a.call("t1", "flost w", T).value, "false");
+    let v: i64 = a.call("t1", "fvalidms w", T).value.parse().unwrap();
+    assert!(v > 0, "renewed: {v}");
+    // Re-entry keeps it; unlocking the last hold forgets it.
+    assert_eq!(a.call("t1", "flock w", T).value, "locked");
+    assert!(a.call("t1", "funlock w", T).ok);
+    assert_eq!(a.call("t1", "flost w", T).value, "false");
+    assert!(a.call("t1", "funlock w", T).ok);
+    assert_eq!(a.call("t1", "flost w", T).value, "none");
+    assert_eq!(a.call("t1", "fvalidms w", T).value, "-1");
+
+    // Taken away by another process: the watchdog's next renewal tells the holder.
+    assert_eq!(a.call("t1", "wlock rw", T).value, "locked");
+    assert_eq!(a.call("t1", "rlost rw", T).value, "none");
+    assert_eq!(b.call("t1", "wforceunlock rw", T).value, "true");
+    a.poll_until("t1", "wlost rw", "true", Duration::from_secs(2));
+    let r = a.call("t1", "wunlock rw", T);
+    assert!(r.value.starts_with("NOT_HELD:"), "{r:?}");
+    assert_eq!(a.call("t1", "wlost rw", T).value, "none");
+    // A new hold starts afresh.
+    assert_eq!(a.call("t1", "wlock rw", T).value, "locked");
+    assert_eq!(a.call("t1", "wlost rw", T).value, "false");
+}
+
+#[test]
+fn a_partitioned_holder_reports_lost_before_anyone_else_acquires() {
+    // Fault catalogue S12: the holder's connection is blackholed; L = 1 s.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let s = RedisServer::start();
+    let proxy = rt.block_on(Proxy::start(s.port()));
+    let mut h = Peer::start(&proxy.url(), &["--watchdog-ms", "1000"]);
+    let mut c = Peer::start(&s.url(), &[]);
+    assert_eq!(h.call("t1", "lock p", T).value, "locked");
+    assert_eq!(c.call("t1", "trylock p", T).value, "false");
+
+    proxy.freeze();
+    // The holder's own estimate of its deadline, in epoch ms (an upper bound).
+    let v = h.call("t1", "validms p", T);
+    let deadline = v.at + v.value.parse::<u128>().unwrap();
+    c.send("t1 trylock p 10000");
+    let entered = c.reply("t1", "trylock", T);
+    assert_eq!(entered.value, "true", "{entered:?}");
+    // Once another process is inside, the partitioned holder must already know.
+    assert_eq!(h.call("t1", "lost p", T).value, "true");
+    assert!(
+        deadline <= entered.at,
+        "holder valid until {deadline}, other process entered at {}",
+        entered.at
+    );
+
+    // Healed: the holder does not get the lock back by itself and stays lost.
+    proxy.unfreeze();
+    assert_eq!(h.call("t1", "held p", T).value, "false");
+    assert_eq!(h.call("t1", "lost p", T).value, "true");
+    assert_eq!(c.call("t1", "held p", T).value, "true");
 }

@@ -102,7 +102,10 @@ struct HoldSlot {
 
 impl HoldSlot {
     fn matches(&self, data: &[u8]) -> bool {
-        self.filter.as_ref().map_or(true, |f| f(data))
+        match &self.filter {
+            Some(f) => f(data),
+            None => true,
+        }
     }
 }
 
