@@ -293,12 +293,46 @@ fn a_halted_holder_with_a_one_second_watchdog_frees_the_lock_within_about_a_seco
 #[test]
 fn quit_releases_nothing_and_the_watchdog_lock_expires() {
     let s = RedisServer::start();
+    // Every unlock publishes on the lock's channel: listen to both locks' channels.
+    let mut sub = std::net::TcpStream::connect(("127.0.0.1", s.port())).unwrap();
+    sub.write_all(b"SUBSCRIBE redisson_lock__channel:{q} redisson_lock__channel:{q2}\r\n")
+        .unwrap();
+    read_until_contains(&mut sub, "redisson_lock__channel:{q2}\r\n:2\r\n");
+
     let mut a = Peer::start(&s.url(), &["--watchdog-ms", "800"]);
     let mut b = Peer::start(&s.url(), &[]);
     assert_eq!(a.call("t1", "lock q", T).value, "locked");
+    assert_eq!(a.call("t1", "lock q2 60000", T).value, "locked");
     assert_eq!(a.global("quit", T), "- quit OK");
-    assert_eq!(b.call("t1", "islocked q", T).value, "true");
+    // The leased lock is still held: quit released nothing. (The watchdog lock may already
+    // have expired, less than 800 ms after its last renewal, so it proves nothing here.)
+    assert_eq!(b.call("t1", "islocked q2", T).value, "true");
+    let ttl: i64 = b.call("t1", "ttl q2", T).value.parse().unwrap();
+    assert!(ttl > 50_000, "{ttl}");
+    // The watchdog stopped: its lock expires and another process gets it.
     assert_eq!(b.call("t1", "trylock q 3000", T).value, "true");
+    // No unlock message was published for either lock before that.
+    sub.write_all(b"PING\r\n").unwrap();
+    let seen = read_until_contains(&mut sub, "pong");
+    assert!(!seen.contains("message"), "{seen:?}");
+}
+
+/// Reads a raw connection until what was read contains `needle`; returns all of it.
+fn read_until_contains(conn: &mut std::net::TcpStream, needle: &str) -> String {
+    use std::io::Read;
+    conn.set_read_timeout(Some(T)).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&seen).contains(needle) {
+        let n = conn.read(&mut buf).expect("read within the timeout");
+        assert!(
+            n > 0,
+            "closed before {needle:?}: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
 }
 
 #[test]
