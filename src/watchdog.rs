@@ -223,7 +223,15 @@ impl Watchdog {
                 loss: LossSignal::new(deadline),
             });
             hold.count += 1;
-            hold.loss.extend(deadline);
+            if hold.loss.is_lost() {
+                // A hold already known lost (its deadline passed before the next run removed
+                // it) is not revived: this acquisition starts a new registration.
+                hold.loss = LossSignal::new(deadline);
+                hold.epoch = self.state.next_epoch.fetch_add(1, Ordering::Relaxed);
+                hold.renewals = 0;
+            } else {
+                hold.loss.extend(deadline);
+            }
             hold.loss.clone()
         };
         self.state.wake.notify_one();

@@ -41,6 +41,8 @@ fn one_line(s: &str) -> String {
 
 enum Job {
     Command(Vec<String>),
+    /// A command that is not run: its reply is `ERR INVALID: <message>`.
+    Invalid(String, String),
     Barrier(oneshot::Sender<()>),
 }
 
@@ -125,9 +127,21 @@ async fn main() {
     ));
 
     let mut threads: HashMap<String, mpsc::UnboundedSender<Job>> = HashMap::new();
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let line = line.trim();
+    let mut input = BufReader::new(tokio::io::stdin());
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        match input.read_until(b'\n', &mut raw).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let line = match std::str::from_utf8(strip_newline(&raw)) {
+            Ok(line) => line.trim(),
+            Err(_) => {
+                reject_invalid_utf8(&raw, &client, &mut threads);
+                continue;
+            }
+        };
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
@@ -156,12 +170,8 @@ async fn main() {
             "quit" => break,
             "halt" => std::process::exit(137),
             thread => {
-                let tx = threads.entry(thread.to_owned()).or_insert_with(|| {
-                    let (tx, rx) = mpsc::unbounded_channel();
-                    tokio::spawn(run_thread(client.clone(), thread.to_owned(), rx));
-                    tx
-                });
-                let _ = tx.send(Job::Command(words[1..].to_vec()));
+                let _ = thread_queue(&mut threads, &client, thread)
+                    .send(Job::Command(words[1..].to_vec()));
             }
         }
     }
@@ -170,6 +180,51 @@ async fn main() {
     emit("- quit OK");
     std::process::exit(0);
 }
+
+/// The queue of a logical thread, started on first use.
+fn thread_queue<'a>(
+    threads: &'a mut HashMap<String, mpsc::UnboundedSender<Job>>,
+    client: &Client,
+    thread: &str,
+) -> &'a mpsc::UnboundedSender<Job> {
+    threads.entry(thread.to_owned()).or_insert_with(|| {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run_thread(client.clone(), thread.to_owned(), rx));
+        tx
+    })
+}
+
+/// A line without its `\n` or `\r\n`.
+fn strip_newline(raw: &[u8]) -> &[u8] {
+    let raw = raw.strip_suffix(b"\n").unwrap_or(raw);
+    raw.strip_suffix(b"\r").unwrap_or(raw)
+}
+
+const NOT_UTF8: &str = "input line is not valid UTF-8";
+
+/// Answers a line that is not valid UTF-8 with `ERR INVALID`; nothing of it runs. When its first
+/// two words are valid UTF-8 and name a thread command, the reply is that thread's (in order with
+/// the thread's other replies); otherwise it is a global reply.
+fn reject_invalid_utf8(
+    raw: &[u8],
+    client: &Client,
+    threads: &mut HashMap<String, mpsc::UnboundedSender<Job>>,
+) {
+    let mut words = strip_newline(raw)
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .map(std::str::from_utf8);
+    match (words.next(), words.next()) {
+        (Some(Ok(thread)), Some(Ok(command))) if !GLOBAL_COMMANDS.contains(&thread) => {
+            let _ = thread_queue(threads, client, thread)
+                .send(Job::Invalid(command.to_owned(), NOT_UTF8.to_owned()));
+        }
+        (Some(Ok(command)), _) => emit(&format!("- {command} ERR INVALID: {NOT_UTF8}")),
+        _ => emit(&format!("- ? ERR INVALID: {NOT_UTF8}")),
+    }
+}
+
+const GLOBAL_COMMANDS: [&str; 6] = ["id", "sleep", "await", "bench", "quit", "halt"];
 
 async fn run_bench(client: &Client, args: &[String]) -> String {
     let parsed = (|| {
@@ -223,23 +278,88 @@ macro_rules! with_lock {
     };
 }
 
+/// A guard the peer keeps for one hold of a logical thread, to answer `lost` and `validms`.
+/// Holds are released only by `unlock` (Java style), never by dropping: dropping a `Kept` keeps
+/// the lock held.
+struct Kept(Option<AnyGuard>);
+
+impl Kept {
+    fn guard(&self) -> &AnyGuard {
+        self.0.as_ref().expect("a kept guard until dropped")
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if let Some(g) = self.0.take() {
+            g.keep();
+        }
+    }
+}
+
+/// What one logical thread knows: its owner, its lock handles, and the guards of its holds, per
+/// (family, lock name), oldest first (one per acquisition still held).
+struct ThreadState {
+    owner: Owner,
+    locks: HashMap<(&'static str, String), Arc<AnyLock>>,
+    holds: HashMap<(&'static str, String), Vec<Kept>>,
+}
+
+impl ThreadState {
+    /// Records a new hold. A hold already known lost is over for this thread (the lock expired
+    /// or was taken away), so its guards are forgotten first: the new acquisition starts afresh.
+    fn push_hold(&mut self, family: &'static str, name: &str, guard: AnyGuard) {
+        let stack = self.holds.entry((family, name.to_owned())).or_default();
+        if stack.last().is_some_and(|k| k.guard().is_lost()) {
+            stack.clear();
+        }
+        stack.push(Kept(Some(guard)));
+    }
+
+    /// The guard of the most recent hold (its deadline is the one Redis follows).
+    fn last_hold(&self, family: &'static str, name: &str) -> Option<&AnyGuard> {
+        self.holds
+            .get(&(family, name.to_owned()))
+            .and_then(|stack| stack.last())
+            .map(Kept::guard)
+    }
+
+    fn pop_hold(&mut self, family: &'static str, name: &str) {
+        if let Some(stack) = self.holds.get_mut(&(family, name.to_owned())) {
+            stack.pop();
+        }
+    }
+
+    /// Forgets every hold of these families on `name`.
+    fn clear_holds(&mut self, families: &[&'static str], name: &str) {
+        for family in families {
+            self.holds.remove(&(*family, name.to_owned()));
+        }
+    }
+}
+
 /// One logical thread: its own owner, its commands in order.
 async fn run_thread(client: Client, thread: String, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let owner = Owner::new();
-    let mut locks: HashMap<(&'static str, String), Arc<AnyLock>> = HashMap::new();
+    let mut state = ThreadState {
+        owner: Owner::new(),
+        locks: HashMap::new(),
+        holds: HashMap::new(),
+    };
     while let Some(job) = rx.recv().await {
-        let words = match job {
+        let started = Instant::now();
+        let (command, result) = match job {
             Job::Barrier(done) => {
                 let _ = done.send(());
                 continue;
             }
-            Job::Command(w) => w,
+            Job::Invalid(command, msg) => (command, Err(invalid(&msg))),
+            Job::Command(words) => {
+                let Some(command) = words.first().cloned() else {
+                    continue;
+                };
+                (command, execute(&client, &mut state, &words).await)
+            }
         };
-        let Some(command) = words.first().cloned() else {
-            continue;
-        };
-        let started = Instant::now();
-        let result = execute(&client, owner, &mut locks, &words).await;
         let elapsed = started.elapsed().as_secs_f64() * 1000.0;
         let at = epoch_ms();
         let line = match result {
@@ -301,12 +421,8 @@ fn split_family(command: &str) -> Option<(&'static str, &str)> {
     None
 }
 
-async fn execute(
-    client: &Client,
-    owner: Owner,
-    locks: &mut HashMap<(&'static str, String), Arc<AnyLock>>,
-    words: &[String],
-) -> Reply {
+async fn execute(client: &Client, state: &mut ThreadState, words: &[String]) -> Reply {
+    let owner = state.owner;
     let command = words[0].as_str();
     match command {
         "threadid" => return Ok(owner.id().to_string()),
@@ -329,7 +445,8 @@ async fn execute(
         "r" | "w" => "rw",
         other => other,
     };
-    let lock = locks
+    let lock = state
+        .locks
         .entry((slot, name.clone()))
         .or_insert_with(|| {
             Arc::new(match slot {
@@ -353,14 +470,14 @@ async fn execute(
             .filter(|ms| *ms > 0)
             .map(|ms| Duration::from_millis(ms as u64)))
     };
-    // A held lock stays held until `unlock`: the guard is kept, its value is printed.
-    let kept = |g: AnyGuard| -> String {
-        let token = g.token();
-        g.keep();
-        match token {
+    // A held lock stays held until `unlock`: the guard is kept for `lost`/`validms`.
+    let mut held = |g: AnyGuard| -> String {
+        let value = match g.token() {
             Some(t) if fenced => t.to_string(),
             _ => "locked".into(),
-        }
+        };
+        state.push_hold(family, &name, g);
+        value
     };
     match op {
         "lock" => {
@@ -370,7 +487,7 @@ async fn execute(
                 None => l.lock().await.map(|g| g.erase()),
             })
             .map_err(err)?;
-            Ok(kept(g))
+            Ok(held(g))
         }
         "trylock" => {
             let wait = millis_arg(words, 2)?;
@@ -385,21 +502,38 @@ async fn execute(
             .map(|g| g.map(|g| g.erase())))
             .map_err(err)?;
             Ok(match g {
-                Some(g) if fenced => kept(g),
+                Some(g) if fenced => held(g),
                 Some(g) => {
-                    g.keep();
+                    held(g);
                     "true".into()
                 }
                 None if fenced => "null".into(),
                 None => "false".into(),
             })
         }
-        "unlock" => with_lock!(&*lock, write, l => l.unlock().await)
-            .map(|_| "unlocked".into())
-            .map_err(err),
-        "forceunlock" => with_lock!(&*lock, write, l => l.force_unlock().await)
-            .map(|b| b.to_string())
-            .map_err(err),
+        "unlock" => match with_lock!(&*lock, write, l => l.unlock().await) {
+            Ok(_) => {
+                state.pop_hold(family, &name);
+                Ok("unlocked".into())
+            }
+            Err(e) => {
+                if matches!(e, Error::NotHeld { .. }) {
+                    // This thread holds nothing of it (any more).
+                    state.clear_holds(&[family], &name);
+                }
+                Err(err(e))
+            }
+        },
+        "forceunlock" => {
+            let freed = with_lock!(&*lock, write, l => l.force_unlock().await).map_err(err)?;
+            if freed {
+                // Every hold of the lock is gone, this thread's included (both halves of a
+                // read-write lock).
+                let families: &[&'static str] = if slot == "rw" { &["r", "w"] } else { &[family] };
+                state.clear_holds(families, &name);
+            }
+            Ok(freed.to_string())
+        }
         "islocked" => with_lock!(&*lock, write, l => l.is_locked().await)
             .map(|b| b.to_string())
             .map_err(err),
@@ -416,6 +550,19 @@ async fn execute(
             AnyLock::Fenced(l) => l.token().await.map(|t| t.to_string()).map_err(err),
             _ => Err(invalid("token is only defined for the fenced lock")),
         },
+        // What the holder itself knows, from its guard; no Redis call.
+        "lost" => Ok(match state.last_hold(family, &name) {
+            None => "none".into(),
+            Some(g) => g.is_lost().to_string(),
+        }),
+        "validms" => Ok(match state.last_hold(family, &name) {
+            None => "-1".into(),
+            Some(g) => g
+                .valid_until()
+                .saturating_duration_since(tokio::time::Instant::now())
+                .as_millis()
+                .to_string(),
+        }),
         _ => Err(("UNSUPPORTED", format!("unknown command {command}"))),
     }
 }
@@ -432,5 +579,7 @@ fn is_operation(op: &str) -> bool {
             | "held"
             | "ttl"
             | "token"
+            | "lost"
+            | "validms"
     )
 }

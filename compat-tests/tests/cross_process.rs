@@ -5,20 +5,42 @@
 mod redis_server;
 
 use std::{
+    collections::{HashMap, VecDeque},
     io::{BufRead, BufReader, Write},
     process::{Child, ChildStdin, Command, Stdio},
     sync::mpsc,
     time::{Duration, Instant},
 };
 
+#[path = "../../tests/common/proxy.rs"]
+mod proxy;
+
+use proxy::Proxy;
 use redis_server::RedisServer;
 
 /// One `lock-peer` process.
+///
+/// Lines of different threads interleave in any order, so no line is ever thrown away: a line
+/// read while waiting for another one stays buffered until something claims it. Each thread's
+/// replies come in the order of its commands, so a thread's reply lines are numbered as they
+/// arrive and [`call`](Self::call) claims exactly the reply of the command it sent.
 struct Peer {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
     id: String,
+    /// Lines read and not claimed yet, oldest first.
+    unclaimed: VecDeque<Line>,
+    /// Commands sent to each thread so far.
+    sent: HashMap<String, u64>,
+    /// Reply lines read from each thread so far.
+    replied: HashMap<String, u64>,
+}
+
+/// A line of output; thread replies carry their thread and their number within the thread.
+struct Line {
+    text: String,
+    reply_of: Option<(String, u64)>,
 }
 
 #[derive(Debug)]
@@ -26,6 +48,36 @@ struct Reply {
     ok: bool,
     value: String,
     at: u128,
+}
+
+impl Reply {
+    fn parse(line: &str) -> Reply {
+        // <thread> <command> OK|ERR <value...> elapsed_ms=<f> at=<ms>
+        let rest = line.splitn(3, ' ').nth(2).unwrap_or_default();
+        let ok = rest.starts_with("OK ");
+        let body = rest.split_once(' ').map(|x| x.1).unwrap_or_default();
+        let value = body.split(" elapsed_ms=").next().unwrap().to_owned();
+        let at = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("at="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no at= stamp in {line:?}"));
+        Reply { ok, value, at }
+    }
+}
+
+/// Words of the peer's input that are global commands, not thread names.
+const GLOBAL_COMMANDS: [&str; 6] = ["id", "sleep", "await", "bench", "quit", "halt"];
+
+/// The thread whose reply line an input line will produce, as `lock-peer` decides it: the first
+/// word, unless it is a global command, a comment, or alone on the line.
+fn thread_of(input: &[u8]) -> Option<String> {
+    let mut words = input
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty());
+    let thread = std::str::from_utf8(words.next()?).ok()?;
+    std::str::from_utf8(words.next()?).ok()?;
+    (!thread.starts_with('#') && !GLOBAL_COMMANDS.contains(&thread)).then(|| thread.to_owned())
 }
 
 impl Peer {
@@ -53,8 +105,11 @@ impl Peer {
             stdin,
             lines,
             id: String::new(),
+            unclaimed: VecDeque::new(),
+            sent: HashMap::new(),
+            replied: HashMap::new(),
         };
-        let ready = peer.next_line(Duration::from_secs(20));
+        let ready = peer.line_starting("- ready ", Duration::from_secs(20));
         assert!(ready.starts_with("- ready OK id="), "{ready}");
         peer.id = ready
             .split_whitespace()
@@ -65,54 +120,118 @@ impl Peer {
     }
 
     fn send(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
+        self.send_bytes(line.as_bytes());
+    }
+
+    /// Sends raw bytes (a line that need not be valid UTF-8) and a newline. Returns the thread
+    /// and number of the reply it will produce, if it is a thread command.
+    fn send_bytes(&mut self, line: &[u8]) -> Option<(String, u64)> {
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
+        let thread = thread_of(line)?;
+        let n = self.sent.entry(thread.clone()).or_insert(0);
+        *n += 1;
+        Some((thread, *n))
     }
 
-    fn next_line(&mut self, within: Duration) -> String {
-        self.lines
-            .recv_timeout(within)
-            .unwrap_or_else(|_| panic!("no line from lock-peer within {within:?}"))
+    /// Reads one more line into the buffer; panics if none comes before `deadline`.
+    fn read_line(&mut self, deadline: Instant, waiting_for: &dyn std::fmt::Display) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let text = self.lines.recv_timeout(left).unwrap_or_else(|_| {
+            let unclaimed: Vec<&str> = self.unclaimed.iter().map(|l| l.text.as_str()).collect();
+            panic!("no line {waiting_for} from lock-peer in time; unclaimed: {unclaimed:#?}")
+        });
+        let reply_of = if text.starts_with("- ") {
+            None
+        } else {
+            text.split_whitespace().next().map(|thread| {
+                let n = self.replied.entry(thread.to_owned()).or_insert(0);
+                *n += 1;
+                (thread.to_owned(), *n)
+            })
+        };
+        self.unclaimed.push_back(Line { text, reply_of });
     }
 
-    /// Waits for the reply line of `<thread> <command>` (other lines are skipped).
-    fn reply(&mut self, thread: &str, command: &str, within: Duration) -> Reply {
+    /// Claims the oldest line (buffered or new) for which `matches` is true.
+    fn claim(
+        &mut self,
+        matches: impl Fn(&Line) -> bool,
+        within: Duration,
+        waiting_for: &dyn std::fmt::Display,
+    ) -> String {
         let deadline = Instant::now() + within;
-        let prefix = format!("{thread} {command} ");
+        let mut checked = 0;
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.next_line(left);
-            let Some(rest) = line.strip_prefix(&prefix) else {
-                continue;
-            };
-            let ok = rest.starts_with("OK ");
-            let body = rest.split_once(' ').map(|x| x.1).unwrap_or_default();
-            let value = body.split(" elapsed_ms=").next().unwrap().to_owned();
-            let at = line
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix("at="))
-                .and_then(|v| v.parse().ok())
-                .expect("at= stamp");
-            return Reply { ok, value, at };
+            if let Some(i) = (checked..self.unclaimed.len()).find(|&i| matches(&self.unclaimed[i]))
+            {
+                return self.unclaimed.remove(i).unwrap().text;
+            }
+            checked = self.unclaimed.len();
+            self.read_line(deadline, waiting_for);
         }
     }
 
-    /// Sends a thread command and returns its reply.
+    /// The oldest unclaimed reply line of `<thread> <command>` (e.g. of a command sent earlier
+    /// with [`send`](Self::send)).
+    fn reply(&mut self, thread: &str, command: &str, within: Duration) -> Reply {
+        let prefix = format!("{thread} {command} ");
+        let line = self.claim(
+            |l| l.reply_of.is_some() && l.text.starts_with(&prefix),
+            within,
+            &format_args!("starting with {prefix:?}"),
+        );
+        Reply::parse(&line)
+    }
+
+    /// Sends a thread command and returns its own reply.
     fn call(&mut self, thread: &str, command_line: &str, within: Duration) -> Reply {
-        self.send(&format!("{thread} {command_line}"));
-        let command = command_line.split_whitespace().next().unwrap();
-        self.reply(thread, command, within)
+        let line = format!("{thread} {command_line}");
+        let want = self.send_bytes(line.as_bytes()).expect("a thread command");
+        let line = self.claim(
+            |l| l.reply_of.as_ref() == Some(&want),
+            within,
+            &format_args!("replying to {line:?}"),
+        );
+        Reply::parse(&line)
     }
 
     /// Sends a global command and returns its `- <command> ...` line.
     fn global(&mut self, line: &str, within: Duration) -> String {
         self.send(line);
         let prefix = format!("- {} ", line.split_whitespace().next().unwrap());
+        self.line_starting(&prefix, within)
+    }
+
+    /// Claims the oldest line that starts with `prefix`.
+    fn line_starting(&mut self, prefix: &str, within: Duration) -> String {
+        self.claim(
+            |l| l.text.starts_with(prefix),
+            within,
+            &format_args!("starting with {prefix:?}"),
+        )
+    }
+
+    /// Polls `<thread> <command_line>` until its value is `want`; returns that reply.
+    fn poll_until(
+        &mut self,
+        thread: &str,
+        command_line: &str,
+        want: &str,
+        within: Duration,
+    ) -> Reply {
+        let deadline = Instant::now() + within;
         loop {
-            let l = self.next_line(within);
-            if l.starts_with(&prefix) {
-                return l;
+            let r = self.call(thread, command_line, within);
+            if r.value == want {
+                return r;
             }
+            assert!(
+                Instant::now() < deadline,
+                "{thread} {command_line} still {r:?} after {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 }
@@ -174,12 +293,46 @@ fn a_halted_holder_with_a_one_second_watchdog_frees_the_lock_within_about_a_seco
 #[test]
 fn quit_releases_nothing_and_the_watchdog_lock_expires() {
     let s = RedisServer::start();
+    // Every unlock publishes on the lock's channel: listen to both locks' channels.
+    let mut sub = std::net::TcpStream::connect(("127.0.0.1", s.port())).unwrap();
+    sub.write_all(b"SUBSCRIBE redisson_lock__channel:{q} redisson_lock__channel:{q2}\r\n")
+        .unwrap();
+    read_until_contains(&mut sub, "redisson_lock__channel:{q2}\r\n:2\r\n");
+
     let mut a = Peer::start(&s.url(), &["--watchdog-ms", "800"]);
     let mut b = Peer::start(&s.url(), &[]);
     assert_eq!(a.call("t1", "lock q", T).value, "locked");
+    assert_eq!(a.call("t1", "lock q2 60000", T).value, "locked");
     assert_eq!(a.global("quit", T), "- quit OK");
-    assert_eq!(b.call("t1", "islocked q", T).value, "true");
+    // The leased lock is still held: quit released nothing. (The watchdog lock may already
+    // have expired, less than 800 ms after its last renewal, so it proves nothing here.)
+    assert_eq!(b.call("t1", "islocked q2", T).value, "true");
+    let ttl: i64 = b.call("t1", "ttl q2", T).value.parse().unwrap();
+    assert!(ttl > 50_000, "{ttl}");
+    // The watchdog stopped: its lock expires and another process gets it.
     assert_eq!(b.call("t1", "trylock q 3000", T).value, "true");
+    // No unlock message was published for either lock before that.
+    sub.write_all(b"PING\r\n").unwrap();
+    let seen = read_until_contains(&mut sub, "pong");
+    assert!(!seen.contains("message"), "{seen:?}");
+}
+
+/// Reads a raw connection until what was read contains `needle`; returns all of it.
+fn read_until_contains(conn: &mut std::net::TcpStream, needle: &str) -> String {
+    use std::io::Read;
+    conn.set_read_timeout(Some(T)).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !String::from_utf8_lossy(&seen).contains(needle) {
+        let n = conn.read(&mut buf).expect("read within the timeout");
+        assert!(
+            n > 0,
+            "closed before {needle:?}: {:?}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
 }
 
 #[test]
@@ -379,4 +532,110 @@ fn spin_lock_excludes_across_processes() {
     assert!(got.ok);
     // Bounded by the 128 ms back-off cap.
     assert!((got.at as i128 - unlocked.at as i128) < 300);
+}
+
+#[test]
+fn a_line_that_is_not_utf8_gets_err_invalid_and_reading_goes_on() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    // A thread command: the thread's reply, in order with the thread's other replies.
+    a.send("t1 sleep 100");
+    a.send_bytes(b"t1 lock k\xff");
+    let r = a.reply("t1", "lock", T);
+    assert!(!r.ok);
+    assert!(r.value.starts_with("INVALID:"), "{r:?}");
+    // A global command, and a line with no readable word.
+    a.send_bytes(b"sleep 1\xfe");
+    let l = a.line_starting("- sleep ", T);
+    assert!(l.starts_with("- sleep ERR INVALID:"), "{l}");
+    a.send_bytes(b"\xc3\x28 lock k");
+    let l = a.line_starting("- ", T);
+    assert!(l.starts_with("- ? ERR INVALID:"), "{l}");
+    // Nothing of them ran, and reading went on.
+    assert_eq!(a.call("t1", "islocked k", T).value, "false");
+    assert_eq!(a.call("t1", "lock k", T).value, "locked");
+    assert_eq!(a.global("id", T), format!("- id OK {}", a.id));
+}
+
+#[test]
+fn lost_and_validms_follow_the_holders_guard() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &["--watchdog-ms", "1000"]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "lost l", T).value, "none");
+    assert_eq!(a.call("t1", "validms l", T).value, "-1");
+
+    // Leased: valid until send time + lease − drift (1500 − 17 ms), then lost for good.
+    assert_eq!(a.call("t1", "lock l 1500", T).value, "locked");
+    let v: i64 = a.call("t1", "validms l", T).value.parse().unwrap();
+    assert!((1000..=1483).contains(&v), "{v}");
+    assert_eq!(a.call("t1", "lost l", T).value, "false");
+    assert_eq!(a.call("t2", "lost l", T).value, "none", "per thread");
+    assert_eq!(a.call("t1", "flost l", T).value, "none", "per family");
+    a.poll_until("t1", "lost l", "true", T);
+    assert_eq!(a.call("t1", "validms l", T).value, "0");
+    // The lock is free once its holder has been told.
+    assert_eq!(b.call("t1", "trylock l 2000", T).value, "true");
+    assert_eq!(a.call("t1", "lost l", T).value, "true");
+
+    // Watchdog: renewals move the deadline, so it stays valid across several timeouts.
+    assert_eq!(a.call("t1", "flock w", T).value, "locked");
+    let v: i64 = a.call("t1", "fvalidms w", T).value.parse().unwrap();
+    assert!((1..=988).contains(&v), "{v}");
+    a.call("t1", "sleep 1500", T);
+    assert_eq!(a.call("t1", "flost w", T).value, "false");
+    let v: i64 = a.call("t1", "fvalidms w", T).value.parse().unwrap();
+    assert!(v > 0, "renewed: {v}");
+    // Re-entry keeps it; unlocking the last hold forgets it.
+    assert_eq!(a.call("t1", "flock w", T).value, "locked");
+    assert!(a.call("t1", "funlock w", T).ok);
+    assert_eq!(a.call("t1", "flost w", T).value, "false");
+    assert!(a.call("t1", "funlock w", T).ok);
+    assert_eq!(a.call("t1", "flost w", T).value, "none");
+    assert_eq!(a.call("t1", "fvalidms w", T).value, "-1");
+
+    // Taken away by another process: the watchdog's next renewal tells the holder.
+    assert_eq!(a.call("t1", "wlock rw", T).value, "locked");
+    assert_eq!(a.call("t1", "rlost rw", T).value, "none");
+    assert_eq!(b.call("t1", "wforceunlock rw", T).value, "true");
+    a.poll_until("t1", "wlost rw", "true", Duration::from_secs(2));
+    let r = a.call("t1", "wunlock rw", T);
+    assert!(r.value.starts_with("NOT_HELD:"), "{r:?}");
+    assert_eq!(a.call("t1", "wlost rw", T).value, "none");
+    // A new hold starts afresh.
+    assert_eq!(a.call("t1", "wlock rw", T).value, "locked");
+    assert_eq!(a.call("t1", "wlost rw", T).value, "false");
+}
+
+#[test]
+fn a_partitioned_holder_reports_lost_before_anyone_else_acquires() {
+    // Fault catalogue S12: the holder's connection is blackholed; L = 1 s.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let s = RedisServer::start();
+    let proxy = rt.block_on(Proxy::start(s.port()));
+    let mut h = Peer::start(&proxy.url(), &["--watchdog-ms", "1000"]);
+    let mut c = Peer::start(&s.url(), &[]);
+    assert_eq!(h.call("t1", "lock p", T).value, "locked");
+    assert_eq!(c.call("t1", "trylock p", T).value, "false");
+
+    proxy.freeze();
+    // The holder's own estimate of its deadline, in epoch ms (an upper bound).
+    let v = h.call("t1", "validms p", T);
+    let deadline = v.at + v.value.parse::<u128>().unwrap();
+    c.send("t1 trylock p 10000");
+    let entered = c.reply("t1", "trylock", T);
+    assert_eq!(entered.value, "true", "{entered:?}");
+    // Once another process is inside, the partitioned holder must already know.
+    assert_eq!(h.call("t1", "lost p", T).value, "true");
+    assert!(
+        deadline <= entered.at,
+        "holder valid until {deadline}, other process entered at {}",
+        entered.at
+    );
+
+    // Healed: the holder does not get the lock back by itself and stays lost.
+    proxy.unfreeze();
+    assert_eq!(h.call("t1", "held p", T).value, "false");
+    assert_eq!(h.call("t1", "lost p", T).value, "true");
+    assert_eq!(c.call("t1", "held p", T).value, "true");
 }

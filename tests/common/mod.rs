@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod cluster;
+pub mod proxy;
 pub mod redis_server;
 
 #[allow(unused_imports)]
