@@ -44,6 +44,7 @@ mod names;
 mod owner;
 mod pubsub;
 mod scripts;
+mod stats;
 mod ttl;
 mod url;
 mod watchdog;
@@ -58,4 +59,5 @@ pub use lock::{
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
 pub use owner::Owner;
+pub use stats::Stats;
 pub use ttl::Ttl;

@@ -200,6 +200,16 @@ impl PubSub {
             .map_or(0, |c| c.latch.waiters())
     }
 
+    /// Every channel with its number of local waiters (a snapshot).
+    pub(crate) fn channel_waiters(&self) -> impl Iterator<Item = (String, usize)> {
+        let map = self.shared.channels.lock();
+        let all: Vec<(String, usize)> = map
+            .iter()
+            .map(|(name, c)| (name.clone(), c.latch.waiters()))
+            .collect();
+        all.into_iter()
+    }
+
     pub(crate) async fn shutdown(&self) {
         for t in &self.tasks {
             t.abort();

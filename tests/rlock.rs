@@ -89,12 +89,12 @@ async fn java_style_lock_keep_then_handle_unlock() {
     let lock = client.get_lock("t:javastyle");
     lock.lock().await.unwrap().keep();
     lock.lock().await.unwrap().keep();
-    assert_eq!(client.watchdog_len(), 1);
+    assert_eq!(client.stats().watchdog_holds, 1);
     lock.unlock().await.unwrap();
     assert!(lock.is_locked().await.unwrap());
     lock.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
-    assert_eq!(client.watchdog_len(), 0);
+    assert_eq!(client.stats().watchdog_holds, 0);
 }
 
 #[tokio::test]
@@ -124,7 +124,7 @@ async fn try_lock_for_waits_the_full_time_and_no_longer() {
     assert!(r.is_none());
     assert!(waited >= Duration::from_millis(2990), "{waited:?}");
     assert!(waited < Duration::from_secs(6), "{waited:?}");
-    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@ use super::{
     engine::{self, Wait},
     guard::{Guard, Held},
     hold::Hold,
-    kind::{decode_flag, Kind, Protocol, Query, Release},
+    kind::{decode_flag, Kind, Protocol, Query, Release, Waiting},
 };
 use crate::{
     client::Client,
@@ -193,6 +193,32 @@ impl Handle {
             Query::Script(call) => {
                 decode_flag(core.run(call, self.raw_name()).await?, self.raw_name())
             }
+        }
+    }
+
+    /// Local waiters of this lock (any owner).
+    pub(crate) fn local_waiters(&self) -> usize {
+        // Most kinds have one channel for every waiter; the fair lock has one per waiter,
+        // `<its channel prefix><owner field>`. Asking for two fields tells them apart.
+        match (self.proto.waiting("a:1"), self.proto.waiting("b:2")) {
+            (Waiting::Channel(a), Waiting::Channel(b)) if a == b => {
+                self.client.pubsub().waiters(&a)
+            }
+            (Waiting::Channel(a), Waiting::Channel(_)) => {
+                let prefix = &a[..a.len() - "a:1".len()];
+                let stats = self.client.stats();
+                stats
+                    .channels
+                    .iter()
+                    .filter(|(channel, _)| {
+                        channel
+                            .strip_prefix(prefix)
+                            .is_some_and(|field| field.contains(':'))
+                    })
+                    .map(|(_, n)| n)
+                    .sum()
+            }
+            _ => 0,
         }
     }
 
@@ -456,6 +482,13 @@ impl<K: Kind> Lock<K> {
     /// Cancel safe (a read).
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
         self.handle.remaining_ttl().await
+    }
+
+    /// Number of acquisitions of this lock (by any owner) waiting in this client for an unlock
+    /// message: a local count, no Redis call. The spin lock, which polls, always has 0. For
+    /// the client as a whole see [`Client::stats`](crate::Client::stats).
+    pub fn local_waiters(&self) -> usize {
+        self.handle.local_waiters()
     }
 }
 
