@@ -70,6 +70,7 @@ impl Client {
     /// # Cancel safety
     /// If the future is dropped, the connections made so far are closed and nothing is left.
     pub async fn connect(url: &str, config: Config) -> Result<Client> {
+        crate::observe::describe();
         let (core, sub) = Core::connect(url, config).await?;
         let core = Arc::new(core);
         let inner = ClientInner {

@@ -41,6 +41,7 @@ mod core;
 mod error;
 mod lock;
 mod names;
+mod observe;
 mod owner;
 mod pubsub;
 mod scripts;

@@ -21,6 +21,7 @@ use crate::{
     client::Client,
     config::lease_millis,
     error::{Error, Result},
+    observe::Acquisition,
     owner::Owner,
     ttl::Ttl,
 };
@@ -131,14 +132,16 @@ impl Handle {
             Some(w) if !w.is_zero() => w.as_millis().min(u128::from(crate::MAX_MILLIS)) as u64,
             _ => self.client.config().fair_wait_ms(),
         };
-        let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
         let hold = self.hold(owner, lease_ms);
-        let acquired = engine::acquire(&hold, wait, queue_ms).await?;
-        Ok(acquired.map(|a| {
+        let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
+        let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
+        let acquired = watch.run(engine::acquire(&hold, wait, queue_ms)).await;
+        watch.finish(&acquired);
+        Ok(acquired?.map(|a| {
             if lease.is_some() {
                 self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);
             }
-            Held::new(a, owner, lease.is_none())
+            Held::new(a, owner, lease.is_none(), self.kind)
         }))
     }
 
