@@ -3,8 +3,16 @@
 //! lock handle can be shared by many threads (e.g. in an `Arc`) and each thread is its own
 //! owner.
 //!
-//! The client runs its own small Tokio runtime. Do not call these methods from inside an async
-//! runtime: they return [`Error::InvalidArgument`] there instead of blocking a worker thread.
+//! The client runs its own small Tokio runtime and blocks the calling thread on it. Call it from
+//! plain threads, from `main` without a runtime, or from `tokio::task::spawn_blocking`; never
+//! from an async task or a thread inside `Runtime::block_on`.
+//!
+//! # Panics
+//! Every method that talks to Redis (and [`Client::connect`]) panics when called on a thread
+//! that is driving an async runtime (an async worker thread, or inside `block_on`), exactly as
+//! Tokio's own `block_on` does: blocking there would stall every task of that runtime. This is a
+//! programming error, not a condition to handle, so it is not an [`Error`]. Dropping a blocking
+//! guard never panics (the release runs in the background).
 //!
 //! ```no_run
 //! use redisson_lock::{blocking::Client, Config};
@@ -40,14 +48,12 @@ impl Drop for Rt {
 }
 
 impl Rt {
-    fn block_on<F: Future>(&self, fut: F) -> Result<F::Output> {
-        if tokio::runtime::Handle::try_current().is_ok() {
-            return Err(Error::InvalidArgument(
-                "the blocking API was called from inside an async runtime; use the async API"
-                    .into(),
-            ));
-        }
-        Ok(self.0.as_ref().expect("runtime present").block_on(fut))
+    /// Blocks the calling thread on the client's runtime. Tokio panics here when the calling
+    /// thread drives an async runtime (see the module's `# Panics`); a `spawn_blocking` thread
+    /// or a plain thread is fine. No check of our own: Tokio offers no way to tell a
+    /// `spawn_blocking` thread (allowed) from an async worker (not allowed) without trying.
+    fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.0.as_ref().expect("runtime present").block_on(fut)
     }
 }
 
@@ -71,6 +77,9 @@ impl Client {
     ///
     /// # Errors
     /// As [`crate::Client::connect`].
+    ///
+    /// # Panics
+    /// On a thread that drives an async runtime (see the [module docs](self)).
     pub fn connect(url: &str, config: Config) -> Result<Client> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -79,7 +88,7 @@ impl Client {
             .build()
             .map_err(|e| Error::Connection(format!("cannot start runtime: {e}").into()))?;
         let rt = Rt(Some(runtime));
-        let inner = rt.block_on(crate::Client::connect(url, config))??;
+        let inner = rt.block_on(crate::Client::connect(url, config))?;
         Ok(Client {
             inner,
             rt: Arc::new(rt),
@@ -149,9 +158,9 @@ impl Client {
 
     /// Stops the watchdog and closes the connections without releasing anything.
     ///
-    /// # Errors
-    /// [`InvalidArgument`](Error::InvalidArgument) when called inside an async runtime.
-    pub fn shutdown(&self) -> Result<()> {
+    /// # Panics
+    /// On a thread that drives an async runtime (see the [module docs](self)).
+    pub fn shutdown(&self) {
         self.rt.block_on(self.inner.shutdown())
     }
 }
@@ -201,7 +210,7 @@ impl<K: Kind> Lock<K> {
             Owner::current_thread(),
             lease,
             wait,
-        ))??;
+        ))?;
         Ok(held.map(|h| Guard {
             inner: Some(crate::Guard::new(h)),
             rt: self.rt.clone(),
@@ -216,8 +225,7 @@ impl<K: Kind> Lock<K> {
     /// Blocks until acquired; watchdog mode.
     ///
     /// # Errors
-    /// As [`crate::Lock::lock`]; [`InvalidArgument`](Error::InvalidArgument) inside an async
-    /// runtime.
+    /// As [`crate::Lock::lock`].
     pub fn lock(&self) -> Result<Guard<K>> {
         self.acquire(None, None)
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))
@@ -262,7 +270,7 @@ impl<K: Kind> Lock<K> {
     /// [`NotHeld`](Error::NotHeld) if it holds none.
     pub fn unlock(&self) -> Result<UnlockOutcome> {
         self.rt
-            .block_on(self.lock.handle.unlock_as(Owner::current_thread()))?
+            .block_on(self.lock.handle.unlock_as(Owner::current_thread()))
     }
 
     /// Deletes the lock whoever holds it; `true` if it was locked.
@@ -270,7 +278,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// As [`crate::Lock::force_unlock`].
     pub fn force_unlock(&self) -> Result<bool> {
-        self.rt.block_on(self.lock.force_unlock())?
+        self.rt.block_on(self.lock.force_unlock())
     }
 
     /// `true` if any owner holds the lock.
@@ -278,7 +286,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// A Redis or connection error.
     pub fn is_locked(&self) -> Result<bool> {
-        self.rt.block_on(self.lock.is_locked())?
+        self.rt.block_on(self.lock.is_locked())
     }
 
     /// `true` if the calling thread holds the lock.
@@ -287,7 +295,7 @@ impl<K: Kind> Lock<K> {
     /// A Redis or connection error.
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         self.rt
-            .block_on(self.lock.handle.is_held_as(Owner::current_thread()))?
+            .block_on(self.lock.handle.is_held_as(Owner::current_thread()))
     }
 
     /// The calling thread's hold count.
@@ -296,7 +304,7 @@ impl<K: Kind> Lock<K> {
     /// A Redis or connection error.
     pub fn hold_count(&self) -> Result<u64> {
         self.rt
-            .block_on(self.lock.handle.hold_count_as(Owner::current_thread()))?
+            .block_on(self.lock.handle.hold_count_as(Owner::current_thread()))
     }
 
     /// Remaining time to live of the lock key.
@@ -304,7 +312,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// A Redis or connection error.
     pub fn remaining_ttl(&self) -> Result<Ttl> {
-        self.rt.block_on(self.lock.remaining_ttl())?
+        self.rt.block_on(self.lock.remaining_ttl())
     }
 }
 
@@ -314,7 +322,7 @@ impl FencedLock {
     /// # Errors
     /// A Redis or connection error.
     pub fn token(&self) -> Result<u64> {
-        self.rt.block_on(self.lock.token())?
+        self.rt.block_on(self.lock.token())
     }
 }
 
@@ -350,7 +358,7 @@ impl<K: Kind> Guard<K> {
     /// As [`crate::Guard::unlock`].
     pub fn unlock(mut self) -> Result<UnlockOutcome> {
         let g = self.inner.take().expect("guard present until consumed");
-        self.rt.block_on(g.unlock())?
+        self.rt.block_on(g.unlock())
     }
 
     /// Keeps the hold without a guard; release it later with [`Lock::unlock`] on the same

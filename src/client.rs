@@ -3,6 +3,7 @@
 //! beside their kinds in `lock/`.
 
 use std::{
+    collections::BTreeMap,
     future::Future,
     sync::{
         atomic::{AtomicBool, Ordering},
@@ -11,7 +12,8 @@ use std::{
 };
 
 use crate::{
-    config::Config, core::Core, error::Result, owner::Owner, pubsub::PubSub, watchdog::Watchdog,
+    config::Config, core::Core, error::Result, owner::Owner, pubsub::PubSub, stats::Stats,
+    watchdog::Watchdog,
 };
 
 pub(crate) struct ClientInner {
@@ -92,7 +94,9 @@ impl Client {
     }
 
     async fn start(urls: &[&str], config: Config) -> Result<Client> {
+        crate::observe::describe();
         let (core, sub) = Core::connect(urls, config).await?;
+
         let core = Arc::new(core);
         let inner = ClientInner {
             pubsub: PubSub::start(sub, &core),
@@ -116,31 +120,16 @@ impl Client {
         self.inner.core.config()
     }
 
-    /// Number of (lock, owner) holds the watchdog is renewing.
-    pub fn watchdog_len(&self) -> usize {
-        self.inner.watchdog.len()
-    }
-
-    /// Number of renewal script calls made so far.
-    pub fn watchdog_renew_calls(&self) -> u64 {
-        self.inner.watchdog.renew_calls()
-    }
-
-    /// Number of lock channels this client is subscribed to (one per channel with waiters).
-    pub fn subscribed_channels(&self) -> usize {
-        self.inner.pubsub.active_channels()
-    }
-
-    /// Number of local waiters on the unlock channel of the reentrant (or fenced) lock `name`.
-    pub fn waiters(&self, name: &str) -> usize {
-        let raw = self.map_name(name);
-        self.channel_waiters(&crate::names::lock_channel(&raw))
-    }
-
-    /// Number of local waiters asleep on a channel (e.g. `redisson_rwlock:{name}` or a fair
-    /// lock's per-waiter channel).
-    pub fn channel_waiters(&self, channel: &str) -> usize {
-        self.inner.pubsub.waiters(channel)
+    /// A snapshot of this client's held watchdog locks, renewals, subscriptions and waiters.
+    pub fn stats(&self) -> Stats {
+        let channels: BTreeMap<String, usize> = self.inner.pubsub.channel_waiters().collect();
+        Stats {
+            watchdog_holds: self.inner.watchdog.len(),
+            renewal_calls: self.inner.watchdog.renew_calls(),
+            subscribed_channels: self.inner.pubsub.active_channels(),
+            waiters: channels.values().sum(),
+            channels,
+        }
     }
 
     /// Stops the watchdog and closes the connections without releasing anything: held locks

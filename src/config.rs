@@ -79,6 +79,10 @@ pub enum ShardedSubscriptionMode {
 /// | `retryAttempts` | [`retry_attempts`](Self::retry_attempts) | 4 |
 /// | `retryDelay` | [`retry_delay`](Self::retry_delay) | 1 s |
 /// | `shardedSubscriptionMode` (cluster) | [`sharded_subscription_mode`](Self::sharded_subscription_mode) | `Auto` |
+/// | `reconnectionDelay` (bound) | [`reconnect_max_delay`](Self::reconnect_max_delay) | 2 s |
+///
+/// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
+/// Settings are checked by [`validate`](Self::validate) when the client connects.
 ///
 /// ```
 /// use std::time::Duration;
@@ -87,7 +91,9 @@ pub enum ShardedSubscriptionMode {
 /// let config = Config::default()
 ///     .lock_watchdog_timeout(Duration::from_secs(10))
 ///     .key_prefix("app1:");
-/// assert_eq!(config.watchdog_timeout(), Duration::from_secs(10));
+/// assert_eq!(config.get_lock_watchdog_timeout(), Duration::from_secs(10));
+/// assert!(config.validate().is_ok());
+/// assert!(Config::default().connect_timeout(Duration::ZERO).validate().is_err());
 /// ```
 #[derive(Clone)]
 pub struct Config {
@@ -138,6 +144,7 @@ impl fmt::Debug for Config {
             .field("retry_attempts", &self.retry_attempts)
             .field("retry_delay", &self.retry_delay)
             .field("sharded_subscription_mode", &self.sharded_subscription_mode)
+            .field("reconnect_max_delay", &self.reconnect_max_delay)
             .finish()
     }
 }
@@ -149,12 +156,14 @@ impl Config {
     }
 
     /// TTL of a lock taken without a lease; the watchdog renews it every timeout/3.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn lock_watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.lock_watchdog_timeout = timeout;
         self
     }
 
     /// How many locks one renewal script call renews.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn lock_watchdog_batch_size(mut self, size: usize) -> Self {
         self.lock_watchdog_batch_size = size;
         self
@@ -162,6 +171,7 @@ impl Config {
 
     /// Stop renewing a lock after this many renewals (it then expires one watchdog timeout later
     /// and its guard reports it lost). `None`, the default, renews without limit like Redisson.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn max_renewals(mut self, max: Option<u64>) -> Self {
         self.max_renewals = max;
         self
@@ -169,64 +179,167 @@ impl Config {
 
     /// How long a queued fair-lock waiter keeps its place without polling (Redisson
     /// `fairLockWaitTimeout`); a `try_lock_for(wait)` uses its own wait instead.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn fair_lock_wait_timeout(mut self, timeout: Duration) -> Self {
         self.fair_lock_wait_timeout = timeout;
         self
     }
 
     /// Maps every user-facing lock name to its raw Redis name.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn name_mapper(mut self, mapper: impl NameMapper) -> Self {
         self.name_mapper = Some(Arc::new(mapper));
         self
     }
 
     /// Shorthand for a [`PrefixNameMapper`].
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn key_prefix(self, prefix: impl Into<String>) -> Self {
         self.name_mapper(PrefixNameMapper::new(prefix))
     }
 
     /// Response timeout of every Redis command (Redisson `timeout`).
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// Timeout of establishing a connection.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn connect_timeout(mut self, timeout: Duration) -> Self {
         self.connect_timeout = timeout;
         self
     }
 
     /// How long a waiter may take to subscribe to a lock's channel before `lock()` fails.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn subscription_timeout(mut self, timeout: Duration) -> Self {
         self.subscription_timeout = timeout;
         self
     }
 
     /// How often an unlock whose reply was lost is retried (made idempotent by its unlock latch).
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn retry_attempts(mut self, attempts: u32) -> Self {
         self.retry_attempts = attempts;
         self
     }
 
     /// Delay between such retries.
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn retry_delay(mut self, delay: Duration) -> Self {
         self.retry_delay = delay;
         self
     }
 
     /// How unlock messages travel on a Redis Cluster; see [`ShardedSubscriptionMode`].
+    #[must_use = "a Config builder method returns the changed Config"]
     pub fn sharded_subscription_mode(mut self, mode: ShardedSubscriptionMode) -> Self {
         self.sharded_subscription_mode = mode;
         self
     }
 
-    /// The configured watchdog timeout.
+    /// The configured sharded-subscription mode.
+    pub fn get_sharded_subscription_mode(&self) -> ShardedSubscriptionMode {
+        self.sharded_subscription_mode
+    }
+
+    /// Upper bound of the exponential back-off between reconnection attempts (the first retry
+    /// is immediate, then 50 ms doubling up to this). Default 2 s; must not be zero.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn reconnect_max_delay(mut self, delay: Duration) -> Self {
+        self.reconnect_max_delay = delay;
+        self
+    }
+
+    /// The configured watchdog timeout (same as
+    /// [`get_lock_watchdog_timeout`](Self::get_lock_watchdog_timeout)).
     pub fn watchdog_timeout(&self) -> Duration {
         self.lock_watchdog_timeout
     }
 
-    pub(crate) fn validate(&self) -> Result<()> {
+    // The getters. The setters own the plain names (they are the builder), so the getters are
+    // named like Redisson's (`getLockWatchdogTimeout` → `get_lock_watchdog_timeout`).
+
+    /// See [`lock_watchdog_timeout`](Self::lock_watchdog_timeout).
+    pub fn get_lock_watchdog_timeout(&self) -> Duration {
+        self.lock_watchdog_timeout
+    }
+
+    /// See [`lock_watchdog_batch_size`](Self::lock_watchdog_batch_size).
+    pub fn get_lock_watchdog_batch_size(&self) -> usize {
+        self.lock_watchdog_batch_size
+    }
+
+    /// See [`max_renewals`](Self::max_renewals).
+    pub fn get_max_renewals(&self) -> Option<u64> {
+        self.max_renewals
+    }
+
+    /// See [`fair_lock_wait_timeout`](Self::fair_lock_wait_timeout).
+    pub fn get_fair_lock_wait_timeout(&self) -> Duration {
+        self.fair_lock_wait_timeout
+    }
+
+    /// See [`name_mapper`](Self::name_mapper) and [`key_prefix`](Self::key_prefix); `None`
+    /// for the identity.
+    pub fn get_name_mapper(&self) -> Option<&dyn NameMapper> {
+        self.name_mapper.as_deref()
+    }
+
+    /// See [`timeout`](Self::timeout).
+    pub fn get_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// See [`connect_timeout`](Self::connect_timeout).
+    pub fn get_connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// See [`subscription_timeout`](Self::subscription_timeout).
+    pub fn get_subscription_timeout(&self) -> Duration {
+        self.subscription_timeout
+    }
+
+    /// See [`retry_attempts`](Self::retry_attempts).
+    pub fn get_retry_attempts(&self) -> u32 {
+        self.retry_attempts
+    }
+
+    /// See [`retry_delay`](Self::retry_delay).
+    pub fn get_retry_delay(&self) -> Duration {
+        self.retry_delay
+    }
+
+    /// See [`reconnect_max_delay`](Self::reconnect_max_delay).
+    pub fn get_reconnect_max_delay(&self) -> Duration {
+        self.reconnect_max_delay
+    }
+
+    /// Checks the settings; [`Client::connect`](crate::Client::connect) calls it first.
+    ///
+    /// Zero is refused where it has no useful meaning: the watchdog timeout (at least 3 ms, at
+    /// most [`MAX_MILLIS`]), the batch size, the command, connect and subscription timeouts, the
+    /// fair-lock wait timeout and the reconnect delay. A zero `retry_delay` (retry at once) and
+    /// zero `retry_attempts` (no retry) are allowed. `Duration::MAX` is accepted for every
+    /// timeout and delay and means "no limit".
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) naming the first bad setting.
+    pub fn validate(&self) -> Result<()> {
+        let non_zero = [
+            ("connect_timeout", self.connect_timeout),
+            ("subscription_timeout", self.subscription_timeout),
+            ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
+            ("reconnect_max_delay", self.reconnect_max_delay),
+        ];
+        for (name, value) in non_zero {
+            if value.is_zero() {
+                return Err(Error::InvalidArgument(format!("{name} must be > 0")));
+            }
+        }
         let wd = self.lock_watchdog_timeout.as_millis();
         if !(3..=MAX_MILLIS as u128).contains(&wd) {
             return Err(Error::InvalidArgument(format!(
@@ -244,12 +357,28 @@ impl Config {
         Ok(())
     }
 
-    /// Latch PX of unlock requests: long enough to cover every retry of one unlock.
+    /// Latch PX of unlock requests: long enough to cover every retry of one unlock (at most
+    /// [`MAX_MILLIS`], so unlimited timeouts stay valid).
     pub(crate) fn latch_px_ms(&self) -> u64 {
-        let per_try = self.timeout + self.retry_delay;
-        let total = per_try.as_millis() as u64 * u64::from(self.retry_attempts.max(1));
-        total.max(1)
+        let per_try = self.timeout.saturating_add(self.retry_delay);
+        let total = per_try.saturating_mul(self.retry_attempts.max(1));
+        clamp_millis(total).max(1)
     }
+
+    /// The fair-lock wait timeout in milliseconds, at most [`MAX_MILLIS`].
+    pub(crate) fn fair_wait_ms(&self) -> u64 {
+        clamp_millis(self.fair_lock_wait_timeout)
+    }
+
+    /// The reconnect back-off bound in milliseconds, as the connection layer takes it.
+    pub(crate) fn reconnect_max_delay_ms(&self) -> u32 {
+        u32::try_from(self.reconnect_max_delay.as_millis()).unwrap_or(u32::MAX)
+    }
+}
+
+/// Whole milliseconds of `d`, at most [`MAX_MILLIS`].
+pub(crate) fn clamp_millis(d: Duration) -> u64 {
+    d.as_millis().min(u128::from(MAX_MILLIS)) as u64
 }
 
 /// The largest lease accepted, in milliseconds. Redis rejects a `PEXPIRE` whose absolute time
@@ -298,6 +427,85 @@ mod tests {
             .lock_watchdog_timeout(Duration::ZERO)
             .validate()
             .is_err());
+    }
+
+    #[test]
+    fn zero_durations_without_a_meaning_are_rejected_by_name() {
+        type Set = fn(Config) -> Config;
+        let cases: [(&str, Set); 6] = [
+            ("lock_watchdog_timeout", |c| {
+                c.lock_watchdog_timeout(Duration::ZERO)
+            }),
+            ("timeout", |c| c.timeout(Duration::ZERO)),
+            ("connect_timeout", |c| c.connect_timeout(Duration::ZERO)),
+            ("subscription_timeout", |c| {
+                c.subscription_timeout(Duration::ZERO)
+            }),
+            ("fair_lock_wait_timeout", |c| {
+                c.fair_lock_wait_timeout(Duration::ZERO)
+            }),
+            ("reconnect_max_delay", |c| {
+                c.reconnect_max_delay(Duration::ZERO)
+            }),
+        ];
+        for (name, set) in cases {
+            let err = set(Config::default()).validate().unwrap_err();
+            assert_eq!(err.kind(), crate::ErrorKind::InvalidArgument, "{name}");
+            assert!(err.to_string().contains(name), "{name}: {err}");
+        }
+        // Retrying at once, or not at all, is meaningful.
+        Config::default()
+            .retry_delay(Duration::ZERO)
+            .retry_attempts(0)
+            .max_renewals(Some(0))
+            .validate()
+            .unwrap();
+    }
+
+    #[test]
+    fn duration_max_means_no_limit_and_never_overflows() {
+        let c = Config::default()
+            .timeout(Duration::MAX)
+            .connect_timeout(Duration::MAX)
+            .subscription_timeout(Duration::MAX)
+            .fair_lock_wait_timeout(Duration::MAX)
+            .retry_delay(Duration::MAX)
+            .retry_attempts(u32::MAX)
+            .reconnect_max_delay(Duration::MAX);
+        c.validate().unwrap();
+        assert_eq!(c.latch_px_ms(), MAX_MILLIS);
+        assert_eq!(c.fair_wait_ms(), MAX_MILLIS);
+        assert_eq!(c.reconnect_max_delay_ms(), u32::MAX);
+        assert_eq!(Config::default().reconnect_max_delay_ms(), 2000);
+    }
+
+    #[test]
+    fn every_setter_has_a_matching_getter() {
+        let c = Config::default()
+            .lock_watchdog_timeout(Duration::from_secs(7))
+            .lock_watchdog_batch_size(9)
+            .max_renewals(Some(3))
+            .fair_lock_wait_timeout(Duration::from_secs(11))
+            .key_prefix("p:")
+            .timeout(Duration::from_secs(2))
+            .connect_timeout(Duration::from_secs(4))
+            .subscription_timeout(Duration::from_secs(5))
+            .retry_attempts(6)
+            .retry_delay(Duration::from_millis(8))
+            .reconnect_max_delay(Duration::from_millis(900));
+        assert_eq!(c.get_lock_watchdog_timeout(), Duration::from_secs(7));
+        assert_eq!(c.watchdog_timeout(), Duration::from_secs(7));
+        assert_eq!(c.get_lock_watchdog_batch_size(), 9);
+        assert_eq!(c.get_max_renewals(), Some(3));
+        assert_eq!(c.get_fair_lock_wait_timeout(), Duration::from_secs(11));
+        assert_eq!(c.get_name_mapper().map(|m| m.map("x")), Some("p:x".into()));
+        assert!(Config::default().get_name_mapper().is_none());
+        assert_eq!(c.get_timeout(), Duration::from_secs(2));
+        assert_eq!(c.get_connect_timeout(), Duration::from_secs(4));
+        assert_eq!(c.get_subscription_timeout(), Duration::from_secs(5));
+        assert_eq!(c.get_retry_attempts(), 6);
+        assert_eq!(c.get_retry_delay(), Duration::from_millis(8));
+        assert_eq!(c.get_reconnect_max_delay(), Duration::from_millis(900));
     }
 
     #[test]

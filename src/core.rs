@@ -129,7 +129,7 @@ impl Core {
             .set_policy(ReconnectPolicy::new_exponential(
                 0,
                 50,
-                config.reconnect_max_delay.as_millis() as u32,
+                config.reconnect_max_delay_ms(),
                 2,
             ));
         let redis = builder.build().map_err(|e| Error::from_redis(e, ""))?;

@@ -41,9 +41,11 @@ mod core;
 mod error;
 mod lock;
 mod names;
+mod observe;
 mod owner;
 mod pubsub;
 mod scripts;
+mod stats;
 mod ttl;
 mod url;
 mod watchdog;
@@ -58,4 +60,5 @@ pub use lock::{
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
 pub use owner::Owner;
+pub use stats::Stats;
 pub use ttl::Ttl;

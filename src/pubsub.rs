@@ -192,7 +192,9 @@ impl PubSub {
             latch: Latch::new(1),
             status,
         });
-        map.insert(channel.to_owned(), entry.clone());
+        if map.insert(channel.to_owned(), entry.clone()).is_none() {
+            crate::observe::subscriptions_changed(1);
+        }
         // Sent under the map lock so the order of operations equals the order of decisions.
         let _ = self.shared.ops.send(Op::Subscribe(entry.clone()));
         Subscription {
@@ -213,6 +215,16 @@ impl PubSub {
             .lock()
             .get(channel)
             .map_or(0, |c| c.latch.waiters())
+    }
+
+    /// Every channel with its number of local waiters (a snapshot).
+    pub(crate) fn channel_waiters(&self) -> impl Iterator<Item = (String, usize)> {
+        let map = self.shared.channels.lock();
+        let all: Vec<(String, usize)> = map
+            .iter()
+            .map(|(name, c)| (name.clone(), c.latch.waiters()))
+            .collect();
+        all.into_iter()
     }
 
     pub(crate) async fn shutdown(&self) {
@@ -283,6 +295,7 @@ impl Drop for Subscription {
                 .is_some_and(|c| Arc::ptr_eq(c, &self.channel));
             if current {
                 map.remove(&self.channel.name);
+                crate::observe::subscriptions_changed(-1);
                 let _ = self
                     .shared
                     .ops
@@ -324,6 +337,7 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
                     i += 1;
                     let all: Vec<Arc<Channel>> = shared.channels.lock().values().cloned().collect();
                     if !all.is_empty() {
+                        crate::observe::resubscribed(all.len());
                         subscribe_group(&shared, &all).await;
                     }
                     shared.wake_everyone();

@@ -367,7 +367,7 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
             }
             Err(e) => {
                 failed = true;
-                log::warn!("can't renew {} locks, will retry: {e}", entries.len());
+                crate::observe::renewal_failed(entries.len(), &e);
             }
         }
     }
@@ -394,6 +394,7 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
     }
     for (key, epoch) in expired {
         if let Some((_, hold)) = state.holds.remove_if(&key, |_, h| h.epoch == epoch) {
+            crate::observe::lock_lost(&key.name, &key.field, "not renewed before its deadline");
             hold.loss.mark_lost();
         }
     }
@@ -461,6 +462,7 @@ fn apply(state: &WatchdogState, item: &Item, renewed: bool, valid_until: Instant
             if hold.epoch == item.epoch {
                 hold.renewals += 1;
                 hold.loss.extend(valid_until);
+                crate::observe::renewed();
             }
         }
     } else if state
@@ -468,11 +470,7 @@ fn apply(state: &WatchdogState, item: &Item, renewed: bool, valid_until: Instant
         .remove_if(&item.key, |_, h| h.epoch == item.epoch)
         .is_some()
     {
-        log::info!(
-            "lock {} is no longer held by {}; renewal stopped",
-            item.key.name,
-            item.key.field
-        );
+        crate::observe::lock_lost(&item.key.name, &item.key.field, "renewal found it gone");
         item.loss.mark_lost();
     }
 }

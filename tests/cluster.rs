@@ -210,7 +210,12 @@ async fn one_subscription_for_a_thousand_waiters(mode: Mode) {
             tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(60)).await })
         })
         .collect();
-    assert!(eventually(WITHIN, || async { client.waiters(&name) == 1000 }).await);
+    assert!(
+        eventually(WITHIN, || async {
+            client.stats().channel_waiters(&channel(&name)) == 1000
+        })
+        .await
+    );
     let count = || {
         if mode == Mode::Off {
             classic_subscribers(c, &ch)
@@ -220,7 +225,7 @@ async fn one_subscription_for_a_thousand_waiters(mode: Mode) {
     };
     assert!(eventually(WITHIN, || async { count() == 1 }).await);
     assert_eq!(count(), 1, "exactly one subscription for 1 000 waiters");
-    assert_eq!(client.subscribed_channels(), 1);
+    assert_eq!(client.stats().subscribed_channels, 1);
     for w in &waiters {
         w.abort();
     }
@@ -228,7 +233,7 @@ async fn one_subscription_for_a_thousand_waiters(mode: Mode) {
         eventually(WITHIN, || async { count() == 0 }).await,
         "none left"
     );
-    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
     let _: i64 = fred::interfaces::KeysInterface::del(&admin.redis, name.as_str())
         .await
         .unwrap();
@@ -265,10 +270,10 @@ async fn renewal_calls_are_per_slot_on_a_cluster() {
         }
     }
     // One run: ⌈5/3⌉ + ⌈2/3⌉ + ⌈1/3⌉ = 4 calls, counted at once when the run starts.
-    assert!(eventually(WITHIN, || async { client.watchdog_renew_calls() > 0 }).await);
-    assert_eq!(client.watchdog_renew_calls(), 4);
-    assert!(eventually(WITHIN, || async { client.watchdog_renew_calls() > 4 }).await);
-    assert_eq!(client.watchdog_renew_calls(), 8);
+    assert!(eventually(WITHIN, || async { client.stats().renewal_calls > 0 }).await);
+    assert_eq!(client.stats().renewal_calls, 4);
+    assert!(eventually(WITHIN, || async { client.stats().renewal_calls > 4 }).await);
+    assert_eq!(client.stats().renewal_calls, 8);
     tokio::time::sleep(Duration::from_millis(1600)).await; // longer than the TTL: renewals keep them
     for g in guards {
         assert!(!g.is_lost());
@@ -295,16 +300,21 @@ async fn a_lock_survives_a_manual_failover_and_hands_over_after_it() {
         let g = lock.lock().await?;
         Ok::<_, Error>((Instant::now(), g))
     });
-    assert!(eventually(WITHIN, || async { waiter_client.waiters(&name) == 1 }).await);
+    assert!(
+        eventually(WITHIN, || async {
+            waiter_client.stats().channel_waiters(&channel(&name)) == 1
+        })
+        .await
+    );
 
     let replica = c.replica_for_key(&name);
     c.failover(replica).await;
     assert_eq!(c.master_for_key(&name), replica);
     // Renewals continue on the new master: after two more periods the TTL is still fresh.
-    let calls = holder.watchdog_renew_calls();
+    let calls = holder.stats().renewal_calls;
     assert!(
         eventually(WITHIN, || async {
-            holder.watchdog_renew_calls() >= calls + 2
+            holder.stats().renewal_calls >= calls + 2
         })
         .await
     );
@@ -346,7 +356,12 @@ async fn a_lock_follows_its_slot_to_another_master() {
         let g = lock.lock().await?;
         Ok::<_, Error>((Instant::now(), g))
     });
-    assert!(eventually(WITHIN, || async { other.waiters(&name) == 1 }).await);
+    assert!(
+        eventually(WITHIN, || async {
+            other.stats().channel_waiters(&channel(&name)) == 1
+        })
+        .await
+    );
     // A fair lock in another slot of the same master, with a queued waiter.
     let fair_name = format!("{{{name}}}:fair");
     let fair_guard = holder.get_fair_lock(&fair_name).lock().await.unwrap();
@@ -373,10 +388,10 @@ async fn a_lock_follows_its_slot_to_another_master() {
     c.migrate_slot(slot, from, to).await;
     assert_eq!(c.master_for_key(&name), to);
 
-    let calls = holder.watchdog_renew_calls();
+    let calls = holder.stats().renewal_calls;
     assert!(
         eventually(WITHIN, || async {
-            holder.watchdog_renew_calls() >= calls + 2
+            holder.stats().renewal_calls >= calls + 2
         })
         .await
     );
@@ -411,10 +426,10 @@ async fn a_killed_master_fails_over_and_a_lock_missing_there_fires_the_loss_sign
     let (_, promoted) = c.kill_master(idx).await;
     assert_eq!(c.master_for_key(&name), promoted);
     // Renewals reach the promoted replica (where the replicated lock is).
-    let calls = holder.watchdog_renew_calls();
+    let calls = holder.stats().renewal_calls;
     assert!(
         eventually(WITHIN, || async {
-            holder.watchdog_renew_calls() >= calls + 2
+            holder.stats().renewal_calls >= calls + 2
         })
         .await
     );

@@ -253,7 +253,7 @@ async fn a_dropped_or_timed_out_waiter_leaves_the_queue() {
         .await
     );
     assert!(deadlines(&admin).await.is_empty());
-    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
 }
 
 #[tokio::test]

@@ -78,7 +78,7 @@ async fn tokens_strictly_increase_across_clients_and_a_waiter_gets_the_next() {
     let task = tokio::spawn(async move { waiter.lock().await.unwrap().token() });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            other.waiters("fenced") == 1
+            other.get_fenced_lock("fenced").local_waiters() == 1
         })
         .await
     );
@@ -110,7 +110,7 @@ async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off() {
     let attempts = admin.command_calls("evalsha").await;
     assert!((5..=20).contains(&attempts), "attempts: {attempts}");
     assert_eq!(admin.numsub("redisson_lock__channel:{spin}").await, 0);
-    assert_eq!(client.subscribed_channels(), 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
 
     let mut rec = Recorder::subscribe(&s.url(), &["redisson_lock__channel:{spin}"]).await;
     // Redisson testTryLockAsync: the waiter gets in within 200 ms of the unlock.

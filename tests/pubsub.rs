@@ -29,7 +29,7 @@ async fn every_waiter_is_woken_by_the_message_despite_an_immediate_unlock() {
         let started = Instant::now();
         let task = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
         // Unlock as soon as the waiter has announced its subscription locally.
-        while waiter_client.waiters(&name) == 0 && !task.is_finished() {
+        while waiter_client.get_lock(&name).local_waiters() == 0 && !task.is_finished() {
             tokio::task::yield_now().await;
         }
         guard.unlock().await.unwrap();
@@ -63,13 +63,13 @@ async fn a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_not
     }
     assert!(
         common::eventually(Duration::from_secs(20), || async {
-            client.waiters(name) == 1000
+            client.get_lock(name).local_waiters() == 1000
         })
         .await,
         "waiters: {}",
-        client.waiters(name)
+        client.get_lock(name).local_waiters()
     );
-    assert_eq!(client.subscribed_channels(), 1);
+    assert_eq!(client.stats().subscribed_channels, 1);
     assert_eq!(
         admin.numsub(&channel(name)).await,
         1,
@@ -88,9 +88,9 @@ async fn a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_not
         })
         .await
     );
-    assert_eq!(client.subscribed_channels(), 0);
-    assert_eq!(client.waiters(name), 0);
-    assert_eq!(client.watchdog_len(), 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
+    assert_eq!(client.get_lock(name).local_waiters(), 0);
+    assert_eq!(client.stats().watchdog_holds, 0);
     // The lock still belongs to the holder alone.
     assert_eq!(admin.hgetall(name).await.len(), 1);
     assert!(admin.hgetall(name).await.contains_key(guard.owner_field()));
@@ -117,7 +117,7 @@ async fn a_future_dropped_mid_acquire_never_leaves_a_lock_behind() {
         let expected = u64::from(pre.is_some());
         let ok = common::eventually(Duration::from_secs(2), || async {
             lock.hold_count().await.unwrap() == expected
-                && client.watchdog_len() == expected as usize
+                && client.stats().watchdog_holds == expected as usize
         })
         .await;
         assert!(
@@ -193,4 +193,54 @@ async fn a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound() {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(700), "{waited:?}");
     assert!(waited < Duration::from_secs(5), "{waited:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_count_holds_channels_and_waiters_per_lock() {
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    assert_eq!(client.stats(), redisson_lock::Stats::default());
+    // A held reentrant lock with 2 waiters, a held fair lock with 3 (one channel each).
+    let held = client.get_lock("st:r").lock().await.unwrap();
+    let fair = client.get_fair_lock("st:f");
+    let fair_held = fair.lock().await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        tasks.push(tokio::spawn(client.get_lock("st:r").lock()).abort_handle());
+    }
+    for _ in 0..3 {
+        tasks.push(tokio::spawn(client.get_fair_lock("st:f").lock()).abort_handle());
+    }
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().waiters == 5
+        })
+        .await,
+        "{:?}",
+        client.stats()
+    );
+    let stats = client.stats();
+    assert_eq!(stats.watchdog_holds, 2);
+    assert_eq!(
+        stats.subscribed_channels, 4,
+        "1 reentrant + 3 fair per-waiter channels"
+    );
+    assert_eq!(stats.channel_waiters("redisson_lock__channel:{st:r}"), 2);
+    assert_eq!(client.get_lock("st:r").local_waiters(), 2);
+    assert_eq!(fair.local_waiters(), 3);
+    assert_eq!(client.get_lock("st:other").local_waiters(), 0);
+    for t in tasks {
+        t.abort();
+    }
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().subscribed_channels == 0
+        })
+        .await
+    );
+    held.unlock().await.unwrap();
+    fair_held.unlock().await.unwrap();
+    let stats = client.stats();
+    assert_eq!((stats.watchdog_holds, stats.waiters), (0, 0));
+    assert!(stats.channels.is_empty());
 }

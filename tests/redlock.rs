@@ -348,16 +348,18 @@ async fn multilock_without_wait_lets_exactly_one_of_ten_in_at_once() {
                 .try_lock_with_lease(Duration::ZERO, Duration::from_secs(10))
                 .await
                 .unwrap()
-                .map(|g| g.parts().len())
         }));
     }
-    let mut winners = 0;
+    // Keep the winner's guard until every task is done: a guard dropped early would let a
+    // later task in.
+    let mut winners = Vec::new();
     for t in tasks {
-        if t.await.unwrap().is_some() {
-            winners += 1;
+        if let Some(g) = t.await.unwrap() {
+            winners.push(g);
         }
     }
-    assert_eq!(winners, 1);
+    assert_eq!(winners.len(), 1);
+    assert_eq!(winners[0].parts().len(), 3);
     assert!(started.elapsed() < Duration::from_secs(2));
 }
 
@@ -389,6 +391,11 @@ async fn extension_counts_only_with_a_quorum_of_nodes() {
             .unwrap();
     }
     assert!(g.extend(Duration::from_secs(10)).await.unwrap());
+    assert_eq!(
+        g.acquired_parts(),
+        3,
+        "the parts whose key was gone left the guard"
+    );
     // A third: no quorum, the extension does not count and validity is unchanged.
     let _: i64 = Admin::connect(&nodes.servers[2].url())
         .await
@@ -425,4 +432,95 @@ async fn a_watchdog_redlock_stays_valid_with_a_quorum_and_is_lost_without() {
     assert!(g.validity() > Duration::ZERO);
     nodes.servers[2].kill();
     assert!(common::eventually(Duration::from_secs(5), || async { g.is_lost() }).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_part_that_fails_to_extend_is_released_when_its_node_answers() {
+    let nodes = Nodes::start(3);
+    let clients = nodes.clients().await;
+    let lock = redlock(&clients, "rl", fast());
+    let mut g = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(g.acquired_parts(), 3);
+    // Node 0 stops answering for a while: its renewal misses the node timeout.
+    let admin0 = Admin::connect(&nodes.servers[0].url()).await;
+    admin0
+        .cmd("CLIENT", vec!["PAUSE".into(), "600".into(), "ALL".into()])
+        .await
+        .unwrap();
+    assert!(g.extend(Duration::from_secs(10)).await.unwrap(), "2 of 3");
+    assert_eq!(g.acquired_parts(), 2, "the failed part left the guard");
+    // Once node 0 answers again, the part is released there; the others are extended.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!nodes.key_exists_on(0, "rl").await, "released on node 0");
+    for i in [1, 2] {
+        let ttl = Admin::connect(&nodes.servers[i].url())
+            .await
+            .pttl("rl")
+            .await;
+        assert!(ttl > 8_000, "node {i}: {ttl}");
+    }
+    g.unlock().await.unwrap();
+    assert!(!nodes.key_exists_on(1, "rl").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn duration_max_waits_without_limit_for_multilock_and_redlock() {
+    let nodes = Nodes::start(3);
+    let clients = nodes.clients().await;
+    let lease = Duration::from_secs(5);
+    let multi = MultiLock::new(vec![
+        clients[0].get_lock("m1").into(),
+        clients[1].get_lock("m2").into(),
+    ])
+    .unwrap();
+    // Was: "lease too large" (wait × 2 overflowed into the part lease).
+    let g = multi
+        .try_lock_with_lease(Duration::MAX, lease)
+        .await
+        .unwrap()
+        .expect("an unlimited wait ends by acquiring");
+    let ttl = Admin::connect(&nodes.servers[0].url())
+        .await
+        .pttl("m1")
+        .await;
+    assert!(ttl > 0 && ttl <= 5_000, "parts carry the lease: {ttl}");
+    // A second MultiLock over the same names waits (no limit) until the first is released.
+    let other = MultiLock::new(vec![
+        clients[0].get_lock("m1").into(),
+        clients[1].get_lock("m2").into(),
+    ])
+    .unwrap();
+    let waiter = tokio::spawn(async move {
+        let g = other.try_lock_for(Duration::MAX).await;
+        (Instant::now(), g)
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiter.is_finished());
+    g.unlock().await.unwrap();
+    let (_, g2) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .unwrap()
+        .unwrap();
+    g2.unwrap().expect("acquired").unlock().await.unwrap();
+
+    let red = redlock(&clients, "rmax", fast());
+    let g = red
+        .try_lock_with_lease(Duration::MAX, lease)
+        .await
+        .unwrap()
+        .expect("acquired");
+    assert_eq!(g.acquired_parts(), 3);
+    g.unlock().await.unwrap();
+    // A single lock too.
+    let single = clients[0].get_lock("s");
+    let g = single
+        .try_lock_with_lease(Duration::MAX, lease)
+        .await
+        .unwrap()
+        .expect("acquired");
+    g.unlock().await.unwrap();
 }

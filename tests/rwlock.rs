@@ -109,7 +109,7 @@ async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last
     });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            client.channel_waiters(CHAN) == 1
+            client.stats().channel_waiters(CHAN) == 1
         })
         .await
     );
@@ -117,7 +117,7 @@ async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last
     // The writer woke on the read release ("0"), found the other reader and sleeps again.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!task.is_finished(), "one reader still holds");
-    assert_eq!(client.channel_waiters(CHAN), 1);
+    assert_eq!(client.stats().channel_waiters(CHAN), 1);
     let released = Instant::now();
     gb.unlock().await.unwrap();
     let _w = common::woke_within(task, released, Duration::from_millis(100)).await;
@@ -142,12 +142,12 @@ async fn a_write_release_wakes_every_waiting_reader_at_once() {
     // All 20 readers are asleep on the shared subscription before the release.
     assert!(
         common::eventually(Duration::from_secs(10), || async {
-            client.channel_waiters(CHAN) == 20
+            client.stats().channel_waiters(CHAN) == 20
         })
         .await
     );
     assert_eq!(
-        client.subscribed_channels(),
+        client.stats().subscribed_channels,
         1,
         "one subscription for 20 readers"
     );

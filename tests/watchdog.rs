@@ -30,7 +30,7 @@ async fn a_watchdog_lock_held_three_timeouts_never_expires() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!g.is_lost());
-    assert!(client.watchdog_renew_calls() >= 6);
+    assert!(client.stats().renewal_calls >= 6);
     g.unlock().await.unwrap();
 }
 
@@ -45,12 +45,12 @@ async fn after_unlock_no_renewal_reaches_the_key() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     g2.unlock().await.unwrap();
     g.unlock().await.unwrap();
-    assert_eq!(client.watchdog_len(), 0);
-    let calls = client.watchdog_renew_calls();
+    assert_eq!(client.stats().watchdog_holds, 0);
+    let calls = client.stats().renewal_calls;
     admin.reset_stats().await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
-        client.watchdog_renew_calls(),
+        client.stats().renewal_calls,
         calls,
         "no renewal run after the final unlock"
     );
@@ -75,7 +75,7 @@ async fn renewing_a_thousand_locks_costs_ten_script_calls_per_period() {
                 .unwrap(),
         );
     }
-    assert_eq!(client.watchdog_len(), 1000);
+    assert_eq!(client.stats().watchdog_holds, 1000);
     admin.reset_stats().await;
     tokio::time::sleep(Duration::from_millis(3100)).await; // about three periods of 1 s
     let server_calls = admin.command_calls("evalsha").await;
@@ -117,7 +117,7 @@ async fn a_lock_deleted_behind_the_holders_back_is_reported_lost() {
         started.elapsed()
     );
     assert!(g.is_lost());
-    assert_eq!(client.watchdog_len(), 0, "renewal for it stopped");
+    assert_eq!(client.stats().watchdog_holds, 0, "renewal for it stopped");
     assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
 }
 
@@ -195,7 +195,7 @@ async fn a_cancelled_try_lock_leaves_no_renewal() {
     let _ = tokio::time::timeout(Duration::from_micros(200), lock.try_lock()).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(!admin.exists("wd:interrupted").await);
-    assert_eq!(client.watchdog_len(), 0);
+    assert_eq!(client.stats().watchdog_holds, 0);
 }
 
 #[tokio::test]

@@ -129,7 +129,11 @@ async fn leased_lock_ttl_and_partial_release_rearm_to_the_lease() {
         Ttl::Expires(d) => assert!(d > Duration::from_secs(9)),
         other => panic!("{other:?}"),
     }
-    assert_eq!(client.watchdog_len(), 0, "leased locks are never renewed");
+    assert_eq!(
+        client.stats().watchdog_holds,
+        0,
+        "leased locks are never renewed"
+    );
     drop(_c);
     assert!(
         common::eventually(Duration::from_secs(2), || async {
@@ -335,8 +339,8 @@ async fn wrongtype_key_is_an_error_not_an_endless_wait() {
         lock.hold_count().await,
         Err(Error::WrongType { .. })
     ));
-    assert_eq!(client.subscribed_channels(), 0);
-    assert_eq!(client.watchdog_len(), 0);
+    assert_eq!(client.stats().subscribed_channels, 0);
+    assert_eq!(client.stats().watchdog_holds, 0);
     let v: String = admin.redis.get(name).await.unwrap();
     assert_eq!(v, "not a lock");
     assert_eq!(admin.pttl(name).await, -1);

@@ -145,11 +145,11 @@ async fn main() {
         n,
         after.saturating_sub(before) as f64 / n as f64
     );
-    let calls = client.watchdog_renew_calls();
+    let calls = client.stats().renewal_calls;
     tokio::time::sleep(Duration::from_millis(10_500)).await;
     println!(
         "watchdog: {} renewal script calls in one 10 s period for {} locks (batch 100)",
-        client.watchdog_renew_calls() - calls,
+        client.stats().renewal_calls - calls,
         n
     );
     drop(guards);

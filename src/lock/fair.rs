@@ -172,7 +172,7 @@ impl Client {
 
     /// A fair lock handle acting as `owner`.
     pub fn get_fair_lock_with_owner(&self, name: &str, owner: Owner) -> FairLock {
-        let try_wait_ms = self.config().fair_lock_wait_timeout.as_millis() as u64;
+        let try_wait_ms = self.config().fair_wait_ms();
         Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
             Arc::new(Desc::new(raw, try_wait_ms))
         }))

@@ -2,6 +2,7 @@
 //! [`Handle`] that the blocking facade and the multi-locks share.
 
 use std::{
+    future::Future,
     marker::PhantomData,
     sync::{
         atomic::{AtomicU64, Ordering},
@@ -14,12 +15,13 @@ use super::{
     engine::{self, Wait},
     guard::{Guard, Held},
     hold::Hold,
-    kind::{decode_flag, every_key, Kind, Protocol, Query, Release},
+    kind::{decode_flag, every_key, Kind, Protocol, Query, Release, Waiting},
 };
 use crate::{
     client::Client,
     config::lease_millis,
     error::{Error, Result},
+    observe::Acquisition,
     owner::Owner,
     ttl::Ttl,
 };
@@ -44,6 +46,8 @@ pub(crate) struct Handle {
     /// this handle, else the watchdog timeout. Re-armed by a partial `unlock()`.
     internal_lease_ms: AtomicU64,
     invalid: Option<Invalid>,
+    /// The kind's name ([`Kind::NAME`]), for logs, spans and metrics.
+    kind: &'static str,
 }
 
 /// Why a handle refuses every operation before sending anything.
@@ -82,6 +86,7 @@ impl Handle {
             field,
             internal_lease_ms,
             invalid,
+            kind: "unknown",
         }
     }
 
@@ -93,6 +98,9 @@ impl Handle {
     }
     pub(crate) fn raw_name(&self) -> &str {
         self.proto.name()
+    }
+    pub(crate) fn kind(&self) -> &'static str {
+        self.kind
     }
 
     pub(crate) fn check(&self) -> Result<()> {
@@ -142,16 +150,18 @@ impl Handle {
         // per-waiter timeout (Redisson's threadWaitTime).
         let queue_ms = match wait {
             Some(w) if !w.is_zero() => w.as_millis().min(u128::from(crate::MAX_MILLIS)) as u64,
-            _ => self.client.config().fair_lock_wait_timeout.as_millis() as u64,
+            _ => self.client.config().fair_wait_ms(),
         };
-        let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
         let hold = self.hold(owner, lease_ms);
-        let acquired = engine::acquire(&hold, wait, queue_ms).await?;
-        Ok(acquired.map(|a| {
+        let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
+        let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
+        let acquired = watch.run(engine::acquire(&hold, wait, queue_ms)).await;
+        watch.finish(&acquired);
+        Ok(acquired?.map(|a| {
             if lease.is_some() {
                 self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);
             }
-            Held::new(a, owner, lease.is_none())
+            Held::new(a, owner, lease.is_none(), self.kind)
         }))
     }
 
@@ -209,6 +219,32 @@ impl Handle {
         }
     }
 
+    /// Local waiters of this lock (any owner).
+    pub(crate) fn local_waiters(&self) -> usize {
+        // Most kinds have one channel for every waiter; the fair lock has one per waiter,
+        // `<its channel prefix><owner field>`. Asking for two fields tells them apart.
+        match (self.proto.waiting("a:1"), self.proto.waiting("b:2")) {
+            (Waiting::Channel(a), Waiting::Channel(b)) if a == b => {
+                self.client.pubsub().waiters(&a)
+            }
+            (Waiting::Channel(a), Waiting::Channel(_)) => {
+                let prefix = &a[..a.len() - "a:1".len()];
+                let stats = self.client.stats();
+                stats
+                    .channels
+                    .iter()
+                    .filter(|(channel, _)| {
+                        channel
+                            .strip_prefix(prefix)
+                            .is_some_and(|field| field.contains(':'))
+                    })
+                    .map(|(_, n)| n)
+                    .sum()
+            }
+            _ => 0,
+        }
+    }
+
     pub(crate) async fn remaining_ttl(&self) -> Result<Ttl> {
         self.check()?;
         self.client.core().ttl(self.raw_name()).await
@@ -225,9 +261,14 @@ impl Handle {
 /// # Owners
 /// A handle acts as one owner (one Java thread): its acquisitions re-enter, and handles with
 /// different owners exclude each other even on the same OS thread. The `Client::get_*` methods
-/// bind a fresh owner, so give each task its own handle (the call is cheap). Sharing one handle
-/// (e.g. in an `Arc`) between tasks makes them one owner that re-enters — only do that on
-/// purpose.
+/// bind a fresh owner, so give each task its own handle (the call is cheap). A clone of a
+/// handle (`lock.clone()`, cheap) is the *same* owner, as is a handle shared in an `Arc`:
+/// tasks sharing one owner re-enter each other's holds — only do that on purpose.
+///
+/// # Owned futures
+/// The acquisition methods (`lock*`, `try_lock*`) return `'static` futures that hold their own
+/// reference to the handle, so they can be spawned directly: `tokio::spawn(lock.lock())`. The
+/// spawned acquisition acts as the handle's owner.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
@@ -240,11 +281,26 @@ impl Handle {
 ///     drop(again);
 ///     guard.unlock().await?;
 /// }
+/// // The acquisition future owns what it needs: spawn it.
+/// let task = tokio::spawn(lock.lock());
+/// let guard = task.await.expect("task")?;
+/// guard.unlock().await?;
 /// # Ok(()) }
 /// ```
 pub struct Lock<K: Kind> {
-    pub(crate) handle: Handle,
+    pub(crate) handle: Arc<Handle>,
     _kind: PhantomData<fn() -> K>,
+}
+
+/// A clone is the same handle: same lock, same [`Owner`] (acquisitions through either re-enter).
+/// Cloning is cheap (one reference count).
+impl<K: Kind> Clone for Lock<K> {
+    fn clone(&self) -> Self {
+        Self {
+            handle: self.handle.clone(),
+            _kind: PhantomData,
+        }
+    }
 }
 
 impl<K: Kind> std::fmt::Debug for Lock<K> {
@@ -258,23 +314,26 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
 }
 
 impl<K: Kind> Lock<K> {
-    pub(crate) fn from_handle(handle: Handle) -> Self {
+    pub(crate) fn from_handle(mut handle: Handle) -> Self {
+        handle.kind = K::NAME;
         Self {
-            handle,
+            handle: Arc::new(handle),
             _kind: PhantomData,
         }
     }
 
-    async fn acquire(
+    /// The acquisition future of every `lock*`/`try_lock*` method: it owns a reference to the
+    /// handle, so it is `'static` and can be spawned.
+    fn acquire(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,
-    ) -> Result<Option<Guard<K>>> {
-        let held = self
-            .handle
-            .acquire_as(self.handle.owner, lease, wait)
-            .await?;
-        Ok(held.map(Guard::new))
+    ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
+        let handle = self.handle.clone();
+        async move {
+            let held = handle.acquire_as(handle.owner, lease, wait).await?;
+            Ok(held.map(Guard::new))
+        }
     }
 
     /// The user-facing name (before the name mapper).
@@ -310,8 +369,9 @@ impl<K: Kind> Lock<K> {
     /// Cancel safe: if the future is dropped, no subscription, queue entry, watchdog
     /// registration or hold is left behind (an acquisition that completes after the drop is
     /// released at once).
-    pub async fn lock(&self) -> Result<Guard<K>> {
-        self.acquire(None, None).await.map(unbounded)
+    pub fn lock(&self) -> impl Future<Output = Result<Guard<K>>> + Send + 'static {
+        let acquire = self.acquire(None, None);
+        async move { acquire.await.map(unbounded) }
     }
 
     /// Waits without limit and acquires with a fixed lease: the lock expires after `lease`
@@ -323,8 +383,12 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`lock`](Self::lock).
-    pub async fn lock_with_lease(&self, lease: Duration) -> Result<Guard<K>> {
-        self.acquire(Some(lease), None).await.map(unbounded)
+    pub fn lock_with_lease(
+        &self,
+        lease: Duration,
+    ) -> impl Future<Output = Result<Guard<K>>> + Send + 'static {
+        let acquire = self.acquire(Some(lease), None);
+        async move { acquire.await.map(unbounded) }
     }
 
     /// One attempt, no waiting: `Ok(None)` if another owner holds the lock. Watchdog mode.
@@ -338,8 +402,8 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`lock`](Self::lock).
-    pub async fn try_lock(&self) -> Result<Option<Guard<K>>> {
-        self.acquire(None, Some(Duration::ZERO)).await
+    pub fn try_lock(&self) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
+        self.acquire(None, Some(Duration::ZERO))
     }
 
     /// Waits at most `wait` (zero: one attempt; `Duration::MAX`: without limit). Watchdog
@@ -350,8 +414,11 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`lock`](Self::lock).
-    pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<Guard<K>>> {
-        self.acquire(None, Some(wait)).await
+    pub fn try_lock_for(
+        &self,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
+        self.acquire(None, Some(wait))
     }
 
     /// Waits at most `wait`, then holds for at most `lease` (no watchdog).
@@ -361,12 +428,12 @@ impl<K: Kind> Lock<K> {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`lock`](Self::lock).
-    pub async fn try_lock_with_lease(
+    pub fn try_lock_with_lease(
         &self,
         wait: Duration,
         lease: Duration,
-    ) -> Result<Option<Guard<K>>> {
-        self.acquire(Some(lease), Some(wait)).await
+    ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
+        self.acquire(Some(lease), Some(wait))
     }
 
     /// Releases one hold of this handle's owner (the Java style; guards do this on drop). A
@@ -439,6 +506,13 @@ impl<K: Kind> Lock<K> {
     pub async fn remaining_ttl(&self) -> Result<Ttl> {
         self.handle.remaining_ttl().await
     }
+
+    /// Number of acquisitions of this lock (by any owner) waiting in this client for an unlock
+    /// message: a local count, no Redis call. The spin lock, which polls, always has 0. For
+    /// the client as a whole see [`Client::stats`](crate::Client::stats).
+    pub fn local_waiters(&self) -> usize {
+        self.handle.local_waiters()
+    }
 }
 
 fn unbounded<T>(acquired: Option<T>) -> T {
@@ -458,7 +532,7 @@ fn unbounded<T>(acquired: Option<T>) -> T {
 /// ```
 #[derive(Debug)]
 pub struct LockPart {
-    pub(crate) handle: Handle,
+    pub(crate) handle: Arc<Handle>,
 }
 
 impl<K: Kind> From<Lock<K>> for LockPart {
@@ -472,6 +546,7 @@ impl<K: Kind> From<Lock<K>> for LockPart {
 impl std::fmt::Debug for Handle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Handle")
+            .field("kind", &self.kind())
             .field("name", &self.raw_name())
             .field("owner", &self.field)
             .finish()

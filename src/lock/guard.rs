@@ -66,10 +66,18 @@ pub(crate) struct Held {
     token: Option<u64>,
     loss: Arc<LossSignal>,
     armed: bool,
+    /// The kind's name and when the hold began, for observability.
+    kind: &'static str,
+    since: Instant,
 }
 
 impl Held {
-    pub(crate) fn new(acquired: Acquired, owner: Owner, watchdog: bool) -> Self {
+    pub(crate) fn new(
+        acquired: Acquired,
+        owner: Owner,
+        watchdog: bool,
+        kind: &'static str,
+    ) -> Self {
         let (hold, sent_at, token) = acquired.disarm();
         let loss = if watchdog {
             hold.client
@@ -78,6 +86,7 @@ impl Held {
         } else {
             LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)))
         };
+        crate::observe::guard_opened(kind);
         Self {
             hold,
             owner,
@@ -85,6 +94,8 @@ impl Held {
             token,
             loss,
             armed: true,
+            kind,
+            since: Instant::now(),
         }
     }
 
@@ -103,6 +114,7 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
+        crate::observe::guard_closed(self.kind, self.since.elapsed());
         if self.armed {
             self.take().release_in_background();
         }

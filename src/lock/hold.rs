@@ -176,10 +176,7 @@ impl Acquired {
 impl Drop for Acquired {
     fn drop(&mut self) {
         if self.armed {
-            log::debug!(
-                "acquisition of {} finished after its caller gave up; releasing it",
-                self.hold.name()
-            );
+            crate::observe::late_acquisition(self.hold.name(), &self.hold.field);
             self.hold.release_in_background();
         }
     }

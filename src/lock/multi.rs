@@ -51,6 +51,12 @@ impl MultiGuard {
     }
 
     /// Releases every part (all of them, even after an error) and returns the first error.
+    ///
+    /// # Errors
+    /// The first part's error ([`NotHeld`](Error::NotHeld), a Redis or connection error).
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the parts not yet released are released in the background.
     pub async fn unlock(self) -> Result<()> {
         let results = join_all(self.parts.into_iter().map(AnyGuard::unlock)).await;
         results
@@ -83,8 +89,17 @@ pub struct MultiLock {
 /// Redisson's base wait per part for `lock()` retries.
 const BASE_WAIT_PER_PART: Duration = Duration::from_millis(1500);
 
+/// `true` for a wait that means "without limit": one that overflows the clock or exceeds
+/// [`MAX_MILLIS`](crate::MAX_MILLIS) (`Duration::MAX` is the usual spelling).
+fn is_unbounded(wait: Duration) -> bool {
+    wait.as_millis() > u128::from(crate::MAX_MILLIS) || Instant::now().checked_add(wait).is_none()
+}
+
 impl MultiLock {
     /// A multi-lock over `parts` (at least one).
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) for an empty list.
     pub fn new(parts: Vec<LockPart>) -> Result<Self> {
         if parts.is_empty() {
             return Err(Error::InvalidArgument(
@@ -95,6 +110,10 @@ impl MultiLock {
     }
 
     /// Waits without limit; watchdog mode on every part.
+    ///
+    /// # Errors
+    /// The first non-transient error of a part (e.g. [`WrongType`](Error::WrongType),
+    /// [`Shutdown`](Error::Shutdown)); transient errors restart the attempt.
     ///
     /// # Cancel safety
     /// Cancel safe: parts taken by a dropped attempt are released.
@@ -108,6 +127,13 @@ impl MultiLock {
     }
 
     /// Waits without limit; every part expires after `lease`.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock); a zero or overflowing lease is
+    /// [`InvalidArgument`](Error::InvalidArgument).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
         crate::config::lease_millis(lease)?;
         loop {
@@ -124,26 +150,58 @@ impl MultiLock {
     }
 
     /// One attempt on every part, no waiting.
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock(&self) -> Result<Option<MultiGuard>> {
         self.attempt(None, None).await
     }
 
-    /// Waits at most `wait` in all; watchdog mode.
+    /// Waits at most `wait` in all; watchdog mode. `Duration::MAX` waits without limit (as
+    /// [`lock`](Self::lock)).
+    ///
+    /// # Errors
+    /// As [`lock`](Self::lock).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<MultiGuard>> {
+        if is_unbounded(wait) {
+            return self.lock().await.map(Some);
+        }
         self.attempt(Some(wait), None).await
     }
 
-    /// Waits at most `wait` in all; every part expires after `lease`.
+    /// Waits at most `wait` in all; every part expires after `lease`. `Duration::MAX` waits
+    /// without limit (as [`lock_with_lease`](Self::lock_with_lease)).
+    ///
+    /// # Errors
+    /// As [`lock_with_lease`](Self::lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`lock`](Self::lock).
     pub async fn try_lock_with_lease(
         &self,
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<MultiGuard>> {
         crate::config::lease_millis(lease)?;
+        if is_unbounded(wait) {
+            return self.lock_with_lease(lease).await.map(Some);
+        }
         self.attempt(Some(wait), Some(lease)).await
     }
 
     /// `true` if every part is held by its handle's owner.
+    ///
+    /// # Errors
+    /// A Redis or connection error of a part.
+    ///
+    /// # Cancel safety
+    /// Cancel safe (reads).
     pub async fn is_held_by_current(&self) -> Result<bool> {
         for p in &self.parts {
             if !p.handle.is_held_as(p.handle.owner()).await? {
@@ -162,7 +220,12 @@ impl MultiLock {
         let deadline = wait.and_then(|w| Instant::now().checked_add(w));
         let part_lease = match (lease, wait) {
             (None, _) => None,
-            (Some(_), Some(w)) => Some(w.saturating_mul(2).max(lease.unwrap_or_default())),
+            // Twice the wait, capped where a lease would overflow (the wait is bounded here).
+            (Some(l), Some(w)) => Some(
+                w.saturating_mul(2)
+                    .min(Duration::from_millis(crate::MAX_MILLIS))
+                    .max(l),
+            ),
             (Some(l), None) => Some(l),
         };
         'restart: loop {
@@ -273,6 +336,8 @@ pub struct RedLockGuard {
     quorum: usize,
     lease: Option<Duration>,
     valid_until: Instant,
+    /// The configured per-node timeout (`None`: derived from the lease).
+    node_timeout: Option<Duration>,
 }
 
 impl RedLockGuard {
@@ -310,22 +375,55 @@ impl RedLockGuard {
         }
     }
 
-    /// Extends a leased RedLock to `lease` from now. It counts only if a quorum of nodes
-    /// extended within the new validity; returns whether it did. Parts that failed to extend
-    /// are released.
+    /// Extends a leased RedLock to `lease` from now. Every node is asked at once, each bounded
+    /// by the node timeout; it counts only if a quorum of nodes extended within the new
+    /// validity, and returns whether it did (`false` leaves the validity unchanged).
+    ///
+    /// Parts that did not extend leave the guard, whatever the overall outcome: a part whose
+    /// node no longer holds the lock is dropped, and a part whose node failed or did not answer
+    /// in time is released (in the background, so a node that comes back does not keep a stale
+    /// hold until its lease ends). [`acquired_parts`](Self::acquired_parts) counts what is left.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) for a zero or overflowing lease (nothing is
+    /// sent then). Node failures are not errors: they count as parts that did not extend.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, some nodes may have extended and others not; the guard keeps
+    /// every part and its old validity.
     pub async fn extend(&mut self, lease: Duration) -> Result<bool> {
         crate::config::lease_millis(lease)?;
+        let node_timeout = node_timeout(self.node_timeout, lease);
         let started = Instant::now();
         let futures = self.parts.iter().map(|p| async move {
             let g = p.as_ref()?;
-            Some(g.renew(lease).await)
+            Some(
+                match tokio::time::timeout(node_timeout, g.renew(lease)).await {
+                    Ok(renewed) => renewed,
+                    Err(_) => Err(Error::Timeout("node did not answer in time".into())),
+                },
+            )
         });
         let results = join_all(futures).await;
-        let extended = results
-            .iter()
-            .filter(|r| matches!(r, Some(Ok(true))))
-            .count();
         let elapsed = started.elapsed();
+        let mut extended = 0;
+        for (slot, result) in self.parts.iter_mut().zip(results) {
+            match result {
+                None => {}
+                Some(Ok(true)) => extended += 1,
+                Some(Ok(false)) => {
+                    // The node no longer holds it: nothing to release.
+                    if let Some(g) = slot.take() {
+                        g.keep();
+                    }
+                }
+                Some(Err(e)) => {
+                    log::debug!("RedLock part not extended ({e}); releasing it");
+                    // Dropping the guard hands its release to the client's runtime.
+                    drop(slot.take());
+                }
+            }
+        }
         let validity = lease.checked_sub(elapsed + drift(lease));
         match validity {
             Some(v) if extended >= self.quorum && !v.is_zero() => {
@@ -340,6 +438,12 @@ impl RedLockGuard {
     /// Releases every part. A RedLock is built to survive failed nodes, so a part that cannot
     /// be released (its node is down; it expires after its lease) is logged, not returned; the
     /// first error is returned only when no node confirmed the release.
+    ///
+    /// # Errors
+    /// The first part's error, when no part was released.
+    ///
+    /// # Cancel safety
+    /// If the future is dropped, the parts not yet released are released in the background.
     pub async fn unlock(self) -> Result<()> {
         let results = join_all(self.parts.into_iter().flatten().map(AnyGuard::unlock)).await;
         let mut first_error = None;
@@ -360,6 +464,12 @@ impl RedLockGuard {
     }
 }
 
+/// The per-node timeout: the configured one, else lease / 200 clamped to 5–50 ms.
+fn node_timeout(configured: Option<Duration>, lease: Duration) -> Duration {
+    configured
+        .unwrap_or_else(|| (lease / 200).clamp(Duration::from_millis(5), Duration::from_millis(50)))
+}
+
 fn quorum_deadline(parts: &[Option<AnyGuard>], quorum: usize) -> Option<Instant> {
     let mut deadlines: Vec<Instant> = parts
         .iter()
@@ -373,11 +483,18 @@ fn quorum_deadline(parts: &[Option<AnyGuard>], quorum: usize) -> Option<Instant>
 
 impl RedLock {
     /// A RedLock over one lock per independent master (at least one; use an odd number ≥ 3).
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) for an empty list.
     pub fn new(parts: Vec<LockPart>) -> Result<Self> {
         Self::with_options(parts, RedLockOptions::default())
     }
 
     /// A RedLock with explicit options.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) for an empty list or a reversed
+    /// `retry_delay` range.
     pub fn with_options(parts: Vec<LockPart>, options: RedLockOptions) -> Result<Self> {
         if parts.is_empty() {
             return Err(Error::InvalidArgument(
@@ -397,7 +514,12 @@ impl RedLock {
         self.parts.len() / 2 + 1
     }
 
-    /// Acquires with a lease, waiting at most `wait` (zero: one round).
+    /// Acquires with a lease, waiting at most `wait` (zero: one round; `Duration::MAX`: without
+    /// limit).
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) for a zero or overflowing lease or a bad
+    /// name, [`WrongType`](Error::WrongType) from a node; other node failures only cost votes.
     ///
     /// # Cancel safety
     /// Cancel safe: parts taken by a dropped attempt are released when their replies arrive.
@@ -411,12 +533,25 @@ impl RedLock {
     }
 
     /// Acquires in watchdog mode (each part renewed by its client's watchdog; the lock stays
-    /// valid while a quorum of parts is), waiting at most `wait`.
+    /// valid while a quorum of parts is), waiting at most `wait` (`Duration::MAX`: without
+    /// limit).
+    ///
+    /// # Errors
+    /// As [`try_lock_with_lease`](Self::try_lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`try_lock_with_lease`](Self::try_lock_with_lease).
     pub async fn try_lock_for(&self, wait: Duration) -> Result<Option<RedLockGuard>> {
         self.run(wait, None).await
     }
 
     /// Waits without limit; leased.
+    ///
+    /// # Errors
+    /// As [`try_lock_with_lease`](Self::try_lock_with_lease).
+    ///
+    /// # Cancel safety
+    /// Cancel safe, as [`try_lock_with_lease`](Self::try_lock_with_lease).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
         crate::config::lease_millis(lease)?;
         self.run(Duration::MAX, Some(lease))
@@ -441,17 +576,11 @@ impl RedLock {
         }
     }
 
-    fn node_timeout(&self, lease: Duration) -> Duration {
-        self.options.node_timeout.unwrap_or_else(|| {
-            (lease / 200).clamp(Duration::from_millis(5), Duration::from_millis(50))
-        })
-    }
-
     /// One round: all nodes at once, each bounded by the node timeout.
     async fn round(&self, lease: Option<Duration>) -> Result<Option<RedLockGuard>> {
         let effective =
             lease.unwrap_or_else(|| self.parts[0].handle.client().config().lock_watchdog_timeout);
-        let node_timeout = self.node_timeout(effective);
+        let node_timeout = node_timeout(self.options.node_timeout, effective);
         let started = Instant::now();
         let attempts = self.parts.iter().map(|p| async move {
             let attempt = p.acquire(lease, Some(Duration::ZERO));
@@ -486,6 +615,7 @@ impl RedLock {
                     quorum,
                     lease,
                     valid_until: started + (effective - drift(effective)),
+                    node_timeout: self.options.node_timeout,
                 }))
             }
             _ => {

@@ -1,0 +1,449 @@
+//! Reading a lock's state from Redis in the layout Redisson (and this crate) writes, and
+//! printing it. Everything here is read-only.
+
+use std::fmt::Write as _;
+
+use fred::{
+    clients::Client as Redis,
+    interfaces::ClientLike,
+    types::{ClusterHash, CustomCommand, Value},
+};
+
+/// A failure of the tool, with the exit code it maps to.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+/// Exit codes (documented in the README and `--help`).
+pub const EXIT_ERROR: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+pub const EXIT_NOT_FOUND: i32 = 3;
+pub const EXIT_DENIED: i32 = 4;
+pub const EXIT_ABORTED: i32 = 5;
+
+impl Failure {
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A Redis error: NOPERM (and authentication failures) get their own exit code.
+    pub fn redis(err: fred::error::Error) -> Self {
+        let details = err.details().to_owned();
+        if details.contains("NOPERM") || matches!(err.kind(), fred::error::ErrorKind::Auth) {
+            Self::new(EXIT_DENIED, format!("permission denied: {details}"))
+        } else {
+            Self::new(EXIT_ERROR, format!("redis error: {details}"))
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Failure>;
+
+/// Runs one command and returns its raw reply.
+pub async fn cmd(redis: &Redis, name: &'static str, args: Vec<Value>) -> Result<Value> {
+    let hash = match args.first() {
+        Some(_) => ClusterHash::FirstKey,
+        None => ClusterHash::Random,
+    };
+    redis
+        .custom(CustomCommand::new_static(name, hash, false), args)
+        .await
+        .map_err(Failure::redis)
+}
+
+/// The brace rule of every derived name: `{N}`, or `N` itself when it contains a `{`.
+pub fn braced(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+fn text(v: &Value) -> String {
+    v.as_string().unwrap_or_default()
+}
+
+/// One holder field `<client uuid>:<thread id>` (plus `:write` for a write hold).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub client_id: String,
+    pub thread_id: String,
+    pub count: i64,
+    /// `Some("read"|"write")` for a read-write lock.
+    pub mode: Option<&'static str>,
+    /// Remaining TTLs (ms) of a reader's per-hold timeout keys, hold 1 first.
+    pub reader_ttls_ms: Vec<i64>,
+    pub field: String,
+}
+
+/// Splits an owner field; `None` for a field that is not an owner (e.g. `mode`).
+pub fn parse_field(field: &str) -> Option<(String, String, bool)> {
+    let (base, write) = match field.strip_suffix(":write") {
+        Some(base) => (base, true),
+        None => (field, false),
+    };
+    let (client, thread) = base.rsplit_once(':')?;
+    if client.is_empty() || thread.is_empty() {
+        return None;
+    }
+    Some((client.to_owned(), thread.to_owned(), write))
+}
+
+/// A queued fair-lock waiter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    pub client_id: String,
+    pub thread_id: String,
+    /// Epoch milliseconds after which the waiter loses its place.
+    pub deadline_ms: Option<i64>,
+}
+
+/// What a lock looks like in Redis right now.
+#[derive(Debug, Clone, Default)]
+pub struct Inspection {
+    pub name: String,
+    pub kind: &'static str,
+    pub exists: bool,
+    pub ttl_ms: Option<i64>,
+    pub mode: Option<String>,
+    pub holders: Vec<Holder>,
+    pub queue: Vec<Waiter>,
+    pub token: Option<i64>,
+    /// (channel, subscribers) for the lock's unlock channel(s).
+    pub channels: Vec<(String, i64)>,
+}
+
+impl Inspection {
+    /// `true` when nothing of the lock exists (no hash, queue or token).
+    pub fn is_missing(&self) -> bool {
+        !self.exists && self.queue.is_empty() && self.token.is_none()
+    }
+
+    pub fn subscribers(&self) -> i64 {
+        self.channels.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// Reads everything about the lock whose raw name is `name`.
+pub async fn inspect(redis: &Redis, name: &str) -> Result<Inspection> {
+    let b = braced(name);
+    let key_type = text(&cmd(redis, "TYPE", vec![name.into()]).await?);
+    let mut out = Inspection {
+        name: name.to_owned(),
+        kind: "reentrant",
+        ..Default::default()
+    };
+    match key_type.as_str() {
+        "none" => {}
+        "hash" => out.exists = true,
+        other => {
+            return Err(Failure::new(
+                EXIT_ERROR,
+                format!("key '{name}' is a {other}, not a lock (locks are hashes)"),
+            ))
+        }
+    }
+    if out.exists {
+        let pttl = cmd(redis, "PTTL", vec![name.into()])
+            .await?
+            .as_i64()
+            .unwrap_or(-2);
+        out.ttl_ms = (pttl >= 0).then_some(pttl);
+        let fields = cmd(redis, "HGETALL", vec![name.into()]).await?.into_array();
+        for pair in fields.chunks(2) {
+            let (field, value) = (text(&pair[0]), pair.get(1).map(text).unwrap_or_default());
+            if field == "mode" {
+                out.mode = Some(value);
+                continue;
+            }
+            if let Some((client_id, thread_id, write)) = parse_field(&field) {
+                out.holders.push(Holder {
+                    client_id,
+                    thread_id,
+                    count: value.parse().unwrap_or(0),
+                    mode: None,
+                    reader_ttls_ms: Vec::new(),
+                    field,
+                });
+                if write {
+                    out.holders.last_mut().unwrap().mode = Some("write");
+                }
+            }
+        }
+        out.holders.sort_by(|a, b| a.field.cmp(&b.field));
+    }
+    // Fair queue and deadlines.
+    let queue_key = format!("redisson_lock_queue:{b}");
+    let timeout_key = format!("redisson_lock_timeout:{b}");
+    let queue: Vec<String> = cmd(
+        redis,
+        "LRANGE",
+        vec![queue_key.into(), 0.into(), (-1).into()],
+    )
+    .await?
+    .into_array()
+    .iter()
+    .map(text)
+    .collect();
+    let scores = cmd(
+        redis,
+        "ZRANGE",
+        vec![
+            timeout_key.clone().into(),
+            0.into(),
+            (-1).into(),
+            "WITHSCORES".into(),
+        ],
+    )
+    .await?
+    .into_array();
+    let deadlines: std::collections::HashMap<String, i64> = scores
+        .chunks(2)
+        .filter_map(|p| {
+            let score = p.get(1)?.as_string()?.parse::<f64>().ok()? as i64;
+            Some((text(&p[0]), score))
+        })
+        .collect();
+    let is_fair = !queue.is_empty() || !deadlines.is_empty();
+    for field in &queue {
+        if let Some((client_id, thread_id, _)) = parse_field(field) {
+            out.queue.push(Waiter {
+                client_id,
+                thread_id,
+                deadline_ms: deadlines.get(field).copied(),
+            });
+        }
+    }
+    // Fenced token.
+    let token = cmd(
+        redis,
+        "GET",
+        vec![format!("redisson_lock_token:{b}").into()],
+    )
+    .await?;
+    out.token = token.as_string().and_then(|t| t.parse().ok());
+
+    let mut channels = Vec::new();
+    if out.mode.is_some() {
+        out.kind = "read-write";
+        let mode = out.mode.clone().unwrap_or_default();
+        for h in &mut out.holders {
+            if h.mode.is_none() {
+                h.mode = Some("read");
+                for k in 1..=h.count.max(0) {
+                    let key = format!("{b}:{}:rwlock_timeout:{k}", h.field);
+                    let ttl = cmd(redis, "PTTL", vec![key.into()]).await?.as_i64();
+                    h.reader_ttls_ms.push(ttl.unwrap_or(-2));
+                }
+            }
+        }
+        let _ = mode;
+        channels.push(format!("redisson_rwlock:{b}"));
+    } else if is_fair {
+        out.kind = "fair";
+        for field in &queue {
+            channels.push(format!("redisson_lock__channel:{b}:{field}"));
+        }
+    } else {
+        if out.token.is_some() {
+            out.kind = "fenced";
+        }
+        channels.push(format!("redisson_lock__channel:{b}"));
+    }
+    if !out.exists && !is_fair && out.token.is_none() {
+        out.kind = "none";
+    }
+    if !channels.is_empty() {
+        let mut args: Vec<Value> = vec!["NUMSUB".into()];
+        args.extend(channels.iter().map(|c| Value::from(c.as_str())));
+        let reply = cmd(redis, "PUBSUB", args).await?.into_array();
+        for pair in reply.chunks(2) {
+            let n = pair.get(1).and_then(Value::as_i64).unwrap_or(0);
+            out.channels.push((text(&pair[0]), n));
+        }
+    }
+    Ok(out)
+}
+
+/// The human-readable report.
+pub fn render(i: &Inspection) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "lock:    {}", i.name);
+    let _ = writeln!(s, "kind:    {}", i.kind);
+    let ttl = match (i.exists, i.ttl_ms) {
+        (false, _) => "not held".to_owned(),
+        (true, Some(ms)) => format!("{ms} ms"),
+        (true, None) => "no expiry".to_owned(),
+    };
+    let _ = writeln!(s, "ttl:     {ttl}");
+    if let Some(mode) = &i.mode {
+        let _ = writeln!(s, "mode:    {mode}");
+    }
+    let _ = writeln!(s, "holders: {}", i.holders.len());
+    for h in &i.holders {
+        let mode = h.mode.map(|m| format!(" [{m}]")).unwrap_or_default();
+        let _ = write!(
+            s,
+            "  client {} thread {} count {}{mode}",
+            h.client_id, h.thread_id, h.count
+        );
+        if !h.reader_ttls_ms.is_empty() {
+            let _ = write!(s, " reader ttls {:?} ms", h.reader_ttls_ms);
+        }
+        s.push('\n');
+    }
+    if i.kind == "fair" || !i.queue.is_empty() {
+        let _ = writeln!(s, "queue:   {}", i.queue.len());
+        for (n, w) in i.queue.iter().enumerate() {
+            let deadline = w
+                .deadline_ms
+                .map_or("none".to_owned(), |d| format!("{d} (epoch ms)"));
+            let _ = writeln!(
+                s,
+                "  {}. client {} thread {} deadline {deadline}",
+                n + 1,
+                w.client_id,
+                w.thread_id
+            );
+        }
+    }
+    if let Some(t) = i.token {
+        let _ = writeln!(s, "token:   {t}");
+    }
+    let _ = writeln!(s, "subscribers: {}", i.subscribers());
+    for (c, n) in &i.channels {
+        let _ = writeln!(s, "  {c}: {n}");
+    }
+    s
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn json_opt(v: Option<i64>) -> String {
+    v.map_or("null".to_owned(), |v| v.to_string())
+}
+
+/// The `--json` report: one object.
+pub fn render_json(i: &Inspection) -> String {
+    let holders: Vec<String> = i
+        .holders
+        .iter()
+        .map(|h| {
+            format!(
+                "{{\"client_id\":{},\"thread_id\":{},\"count\":{},\"mode\":{},\"reader_ttls_ms\":[{}]}}",
+                json_str(&h.client_id),
+                json_str(&h.thread_id),
+                h.count,
+                h.mode.map_or("null".to_owned(), json_str),
+                h.reader_ttls_ms
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )
+        })
+        .collect();
+    let queue: Vec<String> = i
+        .queue
+        .iter()
+        .map(|w| {
+            format!(
+                "{{\"client_id\":{},\"thread_id\":{},\"deadline_ms\":{}}}",
+                json_str(&w.client_id),
+                json_str(&w.thread_id),
+                json_opt(w.deadline_ms)
+            )
+        })
+        .collect();
+    let channels: Vec<String> = i
+        .channels
+        .iter()
+        .map(|(c, n)| format!("{{\"channel\":{},\"subscribers\":{n}}}", json_str(c)))
+        .collect();
+    format!(
+        "{{\"name\":{},\"kind\":{},\"held\":{},\"ttl_ms\":{},\"mode\":{},\"holders\":[{}],\"queue\":[{}],\"token\":{},\"subscribers\":{},\"channels\":[{}]}}",
+        json_str(&i.name),
+        json_str(i.kind),
+        i.exists,
+        json_opt(i.ttl_ms),
+        i.mode.as_deref().map_or("null".to_owned(), json_str),
+        holders.join(","),
+        queue.join(","),
+        json_opt(i.token),
+        i.subscribers(),
+        channels.join(",")
+    )
+}
+
+/// `true` for a hash whose fields all look like lock fields (owners, or `mode`).
+pub async fn looks_like_lock(redis: &Redis, key: &str) -> Result<bool> {
+    let fields = cmd(redis, "HKEYS", vec![key.into()]).await?.into_array();
+    Ok(!fields.is_empty()
+        && fields.iter().all(|f| {
+            let f = text(f);
+            f == "mode" || parse_field(&f).is_some_and(|(c, _, _)| c.len() == 36)
+        }))
+}
+
+/// Waits for the client to be connected, bounded.
+pub async fn connect(redis: &Redis) -> Result<()> {
+    match tokio::time::timeout(std::time::Duration::from_secs(10), redis.init()).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(match Failure::redis(e) {
+            f if f.code == EXIT_DENIED => f,
+            f => Failure::new(
+                EXIT_ERROR,
+                format!("cannot connect to Redis: {}", f.message),
+            ),
+        }),
+        Err(_) => Err(Failure::new(
+            EXIT_ERROR,
+            "could not connect to Redis within 10 s",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_fields_split_at_the_last_colon_and_drop_write() {
+        let id = "0b4f4d6e-2a62-4b5e-9d1c-3f0e5c1a2b3c";
+        assert_eq!(
+            parse_field(&format!("{id}:42")),
+            Some((id.into(), "42".into(), false))
+        );
+        assert_eq!(
+            parse_field(&format!("{id}:7:write")),
+            Some((id.into(), "7".into(), true))
+        );
+        assert_eq!(parse_field("mode"), None);
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+    }
+}

@@ -1,0 +1,257 @@
+//! Observability hooks: one function per thing worth seeing, called where it happens.
+//!
+//! Without the `tracing` and `metrics` features every hook is a `log` record or nothing, and
+//! compiles to next to nothing. With `tracing`, acquisitions get a span and the hooks emit
+//! events with fields (the `log` records of the rest of the crate reach a tracing subscriber
+//! through `tracing-log`). With `metrics`, the hooks feed the `metrics` facade; the names are
+//! the constants in `names`.
+
+use std::time::Duration;
+
+#[cfg(any(feature = "tracing", feature = "metrics"))]
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+
+/// The metric names (all prefixed `redisson_lock_`).
+#[cfg(feature = "metrics")]
+pub(crate) mod names {
+    /// Counter; labels `kind`, `outcome` (`acquired`, `not_acquired`, `error`, `cancelled`).
+    pub(crate) const ACQUISITIONS: &str = "redisson_lock_acquisitions_total";
+    /// Histogram (seconds) of the time an acquisition took; labels `kind`, `outcome`.
+    pub(crate) const WAIT: &str = "redisson_lock_wait_seconds";
+    /// Histogram (seconds) from acquisition to the end of its guard; label `kind`.
+    pub(crate) const HOLD: &str = "redisson_lock_hold_seconds";
+    /// Gauge: live guards; label `kind`.
+    pub(crate) const HELD: &str = "redisson_lock_held";
+    /// Gauge: acquisitions in progress (waiting or attempting); label `kind`.
+    pub(crate) const WAITERS: &str = "redisson_lock_waiters";
+    /// Gauge: subscribed lock channels.
+    pub(crate) const SUBSCRIPTIONS: &str = "redisson_lock_subscriptions";
+    /// Counter: holds renewed by the watchdog.
+    pub(crate) const RENEWALS: &str = "redisson_lock_renewals_total";
+    /// Counter: renewal calls that failed (retried).
+    pub(crate) const RENEWAL_FAILURES: &str = "redisson_lock_renewal_failures_total";
+    /// Counter: holds found lost by the watchdog (gone, or not renewed before the deadline).
+    pub(crate) const LOST: &str = "redisson_lock_lost_total";
+    /// Counter: re-subscriptions of every live channel after a reconnect.
+    pub(crate) const RESUBSCRIPTIONS: &str = "redisson_lock_resubscriptions_total";
+}
+
+/// Describes the metrics to the installed recorder (once per process).
+pub(crate) fn describe() {
+    #[cfg(feature = "metrics")]
+    {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+            describe_counter!(names::ACQUISITIONS, "Lock acquisitions by kind and outcome");
+            describe_histogram!(names::WAIT, Unit::Seconds, "Time an acquisition took");
+            describe_histogram!(
+                names::HOLD,
+                Unit::Seconds,
+                "Time a lock was held (guard life)"
+            );
+            describe_gauge!(names::HELD, "Live lock guards");
+            describe_gauge!(names::WAITERS, "Acquisitions in progress");
+            describe_gauge!(names::SUBSCRIPTIONS, "Subscribed lock channels");
+            describe_counter!(names::RENEWALS, "Holds renewed by the watchdog");
+            describe_counter!(names::RENEWAL_FAILURES, "Failed watchdog renewal calls");
+            describe_counter!(names::LOST, "Holds found lost by the watchdog");
+            describe_counter!(names::RESUBSCRIPTIONS, "Re-subscriptions after a reconnect");
+        });
+    }
+}
+
+/// One acquisition being watched: a span (with `tracing`), the waiters gauge and, when it ends,
+/// the outcome counter and the wait histogram (with `metrics`). Dropped before
+/// [`finish`](Self::finish), it counts as cancelled.
+pub(crate) struct Acquisition {
+    #[cfg(feature = "metrics")]
+    kind: &'static str,
+    #[cfg(any(feature = "tracing", feature = "metrics"))]
+    started: Instant,
+    #[cfg(feature = "tracing")]
+    span: tracing::Span,
+    done: bool,
+}
+
+impl Acquisition {
+    #[allow(unused_variables)]
+    pub(crate) fn start(
+        kind: &'static str,
+        lock: &str,
+        owner: &str,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+    ) -> Self {
+        #[cfg(feature = "metrics")]
+        metrics::gauge!(names::WAITERS, "kind" => kind).increment(1.0);
+        Self {
+            #[cfg(feature = "metrics")]
+            kind,
+            #[cfg(any(feature = "tracing", feature = "metrics"))]
+            started: Instant::now(),
+            #[cfg(feature = "tracing")]
+            span: tracing::info_span!(
+                target: "redisson_lock",
+                "acquire",
+                lock = lock,
+                kind = kind,
+                owner = owner,
+                wait_ms = wait.map(|w| w.as_millis() as u64),
+                lease_ms = lease.map(|l| l.as_millis() as u64),
+                outcome = tracing::field::Empty,
+                waited_ms = tracing::field::Empty,
+            ),
+            done: false,
+        }
+    }
+
+    /// Runs `fut` inside the acquisition's span.
+    pub(crate) async fn run<F: std::future::Future>(&self, fut: F) -> F::Output {
+        #[cfg(feature = "tracing")]
+        {
+            use tracing::Instrument;
+            fut.instrument(self.span.clone()).await
+        }
+        #[cfg(not(feature = "tracing"))]
+        {
+            fut.await
+        }
+    }
+
+    /// Records how the acquisition ended.
+    pub(crate) fn finish<T>(mut self, result: &Result<Option<T>>) {
+        self.done = true;
+        let outcome = match result {
+            Ok(Some(_)) => "acquired",
+            Ok(None) => "not_acquired",
+            Err(_) => "error",
+        };
+        self.end(outcome, result.as_ref().err());
+    }
+
+    #[allow(unused_variables)]
+    fn end(&self, outcome: &'static str, error: Option<&Error>) {
+        #[cfg(any(feature = "tracing", feature = "metrics"))]
+        let waited = self.started.elapsed();
+        #[cfg(feature = "tracing")]
+        {
+            self.span.record("outcome", outcome);
+            self.span.record("waited_ms", waited.as_millis() as u64);
+            let _entered = self.span.enter();
+            match error {
+                Some(e) => tracing::debug!(
+                    target: "redisson_lock",
+                    error = %e,
+                    error_kind = ?e.kind(),
+                    "acquisition failed"
+                ),
+                None => tracing::debug!(target: "redisson_lock", outcome, "acquisition ended"),
+            }
+        }
+        #[cfg(feature = "metrics")]
+        {
+            let kind = self.kind;
+            metrics::gauge!(names::WAITERS, "kind" => kind).decrement(1.0);
+            metrics::counter!(names::ACQUISITIONS, "kind" => kind, "outcome" => outcome)
+                .increment(1);
+            metrics::histogram!(names::WAIT, "kind" => kind, "outcome" => outcome)
+                .record(waited.as_secs_f64());
+        }
+    }
+}
+
+impl Drop for Acquisition {
+    fn drop(&mut self) {
+        if !self.done {
+            self.end("cancelled", None);
+        }
+    }
+}
+
+/// A guard came to life (the lock is held through it).
+#[allow(unused_variables)]
+pub(crate) fn guard_opened(kind: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(names::HELD, "kind" => kind).increment(1.0);
+}
+
+/// A guard ended (released, kept or dropped) after `held` for `held_for`.
+#[allow(unused_variables)]
+pub(crate) fn guard_closed(kind: &'static str, held_for: Duration) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::gauge!(names::HELD, "kind" => kind).decrement(1.0);
+        metrics::histogram!(names::HOLD, "kind" => kind).record(held_for.as_secs_f64());
+    }
+}
+
+/// The watchdog renewed one hold.
+pub(crate) fn renewed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::RENEWALS).increment(1);
+}
+
+/// A renewal call for `holds` holds failed; the watchdog retries.
+pub(crate) fn renewal_failed(holds: usize, error: &Error) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::RENEWAL_FAILURES).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "redisson_lock",
+        holds,
+        error = %error,
+        error_kind = ?error.kind(),
+        "renewal failed, will retry"
+    );
+    #[cfg(not(feature = "tracing"))]
+    log::warn!("can't renew {holds} locks, will retry: {error}");
+}
+
+/// The watchdog found a hold lost: `reason` says how.
+pub(crate) fn lock_lost(lock: &str, owner: &str, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::LOST).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(target: "redisson_lock", lock, owner, reason, "lock lost");
+    #[cfg(not(feature = "tracing"))]
+    log::info!("lock {lock} is no longer held by {owner} ({reason}); renewal stopped");
+}
+
+/// A lock channel was subscribed (`+1`) or left (`-1`).
+#[allow(unused_variables)]
+pub(crate) fn subscriptions_changed(delta: i8) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!(names::SUBSCRIPTIONS).increment(f64::from(delta));
+}
+
+/// After a reconnect, every live channel (`channels` of them) is subscribed again.
+#[allow(unused_variables)]
+pub(crate) fn resubscribed(channels: usize) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::RESUBSCRIPTIONS).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        target: "redisson_lock",
+        channels,
+        "reconnected: subscribing again and waking every waiter"
+    );
+    #[cfg(not(feature = "tracing"))]
+    log::info!("reconnected: subscribing {channels} channels again and waking every waiter");
+}
+
+/// An acquisition succeeded after its caller gave up (dropped future, or a reply that came
+/// after a timeout): the outcome was ambiguous to the caller, and the hold is released.
+pub(crate) fn late_acquisition(lock: &str, owner: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        target: "redisson_lock",
+        lock,
+        owner,
+        "acquired after the caller gave up; releasing it"
+    );
+    #[cfg(not(feature = "tracing"))]
+    log::debug!("acquisition of {lock} by {owner} finished after its caller gave up; releasing it");
+}

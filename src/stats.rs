@@ -1,0 +1,41 @@
+//! A point-in-time view of one client's background state.
+
+use std::collections::BTreeMap;
+
+/// A snapshot of one [`Client`](crate::Client)'s locks, renewals and subscriptions, taken by
+/// [`Client::stats`](crate::Client::stats). Plain data: the numbers may change right after.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let lock = client.get_lock("orders");
+/// let guard = lock.lock().await?;
+/// let stats = client.stats();
+/// assert_eq!(stats.watchdog_holds, 1); // renewed by the watchdog
+/// assert_eq!(lock.local_waiters(), 0); // nobody in this client waits for it
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// (lock, owner) holds the watchdog is renewing: locks held in watchdog mode.
+    pub watchdog_holds: usize,
+    /// Renewal script calls made since the client connected (one call renews up to
+    /// `lock_watchdog_batch_size` holds).
+    pub renewal_calls: u64,
+    /// Lock channels this client is subscribed to: one per channel with local waiters.
+    pub subscribed_channels: usize,
+    /// Local waiters asleep on any channel (the sum of [`channels`](Self::channels)).
+    pub waiters: usize,
+    /// Local waiters per subscribed channel (e.g. `redisson_lock__channel:{orders}`,
+    /// `redisson_rwlock:{catalog}`, or a fair lock's per-waiter channel).
+    pub channels: BTreeMap<String, usize>,
+}
+
+impl Stats {
+    /// Local waiters on one channel (0 when not subscribed). For the waiters of one lock
+    /// whatever its channels, see [`Lock::local_waiters`](crate::Lock::local_waiters).
+    pub fn channel_waiters(&self, channel: &str) -> usize {
+        self.channels.get(channel).copied().unwrap_or(0)
+    }
+}

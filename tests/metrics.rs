@@ -1,0 +1,189 @@
+//! The `metrics` feature against a real redis-server, read back through a recording
+//! `metrics::Recorder` (one per test binary, so everything runs in one test function).
+#![cfg(feature = "metrics")]
+
+mod common;
+
+use std::{
+    collections::BTreeMap,
+    sync::{atomic::AtomicU64, atomic::Ordering, Arc, Mutex, OnceLock},
+    time::Duration,
+};
+
+use common::{Admin, RedisServer};
+use fred::interfaces::KeysInterface;
+use metrics::{
+    Counter, Gauge, Histogram, HistogramFn, Key, KeyName, Metadata, Recorder, SharedString, Unit,
+};
+use redisson_lock::{Client, Config};
+
+/// Values by `name{label=value,...}` (labels sorted).
+#[derive(Default)]
+struct Recording {
+    counters: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+    gauges: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
+    histograms: Mutex<BTreeMap<String, Arc<Samples>>>,
+}
+
+#[derive(Default)]
+struct Samples(Mutex<Vec<f64>>);
+
+impl HistogramFn for Samples {
+    fn record(&self, value: f64) {
+        self.0.lock().unwrap().push(value);
+    }
+}
+
+fn id(key: &Key) -> String {
+    let mut labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    labels.sort();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
+struct Shared(Arc<Recording>);
+
+impl Recorder for Shared {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        let mut map = self.0.counters.lock().unwrap();
+        Counter::from_arc(map.entry(id(key)).or_default().clone())
+    }
+
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        let mut map = self.0.gauges.lock().unwrap();
+        Gauge::from_arc(map.entry(id(key)).or_default().clone())
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        let mut map = self.0.histograms.lock().unwrap();
+        Histogram::from_arc(map.entry(id(key)).or_default().clone())
+    }
+}
+
+fn recording() -> &'static Arc<Recording> {
+    static REC: OnceLock<Arc<Recording>> = OnceLock::new();
+    REC.get_or_init(|| {
+        let rec = Arc::new(Recording::default());
+        metrics::set_global_recorder(Shared(rec.clone())).expect("first recorder");
+        rec
+    })
+}
+
+fn counter(name: &str) -> u64 {
+    let map = recording().counters.lock().unwrap();
+    map.get(name).map_or(0, |c| c.load(Ordering::SeqCst))
+}
+
+fn gauge(name: &str) -> f64 {
+    let map = recording().gauges.lock().unwrap();
+    map.get(name)
+        .map_or(0.0, |g| f64::from_bits(g.load(Ordering::SeqCst)))
+}
+
+fn samples(name: &str) -> Vec<f64> {
+    let map = recording().histograms.lock().unwrap();
+    map.get(name)
+        .map_or_else(Vec::new, |h| h.0.lock().unwrap().clone())
+}
+
+async fn eventually(what: &str, f: impl Fn() -> bool) {
+    let ok = common::eventually(Duration::from_secs(10), || {
+        let v = f();
+        async move { v }
+    })
+    .await;
+    assert!(ok, "{what}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquisitions_holds_renewals_losses_and_subscriptions_are_measured() {
+    recording();
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let config = Config::default().lock_watchdog_timeout(Duration::from_millis(600));
+    let client = Client::connect(&s.url(), config).await.unwrap();
+
+    // Acquired, then busy for another owner.
+    let lock = client.get_lock("m:r");
+    let guard = lock.lock().await.unwrap();
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=reentrant,outcome=acquired}"),
+        1
+    );
+    assert_eq!(gauge("redisson_lock_held{kind=reentrant}"), 1.0);
+    assert_eq!(gauge("redisson_lock_waiters{kind=reentrant}"), 0.0);
+    let waits = samples("redisson_lock_wait_seconds{kind=reentrant,outcome=acquired}");
+    assert_eq!(waits.len(), 1);
+    assert!(waits[0] >= 0.0 && waits[0] < 5.0, "{waits:?}");
+    assert!(client.get_lock("m:r").try_lock().await.unwrap().is_none());
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=reentrant,outcome=not_acquired}"),
+        1
+    );
+
+    // A waiter: one live waiter and one subscription while it waits; cancelled when aborted.
+    let fair = client.get_fair_lock("m:f");
+    let fair_guard = fair.lock().await.unwrap();
+    let waiter = tokio::spawn(client.get_fair_lock("m:f").lock());
+    eventually("a waiting fair acquisition", || {
+        gauge("redisson_lock_waiters{kind=fair}") == 1.0
+            && gauge("redisson_lock_subscriptions{}") == 1.0
+    })
+    .await;
+    waiter.abort();
+    assert!(waiter.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=fair,outcome=cancelled}"),
+        1
+    );
+    assert_eq!(gauge("redisson_lock_waiters{kind=fair}"), 0.0);
+    eventually("the subscription is left", || {
+        gauge("redisson_lock_subscriptions{}") == 0.0
+    })
+    .await;
+    fair_guard.unlock().await.unwrap();
+    assert_eq!(gauge("redisson_lock_held{kind=fair}"), 0.0);
+
+    // Renewals (every 200 ms), then a loss when the key disappears.
+    eventually("two renewals", || {
+        counter("redisson_lock_renewals_total{}") >= 2
+    })
+    .await;
+    let _: i64 = admin.redis.del("m:r").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the watchdog saw the loss");
+    assert_eq!(counter("redisson_lock_lost_total{}"), 1);
+    drop(guard);
+    assert_eq!(gauge("redisson_lock_held{kind=reentrant}"), 0.0);
+    let holds = samples("redisson_lock_hold_seconds{kind=reentrant}");
+    assert_eq!(holds.len(), 1);
+    assert!(holds[0] >= 0.2, "held through renewals: {holds:?}");
+
+    // An error outcome: the key holds another type.
+    let _: () = admin
+        .redis
+        .set("m:s", "x", None, None, false)
+        .await
+        .unwrap();
+    assert!(client.get_spin_lock("m:s").try_lock().await.is_err());
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=spin,outcome=error}"),
+        1
+    );
+
+    // A renewal that fails (the server is gone) is counted.
+    let held = client.get_lock("m:r2").lock().await.unwrap();
+    drop(s);
+    eventually("a failed renewal", || {
+        counter("redisson_lock_renewal_failures_total{}") >= 1
+    })
+    .await;
+    held.keep();
+}
