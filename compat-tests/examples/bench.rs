@@ -1,12 +1,18 @@
 //! Benchmark: `cargo run --release -p compat-tests --example bench`
 //!
-//! Uses `REDIS_URL` when set, otherwise starts a throwaway redis-server on a free port.
+//! Uses `REDIS_URL` when set, otherwise starts a throwaway redis-server on a free port; then
+//! starts a throwaway 3+3 Redis Cluster and reports the cluster figures beside the standalone
+//! ones (skip with `BENCH_NO_CLUSTER=1`).
 //! Speeds are reported as ratios against a baseline measured in the same run on the same Redis:
 //! a raw pair of EVALSHA round trips (the crate's own acquire and release scripts, sent with a
 //! bare fred client), so that machine noise cancels out.
 
 #[path = "../../tests/common/redis_server.rs"]
 mod redis_server;
+
+#[path = "../../tests/common/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
 
 use std::time::{Duration, Instant};
 
@@ -18,27 +24,38 @@ use fred::{
 use redisson_lock::{Client, Config};
 
 const ACQUIRE: &str = include_str!("../../lua/lock_acquire.lua");
-const RELEASE: &str = include_str!("../../lua/lock_release.lua");
+const RELEASE: &str = concat!(
+    include_str!("../../lua/notify.lua"),
+    "\n",
+    include_str!("../../lua/lock_release.lua")
+);
 
-async fn raw_pairs(redis: &fred::clients::Client, n: usize) -> Vec<u64> {
-    let acq: String = redis.script_load(ACQUIRE).await.unwrap();
-    let rel: String = redis.script_load(RELEASE).await.unwrap();
+/// The baseline: the crate's acquire and release scripts as two bare EVALSHAs on one fred
+/// client, for the lock `name` (on a cluster, routed to the node that owns `name`).
+async fn raw_pairs(redis: &fred::clients::Client, name: &str, publish: &str, n: usize) -> Vec<u64> {
+    let (acq, rel) = if redis.is_clustered() {
+        let acq: String = redis.script_load_cluster(ACQUIRE).await.unwrap();
+        let rel: String = redis.script_load_cluster(RELEASE).await.unwrap();
+        (acq, rel)
+    } else {
+        let acq: String = redis.script_load(ACQUIRE).await.unwrap();
+        let rel: String = redis.script_load(RELEASE).await.unwrap();
+        (acq, rel)
+    };
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let latch = format!("redisson_unlock_latch:{{{name}}}:0");
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
         let _: Value = redis
-            .evalsha(&acq, vec!["bench:raw"], vec!["30000", "raw-owner:1"])
+            .evalsha(&acq, vec![name], vec!["30000", "raw-owner:1"])
             .await
             .unwrap();
         let _: Value = redis
             .evalsha(
                 &rel,
-                vec![
-                    "bench:raw",
-                    "redisson_lock__channel:{bench:raw}",
-                    "redisson_unlock_latch:{bench:raw}:0",
-                ],
-                vec!["0", "30000", "raw-owner:1", "publish", "1"],
+                vec![name, channel.as_str(), latch.as_str()],
+                vec!["0", "30000", "raw-owner:1", publish, "1"],
             )
             .await
             .unwrap();
@@ -47,8 +64,29 @@ async fn raw_pairs(redis: &fred::clients::Client, n: usize) -> Vec<u64> {
     samples
 }
 
-async fn crate_pairs(client: &Client, n: usize) -> Vec<u64> {
-    let lock = client.get_lock("bench:crate");
+/// Uncontended p50 of the crate against the raw pair on the same node, in alternating rounds
+/// so that drift on a noisy machine hits both alike. Returns (raw, crate).
+async fn uncontended(
+    client: &Client,
+    raw: &fred::clients::Client,
+    name: &str,
+    publish: &str,
+) -> (Stats, Stats) {
+    raw_pairs(raw, &format!("{name}:raw"), publish, 500).await;
+    crate_pairs(client, name, 500).await;
+    let (mut base, mut ours) = (Vec::new(), Vec::new());
+    for _ in 0..10 {
+        base.extend(raw_pairs(raw, &format!("{name}:raw"), publish, 1000).await);
+        ours.extend(crate_pairs(client, name, 1000).await);
+    }
+    (
+        Stats::from_samples(base, Duration::from_secs(1)),
+        Stats::from_samples(ours, Duration::from_secs(1)),
+    )
+}
+
+async fn crate_pairs(client: &Client, name: &str, n: usize) -> Vec<u64> {
+    let lock = client.get_lock(name);
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
@@ -80,16 +118,7 @@ async fn main() {
     let raw = fred::clients::Client::new(FredConfig::from_url(&url).unwrap(), None, None, None);
     raw.init().await.unwrap();
 
-    // Warm up both paths, then alternate rounds so drift on a noisy machine hits both alike.
-    raw_pairs(&raw, 500).await;
-    crate_pairs(&client, 500).await;
-    let (mut base, mut ours) = (Vec::new(), Vec::new());
-    for _ in 0..10 {
-        base.extend(raw_pairs(&raw, 1000).await);
-        ours.extend(crate_pairs(&client, 1000).await);
-    }
-    let base = Stats::from_samples(base, Duration::from_secs(1));
-    let ours = Stats::from_samples(ours, Duration::from_secs(1));
+    let (base, ours) = uncontended(&client, &raw, "bench:crate", "publish").await;
     println!("uncontended lock+unlock, one owner (10 x 1000 alternating rounds)");
     println!(
         "  raw EVALSHA pair : p50 {} us  p99 {} us",
@@ -153,5 +182,43 @@ async fn main() {
         n
     );
     drop(guards);
+    client.shutdown().await;
+
+    if std::env::var("BENCH_NO_CLUSTER").is_err() {
+        cluster_figures().await;
+    }
+}
+
+/// The same uncontended ratio and 16-owner throughput on a 3+3 cluster (sharded pub/sub), the
+/// baseline being a raw EVALSHA pair routed to the same node.
+async fn cluster_figures() {
+    let c = cluster::RedisCluster::start();
+    let seeds = c.seed_urls();
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    let client = Client::connect_cluster(&seeds, Config::default())
+        .await
+        .unwrap();
+    let raw = fred::clients::Client::new(
+        FredConfig::from_url(&c.cluster_url()).unwrap(),
+        None,
+        None,
+        None,
+    );
+    raw.init().await.unwrap();
+    let (base, ours) = uncontended(&client, &raw, "{bench}:crate", "spublish").await;
+    println!("cluster (3 masters + 3 replicas, sharded pub/sub):");
+    println!(
+        "  uncontended p50: raw EVALSHA pair {} us, redisson-lock {} us = {:.2}x",
+        base.p50_us,
+        ours.p50_us,
+        ours.p50_us as f64 / base.p50_us.max(1) as f64
+    );
+    let s = bench::run(&client, Mode::Uncontended, 16, Duration::from_secs(3), 1)
+        .await
+        .unwrap();
+    println!(
+        "  16 owners, distinct locks (spread over the masters): {}",
+        s.render()
+    );
     client.shutdown().await;
 }

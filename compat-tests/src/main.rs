@@ -13,7 +13,7 @@ use std::{
 use compat_tests::bench;
 use redisson_lock::{
     AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, Owner, RLock, ReadWriteLock,
-    SpinLock,
+    ShardedSubscriptionMode, SpinLock,
 };
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
@@ -52,6 +52,7 @@ struct Args {
     batch: usize,
     timeout_ms: u64,
     cluster: bool,
+    sharded: ShardedSubscriptionMode,
     url: String,
 }
 
@@ -62,6 +63,7 @@ fn parse_args() -> Result<Args, String> {
         batch: 100,
         timeout_ms: 3_000,
         cluster: false,
+        sharded: ShardedSubscriptionMode::Auto,
         url: String::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -77,6 +79,15 @@ fn parse_args() -> Result<Args, String> {
             "--watchdog-batch" => a.batch = num("--watchdog-batch")? as usize,
             "--timeout-ms" => a.timeout_ms = num("--timeout-ms")?,
             "--cluster" => a.cluster = true,
+            "--sharded-pubsub" => {
+                a.sharded = match it.next().as_deref() {
+                    Some("auto") => ShardedSubscriptionMode::Auto,
+                    Some("on") => ShardedSubscriptionMode::On,
+                    Some("off") => ShardedSubscriptionMode::Off,
+                    Some("both") => ShardedSubscriptionMode::Both,
+                    _ => return Err("--sharded-pubsub takes auto, on, off or both".into()),
+                }
+            }
             url if !url.starts_with("--") => a.url = url.to_owned(),
             other => return Err(format!("unknown option {other}")),
         }
@@ -96,16 +107,19 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if args.cluster {
-        emit("- ready ERR UNSUPPORTED: Redis Cluster is not supported yet");
-        std::process::exit(2);
-    }
     let config = Config::default()
         .lock_watchdog_timeout(Duration::from_millis(args.watchdog_ms))
         .fair_lock_wait_timeout(Duration::from_millis(args.fair_wait_ms))
         .lock_watchdog_batch_size(args.batch)
-        .timeout(Duration::from_millis(args.timeout_ms));
-    let client = match Client::connect(&args.url, config).await {
+        .timeout(Duration::from_millis(args.timeout_ms))
+        .sharded_subscription_mode(args.sharded);
+    let connected = if args.cluster {
+        let seeds: Vec<&str> = args.url.split(',').collect();
+        Client::connect_cluster(&seeds, config).await
+    } else {
+        Client::connect(&args.url, config).await
+    };
+    let client = match connected {
         Ok(c) => c,
         Err(e) => {
             emit(&format!(

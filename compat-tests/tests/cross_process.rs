@@ -15,6 +15,9 @@ use std::{
 #[path = "../../tests/common/proxy.rs"]
 mod proxy;
 
+#[path = "../../tests/common/cluster.rs"]
+mod cluster;
+
 use proxy::Proxy;
 use redis_server::RedisServer;
 
@@ -638,4 +641,91 @@ fn a_partitioned_holder_reports_lost_before_anyone_else_acquires() {
     assert_eq!(h.call("t1", "held p", T).value, "false");
     assert_eq!(h.call("t1", "lost p", T).value, "true");
     assert_eq!(c.call("t1", "held p", T).value, "true");
+}
+
+/// Two peers on a 3+3 cluster, in every sharded-pub/sub mode (both sides in the same mode), on
+/// a lock per master: they exclude each other, the waiter wakes within 100 ms of the unlock,
+/// and fair waiters of both peers are handed the lock in arrival order.
+#[test]
+fn peers_on_a_cluster_exclude_and_wake_each_other_in_every_mode() {
+    let c = cluster::RedisCluster::start();
+    let seeds = c.seed_urls().join(",");
+    for mode in ["auto", "on", "off", "both"] {
+        let flags = ["--cluster", "--sharded-pubsub", mode];
+        let mut a = Peer::start(&seeds, &flags);
+        let mut b = Peer::start(&seeds, &flags);
+        for name in c.name_per_master(&format!("peer-{mode}-")) {
+            assert_eq!(a.call("t1", &format!("lock {name}"), T).value, "locked");
+            assert_eq!(b.call("t1", &format!("trylock {name}"), T).value, "false");
+            b.send(&format!("t1 lock {name}"));
+            // Wait until the waiter listens on the unlock channel (in this mode's namespace).
+            let channel = format!("redisson_lock__channel:{{{name}}}");
+            let owner = c.master_for_key(&channel);
+            let deadline = Instant::now() + T;
+            loop {
+                let sharded =
+                    cluster::RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", &channel])
+                        .items()
+                        .get(1)
+                        .and_then(|n| n.int())
+                        .unwrap_or(0);
+                let classic: i64 = c
+                    .live_ports()
+                    .into_iter()
+                    .filter_map(|p| {
+                        cluster::RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", &channel])
+                            .items()
+                            .get(1)
+                            .and_then(|n| n.int())
+                    })
+                    .sum();
+                if sharded + classic > 0 {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{mode}: the waiter never subscribed"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let unlocked = a.call("t1", &format!("unlock {name}"), T);
+            assert!(unlocked.ok, "{unlocked:?}");
+            let woke = b.reply("t1", "lock", T);
+            assert!(woke.ok, "{woke:?}");
+            let latency = woke.at as i128 - unlocked.at as i128;
+            assert!(latency < 100, "{mode}: woke {latency} ms after the unlock");
+            assert!(b.call("t1", &format!("unlock {name}"), T).ok);
+        }
+        // Fair hand-over across the two processes, in arrival order.
+        let q = c.name_per_master(&format!("fair-{mode}-")).remove(0);
+        assert_eq!(a.call("h", &format!("flock {q}"), T).value, "locked");
+        let queue = format!("redisson_lock_queue:{{{q}}}");
+        let owner = c.master_for_key(&queue);
+        let order = [("a", "w1"), ("b", "w2"), ("a", "w3"), ("b", "w4")];
+        for (i, (peer, thread)) in order.iter().enumerate() {
+            let p = if *peer == "a" { &mut a } else { &mut b };
+            p.send(&format!("{thread} flock {q}"));
+            p.send(&format!("{thread} sleep 20"));
+            p.send(&format!("{thread} funlock {q}"));
+            let deadline = Instant::now() + T;
+            while cluster::RedisCluster::cmd(owner, &["LLEN", &queue]).int() != Some(i as i64 + 1) {
+                assert!(
+                    Instant::now() < deadline,
+                    "{mode}: waiter {thread} never queued"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+        assert!(a.call("h", &format!("funlock {q}"), T).ok);
+        let mut stamps = Vec::new();
+        for (peer, thread) in order {
+            let p = if peer == "a" { &mut a } else { &mut b };
+            let r = p.reply(thread, "flock", T);
+            assert!(r.ok, "{mode}: {r:?}");
+            stamps.push((r.at, thread));
+        }
+        let mut sorted = stamps.clone();
+        sorted.sort();
+        assert_eq!(sorted, stamps, "{mode}: acquired out of arrival order");
+    }
 }
