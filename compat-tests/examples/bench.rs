@@ -11,7 +11,6 @@
 mod redis_server;
 
 #[path = "../../tests/common/cluster.rs"]
-#[allow(dead_code)]
 mod cluster;
 
 use std::time::{Duration, Instant};
