@@ -12,14 +12,15 @@ use std::{
 };
 
 use crate::{
-    config::Config, core::Core, error::Result, owner::Owner, pubsub::PubSub, stats::Stats,
-    watchdog::Watchdog,
+    config::Config, core::Core, error::Result, latches::LatchSweeper, owner::Owner, pubsub::PubSub,
+    stats::Stats, watchdog::Watchdog,
 };
 
 pub(crate) struct ClientInner {
     core: Arc<Core>,
     pubsub: PubSub,
     watchdog: Watchdog,
+    latches: LatchSweeper,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
@@ -101,6 +102,7 @@ impl Client {
         let inner = ClientInner {
             pubsub: PubSub::start(sub, &core),
             watchdog: Watchdog::start(core.clone()),
+            latches: LatchSweeper::start(core.clone()),
             core,
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
@@ -161,6 +163,10 @@ impl Client {
 
     pub(crate) fn watchdog(&self) -> &Watchdog {
         &self.inner.watchdog
+    }
+
+    pub(crate) fn latches(&self) -> &LatchSweeper {
+        &self.inner.latches
     }
 
     /// Runs background work on the client's runtime (works from threads without a runtime).

@@ -321,9 +321,9 @@ impl Core {
         Ok(v.unwrap_or(0).max(0) as u64)
     }
 
-    /// Deletes keys, ignoring the outcome (clean-up of unlock latches).
-    pub(crate) async fn delete(&self, keys: Vec<Key>) {
-        let _ = self.redis.del::<i64, _>(keys).await;
+    /// Unlinks keys, ignoring the outcome (clean-up of unlock latches).
+    pub(crate) async fn unlink(&self, keys: Vec<Key>) {
+        let _ = self.redis.unlink::<i64, _>(keys).await;
     }
 
     /// Closes the command connection.

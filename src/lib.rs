@@ -39,6 +39,7 @@ mod client;
 mod config;
 mod core;
 mod error;
+mod latches;
 mod lock;
 mod names;
 mod observe;

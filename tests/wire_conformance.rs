@@ -509,3 +509,42 @@ fn a_guard_dropped_on_a_thread_without_a_runtime_is_released_without_panicking()
     });
     assert!(freed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_lock_and_unlock_costs_at_most_two_point_one_server_commands() {
+    // Acquire and release are one script call each; the unlock latches are cleaned up in
+    // batches (one UNLINK for many releases) instead of one DEL per release.
+    let (_s, client, admin) = setup().await;
+    let lock = client.get_lock("wire:cost");
+    admin.reset_stats().await;
+    let pairs = 1000;
+    for _ in 0..pairs {
+        lock.lock().await.unwrap().unlock().await.unwrap();
+    }
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            let keys = admin
+                .cmd("KEYS", vec!["redisson_unlock_latch:*".into()])
+                .await
+                .unwrap()
+                .into_array();
+            keys.is_empty()
+        })
+        .await,
+        "every latch is cleaned up"
+    );
+    // commandstats also counts the commands scripts run; the client itself sends only script
+    // calls, the batched UNLINKs and (for subscriptions) PINGs. The release script's own DEL
+    // runs once per full release, so a per-release DEL from the client would show here too.
+    let calls = admin.all_command_calls().await;
+    let count = |name: &str| calls.get(name).copied().unwrap_or(0);
+    assert_eq!(count("evalsha"), 2 * pairs);
+    assert_eq!(count("eval"), 0);
+    assert_eq!(count("del"), pairs, "only the release script's DEL");
+    let sent = count("evalsha") + count("eval") + count("unlink") + count("ping");
+    let per_pair = sent as f64 / pairs as f64;
+    assert!(
+        per_pair <= 2.1,
+        "{per_pair:.3} commands per pair: {calls:?}"
+    );
+}

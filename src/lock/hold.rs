@@ -79,7 +79,7 @@ impl Hold {
     }
 
     /// Releases one hold, retrying transient failures with the same request id (the unlock
-    /// latch makes the retries idempotent), then deletes the latch in the background.
+    /// latch makes the retries idempotent), then hands the latch to the batched clean-up.
     pub(crate) async fn release(&self) -> Result<Release> {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
@@ -105,10 +105,7 @@ impl Hold {
                 other => break other?,
             }
         };
-        let client = self.client.clone();
-        drop(self.client.spawn(async move {
-            client.core().delete(vec![latch.into()]).await;
-        }));
+        self.client.latches().done(latch.into());
         decode_release(reply, self.name())
     }
 

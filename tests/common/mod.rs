@@ -116,6 +116,24 @@ impl Admin {
             .unwrap_or(0)
     }
 
+    /// Every command's `calls` in `INFO commandstats`, by lowercase name.
+    pub async fn all_command_calls(&self) -> HashMap<String, u64> {
+        let info = self
+            .cmd("INFO", vec!["commandstats".into()])
+            .await
+            .unwrap()
+            .as_string()
+            .unwrap();
+        info.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix("cmdstat_")?;
+                let (name, stats) = rest.split_once(":calls=")?;
+                let calls = stats.split(',').next()?.parse().ok()?;
+                Some((name.to_owned(), calls))
+            })
+            .collect()
+    }
+
     pub async fn reset_stats(&self) {
         self.cmd("CONFIG", vec!["RESETSTAT".into()]).await.unwrap();
     }
