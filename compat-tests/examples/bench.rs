@@ -96,6 +96,52 @@ async fn crate_pairs(client: &Client, name: &str, n: usize) -> Vec<u64> {
     samples
 }
 
+/// EVALSHA/s of `tasks` tasks sending the acquire script back to back on one connection, each
+/// on its own key (so every call takes the lock anew after a forced delete is not needed: the
+/// re-entrant path runs the same commands).
+async fn script_ceiling(redis: &fred::clients::Client, tasks: usize, for_: Duration) -> f64 {
+    let acq: String = redis.script_load(ACQUIRE).await.unwrap();
+    let deadline = Instant::now() + for_;
+    let started = Instant::now();
+    let mut handles = Vec::new();
+    for i in 0..tasks {
+        let (redis, acq) = (redis.clone(), acq.clone());
+        handles.push(tokio::spawn(async move {
+            let key = format!("bench:ceiling:{i}");
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                let _: Value = redis
+                    .evalsha(&acq, vec![key.as_str()], vec!["30000", "ceiling:1"])
+                    .await
+                    .unwrap();
+                n += 1;
+            }
+            n
+        }));
+    }
+    let mut total = 0;
+    for h in handles {
+        total += h.await.unwrap();
+    }
+    total as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Commands a lock client sends (script calls, UNLINK, PING), summed from INFO commandstats.
+async fn sent_commands(redis: &fred::clients::Client) -> u64 {
+    let info: String = redis
+        .info(Some(fred::types::InfoKind::CommandStats))
+        .await
+        .unwrap();
+    info.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("cmdstat_")?;
+            let (name, stats) = rest.split_once(":calls=")?;
+            let calls: u64 = stats.split(',').next()?.parse().ok()?;
+            matches!(name, "evalsha" | "eval" | "unlink" | "ping").then_some(calls)
+        })
+        .sum()
+}
+
 fn rss_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
@@ -153,6 +199,31 @@ async fn main() {
         .await
         .unwrap();
     println!("16 owners, leased          : {}", s.render());
+
+    // The server's pipelined script ceiling, measured now: 64 tasks issuing the acquire
+    // script back to back on one connection (half of a lock+unlock pair each).
+    let ceiling = script_ceiling(&raw, 64, secs).await;
+    let s = bench::run(&client, Mode::Uncontended, 64, secs, 1)
+        .await
+        .unwrap();
+    println!("64 owners, distinct locks : {}", s.render());
+    println!(
+        "  pipelined ceiling {:.0} EVALSHA/s = {:.0} pairs/s; the crate reaches {:.0} % of it (target >= 50 %)",
+        ceiling,
+        ceiling / 2.0,
+        s.ops_per_s / (ceiling / 2.0) * 100.0
+    );
+
+    // Server commands per uncontended lock+unlock (commands the client sends: script calls,
+    // batched latch UNLINKs, PINGs), from INFO commandstats around a 2 000-pair run.
+    let before = sent_commands(&raw).await;
+    crate_pairs(&client, "bench:cost", 2000).await;
+    tokio::time::sleep(Duration::from_millis(100)).await; // the last latch batch
+    let after = sent_commands(&raw).await;
+    println!(
+        "commands per uncontended lock+unlock: {:.3} (target <= 2.1; was 3 with one DEL per release)",
+        (after - before) as f64 / 2000.0
+    );
 
     // Client memory per held watchdog lock (registration + guard).
     let n = 10_000;
