@@ -455,129 +455,187 @@ async fn execute(client: &Client, state: &mut ThreadState, words: &[String]) -> 
         .get(1)
         .ok_or_else(|| invalid("missing lock name"))?
         .clone();
+    let target = Target {
+        lock: lock_for(client, state, family, &name),
+        family,
+        name,
+    };
+    match op {
+        "lock" | "trylock" => acquire(state, &target, op, words).await,
+        "unlock" | "forceunlock" => release(state, &target, op).await,
+        "lost" | "validms" => Ok(own_view(state, &target, op)),
+        _ => query(&target, op).await,
+    }
+}
+
+/// The lock a command names, as this thread sees it.
+struct Target {
+    lock: Arc<AnyLock>,
+    family: &'static str,
+    name: String,
+}
+
+impl Target {
+    fn write(&self) -> bool {
+        self.family == "w"
+    }
+    fn fenced(&self) -> bool {
+        self.family == "fenced"
+    }
+}
+
+/// The thread's handle for a family and name (`r`/`w` share one read-write lock per name, so
+/// a thread can downgrade).
+fn lock_for(
+    client: &Client,
+    state: &mut ThreadState,
+    family: &'static str,
+    name: &str,
+) -> Arc<AnyLock> {
+    let owner = state.owner;
     let slot = match family {
         "r" | "w" => "rw",
         other => other,
     };
-    let lock = state
+    state
         .locks
-        .entry((slot, name.clone()))
+        .entry((slot, name.to_owned()))
         .or_insert_with(|| {
             Arc::new(match slot {
-                "f" => AnyLock::Fair(client.get_fair_lock_with_owner(&name, owner)),
-                "fenced" => AnyLock::Fenced(client.get_fenced_lock_with_owner(&name, owner)),
+                "f" => AnyLock::Fair(client.get_fair_lock_with_owner(name, owner)),
+                "fenced" => AnyLock::Fenced(client.get_fenced_lock_with_owner(name, owner)),
                 "spin" => AnyLock::Spin(client.get_spin_lock_with(
-                    &name,
+                    name,
                     owner,
                     redisson_lock::BackOff::default(),
                 )),
-                "rw" => AnyLock::ReadWrite(client.get_read_write_lock_with_owner(&name, owner)),
-                _ => AnyLock::Reentrant(client.get_lock_with_owner(&name, owner)),
+                "rw" => AnyLock::ReadWrite(client.get_read_write_lock_with_owner(name, owner)),
+                _ => AnyLock::Reentrant(client.get_lock_with_owner(name, owner)),
             })
         })
-        .clone();
-    let write = family == "w";
-    let fenced = family == "fenced";
-    // Java semantics: a lease <= 0 means watchdog mode; a wait <= 0 means one attempt.
+        .clone()
+}
+
+/// `lock` and `trylock`. A held lock stays held until `unlock`: the guard is kept for
+/// `lost`/`validms`. Java semantics: a lease <= 0 means watchdog mode; a wait <= 0 means one
+/// attempt.
+async fn acquire(state: &mut ThreadState, t: &Target, op: &str, words: &[String]) -> Reply {
     let lease = |i| -> Result<Option<Duration>, (&'static str, String)> {
         Ok(millis_arg(words, i)?
             .filter(|ms| *ms > 0)
             .map(|ms| Duration::from_millis(ms as u64)))
     };
-    // A held lock stays held until `unlock`: the guard is kept for `lost`/`validms`.
+    let (write, fenced) = (t.write(), t.fenced());
     let mut held = |g: AnyGuard| -> String {
         let value = match g.token() {
             Some(t) if fenced => t.to_string(),
             _ => "locked".into(),
         };
-        state.push_hold(family, &name, g);
+        state.push_hold(t.family, &t.name, g);
         value
     };
+    if op == "lock" {
+        let lease = lease(2)?;
+        let g = with_lock!(&*t.lock, write, l => match lease {
+            Some(d) => l.lock_with_lease(d).await.map(|g| g.erase()),
+            None => l.lock().await.map(|g| g.erase()),
+        })
+        .map_err(err)?;
+        return Ok(held(g));
+    }
+    let wait = millis_arg(words, 2)?;
+    let lease = lease(3)?;
+    let g = with_lock!(&*t.lock, write, l => match (wait, lease) {
+        (None, _) => l.try_lock().await,
+        (Some(w), None) => l.try_lock_for(Duration::from_millis(w.max(0) as u64)).await,
+        (Some(w), Some(d)) => {
+            l.try_lock_with_lease(Duration::from_millis(w.max(0) as u64), d).await
+        }
+    }
+    .map(|g| g.map(|g| g.erase())))
+    .map_err(err)?;
+    Ok(match g {
+        Some(g) if fenced => held(g),
+        Some(g) => {
+            held(g);
+            "true".into()
+        }
+        None if fenced => "null".into(),
+        None => "false".into(),
+    })
+}
+
+/// `unlock` and `forceunlock`, keeping the thread's record of its holds true.
+async fn release(state: &mut ThreadState, t: &Target, op: &str) -> Reply {
+    let write = t.write();
+    if op == "forceunlock" {
+        let freed = with_lock!(&*t.lock, write, l => l.force_unlock().await).map_err(err)?;
+        if freed {
+            // Every hold of the lock is gone, this thread's included (both halves of a
+            // read-write lock).
+            let both: &[&'static str] = &["r", "w"];
+            let families: &[&'static str] = if matches!(t.family, "r" | "w") {
+                both
+            } else {
+                &[t.family]
+            };
+            state.clear_holds(families, &t.name);
+        }
+        return Ok(freed.to_string());
+    }
+    match with_lock!(&*t.lock, write, l => l.unlock().await) {
+        Ok(_) => {
+            state.pop_hold(t.family, &t.name);
+            Ok("unlocked".into())
+        }
+        Err(e) => {
+            if matches!(e, Error::NotHeld { .. }) {
+                // This thread holds nothing of it (any more).
+                state.clear_holds(&[t.family], &t.name);
+            }
+            Err(err(e))
+        }
+    }
+}
+
+/// `islocked`, `holdcount`, `held`, `ttl`, `token`: one read from Redis.
+async fn query(t: &Target, op: &str) -> Reply {
+    let write = t.write();
     match op {
-        "lock" => {
-            let lease = lease(2)?;
-            let g = with_lock!(&*lock, write, l => match lease {
-                Some(d) => l.lock_with_lease(d).await.map(|g| g.erase()),
-                None => l.lock().await.map(|g| g.erase()),
-            })
-            .map_err(err)?;
-            Ok(held(g))
-        }
-        "trylock" => {
-            let wait = millis_arg(words, 2)?;
-            let lease = lease(3)?;
-            let g = with_lock!(&*lock, write, l => match (wait, lease) {
-                (None, _) => l.try_lock().await,
-                (Some(w), None) => l.try_lock_for(Duration::from_millis(w.max(0) as u64)).await,
-                (Some(w), Some(d)) => {
-                    l.try_lock_with_lease(Duration::from_millis(w.max(0) as u64), d).await
-                }
-            }
-            .map(|g| g.map(|g| g.erase())))
-            .map_err(err)?;
-            Ok(match g {
-                Some(g) if fenced => held(g),
-                Some(g) => {
-                    held(g);
-                    "true".into()
-                }
-                None if fenced => "null".into(),
-                None => "false".into(),
-            })
-        }
-        "unlock" => match with_lock!(&*lock, write, l => l.unlock().await) {
-            Ok(_) => {
-                state.pop_hold(family, &name);
-                Ok("unlocked".into())
-            }
-            Err(e) => {
-                if matches!(e, Error::NotHeld { .. }) {
-                    // This thread holds nothing of it (any more).
-                    state.clear_holds(&[family], &name);
-                }
-                Err(err(e))
-            }
-        },
-        "forceunlock" => {
-            let freed = with_lock!(&*lock, write, l => l.force_unlock().await).map_err(err)?;
-            if freed {
-                // Every hold of the lock is gone, this thread's included (both halves of a
-                // read-write lock).
-                let families: &[&'static str] = if slot == "rw" { &["r", "w"] } else { &[family] };
-                state.clear_holds(families, &name);
-            }
-            Ok(freed.to_string())
-        }
-        "islocked" => with_lock!(&*lock, write, l => l.is_locked().await)
+        "islocked" => with_lock!(&*t.lock, write, l => l.is_locked().await)
             .map(|b| b.to_string())
             .map_err(err),
-        "holdcount" => with_lock!(&*lock, write, l => l.hold_count().await)
+        "holdcount" => with_lock!(&*t.lock, write, l => l.hold_count().await)
             .map(|n| n.to_string())
             .map_err(err),
-        "held" => with_lock!(&*lock, write, l => l.is_held_by_current().await)
+        "held" => with_lock!(&*t.lock, write, l => l.is_held_by_current().await)
             .map(|b| b.to_string())
             .map_err(err),
-        "ttl" => with_lock!(&*lock, write, l => l.remaining_ttl().await)
+        "ttl" => with_lock!(&*t.lock, write, l => l.remaining_ttl().await)
             .map(|t| t.as_pttl().to_string())
             .map_err(err),
-        "token" => match &*lock {
+        "token" => match &*t.lock {
             AnyLock::Fenced(l) => l.token().await.map(|t| t.to_string()).map_err(err),
             _ => Err(invalid("token is only defined for the fenced lock")),
         },
-        // What the holder itself knows, from its guard; no Redis call.
-        "lost" => Ok(match state.last_hold(family, &name) {
-            None => "none".into(),
-            Some(g) => g.is_lost().to_string(),
-        }),
-        "validms" => Ok(match state.last_hold(family, &name) {
-            None => "-1".into(),
-            Some(g) => g
-                .valid_until()
-                .saturating_duration_since(tokio::time::Instant::now())
-                .as_millis()
-                .to_string(),
-        }),
-        _ => Err(("UNSUPPORTED", format!("unknown command {command}"))),
+        other => Err((
+            "UNSUPPORTED",
+            format!("unknown command {}{other}", t.family),
+        )),
+    }
+}
+
+/// `lost` and `validms`: what the holder itself knows, from its guard; no Redis call.
+fn own_view(state: &ThreadState, t: &Target, op: &str) -> String {
+    match (op, state.last_hold(t.family, &t.name)) {
+        ("lost", None) => "none".into(),
+        ("lost", Some(g)) => g.is_lost().to_string(),
+        (_, None) => "-1".into(),
+        (_, Some(g)) => g
+            .valid_until()
+            .saturating_duration_since(tokio::time::Instant::now())
+            .as_millis()
+            .to_string(),
     }
 }
 
