@@ -41,8 +41,14 @@ async fn raw_pairs(redis: &fred::clients::Client, name: &str, publish: &str, n: 
         let rel: String = redis.script_load(RELEASE).await.unwrap();
         (acq, rel)
     };
-    let channel = format!("redisson_lock__channel:{{{name}}}");
-    let latch = format!("redisson_unlock_latch:{{{name}}}:0");
+    // The brace rule: `prefix:{name}`, or `prefix:name` when the name has a `{`.
+    let braced = if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    };
+    let channel = format!("redisson_lock__channel:{braced}");
+    let latch = format!("redisson_unlock_latch:{braced}:0");
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
