@@ -11,7 +11,7 @@ use fred::{
 };
 use redisson_lock::{Client, Config, ShardedSubscriptionMode};
 
-use super::{cluster::RedisCluster, Admin, RedisServer};
+use super::{cluster::RedisCluster, Admin, Monitor, Recorder, RedisServer};
 
 /// Where a test runs.
 pub enum Backend {
@@ -97,6 +97,29 @@ impl Backend {
             admin.cluster_ports = c.live_ports();
         }
         admin
+    }
+
+    /// A raw subscriber of `channels` that hears what a Java peer of this deployment hears
+    /// (`SSUBSCRIBE` when [`sharded`](Self::sharded), `SUBSCRIBE` otherwise).
+    pub async fn recorder(&self, channels: &[&str]) -> Recorder {
+        Recorder::subscribe_in(&self.url(), channels, self.sharded()).await
+    }
+
+    /// `MONITOR` on the server that executes commands on `key` (the standalone server, or
+    /// the master that owns the key's slot).
+    pub fn monitor(&self, key: &str) -> Monitor {
+        match self {
+            Backend::Standalone(s) => Monitor::start(&[s.port()]),
+            Backend::Cluster(c, _) => Monitor::start(&[c.master_of_slot(RedisCluster::slot(key))]),
+        }
+    }
+
+    /// `MONITOR` on every server that owns slots (the standalone server, or every master).
+    pub fn monitor_all(&self) -> Monitor {
+        match self {
+            Backend::Standalone(s) => Monitor::start(&[s.port()]),
+            Backend::Cluster(c, _) => Monitor::start(&c.masters()),
+        }
     }
 
     /// Subscribers of `channel` in this deployment's namespace (on a cluster: `PUBSUB
