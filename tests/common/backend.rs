@@ -65,6 +65,26 @@ impl Backend {
         }
     }
 
+    /// `per_master` names for this test that land on each master, in master order (on a
+    /// standalone server, as many names for the one server). Unique like [`name`](Self::name).
+    pub fn names_on_every_master(&self, base: &str, per_master: usize) -> Vec<String> {
+        match self {
+            Backend::Standalone(_) => (0..3 * per_master).map(|i| format!("{base}-{i}")).collect(),
+            Backend::Cluster(c, _) => {
+                let prefix = format!("{}-", self.name(base));
+                c.masters()
+                    .into_iter()
+                    .flat_map(|m| c.names_on(m, &prefix, per_master))
+                    .collect()
+            }
+        }
+    }
+
+    /// The hash slot that serves `key` (the same for every key on a standalone server).
+    pub fn slot(&self, key: &str) -> Option<u16> {
+        self.is_cluster().then(|| RedisCluster::slot(key))
+    }
+
     /// The URL a client connects with.
     pub fn url(&self) -> String {
         match self {

@@ -330,18 +330,31 @@ impl Monitor {
     /// list satisfies `args`, after a short settle (MONITOR reports a command before it runs,
     /// so a command whose reply the test has seen is in the feed by then).
     pub async fn count_where(&self, command: &str, args: impl Fn(&str) -> bool) -> usize {
+        self.calls_where(command, args).await.len()
+    }
+
+    /// The server time (seconds) and the quoted argument list of every recorded call of
+    /// `command` whose arguments satisfy `args`, in the order recorded, after the settle.
+    pub async fn calls_where(
+        &self,
+        command: &str,
+        args: impl Fn(&str) -> bool,
+    ) -> Vec<(f64, String)> {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let head = format!("\"{command}\"");
         self.lines
             .lock()
             .unwrap()
             .iter()
-            .filter_map(|l| l.split_once("] ").map(|(_, rest)| rest.trim_end()))
-            .filter(|rest| {
+            .filter_map(|l| {
+                let (stamp, rest) = l.split_once(" [")?;
+                let at: f64 = stamp.trim_start_matches('+').parse().ok()?;
+                let (_, rest) = rest.split_once("] ")?;
+                let rest = rest.trim_end();
                 let (cmd, tail) = rest.split_once(' ').unwrap_or((rest, ""));
-                cmd.eq_ignore_ascii_case(&head) && args(tail)
+                (cmd.eq_ignore_ascii_case(&head) && args(tail)).then(|| (at, tail.to_string()))
             })
-            .count()
+            .collect()
     }
 
     /// Recorded calls of `command` with `arg` as one whole argument (e.g. a key).
