@@ -440,7 +440,12 @@ async fn a_retried_unlock_with_the_same_request_id_is_answered_by_the_latch() {
     let lock = client.get_lock(name);
     lock.lock().await.unwrap().keep();
     lock.lock().await.unwrap().keep();
-    let release = include_str!("../lua/lock_release.lua");
+    // As the script registry sends it: the publish helper `notify()` first.
+    let release = concat!(
+        include_str!("../lua/notify.lua"),
+        "\n",
+        include_str!("../lua/lock_release.lua")
+    );
     let run = |latch: &'static str| {
         let keys: Vec<Value> = vec![name.into(), channel(name).into(), latch.into()];
         let args: Vec<Value> = vec![
