@@ -5,24 +5,27 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{Admin, Recorder, RedisServer};
+use common::{Admin, Backend, RedisServer};
 use fred::types::Value;
 use redisson_lock::{Client, Config, Error, UnlockOutcome};
 use tokio::time::Instant;
 
-const QUEUE: &str = "redisson_lock_queue:{fair}";
-const TIMEOUTS: &str = "redisson_lock_timeout:{fair}";
-
-async fn setup() -> (RedisServer, Client, Admin) {
-    let s = RedisServer::start();
-    let c = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let a = Admin::connect(&s.url()).await;
-    (s, c, a)
+/// The fair lock's wait queue (a list of owner fields).
+fn queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
 }
 
-async fn queue(admin: &Admin) -> Vec<String> {
+/// The fair lock's waiter deadlines (a sorted set).
+fn timeouts_key(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
+}
+
+async fn queue(admin: &Admin, name: &str) -> Vec<String> {
     admin
-        .cmd("LRANGE", vec![QUEUE.into(), 0.into(), (-1).into()])
+        .cmd(
+            "LRANGE",
+            vec![queue_key(name).into(), 0.into(), (-1).into()],
+        )
         .await
         .unwrap()
         .into_array()
@@ -31,11 +34,16 @@ async fn queue(admin: &Admin) -> Vec<String> {
         .collect()
 }
 
-async fn deadlines(admin: &Admin) -> Vec<(String, f64)> {
+async fn deadlines(admin: &Admin, name: &str) -> Vec<(String, f64)> {
     let flat: Vec<String> = admin
         .cmd(
             "ZRANGE",
-            vec![TIMEOUTS.into(), 0.into(), (-1).into(), "WITHSCORES".into()],
+            vec![
+                timeouts_key(name).into(),
+                0.into(),
+                (-1).into(),
+                "WITHSCORES".into(),
+            ],
         )
         .await
         .unwrap()
@@ -55,24 +63,26 @@ fn epoch_ms() -> f64 {
         .as_millis() as f64
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn queue_deadlines_and_per_waiter_hand_over_follow_the_spec() {
-    let (s, client, admin) = setup().await;
-    let holder = client.get_fair_lock("fair");
+async fn queue_deadlines_and_per_waiter_hand_over_follow_the_spec(b: Backend) {
+    let n = b.name("fair");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let holder = client.get_fair_lock(&n);
     let g = holder
         .lock_with_lease(Duration::from_secs(30))
         .await
         .unwrap();
-    assert_eq!(admin.type_of("fair").await, "hash");
+    assert_eq!(admin.type_of(&n).await, "hash");
     assert_eq!(
-        admin.hgetall("fair").await,
+        admin.hgetall(&n).await,
         [(holder.owner_field().to_string(), "1".into())].into()
     );
 
-    let waiter = client.get_fair_lock("fair");
+    let waiter = client.get_fair_lock(&n);
     let wf = waiter.owner_field().to_string();
-    let chan = format!("redisson_lock__channel:{{fair}}:{wf}");
-    let mut rec = Recorder::subscribe(&s.url(), &[&chan, "redisson_lock__channel:{fair}"]).await;
+    let chan = format!("redisson_lock__channel:{{{n}}}:{wf}");
+    let rlock_chan = format!("redisson_lock__channel:{{{n}}}");
+    let mut rec = b.recorder(&[&chan, &rlock_chan]).await;
     let enqueued_at = epoch_ms();
     let task = tokio::spawn(async move {
         let g = waiter.try_lock_for(Duration::from_secs(5)).await?;
@@ -80,11 +90,11 @@ async fn queue_deadlines_and_per_waiter_hand_over_follow_the_spec() {
     });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            queue(&admin).await == vec![wf.clone()]
+            queue(&admin, &n).await == vec![wf.clone()]
         })
         .await
     );
-    let d = deadlines(&admin).await;
+    let d = deadlines(&admin, &n).await;
     assert_eq!(d.len(), 1);
     assert_eq!(d[0].0, wf);
     // deadline = now + holder's TTL (~30 s) + the waiter's wait (5 s)
@@ -104,48 +114,47 @@ async fn queue_deadlines_and_per_waiter_hand_over_follow_the_spec() {
         rec.drain(Duration::from_millis(300)).await,
         vec![(chan, "0".to_string())]
     );
-    assert!(queue(&admin).await.is_empty());
-    assert!(deadlines(&admin).await.is_empty());
+    assert!(queue(&admin, &n).await.is_empty());
+    assert!(deadlines(&admin, &n).await.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_simulated_java_holder_hands_over_on_the_waiters_channel() {
-    let (_s, client, admin) = setup().await;
+async fn a_simulated_java_holder_hands_over_on_the_waiters_channel(b: Backend) {
+    let n = b.name("fair");
+    let client = b.client().await;
+    let admin = b.admin().await;
     admin
-        .java_hold("fair", "11111111-1111-4111-8111-111111111111:9", 30_000)
+        .java_hold(&n, "11111111-1111-4111-8111-111111111111:9", 30_000)
         .await;
-    let waiter = client.get_fair_lock("fair");
+    let waiter = client.get_fair_lock(&n);
     let wf = waiter.owner_field().to_string();
     let task = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            queue(&admin).await == vec![wf.clone()]
+            queue(&admin, &n).await == vec![wf.clone()]
         })
         .await
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!task.is_finished());
-    // Java's F-REL: DEL N, then PUBLISH 0 on the head's own channel.
+    // Java's F-REL: DEL N, then PUBLISH (SPUBLISH where Java peers shard) 0 on the head's
+    // own channel.
     let released = Instant::now();
-    let _: i64 = fred::interfaces::KeysInterface::del(&admin.redis, "fair")
+    let _: i64 = fred::interfaces::KeysInterface::del(&admin.redis, n.as_str())
         .await
         .unwrap();
-    let _: i64 = fred::interfaces::PubsubInterface::publish(
-        &admin.redis,
-        format!("redisson_lock__channel:{{fair}}:{wf}"),
-        "0",
-    )
-    .await
-    .unwrap();
+    admin
+        .java_publish(&format!("redisson_lock__channel:{{{n}}}:{wf}"), "0")
+        .await;
     let _g = common::woke_within(task, released, Duration::from_millis(100)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiters_acquire_in_arrival_order() {
+async fn waiters_acquire_in_arrival_order(b: Backend) {
     // Redisson testConcurrency_MultiInstance_Ordering / testLeaseTimeout, in-process.
-    let (s, client, admin) = setup().await;
-    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let holder = client.get_fair_lock("fair");
+    let n = b.name("fair");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let other = b.client().await;
+    let holder = client.get_fair_lock(&n);
     let g = holder.lock().await.unwrap();
     let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
@@ -156,7 +165,7 @@ async fn waiters_acquire_in_arrival_order() {
             other.clone()
         };
         let order = order.clone();
-        let lock = c.get_fair_lock("fair");
+        let lock = c.get_fair_lock(&n);
         tasks.push(tokio::spawn(async move {
             let g = lock.lock().await.unwrap();
             order.lock().push(i);
@@ -166,7 +175,7 @@ async fn waiters_acquire_in_arrival_order() {
         // The next waiter arrives only once this one is queued.
         assert!(
             common::eventually(Duration::from_secs(5), || async {
-                queue(&admin).await.len() == i + 1
+                queue(&admin, &n).await.len() == i + 1
             })
             .await
         );
@@ -179,17 +188,18 @@ async fn waiters_acquire_in_arrival_order() {
             .unwrap();
     }
     assert_eq!(*order.lock(), (0..8).collect::<Vec<_>>());
-    assert!(queue(&admin).await.is_empty());
+    assert!(queue(&admin, &n).await.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dropped_or_timed_out_waiter_leaves_the_queue() {
-    let (_s, client, admin) = setup().await;
-    let holder = client.get_fair_lock("fair");
+async fn a_dropped_or_timed_out_waiter_leaves_the_queue(b: Backend) {
+    let n = b.name("fair");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let holder = client.get_fair_lock(&n);
     let _g = holder.lock().await.unwrap();
 
     // Timed out: gone by the time try_lock_for returns.
-    let w1 = client.get_fair_lock("fair");
+    let w1 = client.get_fair_lock(&n);
     let started = Instant::now();
     assert!(w1
         .try_lock_for(Duration::from_millis(300))
@@ -197,29 +207,29 @@ async fn a_dropped_or_timed_out_waiter_leaves_the_queue() {
         .unwrap()
         .is_none());
     assert!(started.elapsed() >= Duration::from_millis(290));
-    assert!(queue(&admin).await.is_empty());
-    assert!(deadlines(&admin).await.is_empty());
+    assert!(queue(&admin, &n).await.is_empty());
+    assert!(deadlines(&admin, &n).await.is_empty());
 
     // Dropped mid-wait: removed by the give-up clean-up.
-    let w2 = client.get_fair_lock("fair");
-    let w3 = client.get_fair_lock("fair");
+    let w2 = client.get_fair_lock(&n);
+    let w3 = client.get_fair_lock(&n);
     let f2 = w2.owner_field().to_string();
     let f3 = w3.owner_field().to_string();
     let t2 = tokio::spawn(async move { w2.lock().await.map(|_| ()) });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            queue(&admin).await.len() == 1
+            queue(&admin, &n).await.len() == 1
         })
         .await
     );
     let t3 = tokio::spawn(async move { w3.lock().await.map(|_| ()) });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            queue(&admin).await == vec![f2.clone(), f3.clone()]
+            queue(&admin, &n).await == vec![f2.clone(), f3.clone()]
         })
         .await
     );
-    let before: f64 = deadlines(&admin)
+    let before: f64 = deadlines(&admin, &n)
         .await
         .iter()
         .find(|(m, _)| *m == f3)
@@ -229,11 +239,11 @@ async fn a_dropped_or_timed_out_waiter_leaves_the_queue() {
     assert!(t2.await.unwrap_err().is_cancelled());
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            queue(&admin).await == vec![f3.clone()]
+            queue(&admin, &n).await == vec![f3.clone()]
         })
         .await
     );
-    let after: f64 = deadlines(&admin)
+    let after: f64 = deadlines(&admin, &n)
         .await
         .iter()
         .find(|(m, _)| *m == f3)
@@ -248,44 +258,40 @@ async fn a_dropped_or_timed_out_waiter_leaves_the_queue() {
     let _ = t3.await;
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            queue(&admin).await.is_empty()
+            queue(&admin, &n).await.is_empty()
         })
         .await
     );
-    assert!(deadlines(&admin).await.is_empty());
+    assert!(deadlines(&admin, &n).await.is_empty());
     assert_eq!(client.stats().subscribed_channels, 0);
 }
 
-#[tokio::test]
-async fn try_lock_without_wait_never_enqueues() {
+async fn try_lock_without_wait_never_enqueues(b: Backend) {
     // Redisson testTryLockNonDelayed.
-    let (_s, client, admin) = setup().await;
-    let a = client.get_fair_lock("fair");
+    let n = b.name("fair");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let a = client.get_fair_lock(&n);
     let g = a.try_lock().await.unwrap().unwrap();
-    let b = client.get_fair_lock("fair");
+    let b = client.get_fair_lock(&n);
     assert!(b.try_lock().await.unwrap().is_none());
-    assert!(queue(&admin).await.is_empty());
+    assert!(queue(&admin, &n).await.is_empty());
     assert!(b
         .try_lock_for(Duration::from_millis(200))
         .await
         .unwrap()
         .is_none());
     g.unlock().await.unwrap();
-    assert!(client
-        .get_fair_lock("fair")
-        .try_lock()
-        .await
-        .unwrap()
-        .is_some());
+    assert!(client.get_fair_lock(&n).try_lock().await.unwrap().is_some());
 }
 
-#[tokio::test]
-async fn unlocking_an_expired_fair_lock_succeeds_unlike_rlock() {
+async fn unlocking_an_expired_fair_lock_succeeds_unlike_rlock(b: Backend) {
     // Redisson testExpire for the fair lock; §7.4 step 3.
-    let (_s, client, _admin) = setup().await;
-    let a = client.get_fair_lock("fair");
+    let n = b.name("fair");
+    let client = b.client().await;
+    let a = client.get_fair_lock(&n);
     let g = a.lock_with_lease(Duration::from_millis(300)).await.unwrap();
-    let b = client.get_fair_lock("fair");
+    let b = client.get_fair_lock(&n);
     let started = Instant::now();
     let gb = b.lock().await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
@@ -296,15 +302,16 @@ async fn unlocking_an_expired_fair_lock_succeeds_unlike_rlock() {
     assert!(matches!(a.unlock().await, Err(Error::NotHeld { .. })));
 }
 
-#[tokio::test]
-async fn fair_lock_basics_hold_count_reentry_force_unlock() {
-    let (_s, client, admin) = setup().await;
-    let lock = client.get_fair_lock("fair");
+async fn fair_lock_basics_hold_count_reentry_force_unlock(b: Backend) {
+    let n = b.name("fair");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let lock = client.get_fair_lock(&n);
     assert_eq!(lock.hold_count().await.unwrap(), 0);
     let a = lock.lock().await.unwrap();
     let b = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 2);
-    let other = client.get_fair_lock("fair");
+    let other = client.get_fair_lock(&n);
     assert!(other.is_locked().await.unwrap());
     assert!(!other.is_held_by_current().await.unwrap());
     assert!(other.try_lock().await.unwrap().is_none());
@@ -312,34 +319,35 @@ async fn fair_lock_basics_hold_count_reentry_force_unlock() {
     assert_eq!(lock.hold_count().await.unwrap(), 1);
     assert!(other.force_unlock().await.unwrap());
     assert!(a.is_lost());
-    assert!(!admin.exists("fair").await);
-    let v: Value = admin.cmd("EXISTS", vec![QUEUE.into()]).await.unwrap();
+    assert!(!admin.exists(&n).await);
+    let v: Value = admin
+        .cmd("EXISTS", vec![queue_key(&n).into()])
+        .await
+        .unwrap();
     assert_eq!(v.as_i64(), Some(0));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fair_lock_mutual_exclusion_stress() {
-    let (s, _c, admin) = setup().await;
-    let clients = [
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-    ];
+async fn fair_lock_mutual_exclusion_stress(b: Backend) {
+    let n = b.name("fair");
+    let admin = b.admin().await;
+    let clients = [b.client().await, b.client().await];
     let owners = (0..8)
-        .map(|i| acquire_with!(clients[i % 2].get_fair_lock("fair"), |l| l.lock()))
+        .map(|i| acquire_with!(clients[i % 2].get_fair_lock(&n), |l| l.lock()))
         .collect();
-    common::assert_exclusive_increments(&s.url(), owners, 60).await;
-    assert!(queue(&admin).await.is_empty());
+    common::assert_exclusive_increments(&b.url(), owners, 60).await;
+    assert!(queue(&admin, &n).await.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn leases_expiring_hand_the_lock_to_waiters_in_arrival_order() {
+async fn leases_expiring_hand_the_lock_to_waiters_in_arrival_order(b: Backend) {
     // Redisson testLeaseTimeout: 8 waiters, each tryLock(wait, lease) that never unlocks; each
     // lease expiry hands over to the next in line (lease 300 ms here instead of 1 s).
-    let (_s, client, admin) = setup().await;
+    let n = b.name("fair");
+    let client = b.client().await;
+    let admin = b.admin().await;
     let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let mut tasks = Vec::new();
     for i in 0..8 {
-        let lock = client.get_fair_lock("fair");
+        let lock = client.get_fair_lock(&n);
         let mine = order.clone();
         tasks.push(tokio::spawn(async move {
             let g = lock
@@ -353,7 +361,7 @@ async fn leases_expiring_hand_the_lock_to_waiters_in_arrival_order() {
         assert!(
             common::eventually(Duration::from_secs(5), || async {
                 let acquired = order.lock().len();
-                acquired + queue(&admin).await.len() == i + 1
+                acquired + queue(&admin, &n).await.len() == i + 1
             })
             .await
         );
@@ -371,21 +379,23 @@ async fn leases_expiring_hand_the_lock_to_waiters_in_arrival_order() {
 async fn a_waiter_giving_up_during_client_pause_leaves_no_queue_entry() {
     // Redisson testAcquireFailedNotCalledOnRedisTimeout / fault S14: writes are paused while a
     // queued waiter gives up; its clean-up must still take effect once the server resumes.
+    // Standalone only: CLIENT PAUSE of the shared cluster's nodes would stall parallel tests.
+    let n = "fair".to_string();
     let s = RedisServer::start();
     let client = Client::connect(&s.url(), Config::default().timeout(Duration::from_secs(1)))
         .await
         .unwrap();
     let admin = Admin::connect(&s.url()).await;
     let _holder = client
-        .get_fair_lock("fair")
+        .get_fair_lock(&n)
         .lock_with_lease(Duration::from_secs(10))
         .await
         .unwrap();
-    let waiter = client.get_fair_lock("fair");
+    let waiter = client.get_fair_lock(&n);
     let task = tokio::spawn(async move { waiter.try_lock_for(Duration::from_secs(2)).await });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            queue(&admin).await.len() == 1
+            queue(&admin, &n).await.len() == 1
         })
         .await
     );
@@ -407,8 +417,20 @@ async fn a_waiter_giving_up_during_client_pause_leaves_no_queue_entry() {
     tokio::time::sleep_until(resumed).await;
     assert!(
         common::eventually(Duration::from_secs(1), || async {
-            queue(&admin).await.is_empty() && deadlines(&admin).await.is_empty()
+            queue(&admin, &n).await.is_empty() && deadlines(&admin, &n).await.is_empty()
         })
         .await
     );
 }
+
+backend_tests!(
+    queue_deadlines_and_per_waiter_hand_over_follow_the_spec,
+    a_simulated_java_holder_hands_over_on_the_waiters_channel,
+    waiters_acquire_in_arrival_order,
+    a_dropped_or_timed_out_waiter_leaves_the_queue,
+    try_lock_without_wait_never_enqueues,
+    unlocking_an_expired_fair_lock_succeeds_unlike_rlock,
+    fair_lock_basics_hold_count_reentry_force_unlock,
+    fair_lock_mutual_exclusion_stress,
+    leases_expiring_hand_the_lock_to_waiters_in_arrival_order,
+);

@@ -4,23 +4,22 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Admin, Recorder, RedisServer};
-use redisson_lock::{BackOff, Client, Config, Error, Owner};
+use common::Backend;
+use redisson_lock::{BackOff, Error, Owner};
 use tokio::time::Instant;
 
-async fn setup() -> (RedisServer, Client, Admin) {
-    let s = RedisServer::start();
-    let c = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let a = Admin::connect(&s.url()).await;
-    (s, c, a)
+/// The unlock channel of an RLock-layout lock.
+fn channel(name: &str) -> String {
+    format!("redisson_lock__channel:{{{name}}}")
 }
 
-#[tokio::test]
-async fn every_acquisition_path_increments_the_token() {
+async fn every_acquisition_path_increments_the_token(b: Backend) {
     // Redisson testTokenIncrease: 1, 2, 3, 4, 5 over lock, re-entry, lease and try-lock.
-    let (s, client, admin) = setup().await;
-    let mut rec = Recorder::subscribe(&s.url(), &["redisson_lock__channel:{fenced}"]).await;
-    let lock = client.get_fenced_lock("fenced");
+    let fenced = b.name("fenced");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let mut rec = b.recorder(&[&channel(&fenced)]).await;
+    let lock = client.get_fenced_lock(&fenced);
     assert_eq!(lock.token().await.unwrap(), 0);
     let g = lock.lock().await.unwrap();
     assert_eq!(g.token(), 1);
@@ -31,6 +30,14 @@ async fn every_acquisition_path_increments_the_token() {
     assert_eq!(again.token(), 3, "re-entry increments too");
     assert_eq!(lock.token().await.unwrap(), 3);
     drop(again);
+    // A dropped guard releases in the background: wait for it, or the lease hold below could
+    // be a re-entry (no token message of its own) and the background release publish instead.
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            lock.hold_count().await.unwrap() == 1
+        })
+        .await
+    );
     g.unlock().await.unwrap();
     let l = lock.lock_with_lease(Duration::from_secs(10)).await.unwrap();
     assert_eq!(l.token(), 4);
@@ -38,15 +45,15 @@ async fn every_acquisition_path_increments_the_token() {
     let t = lock.try_lock().await.unwrap().unwrap();
     assert_eq!(t.token(), 5);
     // Same hash as an RLock of the same name; the token key has no TTL.
-    assert_eq!(admin.type_of("fenced").await, "hash");
-    assert_eq!(admin.pttl("redisson_lock_token:{fenced}").await, -1);
-    assert!(client
-        .get_lock("fenced")
-        .try_lock()
-        .await
-        .unwrap()
-        .is_none());
-    let other = client.get_fenced_lock("fenced");
+    assert_eq!(admin.type_of(&fenced).await, "hash");
+    assert_eq!(
+        admin
+            .pttl(&format!("redisson_lock_token:{{{fenced}}}"))
+            .await,
+        -1
+    );
+    assert!(client.get_lock(&fenced).try_lock().await.unwrap().is_none());
+    let other = client.get_fenced_lock(&fenced);
     assert!(other.try_lock().await.unwrap().is_none());
     assert_eq!(
         lock.token().await.unwrap(),
@@ -60,25 +67,25 @@ async fn every_acquisition_path_increments_the_token() {
     assert!(msgs.iter().all(|(_, v)| v == "0"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn tokens_strictly_increase_across_clients_and_a_waiter_gets_the_next() {
-    let (s, client, _admin) = setup().await;
-    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
+async fn tokens_strictly_increase_across_clients_and_a_waiter_gets_the_next(b: Backend) {
+    let fenced = b.name("fenced");
+    let client = b.client().await;
+    let other = b.client().await;
     let mut last = 0;
     for i in 0..20 {
         let c = if i % 2 == 0 { &client } else { &other };
-        let g = c.get_fenced_lock("fenced").lock().await.unwrap();
+        let g = c.get_fenced_lock(&fenced).lock().await.unwrap();
         let t = g.token();
         assert!(t > last);
         last = t;
         g.unlock().await.unwrap();
     }
-    let held = client.get_fenced_lock("fenced").lock().await.unwrap();
-    let waiter = other.get_fenced_lock("fenced");
+    let held = client.get_fenced_lock(&fenced).lock().await.unwrap();
+    let waiter = other.get_fenced_lock(&fenced);
     let task = tokio::spawn(async move { waiter.lock().await.unwrap().token() });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            other.get_fenced_lock("fenced").local_waiters() == 1
+            other.get_fenced_lock(&fenced).local_waiters() == 1
         })
         .await
     );
@@ -87,14 +94,17 @@ async fn tokens_strictly_increase_across_clients_and_a_waiter_gets_the_next() {
     assert_eq!(task.await.unwrap(), t_held + 1);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off() {
-    let (s, client, admin) = setup().await;
-    let holder = client.get_spin_lock("spin");
+async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off(b: Backend) {
+    let spin = b.name("spin");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let holder = client.get_spin_lock(&spin);
     let g = holder.lock().await.unwrap();
-    assert_eq!(admin.hgetall("spin").await.len(), 1, "RLock layout");
-    let waiter = client.get_spin_lock("spin");
-    admin.reset_stats().await;
+    assert_eq!(admin.hgetall(&spin).await.len(), 1, "RLock layout");
+    let waiter = client.get_spin_lock(&spin);
+    // The waiter's attempts are the script calls on its key (MONITOR, filtered by the key:
+    // the shared cluster's masters serve parallel tests).
+    let monitor = b.monitor(&spin);
     let started = Instant::now();
     assert!(waiter
         .try_lock_for(Duration::from_secs(1))
@@ -107,14 +117,15 @@ async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off() {
         "{waited:?}"
     );
     // Back-off 1, 2-3, 4-7, ... capped at 128 ms: at most ~16 attempts in 1 s, no pub/sub.
-    let attempts = admin.command_calls("evalsha").await;
+    let attempts = monitor.count("evalsha", &spin).await;
     assert!((5..=20).contains(&attempts), "attempts: {attempts}");
-    assert_eq!(admin.numsub("redisson_lock__channel:{spin}").await, 0);
+    drop(monitor);
+    assert_eq!(b.subscribers(&channel(&spin)).await, 0);
     assert_eq!(client.stats().subscribed_channels, 0);
 
-    let mut rec = Recorder::subscribe(&s.url(), &["redisson_lock__channel:{spin}"]).await;
+    let mut rec = b.recorder(&[&channel(&spin)]).await;
     // Redisson testTryLockAsync: the waiter gets in within 200 ms of the unlock.
-    let waiter = client.get_spin_lock("spin");
+    let waiter = client.get_spin_lock(&spin);
     let task = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let released = Instant::now();
@@ -131,11 +142,11 @@ async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off() {
     assert!(rec.drain(Duration::from_millis(200)).await.is_empty());
 }
 
-#[tokio::test]
-async fn spin_lock_basics_follow_the_rlock_tests() {
-    let (_s, client, _admin) = setup().await;
+async fn spin_lock_basics_follow_the_rlock_tests(b: Backend) {
+    let spin = b.name("spin");
+    let client = b.client().await;
     let lock = client.get_spin_lock_with(
-        "spin",
+        &spin,
         Owner::new(),
         BackOff::constant(Duration::from_millis(20)),
     );
@@ -143,7 +154,7 @@ async fn spin_lock_basics_follow_the_rlock_tests() {
     let a = lock.lock().await.unwrap();
     let b = lock.try_lock().await.unwrap().unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 2);
-    let other = client.get_spin_lock("spin");
+    let other = client.get_spin_lock(&spin);
     assert!(other.try_lock().await.unwrap().is_none());
     assert!(matches!(other.unlock().await, Err(Error::NotHeld { .. })));
     b.unlock().await.unwrap();
@@ -162,41 +173,48 @@ async fn spin_lock_basics_follow_the_rlock_tests() {
     w.unlock().await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spin_and_fenced_lock_mutual_exclusion_stress() {
-    let (s, _c, _admin) = setup().await;
-    let clients = [
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-    ];
+async fn spin_and_fenced_lock_mutual_exclusion_stress(b: Backend) {
+    let spin = b.name("spin");
+    let fenced = b.name("fenced");
+    let clients = [b.client().await, b.client().await];
     let spin = (0..8)
-        .map(|i| acquire_with!(clients[i % 2].get_spin_lock("spin"), |l| l.lock()))
+        .map(|i| acquire_with!(clients[i % 2].get_spin_lock(&spin), |l| l.lock()))
         .collect();
-    common::assert_exclusive_increments(&s.url(), spin, 50).await;
+    common::assert_exclusive_increments(&b.url(), spin, 50).await;
     let fenced = (0..8)
-        .map(|i| acquire_with!(clients[i % 2].get_fenced_lock("fenced"), |l| l.lock()))
+        .map(|i| acquire_with!(clients[i % 2].get_fenced_lock(&fenced), |l| l.lock()))
         .collect();
-    common::assert_exclusive_increments(&s.url(), fenced, 50).await;
+    common::assert_exclusive_increments(&b.url(), fenced, 50).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_simulated_java_holder_blocks_the_fenced_lock_and_its_release_wakes_it() {
-    let (_s, client, admin) = setup().await;
+async fn a_simulated_java_holder_blocks_the_fenced_lock_and_its_release_wakes_it(b: Backend) {
+    let fenced = b.name("fenced");
+    let client = b.client().await;
+    let admin = b.admin().await;
     admin
-        .java_hold("fenced", "44444444-4444-4444-8444-444444444444:3", 30_000)
+        .java_hold(&fenced, "44444444-4444-4444-8444-444444444444:3", 30_000)
         .await;
-    let lock = client.get_fenced_lock("fenced");
+    let lock = client.get_fenced_lock(&fenced);
     assert!(lock.try_lock().await.unwrap().is_none());
     let task = tokio::spawn(async move { lock.lock().await.map(|g| (Instant::now(), g)) });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            admin.numsub("redisson_lock__channel:{fenced}").await == 1
+            b.subscribers(&channel(&fenced)).await == 1
         })
         .await
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let released = Instant::now();
-    admin.java_release("fenced").await;
+    admin.java_release(&fenced).await;
     let g = common::woke_within(task, released, Duration::from_millis(100)).await;
     assert_eq!(g.token(), 1);
 }
+
+backend_tests!(
+    every_acquisition_path_increments_the_token,
+    tokens_strictly_increase_across_clients_and_a_waiter_gets_the_next,
+    spin_lock_excludes_never_publishes_and_polls_by_the_back_off,
+    spin_lock_basics_follow_the_rlock_tests,
+    spin_and_fenced_lock_mutual_exclusion_stress,
+    a_simulated_java_holder_blocks_the_fenced_lock_and_its_release_wakes_it,
+);

@@ -4,7 +4,7 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use common::{Admin, RedisServer};
+use common::{Admin, Backend, RedisServer};
 use redisson_lock::{Client, Config};
 use tokio::time::Instant;
 
@@ -12,17 +12,16 @@ fn channel(name: &str) -> String {
     format!("redisson_lock__channel:{{{name}}}")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_waiter_is_woken_by_the_message_despite_an_immediate_unlock() {
+async fn every_waiter_is_woken_by_the_message_despite_an_immediate_unlock(b: Backend) {
     // 300 rounds: a waiter subscribes and the holder (another client) unlocks right away. The
     // barrier (PING after SUBSCRIBE) plus the re-attempt after subscribing means no waiter has
     // to sit out the 30 s TTL bound.
-    let s = RedisServer::start();
-    let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let waiter_client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let holder_client = b.client().await;
+    let waiter_client = b.client().await;
     let mut slowest = Duration::ZERO;
     for round in 0..300 {
-        let name = format!("barrier:{round}");
+        // A new name (a new slot on a cluster) per round.
+        let name = b.name(&format!("barrier:{round}"));
         let holder = holder_client.get_lock(&name);
         let guard = holder.lock().await.unwrap();
         let waiter = waiter_client.get_lock(&name);
@@ -45,13 +44,11 @@ async fn every_waiter_is_woken_by_the_message_despite_an_immediate_unlock() {
     assert!(slowest < Duration::from_secs(5), "slowest wake {slowest:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_nothing() {
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let name = "cancel:one";
+async fn a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_nothing(b: Backend) {
+    let client = b.client().await;
+    let holder_client = b.client().await;
+    let admin = b.admin().await;
+    let name = &b.name("cancel:one");
     let guard = holder_client.get_lock(name).lock().await.unwrap();
 
     let mut tasks = Vec::new();
@@ -71,7 +68,7 @@ async fn a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_not
     );
     assert_eq!(client.stats().subscribed_channels, 1);
     assert_eq!(
-        admin.numsub(&channel(name)).await,
+        b.subscribers(&channel(name)).await,
         1,
         "exactly one subscription"
     );
@@ -84,7 +81,7 @@ async fn a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_not
     }
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            admin.numsub(&channel(name)).await == 0
+            b.subscribers(&channel(name)).await == 0
         })
         .await
     );
@@ -96,14 +93,12 @@ async fn a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_not
     assert!(admin.hgetall(name).await.contains_key(guard.owner_field()));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_future_dropped_mid_acquire_never_leaves_a_lock_behind() {
+async fn a_future_dropped_mid_acquire_never_leaves_a_lock_behind(b: Backend) {
     // Cancels try_lock at many points (before, during and after the script round trip), with
     // and without an earlier hold by the same owner; the pre-existing count must survive.
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let name = "cancel:mid";
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let name = &b.name("cancel:mid");
     let lock = Arc::new(client.get_lock(name));
     for i in 0..200u64 {
         let pre = if i % 2 == 0 {
@@ -137,6 +132,8 @@ async fn a_future_dropped_mid_acquire_never_leaves_a_lock_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_still_wake_promptly_after_the_subscriber_connection_is_killed() {
+    // Standalone only: CLIENT KILL TYPE pubsub on the shared cluster's nodes would cut every
+    // parallel test's subscriber, and nothing tells this client's connection apart.
     let s = RedisServer::start();
     let client = Client::connect(&s.url(), Config::default()).await.unwrap();
     let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
@@ -172,14 +169,12 @@ async fn waiters_still_wake_promptly_after_the_subscriber_connection_is_killed()
     let _g = common::woke_within(task, released, Duration::from_secs(2)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound() {
+async fn a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound(b: Backend) {
     // The holder's key is deleted without any PUBLISH (as a spin lock or an expiry would): the
     // waiter re-polls after the TTL it was given.
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let name = "ttl:bound";
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let name = &b.name("ttl:bound");
     admin
         .java_hold(name, "00000000-0000-4000-8000-000000000000:1", 800)
         .await;
@@ -195,52 +190,9 @@ async fn a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound() {
     assert!(waited < Duration::from_secs(5), "{waited:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stats_count_holds_channels_and_waiters_per_lock() {
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    assert_eq!(client.stats(), redisson_lock::Stats::default());
-    // A held reentrant lock with 2 waiters, a held fair lock with 3 (one channel each).
-    let held = client.get_lock("st:r").lock().await.unwrap();
-    let fair = client.get_fair_lock("st:f");
-    let fair_held = fair.lock().await.unwrap();
-    let mut tasks = Vec::new();
-    for _ in 0..2 {
-        tasks.push(tokio::spawn(client.get_lock("st:r").lock()).abort_handle());
-    }
-    for _ in 0..3 {
-        tasks.push(tokio::spawn(client.get_fair_lock("st:f").lock()).abort_handle());
-    }
-    assert!(
-        common::eventually(Duration::from_secs(10), || async {
-            client.stats().waiters == 5
-        })
-        .await,
-        "{:?}",
-        client.stats()
-    );
-    let stats = client.stats();
-    assert_eq!(stats.watchdog_holds, 2);
-    assert_eq!(
-        stats.subscribed_channels, 4,
-        "1 reentrant + 3 fair per-waiter channels"
-    );
-    assert_eq!(stats.channel_waiters("redisson_lock__channel:{st:r}"), 2);
-    assert_eq!(client.get_lock("st:r").local_waiters(), 2);
-    assert_eq!(fair.local_waiters(), 3);
-    assert_eq!(client.get_lock("st:other").local_waiters(), 0);
-    for t in tasks {
-        t.abort();
-    }
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            client.stats().subscribed_channels == 0
-        })
-        .await
-    );
-    held.unlock().await.unwrap();
-    fair_held.unlock().await.unwrap();
-    let stats = client.stats();
-    assert_eq!((stats.watchdog_holds, stats.waiters), (0, 0));
-    assert!(stats.channels.is_empty());
-}
+backend_tests!(
+    every_waiter_is_woken_by_the_message_despite_an_immediate_unlock,
+    a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_nothing,
+    a_future_dropped_mid_acquire_never_leaves_a_lock_behind,
+    a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound,
+);

@@ -11,59 +11,57 @@ use std::{
     time::Duration,
 };
 
-use common::{Admin, Recorder, RedisServer};
-use fred::interfaces::{KeysInterface, PubsubInterface};
-use redisson_lock::{Client, Config, Error, Ttl, UnlockOutcome};
+use common::Backend;
+use fred::interfaces::KeysInterface;
+use redisson_lock::{Error, Ttl, UnlockOutcome};
 use tokio::time::Instant;
 
-const CHAN: &str = "redisson_rwlock:{rw}";
-
-async fn setup() -> (RedisServer, Client, Admin) {
-    let s = RedisServer::start();
-    let c = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let a = Admin::connect(&s.url()).await;
-    (s, c, a)
+/// The read-write lock's channel.
+fn chan(name: &str) -> String {
+    format!("redisson_rwlock:{{{name}}}")
 }
 
-fn timeout_key(field: &str, k: u32) -> String {
-    format!("{{rw}}:{field}:rwlock_timeout:{k}")
+/// The timeout key of a reader's `k`-th hold.
+fn timeout_key(name: &str, field: &str, k: u32) -> String {
+    format!("{{{name}}}:{field}:rwlock_timeout:{k}")
 }
 
-#[tokio::test]
-async fn read_holds_write_timeout_keys_and_messages_as_specified() {
-    let (s, client, admin) = setup().await;
-    let mut rec = Recorder::subscribe(&s.url(), &[CHAN]).await;
-    let rw = client.get_read_write_lock("rw");
+async fn read_holds_write_timeout_keys_and_messages_as_specified(b: Backend) {
+    let n = b.name("rw");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let mut rec = b.recorder(&[&chan(&n)]).await;
+    let rw = client.get_read_write_lock(&n);
     let f = rw.read_lock().owner_field().to_string();
 
     let r1 = rw.read_lock().lock().await.unwrap();
     assert_eq!(
-        admin.hgetall("rw").await,
+        admin.hgetall(&n).await,
         [
             ("mode".to_string(), "read".to_string()),
             (f.clone(), "1".into())
         ]
         .into()
     );
-    assert_eq!(admin.type_of(&timeout_key(&f, 1)).await, "string");
-    assert!((29_000..=30_000).contains(&admin.pttl(&timeout_key(&f, 1)).await));
-    assert!((29_000..=30_000).contains(&admin.pttl("rw").await));
+    assert_eq!(admin.type_of(&timeout_key(&n, &f, 1)).await, "string");
+    assert!((29_000..=30_000).contains(&admin.pttl(&timeout_key(&n, &f, 1)).await));
+    assert!((29_000..=30_000).contains(&admin.pttl(&n).await));
 
     let r2 = rw.read_lock().lock().await.unwrap();
-    assert_eq!(admin.hgetall("rw").await.get(&f).unwrap(), "2");
-    assert!(admin.exists(&timeout_key(&f, 2)).await);
+    assert_eq!(admin.hgetall(&n).await.get(&f).unwrap(), "2");
+    assert!(admin.exists(&timeout_key(&n, &f, 2)).await);
     assert_eq!(r2.unlock().await.unwrap(), UnlockOutcome::StillHeld);
     assert!(
-        !admin.exists(&timeout_key(&f, 2)).await,
+        !admin.exists(&timeout_key(&n, &f, 2)).await,
         "newest hold's key deleted"
     );
-    assert!(admin.exists(&timeout_key(&f, 1)).await);
+    assert!(admin.exists(&timeout_key(&n, &f, 1)).await);
     assert!(rec.drain(Duration::from_millis(200)).await.is_empty());
     assert_eq!(r1.unlock().await.unwrap(), UnlockOutcome::Released);
-    assert!(!admin.exists("rw").await);
+    assert!(!admin.exists(&n).await);
     assert_eq!(
         rec.drain(Duration::from_millis(300)).await,
-        vec![(CHAN.into(), "0".into())]
+        vec![(chan(&n), "0".into())]
     );
 
     // Write: field <uuid>:<id>:write, release publishes 1.
@@ -71,7 +69,7 @@ async fn read_holds_write_timeout_keys_and_messages_as_specified() {
     assert_eq!(wf, format!("{f}:write"));
     let w = rw.write_lock().lock().await.unwrap();
     assert_eq!(
-        admin.hgetall("rw").await,
+        admin.hgetall(&n).await,
         [
             ("mode".to_string(), "write".to_string()),
             (wf.clone(), "1".into())
@@ -79,19 +77,21 @@ async fn read_holds_write_timeout_keys_and_messages_as_specified() {
         .into()
     );
     w.unlock().await.unwrap();
-    assert!(!admin.exists("rw").await);
+    assert!(!admin.exists(&n).await);
     assert_eq!(
         rec.drain(Duration::from_millis(300)).await,
-        vec![(CHAN.into(), "1".into())]
+        vec![(chan(&n), "1".into())]
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last_release() {
-    let (s, client, _admin) = setup().await;
-    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let ra = client.get_read_write_lock("rw");
-    let rb = other.get_read_write_lock("rw");
+async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last_release(
+    b: Backend,
+) {
+    let n = b.name("rw");
+    let client = b.client().await;
+    let other = b.client().await;
+    let ra = client.get_read_write_lock(&n);
+    let rb = other.get_read_write_lock(&n);
     let ga = ra.read_lock().lock().await.unwrap();
     let gb = rb
         .read_lock()
@@ -99,7 +99,7 @@ async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last
         .await
         .unwrap()
         .expect("readers share");
-    let writer = client.get_read_write_lock("rw");
+    let writer = client.get_read_write_lock(&n);
     let task = tokio::spawn(async move {
         writer
             .write_lock()
@@ -109,7 +109,7 @@ async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last
     });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            client.stats().channel_waiters(CHAN) == 1
+            client.stats().channel_waiters(&chan(&n)) == 1
         })
         .await
     );
@@ -117,21 +117,21 @@ async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last
     // The writer woke on the read release ("0"), found the other reader and sleeps again.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!task.is_finished(), "one reader still holds");
-    assert_eq!(client.stats().channel_waiters(CHAN), 1);
+    assert_eq!(client.stats().channel_waiters(&chan(&n)), 1);
     let released = Instant::now();
     gb.unlock().await.unwrap();
     let _w = common::woke_within(task, released, Duration::from_millis(100)).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_release_wakes_every_waiting_reader_at_once() {
+async fn a_write_release_wakes_every_waiting_reader_at_once(b: Backend) {
     // Redisson testWriteRead: 20 readers, all in within 1 s of the write release.
-    let (_s, client, _admin) = setup().await;
-    let w = client.get_read_write_lock("rw");
+    let n = b.name("rw");
+    let client = b.client().await;
+    let w = client.get_read_write_lock(&n);
     let g = w.write_lock().lock().await.unwrap();
     let mut tasks = Vec::new();
     for _ in 0..20 {
-        let rw = client.get_read_write_lock("rw");
+        let rw = client.get_read_write_lock(&n);
         tasks.push(tokio::spawn(async move {
             let g = rw.read_lock().lock().await.unwrap();
             let at = Instant::now();
@@ -142,7 +142,7 @@ async fn a_write_release_wakes_every_waiting_reader_at_once() {
     // All 20 readers are asleep on the shared subscription before the release.
     assert!(
         common::eventually(Duration::from_secs(10), || async {
-            client.stats().channel_waiters(CHAN) == 20
+            client.stats().channel_waiters(&chan(&n)) == 20
         })
         .await
     );
@@ -162,54 +162,56 @@ async fn a_write_release_wakes_every_waiting_reader_at_once() {
     }
 }
 
-#[tokio::test]
-async fn a_readers_timeout_keys_survive_another_clients_read_release() {
-    let (s, client, admin) = setup().await;
-    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let a = client.get_read_write_lock("rw");
+async fn a_readers_timeout_keys_survive_another_clients_read_release(b: Backend) {
+    let n = b.name("rw");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let other = b.client().await;
+    let a = client.get_read_write_lock(&n);
     let fa = a.read_lock().owner_field().to_string();
     let _ga = a.read_lock().lock().await.unwrap();
-    let b = other.get_read_write_lock("rw");
+    let b = other.get_read_write_lock(&n);
     b.read_lock().lock().await.unwrap().unlock().await.unwrap();
-    assert!(admin.exists("rw").await, "A still reads");
+    assert!(admin.exists(&n).await, "A still reads");
     assert_eq!(
-        admin.hgetall("rw").await.get(&fa).map(String::as_str),
+        admin.hgetall(&n).await.get(&fa).map(String::as_str),
         Some("1")
     );
-    assert!(admin.exists(&timeout_key(&fa, 1)).await);
-    assert!(admin.pttl("rw").await > 25_000);
+    assert!(admin.exists(&timeout_key(&n, &fa, 1)).await);
+    assert!(admin.pttl(&n).await > 25_000);
     // A simulated Java reader's release (R-REL by another owner) also keeps A alive.
     let java = "22222222-2222-4222-8222-222222222222:5";
-    let _: i64 = fred::interfaces::HashesInterface::hset(&admin.redis, "rw", (java, "1"))
+    let _: i64 = fred::interfaces::HashesInterface::hset(&admin.redis, n.as_str(), (java, "1"))
         .await
         .unwrap();
     let _: () = admin
         .redis
-        .set(timeout_key(java, 1), "1", None, None, false)
+        .set(timeout_key(&n, java, 1), "1", None, None, false)
         .await
         .unwrap();
-    let c = other.get_read_write_lock("rw");
+    let c = other.get_read_write_lock(&n);
     assert!(c.read_lock().is_locked().await.unwrap());
-    assert!(admin.exists(&timeout_key(&fa, 1)).await);
+    assert!(admin.exists(&timeout_key(&n, &fa, 1)).await);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it() {
-    let (_s, client, admin) = setup().await;
+async fn a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it(b: Backend) {
+    let n = b.name("rw");
+    let client = b.client().await;
+    let admin = b.admin().await;
     let java = "33333333-3333-4333-8333-333333333333:7";
     let _: i64 = fred::interfaces::HashesInterface::hset(
         &admin.redis,
-        "rw",
+        n.as_str(),
         [("mode", "read"), (java, "1")],
     )
     .await
     .unwrap();
-    let _: i64 = admin.redis.pexpire("rw", 30_000, None).await.unwrap();
+    let _: i64 = admin.redis.pexpire(n.as_str(), 30_000, None).await.unwrap();
     // A live Java reader has its per-hold timeout key.
     let _: () = admin
         .redis
         .set(
-            timeout_key(java, 1),
+            timeout_key(&n, java, 1),
             "1",
             Some(fred::types::Expiration::PX(30_000)),
             None,
@@ -217,7 +219,7 @@ async fn a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it() {
         )
         .await
         .unwrap();
-    let rw = client.get_read_write_lock("rw");
+    let rw = client.get_read_write_lock(&n);
     assert!(rw.write_lock().try_lock().await.unwrap().is_none());
     rw.read_lock()
         .try_lock()
@@ -227,31 +229,32 @@ async fn a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it() {
         .keep();
     rw.read_lock().unlock().await.unwrap();
     assert!(
-        admin.exists("rw").await,
+        admin.exists(&n).await,
         "our release keeps the live Java reader's lock"
     );
-    assert!(admin.pttl("rw").await > 25_000);
+    assert!(admin.pttl(&n).await > 25_000);
     let task =
         tokio::spawn(async move { rw.write_lock().lock().await.map(|g| (Instant::now(), g)) });
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            admin.numsub(CHAN).await == 1
+            b.subscribers(&chan(&n)).await == 1
         })
         .await
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     let released = Instant::now();
-    let _: i64 = admin.redis.del("rw").await.unwrap();
-    let _: i64 = admin.redis.publish(CHAN, "0").await.unwrap();
+    let _: i64 = admin.redis.del(&n).await.unwrap();
+    admin.java_publish(&chan(&n), "0").await;
     let _g = common::woke_within(task, released, Duration::from_millis(100)).await;
 }
 
-#[tokio::test]
-async fn write_then_read_then_write_release_downgrades_without_a_message() {
+async fn write_then_read_then_write_release_downgrades_without_a_message(b: Backend) {
     // Redisson testWriteReadReentrancy / testWR.
-    let (s, client, admin) = setup().await;
-    let mut rec = Recorder::subscribe(&s.url(), &[CHAN]).await;
-    let rw = client.get_read_write_lock("rw");
+    let n = b.name("rw");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let mut rec = b.recorder(&[&chan(&n)]).await;
+    let rw = client.get_read_write_lock(&n);
     let w = rw.write_lock().lock().await.unwrap();
     let r = rw
         .read_lock()
@@ -263,12 +266,12 @@ async fn write_then_read_then_write_release_downgrades_without_a_message() {
         rw.read_lock().is_locked().await.unwrap(),
         "writer-held read counts"
     );
-    let other = client.get_read_write_lock("rw");
+    let other = client.get_read_write_lock(&n);
     assert!(other.read_lock().try_lock().await.unwrap().is_none());
     assert!(rw.write_lock().is_locked().await.unwrap());
     w.unlock().await.unwrap();
     assert_eq!(
-        admin.hgetall("rw").await.get("mode").map(String::as_str),
+        admin.hgetall(&n).await.get("mode").map(String::as_str),
         Some("read")
     );
     assert!(!rw.write_lock().is_locked().await.unwrap());
@@ -288,11 +291,12 @@ async fn write_then_read_then_write_release_downgrades_without_a_message() {
     assert!(other.write_lock().try_lock().await.unwrap().is_some());
 }
 
-#[tokio::test]
-async fn write_reentry_adds_the_lease_and_hold_counts_follow() {
+async fn write_reentry_adds_the_lease_and_hold_counts_follow(b: Backend) {
     // Redisson testWriteLockExpiration and testHoldCount.
-    let (_s, client, admin) = setup().await;
-    let rw = client.get_read_write_lock("rw");
+    let n = b.name("rw");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let rw = client.get_read_write_lock(&n);
     let a = rw
         .write_lock()
         .try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10))
@@ -305,7 +309,7 @@ async fn write_reentry_adds_the_lease_and_hold_counts_follow() {
         .await
         .unwrap()
         .unwrap();
-    let ttl = admin.pttl("rw").await;
+    let ttl = admin.pttl(&n).await;
     assert!(
         (10_500..=11_000).contains(&ttl),
         "re-entry adds the lease: {ttl}"
@@ -328,11 +332,11 @@ async fn write_reentry_adds_the_lease_and_hold_counts_follow() {
     );
 }
 
-#[tokio::test]
-async fn force_unlock_only_clears_its_own_mode() {
+async fn force_unlock_only_clears_its_own_mode(b: Backend) {
     // Redisson testForceUnlock and testMultiRead's first step.
-    let (_s, client, _admin) = setup().await;
-    let rw = client.get_read_write_lock("rw");
+    let n = b.name("rw");
+    let client = b.client().await;
+    let rw = client.get_read_write_lock(&n);
     assert!(!rw.read_lock().force_unlock().await.unwrap());
     rw.read_lock().lock().await.unwrap().keep();
     assert!(!rw.write_lock().force_unlock().await.unwrap());
@@ -345,12 +349,12 @@ async fn force_unlock_only_clears_its_own_mode() {
     assert!(!rw.write_lock().is_locked().await.unwrap());
 }
 
-#[tokio::test]
-async fn read_unlock_by_another_owner_and_after_expiry_is_not_held() {
-    let (_s, client, _admin) = setup().await;
-    let rw = client.get_read_write_lock("rw");
+async fn read_unlock_by_another_owner_and_after_expiry_is_not_held(b: Backend) {
+    let n = b.name("rw");
+    let client = b.client().await;
+    let rw = client.get_read_write_lock(&n);
     let _g = rw.read_lock().lock().await.unwrap();
-    let other = client.get_read_write_lock("rw");
+    let other = client.get_read_write_lock(&n);
     assert!(matches!(
         other.read_lock().unlock().await,
         Err(Error::NotHeld { .. })
@@ -359,7 +363,7 @@ async fn read_unlock_by_another_owner_and_after_expiry_is_not_held() {
         other.write_lock().unlock().await,
         Err(Error::NotHeld { .. })
     ));
-    let w = client.get_read_write_lock("rw2");
+    let w = client.get_read_write_lock(&b.name("rw2"));
     let g = w
         .write_lock()
         .lock_with_lease(Duration::from_millis(200))
@@ -369,55 +373,50 @@ async fn read_unlock_by_another_owner_and_after_expiry_is_not_held() {
     assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
 }
 
-#[tokio::test]
-async fn the_watchdog_renews_read_holds_their_timeout_keys_and_write_holds() {
+async fn the_watchdog_renews_read_holds_their_timeout_keys_and_write_holds(b: Backend) {
     // Redisson testReadWriteTTL / testReadLockExpirationRenewal, with a 1 s watchdog.
-    let s = RedisServer::start();
-    let client = Client::connect(
-        &s.url(),
-        Config::default().lock_watchdog_timeout(Duration::from_secs(1)),
-    )
-    .await
-    .unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let rw = client.get_read_write_lock("rw");
+    let n = b.name("rw");
+    let client = b
+        .client_with(b.config().lock_watchdog_timeout(Duration::from_secs(1)))
+        .await;
+    let admin = b.admin().await;
+    let rw = client.get_read_write_lock(&n);
     let f = rw.read_lock().owner_field().to_string();
     let w = rw.write_lock().lock().await.unwrap();
     let r1 = rw.read_lock().lock().await.unwrap();
     let r2 = rw.read_lock().lock().await.unwrap();
     let until = Instant::now() + Duration::from_millis(2500);
     while Instant::now() < until {
-        assert!(admin.pttl("rw").await > 0);
-        assert!(admin.pttl(&timeout_key(&f, 1)).await > 0);
-        assert!(admin.pttl(&timeout_key(&f, 2)).await > 0);
+        assert!(admin.pttl(&n).await > 0);
+        assert!(admin.pttl(&timeout_key(&n, &f, 1)).await > 0);
+        assert!(admin.pttl(&timeout_key(&n, &f, 2)).await > 0);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     w.unlock().await.unwrap();
     let until = Instant::now() + Duration::from_millis(2500);
     while Instant::now() < until {
-        assert!(admin.pttl("rw").await > 0, "read renewal alone keeps it");
-        assert!(admin.pttl(&timeout_key(&f, 2)).await > 0);
+        assert!(admin.pttl(&n).await > 0, "read renewal alone keeps it");
+        assert!(admin.pttl(&timeout_key(&n, &f, 2)).await > 0);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(!r1.is_lost() && !r2.is_lost());
 }
 
-#[tokio::test]
-async fn a_dead_readers_expired_keys_do_not_keep_the_lock() {
+async fn a_dead_readers_expired_keys_do_not_keep_the_lock(b: Backend) {
     // Redisson testMultiInstanceReadLockZombieCleanup, with a 1 s watchdog.
-    let s = RedisServer::start();
-    let cfg = Config::default().lock_watchdog_timeout(Duration::from_secs(1));
-    let zombie = Client::connect(&s.url(), cfg.clone()).await.unwrap();
+    let n = b.name("rw");
+    let cfg = b.config().lock_watchdog_timeout(Duration::from_secs(1));
+    let zombie = b.client_with(cfg.clone()).await;
     zombie
-        .get_read_write_lock("rw")
+        .get_read_write_lock(&n)
         .read_lock()
         .lock()
         .await
         .unwrap()
         .keep();
     zombie.shutdown().await;
-    let b = Client::connect(&s.url(), cfg).await.unwrap();
-    let rw = b.get_read_write_lock("rw");
+    let live = b.client_with(cfg).await;
+    let rw = live.get_read_write_lock(&n);
     let g = rw.read_lock().lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(2000)).await;
     g.unlock().await.unwrap();
@@ -429,32 +428,27 @@ async fn a_dead_readers_expired_keys_do_not_keep_the_lock() {
         .is_some());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn write_lock_mutual_exclusion_stress() {
-    let (s, _c, _admin) = setup().await;
-    let clients = [
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-        Client::connect(&s.url(), Config::default()).await.unwrap(),
-    ];
+async fn write_lock_mutual_exclusion_stress(b: Backend) {
+    let n = b.name("rw");
+    let clients = [b.client().await, b.client().await];
     let owners = (0..8)
         .map(|i| {
-            acquire_with!(clients[i % 2].get_read_write_lock("rw"), |l| l
+            acquire_with!(clients[i % 2].get_read_write_lock(&n), |l| l
                 .write_lock()
                 .lock())
         })
         .collect();
-    common::assert_exclusive_increments(&s.url(), owners, 60).await;
+    common::assert_exclusive_increments(&b.url(), owners, 60).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readers_never_overlap_a_writer() {
-    let (s, _c, _admin) = setup().await;
-    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
+async fn readers_never_overlap_a_writer(b: Backend) {
+    let n = b.name("rw");
+    let client = b.client().await;
     let writers = Arc::new(AtomicUsize::new(0));
     let readers = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for i in 0..8 {
-        let rw = client.get_read_write_lock("rw");
+        let rw = client.get_read_write_lock(&n);
         let (writers, readers) = (writers.clone(), readers.clone());
         tasks.push(tokio::spawn(async move {
             for round in 0..60 {
@@ -483,3 +477,19 @@ async fn readers_never_overlap_a_writer() {
             .unwrap();
     }
 }
+
+backend_tests!(
+    read_holds_write_timeout_keys_and_messages_as_specified,
+    two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last_release,
+    a_write_release_wakes_every_waiting_reader_at_once,
+    a_readers_timeout_keys_survive_another_clients_read_release,
+    a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it,
+    write_then_read_then_write_release_downgrades_without_a_message,
+    write_reentry_adds_the_lease_and_hold_counts_follow,
+    force_unlock_only_clears_its_own_mode,
+    read_unlock_by_another_owner_and_after_expiry_is_not_held,
+    the_watchdog_renews_read_holds_their_timeout_keys_and_write_holds,
+    a_dead_readers_expired_keys_do_not_keep_the_lock,
+    write_lock_mutual_exclusion_stress,
+    readers_never_overlap_a_writer,
+);

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Admin, RedisServer};
+use common::{Admin, Backend, RedisServer};
 use fred::interfaces::KeysInterface;
 use redisson_lock::{Client, Config, Error};
 use tokio::time::Instant;
@@ -14,16 +14,21 @@ fn wd(ms: u64) -> Config {
     Config::default().lock_watchdog_timeout(Duration::from_millis(ms))
 }
 
-#[tokio::test]
-async fn a_watchdog_lock_held_three_timeouts_never_expires() {
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(1000)).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let g = client.get_lock("wd:held").lock().await.unwrap();
+/// A client of `b` with a watchdog timeout of `ms`.
+async fn wd_client(b: &Backend, ms: u64) -> Client {
+    b.client_with(b.config().lock_watchdog_timeout(Duration::from_millis(ms)))
+        .await
+}
+
+async fn a_watchdog_lock_held_three_timeouts_never_expires(b: Backend) {
+    let n = b.name("wd:held");
+    let client = wd_client(&b, 1000).await;
+    let admin = b.admin().await;
+    let g = client.get_lock(&n).lock().await.unwrap();
     let until = Instant::now() + Duration::from_secs(3);
     let mut min_ttl = i64::MAX;
     while Instant::now() < until {
-        let ttl = admin.pttl("wd:held").await;
+        let ttl = admin.pttl(&n).await;
         assert!(ttl > 0, "lock expired while held (ttl {ttl})");
         min_ttl = min_ttl.min(ttl);
         assert!(ttl <= 1000, "never extended beyond the watchdog timeout");
@@ -34,12 +39,10 @@ async fn a_watchdog_lock_held_three_timeouts_never_expires() {
     g.unlock().await.unwrap();
 }
 
-#[tokio::test]
-async fn after_unlock_no_renewal_reaches_the_key() {
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(600)).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let lock = client.get_lock("wd:stop");
+async fn after_unlock_no_renewal_reaches_the_key(b: Backend) {
+    let n = b.name("wd:stop");
+    let client = wd_client(&b, 600).await;
+    let lock = client.get_lock(&n);
     let g = lock.lock().await.unwrap();
     let g2 = lock.lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -47,66 +50,146 @@ async fn after_unlock_no_renewal_reaches_the_key() {
     g.unlock().await.unwrap();
     assert_eq!(client.stats().watchdog_holds, 0);
     let calls = client.stats().renewal_calls;
-    admin.reset_stats().await;
+    // Every command on the key's server that names the key (the shared cluster's masters
+    // serve parallel tests, so a server-wide count would not be this test's).
+    let monitor = b.monitor(&n);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         client.stats().renewal_calls,
         calls,
         "no renewal run after the final unlock"
     );
-    assert_eq!(admin.command_calls("pexpire").await, 0);
-    assert_eq!(admin.command_calls("evalsha").await, 0);
+    assert_eq!(monitor.count("pexpire", &n).await, 0);
+    assert_eq!(monitor.count("evalsha", &n).await, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn renewing_a_thousand_locks_costs_ten_script_calls_per_period() {
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(3000).lock_watchdog_batch_size(100))
-        .await
-        .unwrap();
-    let admin = Admin::connect(&s.url()).await;
+/// The client's renewal call count, read at a moment between two renewal runs (a run's calls
+/// take a few ms; runs are a third of the watchdog timeout apart).
+async fn between_runs(client: &Client) -> u64 {
+    loop {
+        let before = client.stats().renewal_calls;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        if client.stats().renewal_calls == before {
+            return before;
+        }
+    }
+}
+
+async fn renewing_a_thousand_locks_costs_ten_script_calls_per_period(b: Backend) {
+    // 1000 locks over six hash tags, two on each master (on a cluster a script call may only
+    // touch one slot): each run costs the sum over slots of ⌈locks in the slot / batch⌉
+    // calls — 10 on a standalone server, 3+2+3+1+3+1 = 13 on the cluster.
+    const BATCH: usize = 100;
+    let client = b
+        .client_with(
+            b.config()
+                .lock_watchdog_timeout(Duration::from_millis(3000))
+                .lock_watchdog_batch_size(BATCH),
+        )
+        .await;
+    let tags = b.names_on_every_master("wd:many", 2);
+    let counts = [250, 150, 230, 70, 201, 99];
+    let names: Vec<String> = tags
+        .iter()
+        .zip(counts)
+        .flat_map(|(tag, count)| (0..count).map(move |i| format!("{{{tag}}}:{i}")))
+        .collect();
+    assert_eq!(names.len(), 1000);
+    let mut per_slot = std::collections::HashMap::new();
+    for name in &names {
+        *per_slot.entry(b.slot(name)).or_insert(0usize) += 1;
+    }
+    let per_run: usize = per_slot.values().map(|n| n.div_ceil(BATCH)).sum();
+    assert_eq!(per_run, if b.is_cluster() { 13 } else { 10 });
+
     let mut guards = Vec::new();
-    for i in 0..1000 {
-        guards.push(
-            client
-                .get_lock(&format!("wd:many:{i}"))
-                .lock()
-                .await
-                .unwrap(),
-        );
+    for name in &names {
+        guards.push(client.get_lock(name).lock().await.unwrap());
     }
     assert_eq!(client.stats().watchdog_holds, 1000);
-    admin.reset_stats().await;
+    // This test's keys all start with `{<tags' base>-` ("wd:many-" or "wd:many-<n>-").
+    let ours = format!("\"{{{}-", tags[0].rsplit_once('-').unwrap().0);
+    let mine = |args: &str| args.contains(&ours);
+    // The window opens and closes between two runs, so it holds whole runs only (the runs
+    // while the locks were being taken renewed fewer locks). The client counts a run's calls
+    // before it sends them: an unchanged count after opening (closing) the window means no
+    // run was sent around that moment.
+    let monitor = b.monitor_all();
+    let start = loop {
+        let start = between_runs(&client).await;
+        monitor.clear();
+        if client.stats().renewal_calls == start {
+            break start;
+        }
+    };
     tokio::time::sleep(Duration::from_millis(3100)).await; // about three periods of 1 s
-    let server_calls = admin.command_calls("evalsha").await;
+    let (end, scripts, renewed, evals) = loop {
+        let end = between_runs(&client).await;
+        let scripts = monitor.calls_where("evalsha", mine).await;
+        let renewed = monitor.calls_where("pexpire", mine).await;
+        let evals = monitor.count_where("eval", mine).await;
+        if client.stats().renewal_calls == end {
+            break (end, scripts, renewed, evals);
+        }
+    };
+    drop(monitor);
+    assert_eq!(evals, 0, "scripts were loaded at connect (on every master)");
     assert_eq!(
-        admin.command_calls("eval").await,
-        0,
-        "scripts were loaded at connect"
+        (end - start) as usize,
+        scripts.len(),
+        "the servers saw the client's renewal calls"
     );
-    // Each run is exactly 10 script calls (1000 locks / batch 100), each renewing 100 keys.
-    assert_eq!(
-        server_calls % 10,
-        0,
-        "whole runs of 10 batches: {server_calls}"
-    );
+    // Runs are 1 s apart: split the calls where they pause. The masters' feeds interleave as
+    // they arrive, so order the calls by server time first.
+    let mut times: Vec<f64> = scripts.iter().map(|(at, _)| *at).collect();
+    times.sort_by(f64::total_cmp);
+    let mut runs: Vec<Vec<f64>> = Vec::new();
+    for at in &times {
+        match runs.last_mut() {
+            Some(run) if at - run.last().unwrap() < 0.4 => run.push(*at),
+            _ => runs.push(vec![*at]),
+        }
+    }
+    let starts: Vec<String> = runs
+        .iter()
+        .map(|r| format!("{:.3}", r[0] - times[0]))
+        .collect();
     assert!(
-        (20..=40).contains(&server_calls),
-        "renewal calls: {server_calls}"
+        (2..=5).contains(&runs.len()),
+        "runs in the 3.1 s window start at {starts:?}"
     );
-    assert_eq!(admin.command_calls("pexpire").await, server_calls * 100);
+    for run in &runs {
+        assert_eq!(run.len(), per_run, "script calls of the run at {starts:?}");
+        // Every lock renewed once in the run: one PEXPIRE each, from inside the scripts.
+        let (from, to) = (run[0], run.last().unwrap() + 0.3);
+        let pexpires = renewed
+            .iter()
+            .filter(|(at, _)| (from..to).contains(at))
+            .count();
+        assert_eq!(pexpires, 1000, "keys renewed in one run");
+    }
+    for (at, args) in &scripts {
+        // Each call touches one slot, and at most a batch of keys.
+        let keys: Vec<&str> = args
+            .split(' ')
+            .filter(|a| a.starts_with(&ours))
+            .map(|a| a.trim_matches('"'))
+            .collect();
+        assert!(keys.len() <= BATCH, "{at}: {} keys", keys.len());
+        let slots: std::collections::HashSet<_> = keys.iter().map(|k| b.slot(k)).collect();
+        assert_eq!(slots.len(), 1, "{at}: one slot per call");
+    }
     for g in &guards {
         assert!(!g.is_lost());
     }
 }
 
-#[tokio::test]
-async fn a_lock_deleted_behind_the_holders_back_is_reported_lost() {
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(900)).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let g = client.get_lock("wd:lost").lock().await.unwrap();
-    let _: i64 = admin.redis.del("wd:lost").await.unwrap();
+async fn a_lock_deleted_behind_the_holders_back_is_reported_lost(b: Backend) {
+    let n = b.name("wd:lost");
+    let client = wd_client(&b, 900).await;
+    let admin = b.admin().await;
+    let g = client.get_lock(&n).lock().await.unwrap();
+    let _: i64 = admin.redis.del(&n).await.unwrap();
     let started = Instant::now();
     tokio::time::timeout(Duration::from_secs(5), g.lost())
         .await
@@ -121,14 +204,17 @@ async fn a_lock_deleted_behind_the_holders_back_is_reported_lost() {
     assert!(matches!(g.unlock().await, Err(Error::NotHeld { .. })));
 }
 
-#[tokio::test]
-async fn max_renewals_caps_renewal_and_the_guard_then_reports_loss() {
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(600).max_renewals(Some(2)))
-        .await
-        .unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let g = client.get_lock("wd:cap").lock().await.unwrap();
+async fn max_renewals_caps_renewal_and_the_guard_then_reports_loss(b: Backend) {
+    let n = b.name("wd:cap");
+    let client = b
+        .client_with(
+            b.config()
+                .lock_watchdog_timeout(Duration::from_millis(600))
+                .max_renewals(Some(2)),
+        )
+        .await;
+    let admin = b.admin().await;
+    let g = client.get_lock(&n).lock().await.unwrap();
     let started = Instant::now();
     tokio::time::timeout(Duration::from_secs(5), g.lost())
         .await
@@ -136,12 +222,7 @@ async fn max_renewals_caps_renewal_and_the_guard_then_reports_loss() {
     // 2 renewals at ~200 ms intervals, then the 600 ms TTL runs out.
     let held = started.elapsed();
     assert!(held >= Duration::from_millis(700), "{held:?}");
-    assert!(
-        common::eventually(Duration::from_secs(2), || async {
-            !admin.exists("wd:cap").await
-        })
-        .await
-    );
+    assert!(common::eventually(Duration::from_secs(2), || async { !admin.exists(&n).await }).await);
 }
 
 #[tokio::test]
@@ -167,55 +248,47 @@ async fn renewal_survives_a_redis_restart_and_recovers_for_new_locks() {
     g.unlock().await.unwrap();
 }
 
-#[tokio::test]
-async fn stale_registrations_of_an_earlier_owner_do_not_stop_renewal_of_the_next() {
+async fn stale_registrations_of_an_earlier_owner_do_not_stop_renewal_of_the_next(b: Backend) {
     // Redisson testLockReentrantRenew.
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(600)).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let first = client.get_lock("wd:reentrant");
+    let n = b.name("wd:reentrant");
+    let client = wd_client(&b, 600).await;
+    let admin = b.admin().await;
+    let first = client.get_lock(&n);
     let a = first.lock().await.unwrap();
     let b = first.lock().await.unwrap();
     drop(b);
     a.unlock().await.unwrap();
-    let second = client.get_lock("wd:reentrant");
+    let second = client.get_lock(&n);
     let g = second.lock().await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await; // 15 periods
-    assert!(admin.exists("wd:reentrant").await);
+    assert!(admin.exists(&n).await);
     assert!(!g.is_lost());
 }
 
-#[tokio::test]
-async fn a_cancelled_try_lock_leaves_no_renewal() {
+async fn a_cancelled_try_lock_leaves_no_renewal(b: Backend) {
     // Redisson testLockIsNotRenewedAfterInterruptedTryLock, with a 600 ms watchdog.
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(600)).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let lock = client.get_lock("wd:interrupted");
+    let n = b.name("wd:interrupted");
+    let client = wd_client(&b, 600).await;
+    let admin = b.admin().await;
+    let lock = client.get_lock(&n);
     let _ = tokio::time::timeout(Duration::from_micros(200), lock.try_lock()).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!admin.exists("wd:interrupted").await);
+    assert!(!admin.exists(&n).await);
     assert_eq!(client.stats().watchdog_holds, 0);
 }
 
-#[tokio::test]
-async fn shutdown_stops_renewal_and_the_lock_expires_within_one_timeout() {
+async fn shutdown_stops_renewal_and_the_lock_expires_within_one_timeout(b: Backend) {
     // Redisson testAutoExpire.
-    let s = RedisServer::start();
-    let client = Client::connect(&s.url(), wd(800)).await.unwrap();
-    let admin = Admin::connect(&s.url()).await;
-    let g = client.get_lock("wd:auto").lock().await.unwrap();
+    let n = b.name("wd:auto");
+    let client = wd_client(&b, 800).await;
+    let admin = b.admin().await;
+    let g = client.get_lock(&n).lock().await.unwrap();
     g.keep();
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    assert!(admin.exists("wd:auto").await);
+    assert!(admin.exists(&n).await);
     client.shutdown().await;
     let down = Instant::now();
-    assert!(
-        common::eventually(Duration::from_secs(3), || async {
-            !admin.exists("wd:auto").await
-        })
-        .await
-    );
+    assert!(common::eventually(Duration::from_secs(3), || async { !admin.exists(&n).await }).await);
     assert!(
         down.elapsed() <= Duration::from_millis(1100),
         "{:?}",
@@ -223,38 +296,42 @@ async fn shutdown_stops_renewal_and_the_lock_expires_within_one_timeout() {
     );
 }
 
-#[test]
-fn a_starved_runtime_learns_of_the_loss_the_moment_it_resumes() {
+async fn a_starved_runtime_learns_of_the_loss_the_moment_it_resumes(b: Backend) {
     // Fault S2: the holder's runtime is blocked longer than the watchdog timeout, so nothing
     // renews the lock; another client takes it. On resume the guard must already say "lost",
-    // without waiting for a network round trip.
-    let s = RedisServer::start();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+    // without waiting for a network round trip. The holder's runtime is a current-thread one
+    // of its own, on a plain thread (a runtime cannot be started inside the test's).
+    let n = b.name("wd:starved");
+    let starved = move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let guard = rt.block_on(async {
+            let c = wd_client(&b, 600).await;
+            let g = c.get_lock(&n).lock().await.unwrap();
+            assert!(!g.is_lost());
+            g
+        });
+        // Block the runtime's only thread: no task (watchdog included) runs.
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(guard.is_lost(), "deadline passed while starved");
+        let other = tokio::runtime::Runtime::new().unwrap();
+        let taken = other.block_on(async {
+            let c = wd_client(&b, 600).await;
+            c.get_lock(&n).try_lock().await.unwrap().is_some()
+        });
+        assert!(taken, "the lock expired while the holder was starved");
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_millis(50), guard.lost())
+                .await
+                .expect("lost() resolves at once");
+            assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
+        });
+    };
+    tokio::task::spawn_blocking(move || std::thread::spawn(starved).join().unwrap())
+        .await
         .unwrap();
-    let url = s.url();
-    let guard = rt.block_on(async {
-        let c = Client::connect(&url, wd(600)).await.unwrap();
-        let g = c.get_lock("wd:starved").lock().await.unwrap();
-        assert!(!g.is_lost());
-        g
-    });
-    // Block the runtime's only thread: no task (watchdog included) runs.
-    std::thread::sleep(Duration::from_millis(1500));
-    assert!(guard.is_lost(), "deadline passed while starved");
-    let other = tokio::runtime::Runtime::new().unwrap();
-    let taken = other.block_on(async {
-        let c = Client::connect(&url, wd(600)).await.unwrap();
-        c.get_lock("wd:starved").try_lock().await.unwrap().is_some()
-    });
-    assert!(taken, "the lock expired while the holder was starved");
-    rt.block_on(async {
-        tokio::time::timeout(Duration::from_millis(50), guard.lost())
-            .await
-            .expect("lost() resolves at once");
-        assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
-    });
 }
 
 #[tokio::test]
@@ -289,3 +366,15 @@ async fn read_and_write_locks_recover_after_a_redis_restart() {
         w.unlock().await.unwrap();
     }
 }
+
+backend_tests!(
+    a_watchdog_lock_held_three_timeouts_never_expires,
+    after_unlock_no_renewal_reaches_the_key,
+    renewing_a_thousand_locks_costs_ten_script_calls_per_period,
+    a_lock_deleted_behind_the_holders_back_is_reported_lost,
+    max_renewals_caps_renewal_and_the_guard_then_reports_loss,
+    stale_registrations_of_an_earlier_owner_do_not_stop_renewal_of_the_next,
+    a_cancelled_try_lock_leaves_no_renewal,
+    shutdown_stops_renewal_and_the_lock_expires_within_one_timeout,
+    a_starved_runtime_learns_of_the_loss_the_moment_it_resumes,
+);

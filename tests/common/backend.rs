@@ -11,7 +11,7 @@ use fred::{
 };
 use redisson_lock::{Client, Config, ShardedSubscriptionMode};
 
-use super::{cluster::RedisCluster, Admin, RedisServer};
+use super::{cluster::RedisCluster, Admin, Monitor, Recorder, RedisServer};
 
 /// Where a test runs.
 pub enum Backend {
@@ -65,6 +65,26 @@ impl Backend {
         }
     }
 
+    /// `per_master` names for this test that land on each master, in master order (on a
+    /// standalone server, as many names for the one server). Unique like [`name`](Self::name).
+    pub fn names_on_every_master(&self, base: &str, per_master: usize) -> Vec<String> {
+        match self {
+            Backend::Standalone(_) => (0..3 * per_master).map(|i| format!("{base}-{i}")).collect(),
+            Backend::Cluster(c, _) => {
+                let prefix = format!("{}-", self.name(base));
+                c.masters()
+                    .into_iter()
+                    .flat_map(|m| c.names_on(m, &prefix, per_master))
+                    .collect()
+            }
+        }
+    }
+
+    /// The hash slot that serves `key` (the same for every key on a standalone server).
+    pub fn slot(&self, key: &str) -> Option<u16> {
+        self.is_cluster().then(|| RedisCluster::slot(key))
+    }
+
     /// The URL a client connects with.
     pub fn url(&self) -> String {
         match self {
@@ -97,6 +117,29 @@ impl Backend {
             admin.cluster_ports = c.live_ports();
         }
         admin
+    }
+
+    /// A raw subscriber of `channels` that hears what a Java peer of this deployment hears
+    /// (`SSUBSCRIBE` when [`sharded`](Self::sharded), `SUBSCRIBE` otherwise).
+    pub async fn recorder(&self, channels: &[&str]) -> Recorder {
+        Recorder::subscribe_in(&self.url(), channels, self.sharded()).await
+    }
+
+    /// `MONITOR` on the server that executes commands on `key` (the standalone server, or
+    /// the master that owns the key's slot).
+    pub fn monitor(&self, key: &str) -> Monitor {
+        match self {
+            Backend::Standalone(s) => Monitor::start(&[s.port()]),
+            Backend::Cluster(c, _) => Monitor::start(&[c.master_of_slot(RedisCluster::slot(key))]),
+        }
+    }
+
+    /// `MONITOR` on every server that owns slots (the standalone server, or every master).
+    pub fn monitor_all(&self) -> Monitor {
+        match self {
+            Backend::Standalone(s) => Monitor::start(&[s.port()]),
+            Backend::Cluster(c, _) => Monitor::start(&c.masters()),
+        }
     }
 
     /// Subscribers of `channel` in this deployment's namespace (on a cluster: `PUBSUB

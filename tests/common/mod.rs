@@ -174,6 +174,13 @@ pub struct Recorder {
 
 impl Recorder {
     pub async fn subscribe(url: &str, channels: &[&str]) -> Recorder {
+        Recorder::subscribe_in(url, channels, false).await
+    }
+
+    /// As [`subscribe`](Self::subscribe), with `SSUBSCRIBE` when `sharded` (a cluster whose
+    /// peers `SPUBLISH`): a cluster URL gives a cluster-aware subscriber, which sends each
+    /// `SSUBSCRIBE` to the master that owns the channel's slot.
+    pub async fn subscribe_in(url: &str, channels: &[&str], sharded: bool) -> Recorder {
         let sub = SubscriberClient::new(FredConfig::from_url(url).unwrap(), None, None, None);
         sub.init().await.unwrap();
         let mut msgs = sub.message_rx();
@@ -186,8 +193,15 @@ impl Recorder {
                 }
             }
         });
-        let chans: Vec<String> = channels.iter().map(|c| c.to_string()).collect();
-        sub.subscribe(chans).await.unwrap();
+        if sharded {
+            // One channel per command: a command's channels must share one slot.
+            for c in channels {
+                sub.ssubscribe(c.to_string()).await.unwrap();
+            }
+        } else {
+            let chans: Vec<String> = channels.iter().map(|c| c.to_string()).collect();
+            sub.subscribe(chans).await.unwrap();
+        }
         let _: Value = sub.ping(None).await.unwrap();
         Recorder { _sub: sub, rx }
     }
@@ -303,4 +317,88 @@ macro_rules! acquire_with {
                 as futures::future::BoxFuture<'static, _>
         }) as common::Acquire
     }};
+}
+
+/// Raw `MONITOR` connections to some servers, recording every command they execute (script
+/// calls and the commands the scripts run, shown as `[0 lua]`). Unlike `INFO commandstats`,
+/// it tells one test's commands apart on a server that other tests share: filter by a key.
+pub struct Monitor {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    streams: Vec<std::net::TcpStream>,
+}
+
+impl Monitor {
+    pub fn start(ports: &[u16]) -> Monitor {
+        use std::io::{BufRead, BufReader, Write};
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut streams = Vec::new();
+        for &port in ports {
+            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            stream.write_all(b"MONITOR\r\n").unwrap();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut ok = String::new();
+            reader.read_line(&mut ok).unwrap();
+            assert!(ok.starts_with("+OK"), "MONITOR on {port}: {ok:?}");
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                while matches!(reader.read_line(&mut line), Ok(n) if n > 0) {
+                    lines.lock().unwrap().push(std::mem::take(&mut line));
+                }
+            });
+            streams.push(stream);
+        }
+        Monitor { lines, streams }
+    }
+
+    /// Forgets what was recorded so far.
+    pub fn clear(&self) {
+        self.lines.lock().unwrap().clear();
+    }
+
+    /// Recorded calls of `command` (lower case, as MONITOR prints it) whose quoted argument
+    /// list satisfies `args`, after a short settle (MONITOR reports a command before it runs,
+    /// so a command whose reply the test has seen is in the feed by then).
+    pub async fn count_where(&self, command: &str, args: impl Fn(&str) -> bool) -> usize {
+        self.calls_where(command, args).await.len()
+    }
+
+    /// The server time (seconds) and the quoted argument list of every recorded call of
+    /// `command` whose arguments satisfy `args`, in the order recorded, after the settle.
+    pub async fn calls_where(
+        &self,
+        command: &str,
+        args: impl Fn(&str) -> bool,
+    ) -> Vec<(f64, String)> {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let head = format!("\"{command}\"");
+        self.lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|l| {
+                let (stamp, rest) = l.split_once(" [")?;
+                let at: f64 = stamp.trim_start_matches('+').parse().ok()?;
+                let (_, rest) = rest.split_once("] ")?;
+                let rest = rest.trim_end();
+                let (cmd, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                (cmd.eq_ignore_ascii_case(&head) && args(tail)).then(|| (at, tail.to_string()))
+            })
+            .collect()
+    }
+
+    /// Recorded calls of `command` with `arg` as one whole argument (e.g. a key).
+    pub async fn count(&self, command: &str, arg: &str) -> usize {
+        let quoted = format!("\"{arg}\"");
+        self.count_where(command, |tail| tail.split(' ').any(|a| a == quoted))
+            .await
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        for s in &self.streams {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
 }
