@@ -20,6 +20,7 @@ pub(crate) struct ClientInner {
     core: Arc<Core>,
     pubsub: PubSub,
     watchdog: Watchdog,
+    ledgers: crate::ledger::Ledgers,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
@@ -101,6 +102,7 @@ impl Client {
         let inner = ClientInner {
             pubsub: PubSub::start(sub, &core),
             watchdog: Watchdog::start(core.clone()),
+            ledgers: Default::default(),
             core,
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
@@ -161,6 +163,11 @@ impl Client {
 
     pub(crate) fn watchdog(&self) -> &Watchdog {
         &self.inner.watchdog
+    }
+
+    /// What this client knows of its owners' hold counts (see `ledger`).
+    pub(crate) fn ledgers(&self) -> &crate::ledger::Ledgers {
+        &self.inner.ledgers
     }
 
     /// Runs background work on the client's runtime (works from threads without a runtime).

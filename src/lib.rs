@@ -39,6 +39,7 @@ mod client;
 mod config;
 mod core;
 mod error;
+mod ledger;
 mod lock;
 mod names;
 mod observe;
