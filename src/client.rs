@@ -21,6 +21,7 @@ pub(crate) struct ClientInner {
     pubsub: PubSub,
     watchdog: Watchdog,
     latches: LatchSweeper,
+    ledgers: crate::ledger::Ledgers,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
@@ -103,6 +104,7 @@ impl Client {
             pubsub: PubSub::start(sub, &core),
             watchdog: Watchdog::start(core.clone()),
             latches: LatchSweeper::start(core.clone()),
+            ledgers: Default::default(),
             core,
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
@@ -167,6 +169,11 @@ impl Client {
 
     pub(crate) fn latches(&self) -> &LatchSweeper {
         &self.inner.latches
+    }
+
+    /// What this client knows of its owners' hold counts (see `ledger`).
+    pub(crate) fn ledgers(&self) -> &crate::ledger::Ledgers {
+        &self.inner.ledgers
     }
 
     /// Runs background work on the client's runtime (works from threads without a runtime).

@@ -40,6 +40,12 @@ pub enum Error {
     Timeout(Failure),
     /// The connection to Redis failed or was closed.
     Connection(Failure),
+    /// An acquisition whose outcome is unknown: the request was (or may have been) sent, but no
+    /// reply came (a command timeout, or the connection was lost). The caller holds nothing.
+    /// If Redis did run the attempt, the crate undoes exactly that hold in the background
+    /// (owner-checked, retried until done or until the hold would have expired), so the owner's
+    /// hold count returns to what it was before the attempt. Transient: trying again is fine.
+    Ambiguous(Failure),
     /// The Redis user lacks a permission the operation needs (ACL `NOPERM`).
     PermissionDenied(Failure),
     /// The lock was lost while the caller believed it held it (expired, deleted, force-unlocked).
@@ -74,6 +80,8 @@ pub enum ErrorKind {
     Timeout,
     /// [`Error::Connection`].
     Connection,
+    /// [`Error::Ambiguous`].
+    Ambiguous,
     /// [`Error::PermissionDenied`].
     PermissionDenied,
     /// [`Error::LockLost`].
@@ -143,6 +151,7 @@ impl Error {
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Timeout(_) => ErrorKind::Timeout,
             Error::Connection(_) => ErrorKind::Connection,
+            Error::Ambiguous(_) => ErrorKind::Ambiguous,
             Error::PermissionDenied(_) => ErrorKind::PermissionDenied,
             Error::LockLost { .. } => ErrorKind::LockLost,
             Error::Shutdown => ErrorKind::Shutdown,
@@ -151,9 +160,30 @@ impl Error {
         }
     }
 
-    /// `true` for errors that may go away on retry (timeouts and connection failures).
+    /// `true` for errors that may go away on retry (timeouts, connection failures and
+    /// ambiguous acquisitions).
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Timeout(_) | Error::Connection(_))
+        matches!(
+            self,
+            Error::Timeout(_) | Error::Connection(_) | Error::Ambiguous(_)
+        )
+    }
+
+    /// The ambiguous form of a transient failure of an acquisition attempt on `lock`.
+    pub(crate) fn into_ambiguous(self, lock: &str) -> Error {
+        let (what, failure) = match self {
+            Error::Timeout(f) => ("no reply in time", f),
+            Error::Connection(f) => ("connection lost", f),
+            other => return other,
+        };
+        Error::Ambiguous(Failure {
+            message: format!(
+                "acquisition of lock '{lock}' may or may not have been executed ({what}: {}); \
+                 it is undone in the background if it was",
+                failure.message
+            ),
+            source: failure.source,
+        })
     }
 
     /// Maps a fred error, naming the lock it concerned.
@@ -193,6 +223,7 @@ impl fmt::Display for Error {
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
             Error::Timeout(m) => write!(f, "timeout: {m}"),
             Error::Connection(m) => write!(f, "connection error: {m}"),
+            Error::Ambiguous(m) => write!(f, "ambiguous acquisition: {m}"),
             Error::PermissionDenied(m) => write!(f, "permission denied: {m}"),
             Error::LockLost { lock } => write!(f, "lock '{lock}' was lost"),
             Error::Shutdown => write!(f, "the client was shut down"),
@@ -210,6 +241,7 @@ impl std::error::Error for Error {
         match self {
             Error::Timeout(f)
             | Error::Connection(f)
+            | Error::Ambiguous(f)
             | Error::PermissionDenied(f)
             | Error::Redis(f) => f
                 .source

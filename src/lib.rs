@@ -40,6 +40,7 @@ mod config;
 mod core;
 mod error;
 mod latches;
+mod ledger;
 mod lock;
 mod names;
 mod observe;

@@ -255,3 +255,21 @@ pub(crate) fn late_acquisition(lock: &str, owner: &str) {
     #[cfg(not(feature = "tracing"))]
     log::debug!("acquisition of {lock} by {owner} finished after its caller gave up; releasing it");
 }
+
+/// An ambiguous acquisition was reconciled: the owner's count was `before` when it was sent and
+/// is `after` now (equal when the attempt's hold, if any, was undone).
+pub(crate) fn reconciled(lock: &str, owner: &str, before: u64, after: u64) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(
+        target: "redisson_lock",
+        lock,
+        owner,
+        before,
+        after,
+        "ambiguous acquisition reconciled"
+    );
+    #[cfg(not(feature = "tracing"))]
+    log::info!(
+        "ambiguous acquisition of {lock} by {owner} reconciled: hold count {before} -> {after}"
+    );
+}

@@ -397,6 +397,7 @@ fn kind_word(e: &Error) -> &'static str {
         ErrorKind::InvalidArgument => "INVALID",
         ErrorKind::Timeout => "TIMEOUT",
         ErrorKind::Connection => "CONNECTION",
+        ErrorKind::Ambiguous => "AMBIGUOUS",
         ErrorKind::PermissionDenied => "NO_PERMISSION",
         ErrorKind::LockLost => "LOCK_LOST",
         ErrorKind::Shutdown => "SHUTDOWN",

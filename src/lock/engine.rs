@@ -80,10 +80,13 @@ fn left(deadline: Option<Instant>) -> Option<Duration> {
 pub(crate) async fn acquire(hold: &Hold, wait: Wait, queue_ms: u64) -> Result<Option<Acquired>> {
     let deadline = match wait {
         Wait::No => {
-            return Ok(match hold.attempt(Mode::Once).await? {
+            // A single try waits at most one command timeout for an earlier ambiguous attempt's
+            // reconciliation.
+            let bound = Instant::now() + hold.client.config().timeout;
+            return Ok(match hold.attempt(Mode::Once, Some(bound)).await? {
                 Step::Done(acquired) => Some(acquired),
                 Step::Busy { .. } => None,
-            })
+            });
         }
         Wait::Until(deadline) => deadline,
     };
@@ -117,19 +120,50 @@ impl Drop for GiveUp<'_> {
     }
 }
 
+/// A waiting acquisition: [`wait_once`], started again after a transient failure (a command
+/// timeout, a lost connection, an ambiguous attempt, a subscription that could not be made)
+/// with a growing pause, until acquired or the caller's deadline; only then is the last error
+/// returned. Other errors end the wait at once.
 async fn wait_for(
     hold: &Hold,
     deadline: Option<Instant>,
     queue_ms: u64,
 ) -> Result<Option<Acquired>> {
+    let max_pause = hold.client.config().retry_delay.max(OUTAGE_PAUSE);
+    let mut pause = OUTAGE_PAUSE;
+    loop {
+        match wait_once(hold, deadline, queue_ms).await {
+            Err(e) if e.is_transient() && !hold.client.is_closed() => {
+                let remaining = left(deadline);
+                if remaining == Some(Duration::ZERO) {
+                    return Err(e);
+                }
+                log::debug!("waiting for {}: {e}; trying again", hold.name());
+                tokio::time::sleep(remaining.map_or(pause, |r| r.min(pause))).await;
+                pause = (pause * 2).min(max_pause);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The first pause after a transient failure of a waiting acquisition (it doubles up to the
+/// configured retry delay).
+const OUTAGE_PAUSE: Duration = Duration::from_millis(50);
+
+async fn wait_once(
+    hold: &Hold,
+    deadline: Option<Instant>,
+    queue_ms: u64,
+) -> Result<Option<Acquired>> {
     let mode = Mode::Queued { queue_ms };
-    if let Step::Done(acquired) = hold.attempt(mode).await? {
+    if let Step::Done(acquired) = hold.attempt(mode, deadline).await? {
         return Ok(Some(acquired));
     }
     if left(deadline) == Some(Duration::ZERO) {
         return Ok(None);
     }
-    let attempt = || hold.attempt(mode);
+    let attempt = || hold.attempt(mode, deadline);
     let channel = match hold.proto.waiting(&hold.field) {
         Waiting::BackOff(backoff) => return wait_with_backoff(attempt, backoff, deadline).await,
         Waiting::Channel(channel) => channel,

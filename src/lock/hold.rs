@@ -14,6 +14,7 @@ use super::{
 use crate::{
     client::Client,
     error::{Error, Result},
+    ledger::{Entry, Known},
     names,
     watchdog::renewal_call,
 };
@@ -52,30 +53,154 @@ impl Hold {
     /// Cancel safety: the script runs as its own task. If the caller's future is dropped while
     /// it is in flight, the task still completes; a success then comes back as an [`Acquired`]
     /// nobody claims, whose `Drop` releases that hold at once.
-    pub(crate) async fn attempt(&self, mode: Mode) -> Result<Step<Acquired>> {
+    ///
+    /// Ambiguity: the task holds the owner's ledger entry (see `ledger`) from before the count
+    /// is known until the outcome is. When the script was sent but no reply came (a timeout or
+    /// a lost connection), the attempt fails with [`Error::Ambiguous`] and the entry passes to
+    /// a reconciliation task that undoes that one attempt if Redis ran it; the owner's next
+    /// attempt or release waits for it.
+    ///
+    /// `deadline` bounds only the wait for that reconciliation (`None`: as long as it takes,
+    /// which is until Redis answers again or the reconciled hold would have expired).
+    pub(crate) async fn attempt(
+        &self,
+        mode: Mode,
+        deadline: Option<Instant>,
+    ) -> Result<Step<Acquired>> {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
         let hold = self.clone();
         let task = self.client.spawn(async move {
+            let enter = hold.client.ledgers().enter(hold.name(), &hold.field);
+            let mut entry = match deadline {
+                None => enter.await,
+                Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
+                    Error::Timeout(
+                        format!(
+                            "an earlier ambiguous acquisition of {} by this owner is still \
+                             being reconciled",
+                            hold.name()
+                        )
+                        .into(),
+                    )
+                })?,
+            };
+            let before = match entry.known() {
+                Known::Count(0) => 0,
+                // A re-entry (or a count this client is unsure of): read it, so an ambiguous
+                // attempt is judged against the real count, not a hold that expired unseen.
+                _ => {
+                    let n = hold
+                        .client
+                        .core()
+                        .hold_count(hold.name(), &hold.field)
+                        .await?;
+                    entry.set(Known::Count(n));
+                    n
+                }
+            };
             let (call, reply) = hold.proto.acquire(AcquireRequest {
                 field: &hold.field,
                 lease_ms: hold.lease_ms,
                 mode,
             });
             let sent_at = Instant::now();
-            let value = hold.client.core().run(call, hold.name()).await?;
+            let value = match hold.client.core().run(call, hold.name()).await {
+                Ok(value) => value,
+                Err(e) if e.is_transient() => {
+                    hold.reconcile_in_background(entry, before, sent_at);
+                    return Err(e.into_ambiguous(hold.name()));
+                }
+                Err(e) => return Err(e),
+            };
             Ok(match decode_acquire(reply, value, hold.name())? {
-                super::kind::Acquire::Acquired { token } => Step::Done(Acquired {
-                    hold,
-                    sent_at,
-                    token,
-                    armed: true,
-                }),
-                super::kind::Acquire::Busy { frees_in } => Step::Busy { frees_in },
+                super::kind::Acquire::Acquired { token } => {
+                    entry.set(Known::Count(before + 1));
+                    Step::Done(Acquired {
+                        hold,
+                        sent_at,
+                        token,
+                        armed: true,
+                    })
+                }
+                super::kind::Acquire::Busy { frees_in } => {
+                    // Busy: another owner holds the lock, so this one holds nothing.
+                    entry.set(Known::Count(0));
+                    Step::Busy { frees_in }
+                }
             })
         });
         task.await.map_err(|_| Error::Shutdown)?
+    }
+
+    /// Undoes an ambiguous attempt made when the owner's count was `before`: reads the count
+    /// and, if it is exactly one above, releases one hold (owner-checked, with the kind's own
+    /// release, so a freed lock is announced). Retried on transient errors until it succeeds
+    /// or the hold the attempt may have made would have expired (`sent_at` + lease). Each
+    /// round is idempotent: a release whose reply was lost shows as the count being back at
+    /// `before` in the next round.
+    fn reconcile_in_background(&self, mut entry: Entry, before: u64, sent_at: Instant) {
+        let hold = self.clone();
+        let expires = sent_at + Duration::from_millis(hold.lease_ms);
+        drop(self.client.spawn(async move {
+            let retry = hold.client.config().retry_delay;
+            loop {
+                if hold.client.is_closed() {
+                    entry.set(Known::Unknown);
+                    return;
+                }
+                match hold.reconcile_once(before).await {
+                    Ok(after) => {
+                        crate::observe::reconciled(hold.name(), &hold.field, before, after);
+                        entry.set(Known::Count(after));
+                        return;
+                    }
+                    Err(e) if e.is_transient() && Instant::now() + retry < expires => {
+                        log::debug!(
+                            "reconciling an attempt on {} failed ({e}); retrying",
+                            hold.name()
+                        );
+                        tokio::time::sleep(retry).await;
+                    }
+                    Err(e) => {
+                        log::warn!(
+                            "could not reconcile an ambiguous acquisition of {} ({e}); \
+                             any hold it made expires with its lease",
+                            hold.name()
+                        );
+                        entry.set(Known::Unknown);
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+
+    /// One reconciliation round; the owner's count afterwards.
+    async fn reconcile_once(&self, before: u64) -> Result<u64> {
+        let now = self
+            .client
+            .core()
+            .hold_count(self.name(), &self.field)
+            .await?;
+        if now != before + 1 {
+            // `before`: the attempt did not run; lower: it expired or was force-unlocked.
+            // Higher cannot happen while the entry is held; leave it and say so.
+            if now > before + 1 {
+                log::warn!(
+                    "owner {} of {} holds {now}, expected at most {}",
+                    self.field,
+                    self.name(),
+                    before + 1
+                );
+            }
+            return Ok(now);
+        }
+        Ok(match self.release_once().await? {
+            Release::StillHeld => before,
+            Release::Released | Release::NotHeld => 0,
+        })
     }
 
     /// Releases one hold, retrying transient failures with the same request id (the unlock
@@ -84,6 +209,18 @@ impl Hold {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
+        let mut entry = self.client.ledgers().enter(self.name(), &self.field).await;
+        let outcome = self.release_once().await;
+        entry.set(match (&outcome, entry.known()) {
+            (Ok(Release::StillHeld), Known::Count(n)) if n > 0 => Known::Count(n - 1),
+            (Ok(Release::Released | Release::NotHeld), _) => Known::Count(0),
+            _ => Known::Unknown,
+        });
+        outcome
+    }
+
+    /// The release call itself (the caller holds the owner's ledger entry).
+    async fn release_once(&self) -> Result<Release> {
         let core = self.client.core();
         let config = core.config();
         let latch = names::unlock_latch(self.name(), &names::request_id());

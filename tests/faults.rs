@@ -1,0 +1,191 @@
+//! Crate-level fault tests through the loopback proxy of `tests/common/proxy.rs`, against real
+//! `redis-server` processes (fault catalogue S10–S13).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{proxy::Proxy, Admin, RedisServer};
+use redisson_lock::{Client, Config, ErrorKind};
+
+/// Bound of every wait on an event.
+const T: Duration = Duration::from_secs(10);
+const MS: Duration = Duration::from_millis(1);
+
+/// A client with a short command timeout and retry delay, so faults show within a second.
+fn fast() -> Config {
+    common::config().timeout(500 * MS).retry_delay(100 * MS)
+}
+
+/// `true` for the nil reply (`$-1` in RESP2, `_` in RESP3) an acquire script gives on success.
+fn nil_reply(data: &[u8]) -> bool {
+    data.starts_with(b"$-1\r\n") || data.starts_with(b"_\r\n")
+}
+
+async fn hold_count(admin: &Admin, name: &str, field: &str) -> u64 {
+    admin
+        .hgetall(name)
+        .await
+        .get(field)
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+// S10: the acquire script ran but its reply came after the command timeout.
+
+#[tokio::test]
+async fn s10_a_timed_out_acquisition_is_ambiguous_and_its_hold_is_undone() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), fast()).await.unwrap();
+    let other = Client::connect(&s.url(), common::config()).await.unwrap();
+    let lock = client.get_lock("s10");
+    let field = lock.owner_field().to_owned();
+
+    let held = proxy.hold_next_reply_matching(nil_reply);
+    // A 10 s lease: before the fix the orphan blocked everyone for all of it.
+    let err = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(10))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Ambiguous, "{err}");
+    assert!(err.is_transient());
+    assert!(held.is_caught());
+    assert_eq!(
+        hold_count(&admin, "s10", &field).await,
+        1,
+        "the script did run: the outcome really was unknown"
+    );
+
+    // The late reply arrives; the clean-up undoes exactly that attempt.
+    held.release();
+    assert!(
+        common::eventually(T, || async { !admin.exists("s10").await }).await,
+        "the orphan hold was released"
+    );
+    let theirs = other.get_lock("s10").try_lock().await.unwrap();
+    assert!(theirs.is_some(), "the lock is free for others");
+    theirs.unwrap().unlock().await.unwrap();
+
+    // The same owner's next acquisition counts exactly the hold it received.
+    let g = lock.try_lock().await.unwrap().expect("free again");
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    g.unlock().await.unwrap();
+    assert!(!admin.exists("s10").await, "one unlock frees it");
+}
+
+#[tokio::test]
+async fn s10_an_ambiguous_re_entry_leaves_the_count_it_found() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), fast()).await.unwrap();
+    let lock = client.get_lock("s10r");
+    let field = lock.owner_field().to_owned();
+    let first = lock.lock().await.unwrap();
+
+    let held = proxy.hold_next_reply_matching(nil_reply);
+    let err = lock.try_lock().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Ambiguous, "{err}");
+    assert_eq!(
+        hold_count(&admin, "s10r", &field).await,
+        2,
+        "the re-entry ran"
+    );
+    held.release();
+    assert!(
+        common::eventually(T, || async {
+            hold_count(&admin, "s10r", &field).await == 1
+        })
+        .await,
+        "back to the one hold the owner knows of"
+    );
+    // A second re-entry after the clean-up counts normally.
+    let second = lock.try_lock().await.unwrap().expect("re-entry");
+    assert_eq!(hold_count(&admin, "s10r", &field).await, 2);
+    second.unlock().await.unwrap();
+    first.unlock().await.unwrap();
+    assert!(!admin.exists("s10r").await, "two unlocks free it");
+}
+
+#[tokio::test]
+async fn s10_a_lost_reply_and_a_reset_connection_is_ambiguous_and_undone() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), fast()).await.unwrap();
+    let lock = client.get_lock("s10d");
+
+    let dropped = proxy.drop_next_reply_matching(nil_reply);
+    let attempt = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.try_lock().await.map(|g| g.is_some()) }
+    });
+    assert!(dropped.wait_caught(T).await.is_some());
+    // The realistic form of a lost reply: the connection goes too.
+    proxy.reset();
+    let err = attempt.await.unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Ambiguous, "{err}");
+    assert!(
+        common::eventually(T, || async { !admin.exists("s10d").await }).await,
+        "the orphan hold was released after the reconnect"
+    );
+    let g = lock.try_lock().await.unwrap().expect("free again");
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    g.unlock().await.unwrap();
+    assert!(!admin.exists("s10d").await);
+}
+
+// S6: waits go on through a Redis restart; bounded ones end at their deadline.
+
+#[tokio::test]
+async fn s6_lock_without_a_limit_waits_through_a_redis_restart() {
+    let mut s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let client = Client::connect(&s.url(), fast()).await.unwrap();
+    // A Java holder whose TTL ends during the outage: the waiter's TTL-bounded sleep ends and
+    // its next attempts meet the dead server.
+    admin.java_hold("s6", "java-uuid:1", 1_000).await;
+    let waiter = tokio::spawn({
+        let lock = client.get_lock("s6");
+        async move { lock.lock().await.map(|g| g.keep()) }
+    });
+    tokio::time::sleep(300 * MS).await;
+    s.kill();
+    // Down for several command timeouts and several retry delays.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!waiter.is_finished(), "lock() gave up during the outage");
+    s.restart();
+    tokio::time::timeout(T, waiter)
+        .await
+        .expect("acquired after the restart")
+        .unwrap()
+        .expect("no error from lock() without a limit");
+    let lock = client.get_lock("s6");
+    assert!(lock.is_locked().await.unwrap());
+}
+
+#[tokio::test]
+async fn s6_a_bounded_wait_gives_up_at_its_deadline_not_at_the_first_error() {
+    let mut s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let client = Client::connect(&s.url(), fast()).await.unwrap();
+    admin.java_hold("s6b", "java-uuid:1", 1_000).await;
+    let lock = client.get_lock("s6b");
+    let started = tokio::time::Instant::now();
+    let waiter = tokio::spawn(async move { lock.try_lock_for(Duration::from_secs(3)).await });
+    tokio::time::sleep(300 * MS).await;
+    s.kill();
+    let got = tokio::time::timeout(T, waiter).await.unwrap().unwrap();
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(2_900),
+        "gave up after {took:?}, before its 3 s wait"
+    );
+    // The deadline, plus at most one command timeout for the attempt in flight.
+    assert!(took < Duration::from_millis(4_000), "took {took:?}");
+    match got {
+        Ok(g) => assert!(g.is_none()),
+        Err(e) => assert!(e.is_transient(), "{e}"),
+    }
+}
