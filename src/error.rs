@@ -1,6 +1,6 @@
 //! The crate's one error type.
 
-use std::fmt;
+use std::{fmt, time::Duration};
 
 /// Result alias used throughout the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -51,6 +51,16 @@ pub enum Error {
     Shutdown,
     /// Any other error reply or protocol problem from Redis.
     Redis(Failure),
+    /// The lock was not acquired within the wait the caller allowed: another owner held it the
+    /// whole time. Returned by the helpers that run code under a lock
+    /// ([`Lock::try_run_for`](crate::Lock::try_run_for), `#[locked(wait = ..)]`); the `try_lock*`
+    /// methods return `Ok(None)` instead.
+    NotAcquired {
+        /// The raw lock name in Redis.
+        lock: String,
+        /// How long the caller was willing to wait.
+        wait: Duration,
+    },
     /// On a Redis Cluster, the lock's derived keys (hash, channel, queue, timeout or token keys)
     /// would not all hash to one slot, so no script could touch them together (e.g. a name with
     /// an unclosed `{`). Refused before anything is sent.
@@ -84,6 +94,8 @@ pub enum ErrorKind {
     Redis,
     /// [`Error::CrossSlot`].
     CrossSlot,
+    /// [`Error::NotAcquired`].
+    NotAcquired,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -148,6 +160,7 @@ impl Error {
             Error::Shutdown => ErrorKind::Shutdown,
             Error::Redis(_) => ErrorKind::Redis,
             Error::CrossSlot { .. } => ErrorKind::CrossSlot,
+            Error::NotAcquired { .. } => ErrorKind::NotAcquired,
         }
     }
 
@@ -201,6 +214,9 @@ impl fmt::Display for Error {
                 f,
                 "the keys of lock '{lock}' do not hash to one cluster slot (check its braces)"
             ),
+            Error::NotAcquired { lock, wait } => {
+                write!(f, "lock '{lock}' was not acquired within {wait:?}")
+            }
         }
     }
 }
