@@ -3,6 +3,16 @@
 use std::{fmt, time::Duration};
 
 /// Result alias used throughout the crate.
+///
+/// ```
+/// fn parse_lease(ms: u64) -> redisson_lock::Result<std::time::Duration> {
+///     if ms == 0 {
+///         return Err(redisson_lock::Error::InvalidArgument("zero lease".into()));
+///     }
+///     Ok(std::time::Duration::from_millis(ms))
+/// }
+/// assert!(parse_lease(0).is_err());
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong with a lock operation.
@@ -71,6 +81,12 @@ pub enum Error {
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
+///
+/// ```
+/// use redisson_lock::{Error, ErrorKind};
+/// let e = Error::LockLost { lock: "orders".into() };
+/// assert_eq!(e.kind(), ErrorKind::LockLost);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -100,6 +116,12 @@ pub enum ErrorKind {
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
 /// one (returned by [`std::error::Error::source`] of the [`Error`] that carries it).
+///
+/// ```
+/// use redisson_lock::{Error, Failure};
+/// let e = Error::Connection(Failure::new("connection reset"));
+/// assert_eq!(e.to_string(), "connection error: connection reset");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     message: String,

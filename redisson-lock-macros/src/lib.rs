@@ -325,18 +325,19 @@ fn name_expr(name: &LitStr, func: &ItemFn) -> syn::Result<Tokens> {
             Piece::Text(t) => format.push_str(&t.replace('{', "{{").replace('}', "}}")),
             Piece::Field(f) => {
                 let root = f.split('.').next().unwrap_or_default().trim();
-                let expr: Expr = syn::parse_str(&f)
-                    .ok()
-                    .filter(is_field_path)
-                    .ok_or_else(|| {
-                        syn::Error::new(
-                            name.span(),
-                            format!(
+                let expr: Expr =
+                    syn::parse_str(&f)
+                        .ok()
+                        .filter(is_field_path)
+                        .ok_or_else(|| {
+                            syn::Error::new(
+                                name.span(),
+                                format!(
                             "`{{{f}}}` in the lock name is not an argument or an argument's field \
                              (write `{{arg}}` or `{{arg.field}}`; `{{{{` for a literal brace)"
                         ),
-                        )
-                    })?;
+                            )
+                        })?;
                 if !known.iter().any(|k| k == root) {
                     let list = if known.is_empty() {
                         "it has none".to_owned()
