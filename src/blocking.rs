@@ -58,6 +58,15 @@ impl Rt {
 }
 
 /// A blocking client. Cheap to clone.
+///
+/// ```no_run
+/// use redisson_lock::{blocking::Client, Config};
+/// let client = Client::connect("redis://127.0.0.1:6379", Config::default())?;
+/// let guard = client.get_lock("orders").lock()?;
+/// guard.unlock()?;
+/// client.shutdown();
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct Client {
     inner: crate::Client,
@@ -166,6 +175,18 @@ impl Client {
 }
 
 /// A lock of kind `K` for synchronous code; the owner is the calling thread. `Send + Sync`.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let lock = client.get_lock("orders");
+/// std::thread::scope(|s| {
+///     for _ in 0..2 {
+///         // Each thread is its own owner: the two exclude each other.
+///         s.spawn(|| lock.lock().and_then(|g| g.unlock()));
+///     }
+/// });
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct Lock<K: Kind> {
     lock: crate::Lock<K>,
@@ -173,19 +194,77 @@ pub struct Lock<K: Kind> {
 }
 
 /// A blocking reentrant lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::blocking::RLock = client.get_lock("orders");
+/// let outer = lock.lock()?;
+/// let inner = lock.lock()?; // the same thread re-enters
+/// assert_eq!(lock.hold_count()?, 2);
+/// # Ok(()) }
+/// ```
 pub type RLock = Lock<Reentrant>;
 /// A blocking fair lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::blocking::FairLock = client.get_fair_lock("jobs");
+/// let guard = lock.lock()?; // threads get it in the order they asked
+/// # Ok(()) }
+/// ```
 pub type FairLock = Lock<Fair>;
 /// The blocking read half of a [`ReadWriteLock`].
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let rw = client.get_read_write_lock("catalog");
+/// let read: &redisson_lock::blocking::ReadLock = rw.read_lock();
+/// let guard = read.lock()?;
+/// # Ok(()) }
+/// ```
 pub type ReadLock = Lock<Read>;
 /// The blocking write half of a [`ReadWriteLock`].
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let rw = client.get_read_write_lock("catalog");
+/// let write: &redisson_lock::blocking::WriteLock = rw.write_lock();
+/// let guard = write.lock()?;
+/// # Ok(()) }
+/// ```
 pub type WriteLock = Lock<Write>;
 /// A blocking fenced lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::blocking::FencedLock = client.get_fenced_lock("ledger");
+/// let token = lock.lock()?.token(); // send it with every protected write
+/// # Ok(()) }
+/// ```
 pub type FencedLock = Lock<Fenced>;
 /// A blocking spin lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::blocking::SpinLock = client.get_spin_lock("import");
+/// if let Some(guard) = lock.try_lock_for(std::time::Duration::from_secs(1))? {
+///     guard.unlock()?;
+/// }
+/// # Ok(()) }
+/// ```
 pub type SpinLock = Lock<Spin>;
 
 /// A blocking read-write lock: two halves owned by the calling thread.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let rw = client.get_read_write_lock("catalog");
+/// let r = rw.read_lock().lock()?;
+/// drop(r);
+/// let w = rw.write_lock().lock()?;
+/// w.unlock()?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct ReadWriteLock {
     read: ReadLock,
@@ -327,6 +406,16 @@ impl FencedLock {
 }
 
 /// One hold acquired through the blocking API; dropping it releases it in the background.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let guard = client.get_lock("orders").lock()?;
+/// if !guard.is_lost() {
+///     // the work
+/// }
+/// guard.unlock()?; // or drop it
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct Guard<K: Kind> {
@@ -335,6 +424,12 @@ pub struct Guard<K: Kind> {
 }
 
 /// A hold of a blocking [`RLock`].
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::blocking::LockGuard = client.get_lock("orders").lock()?;
+/// # Ok(()) }
+/// ```
 pub type LockGuard = Guard<Reentrant>;
 
 impl<K: Kind> Guard<K> {

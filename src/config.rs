@@ -8,6 +8,20 @@ use crate::error::{Error, Result};
 ///
 /// Every key and channel is derived from the mapped name, as in Redisson, so a Java client with
 /// the same mapper sees the same keys.
+///
+/// ```
+/// use redisson_lock::{Config, NameMapper};
+/// struct Tenant(&'static str);
+/// impl NameMapper for Tenant {
+///     fn map(&self, name: &str) -> String {
+///         format!("{}/{name}", self.0)
+///     }
+///     fn unmap(&self, raw: &str) -> String {
+///         raw.split_once('/').map_or(raw, |(_, n)| n).to_owned()
+///     }
+/// }
+/// let config = Config::default().name_mapper(Tenant("acme"));
+/// ```
 pub trait NameMapper: Send + Sync + 'static {
     /// User name → raw Redis name.
     fn map(&self, name: &str) -> String;
@@ -16,6 +30,13 @@ pub trait NameMapper: Send + Sync + 'static {
 }
 
 /// A [`NameMapper`] that puts a fixed prefix in front of every name.
+///
+/// ```
+/// use redisson_lock::{NameMapper, PrefixNameMapper};
+/// let mapper = PrefixNameMapper::new("app1:");
+/// assert_eq!(mapper.map("orders"), "app1:orders");
+/// assert_eq!(mapper.unmap("app1:orders"), "orders");
+/// ```
 #[derive(Debug, Clone)]
 pub struct PrefixNameMapper {
     prefix: String,
@@ -48,6 +69,12 @@ impl NameMapper for PrefixNameMapper {
 ///
 /// Outside a cluster the setting is ignored: standalone and Sentinel deployments always use
 /// `PUBLISH`/`SUBSCRIBE`, as Redisson does.
+///
+/// ```
+/// use redisson_lock::{Config, ShardedSubscriptionMode};
+/// // A fleet of old and new Redisson clients during a rolling upgrade.
+/// let config = Config::default().sharded_subscription_mode(ShardedSubscriptionMode::Both);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ShardedSubscriptionMode {
     /// Sharded pub/sub if the cluster supports it (probed with `PUBSUB SHARDNUMSUB` at connect,

@@ -1,8 +1,18 @@
 //! The crate's one error type.
 
-use std::fmt;
+use std::{fmt, time::Duration};
 
 /// Result alias used throughout the crate.
+///
+/// ```
+/// fn parse_lease(ms: u64) -> redisson_lock::Result<std::time::Duration> {
+///     if ms == 0 {
+///         return Err(redisson_lock::Error::InvalidArgument("zero lease".into()));
+///     }
+///     Ok(std::time::Duration::from_millis(ms))
+/// }
+/// assert!(parse_lease(0).is_err());
+/// ```
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong with a lock operation.
@@ -57,6 +67,16 @@ pub enum Error {
     Shutdown,
     /// Any other error reply or protocol problem from Redis.
     Redis(Failure),
+    /// The lock was not acquired within the wait the caller allowed: another owner held it the
+    /// whole time. Returned by the helpers that run code under a lock
+    /// ([`Lock::try_run_for`](crate::Lock::try_run_for), `#[locked(wait = ..)]`); the `try_lock*`
+    /// methods return `Ok(None)` instead.
+    NotAcquired {
+        /// The raw lock name in Redis.
+        lock: String,
+        /// How long the caller was willing to wait.
+        wait: Duration,
+    },
     /// On a Redis Cluster, the lock's derived keys (hash, channel, queue, timeout or token keys)
     /// would not all hash to one slot, so no script could touch them together (e.g. a name with
     /// an unclosed `{`). Refused before anything is sent.
@@ -67,6 +87,12 @@ pub enum Error {
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
+///
+/// ```
+/// use redisson_lock::{Error, ErrorKind};
+/// let e = Error::LockLost { lock: "orders".into() };
+/// assert_eq!(e.kind(), ErrorKind::LockLost);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -92,10 +118,18 @@ pub enum ErrorKind {
     Redis,
     /// [`Error::CrossSlot`].
     CrossSlot,
+    /// [`Error::NotAcquired`].
+    NotAcquired,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
 /// one (returned by [`std::error::Error::source`] of the [`Error`] that carries it).
+///
+/// ```
+/// use redisson_lock::{Error, Failure};
+/// let e = Error::Connection(Failure::new("connection reset"));
+/// assert_eq!(e.to_string(), "connection error: connection reset");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     message: String,
@@ -157,6 +191,7 @@ impl Error {
             Error::Shutdown => ErrorKind::Shutdown,
             Error::Redis(_) => ErrorKind::Redis,
             Error::CrossSlot { .. } => ErrorKind::CrossSlot,
+            Error::NotAcquired { .. } => ErrorKind::NotAcquired,
         }
     }
 
@@ -232,6 +267,9 @@ impl fmt::Display for Error {
                 f,
                 "the keys of lock '{lock}' do not hash to one cluster slot (check its braces)"
             ),
+            Error::NotAcquired { lock, wait } => {
+                write!(f, "lock '{lock}' was not acquired within {wait:?}")
+            }
         }
     }
 }

@@ -62,5 +62,91 @@ pub use lock::{
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
 pub use owner::Owner;
+
+/// Runs an `async fn` under a distributed lock, like the lock annotations Java services put on
+/// methods. (Feature `macros`, on by default.)
+///
+/// ```no_run
+/// use redisson_lock::{locked, Client};
+///
+/// #[derive(Debug)]
+/// enum AppError {
+///     Lock(redisson_lock::Error),
+///     OutOfStock,
+/// }
+/// impl From<redisson_lock::Error> for AppError {
+///     fn from(e: redisson_lock::Error) -> Self {
+///         AppError::Lock(e)
+///     }
+/// }
+///
+/// struct Orders {
+///     client: Client,
+/// }
+///
+/// impl Orders {
+///     #[locked(client = &self.client, name = "orders:{id}", wait = "5s", lease = "30s", kind = fair)]
+///     async fn ship(&self, id: u64, qty: u32) -> Result<u32, AppError> {
+///         // Runs while this process holds the fair lock "orders:<id>".
+///         if qty == 0 {
+///             return Err(AppError::OutOfStock);
+///         }
+///         Ok(qty)
+///     }
+/// }
+/// ```
+///
+/// The function must be an `async fn` returning `Result<T, E>` with
+/// `E: From<redisson_lock::Error>`: lock failures are returned through `E::from`. The body does
+/// not change; the attribute builds the lock, then calls [`Lock::run`] and its variants (all the
+/// logic is there; code that cannot use an attribute calls them directly).
+///
+/// | argument | meaning | if left out |
+/// |---|---|---|
+/// | `client = expr` | an expression giving `&Client` (deref coercion applies, so `&Arc<Client>` works); it may use the arguments, e.g. `&self.client` | required |
+/// | `name = "orders:{id}"` | the lock name; `{arg}` or `{arg.field}` inserts an argument (with `Display`); `{{` and `}}` are literal braces (a cluster hash tag is `"{{orders}}:{id}"`) | required |
+/// | `wait = "5s"` | how long to wait for the lock; then the call returns [`Error::NotAcquired`] and the body does not run (`"0s"`: one attempt) | wait without limit |
+/// | `lease = "30s"` | hold the lock at most this long (no watchdog); a body still running when it runs out is dropped and the call returns [`Error::LockLost`] | the watchdog renews the lock while the body runs, honouring [`Config::max_renewals`] |
+/// | `kind = fair` | `reentrant`, `fair`, `fenced`, `spin`, `read` or `write` (a half of the read-write lock of that name) | `reentrant` |
+///
+/// Durations are strings with units (`"500ms"`, `"5s"`, `"2m"`, `"1h"`, `"1m30s"`) or any
+/// expression of type `Duration`.
+///
+/// Every call takes a fresh [`Owner`], so two calls exclude each other even inside one task, and
+/// a call does not re-enter a lock its caller holds through another handle. If the lock is lost
+/// while the body runs (renewal found it gone, it was force-unlocked, the lease ran out, or
+/// renewal stopped at `max_renewals`), the body's future is dropped at once and the call returns
+/// [`Error::LockLost`]. When the body ends, its result is returned and the lock is released
+/// before the call returns.
+///
+/// Mistakes in the arguments are compile errors that say what is wrong: an unknown key, a
+/// duration without a unit, a `{field}` that is not an argument, a missing `client` or `name`, a
+/// function that is not `async` or does not return a `Result`.
+///
+/// # Errors
+/// Whatever the body returns; the acquisition's errors, [`Error::NotAcquired`] and
+/// [`Error::LockLost`] through `E::from`.
+///
+/// # Cancel safety
+/// As [`Lock::run`]: dropping the call's future while it waits leaves nothing behind; while the
+/// body runs, it drops the body and releases the lock in the background.
+#[cfg(feature = "macros")]
+pub use redisson_lock_macros::locked;
+
+/// The README's Rust snippets, compiled as doc tests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
+/// Used by the code `#[locked]` generates; not part of the API.
+#[doc(hidden)]
+pub mod __private {
+    use std::future::Future;
+
+    /// Names the output type of the locked body, so `?` inside it knows its error type.
+    pub fn body<R, F: Future<Output = R>>(body: F) -> F {
+        body
+    }
+}
 pub use stats::Stats;
 pub use ttl::Ttl;

@@ -33,6 +33,13 @@ use crate::{
 ///
 /// A waiter that gives up (its wait ends or its future is dropped) leaves the queue at once.
 /// Unlocking a fair lock that is no longer held succeeds, as in Redisson.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{Fair, Lock};
+/// let lock: Lock<Fair> = client.get_fair_lock("jobs");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fair {}
 
@@ -42,9 +49,23 @@ impl Kind for Fair {
 }
 
 /// A fair lock handle; see [`Lock`] for the methods and [`Fair`] for the layout.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::FairLock = client.get_fair_lock("jobs");
+/// let guard = lock.lock().await?; // waiters are served in the order they came
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 pub type FairLock = Lock<Fair>;
 
 /// A hold of a [`FairLock`].
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::FairGuard = client.get_fair_lock("jobs").lock().await?;
+/// # Ok(()) }
+/// ```
 pub type FairGuard = Guard<Fair>;
 
 fn now_ms() -> i64 {

@@ -32,6 +32,13 @@ use crate::{
 /// Pass the token with every write to the protected resource and have the resource reject a
 /// token lower than the highest it has accepted; a holder that lost the lock then cannot
 /// overwrite the work of the next one, whose token is larger.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{Fenced, Lock};
+/// let lock: Lock<Fenced> = client.get_fenced_lock("ledger");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Fenced {}
 
@@ -55,6 +62,13 @@ impl Kind for Fenced {
 pub type FencedLock = Lock<Fenced>;
 
 /// A hold of a [`FencedLock`], with its token.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::FencedGuard = client.get_fenced_lock("ledger").lock().await?;
+/// let token: u64 = guard.token();
+/// # Ok(()) }
+/// ```
 pub type FencedGuard = Guard<Fenced>;
 
 struct Desc {

@@ -27,6 +27,17 @@ use crate::{
 };
 
 /// Result of one unlock.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::UnlockOutcome;
+/// let lock = client.get_lock("orders");
+/// let outer = lock.lock().await?;
+/// let inner = lock.lock().await?;
+/// assert_eq!(inner.unlock().await?, UnlockOutcome::StillHeld);
+/// assert_eq!(outer.unlock().await?, UnlockOutcome::Released);
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UnlockOutcome {
     /// One hold was released; the owner still holds the lock (re-entrant count > 0).

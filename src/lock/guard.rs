@@ -56,6 +56,17 @@ pub struct Guard<K: Kind> {
 }
 
 /// A guard of any kind, e.g. a part of a [`MultiGuard`](crate::MultiGuard).
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::AnyGuard;
+/// let guards: Vec<AnyGuard> = vec![
+///     client.get_lock("a").lock().await?.erase(),
+///     client.get_fenced_lock("b").lock().await?.erase(),
+/// ];
+/// assert!(guards[1].token().is_some());
+/// # Ok(()) }
+/// ```
 pub type AnyGuard = Guard<AnyKind>;
 
 /// What a guard holds, whatever its kind; releases on drop unless consumed.

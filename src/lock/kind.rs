@@ -14,6 +14,14 @@ use crate::{core::unexpected, error::Result, scripts::ScriptCall, watchdog::Rene
 /// Sealed: the kinds are [`Reentrant`](crate::Reentrant), [`Fair`](crate::Fair),
 /// [`Read`](crate::Read), [`Write`](crate::Write), [`Fenced`](crate::Fenced),
 /// [`Spin`](crate::Spin), and [`AnyKind`](crate::AnyKind) for guards of mixed kinds.
+///
+/// ```
+/// use redisson_lock::{Fair, Kind, Lock};
+/// fn describe<K: Kind>(lock: &Lock<K>) -> String {
+///     format!("{} lock {}", K::NAME, lock.name())
+/// }
+/// assert_eq!(Fair::NAME, "fair");
+/// ```
 pub trait Kind: sealed::Sealed + Send + Sync + 'static {
     /// The kind's name in logs and `Debug` output (`"reentrant"`, `"fair"`, ...).
     const NAME: &'static str;
@@ -26,6 +34,13 @@ pub(crate) mod sealed {
 
 /// A guard or lock part of any kind (type-erased), e.g. the parts of a
 /// [`MultiLock`](crate::MultiLock).
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{AnyKind, Guard};
+/// let guard: Guard<AnyKind> = client.get_spin_lock("s").lock().await?.erase();
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AnyKind {}
 

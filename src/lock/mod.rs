@@ -20,6 +20,7 @@ mod hold;
 mod kind;
 mod multi;
 mod reentrant;
+mod run;
 mod rwlock;
 mod spin;
 

@@ -33,6 +33,16 @@ impl LockPart {
 }
 
 /// The held parts of a [`MultiLock`]; dropping it releases every part in the background.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::MultiLock;
+/// let multi = MultiLock::new(vec![client.get_lock("a").into(), client.get_lock("b").into()])?;
+/// let guard = multi.lock().await?;
+/// assert_eq!(guard.parts().len(), 2);
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping the guard releases every part at once"]
 pub struct MultiGuard {
@@ -289,6 +299,18 @@ fn random_between(low: Duration, high: Duration) -> Duration {
 }
 
 /// Options of a [`RedLock`].
+///
+/// ```
+/// # fn demo(parts: Vec<redisson_lock::LockPart>) -> redisson_lock::Result<()> {
+/// use std::time::Duration;
+/// use redisson_lock::{RedLock, RedLockOptions};
+/// let options = RedLockOptions {
+///     node_timeout: Some(Duration::from_millis(20)),
+///     ..RedLockOptions::default()
+/// };
+/// let red = RedLock::with_options(parts, options)?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct RedLockOptions {
     /// Per-node attempt timeout; should be much smaller than the lease (distlock suggests
@@ -322,6 +344,19 @@ impl Default for RedLockOptions {
 /// restarts without its data stays out for at least one lease before rejoining. None of this can
 /// be checked from here. Where correctness (not just efficiency) matters, use a
 /// [`FencedLock`](crate::FencedLock) and let the protected resource reject stale tokens.
+///
+/// ```no_run
+/// # async fn demo(clients: Vec<redisson_lock::Client>) -> redisson_lock::Result<()> {
+/// use std::time::Duration;
+/// use redisson_lock::RedLock;
+/// // One client per independent master.
+/// let red = RedLock::new(clients.iter().map(|c| c.get_lock("job").into()).collect())?;
+/// if let Some(guard) = red.try_lock_with_lease(Duration::from_secs(1), Duration::from_secs(10)).await? {
+///     let budget = guard.validity();
+///     guard.unlock().await?;
+/// }
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 pub struct RedLock {
     parts: Vec<LockPart>,
@@ -329,6 +364,17 @@ pub struct RedLock {
 }
 
 /// A held [`RedLock`].
+///
+/// ```no_run
+/// # async fn demo(red: redisson_lock::RedLock) -> redisson_lock::Result<()> {
+/// use std::time::Duration;
+/// let guard = red.lock_with_lease(Duration::from_secs(10)).await?;
+/// if guard.validity() > Duration::from_secs(1) {
+///     // the work, finished well within the validity
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 #[derive(Debug)]
 #[must_use = "dropping the guard releases every part at once"]
 pub struct RedLockGuard {

@@ -22,6 +22,13 @@ use crate::{
 /// Data layout (wire-compatible with Redisson): a hash at the lock name with one field
 /// `<client uuid>:<owner id>` holding the hold count; the key's TTL is the lease or the watchdog
 /// timeout; a full release publishes `0` on `redisson_lock__channel:{name}`.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{Lock, Reentrant};
+/// let lock: Lock<Reentrant> = client.get_lock("orders");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reentrant {}
 
@@ -31,9 +38,24 @@ impl Kind for Reentrant {
 }
 
 /// A reentrant distributed lock (Redisson `RLock`); see [`Lock`] for the methods.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::RLock = client.get_lock("orders");
+/// let guard = lock.lock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
 pub type RLock = Lock<Reentrant>;
 
 /// A hold of an [`RLock`].
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::LockGuard = client.get_lock("orders").lock().await?;
+/// drop(guard); // released in the background
+/// # Ok(()) }
+/// ```
 pub type LockGuard = Guard<Reentrant>;
 
 /// The reentrant lock's description: the hash `N` and the channel `redisson_lock__channel:{N}`.

@@ -28,12 +28,26 @@ use crate::{
 /// the writer's own owner, which may also read). Each read hold has its own timeout key
 /// `{N}:<uuid>:<id>:rwlock_timeout:<k>`, named exactly as Redisson names them so a Java reader's
 /// release sees Rust readers as alive; the watchdog renews them.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{Lock, Read};
+/// let read: Lock<Read> = client.get_read_write_lock("catalog").into_read_lock();
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Read {}
 
 /// The write half of a read-write lock: exclusive. Its owner field is `<uuid>:<id>:write`.
 /// Re-entry adds the lease to the remaining TTL; releasing the last write hold while still
 /// reading downgrades the lock to read mode.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{Lock, Write};
+/// let write: Lock<Write> = client.get_read_write_lock("catalog").into_write_lock();
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Write {}
 
@@ -47,12 +61,41 @@ impl Kind for Write {
 }
 
 /// The read half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let rw = client.get_read_write_lock("catalog");
+/// let read: &redisson_lock::ReadLock = rw.read_lock();
+/// let a = read.lock().await?;
+/// let b = client.get_read_write_lock("catalog").read_lock().lock().await?; // readers share
+/// # Ok(()) }
+/// ```
 pub type ReadLock = Lock<Read>;
 /// The write half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let rw = client.get_read_write_lock("catalog");
+/// let write: &redisson_lock::WriteLock = rw.write_lock();
+/// let guard = write.lock().await?; // alone: no reader, no other writer
+/// # Ok(()) }
+/// ```
 pub type WriteLock = Lock<Write>;
 /// A hold of a [`ReadLock`].
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::ReadGuard = client.get_read_write_lock("catalog").read_lock().lock().await?;
+/// # Ok(()) }
+/// ```
 pub type ReadGuard = Guard<Read>;
 /// A hold of a [`WriteLock`].
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::WriteGuard = client.get_read_write_lock("catalog").write_lock().lock().await?;
+/// # Ok(()) }
+/// ```
 pub type WriteGuard = Guard<Write>;
 
 /// Names shared by both halves.

@@ -24,6 +24,13 @@ use crate::{
 /// [`BackOff`] step between attempts (default: exponential 1 ms → 128 ms, ×2, with jitter).
 /// Useful where pub/sub is unavailable; the number of Redis calls per wait is bounded by the
 /// back-off schedule.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{Lock, Spin};
+/// let lock: Lock<Spin> = client.get_spin_lock("import");
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Spin {}
 
@@ -33,9 +40,22 @@ impl Kind for Spin {
 }
 
 /// A spin lock handle; see [`Lock`] for the methods and [`Spin`] for the waiting.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::SpinLock = client.get_spin_lock("import"); // no pub/sub: polls
+/// let maybe = lock.try_lock_for(std::time::Duration::from_secs(1)).await?;
+/// # Ok(()) }
+/// ```
 pub type SpinLock = Lock<Spin>;
 
 /// A hold of a [`SpinLock`].
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::SpinGuard = client.get_spin_lock("import").lock().await?;
+/// # Ok(()) }
+/// ```
 pub type SpinGuard = Guard<Spin>;
 
 struct Desc {

@@ -1,0 +1,10 @@
+#![allow(unused)]
+
+use redisson_lock::{locked, Client, Error};
+
+#[locked(client = client, name = "orders")]
+fn f(client: &Client) -> Result<(), Error> {
+    Ok(())
+}
+
+fn main() {}
