@@ -58,6 +58,20 @@ pub enum Error {
         /// The raw lock name in Redis.
         lock: String,
     },
+    /// The TLS handshake failed: an untrusted or expired certificate, a certificate for another
+    /// name, a server that does not speak TLS, or bad client TLS material. Not retried.
+    Tls(Failure),
+    /// Replica-synced acquisition (Redisson's `checkLockSyncedSlaves`): the replicas did not
+    /// acknowledge the acquisition within the sync timeout, so it was undone (owner-checked
+    /// release) and the caller does not hold the lock.
+    NotReplicated {
+        /// The raw lock name in Redis.
+        lock: String,
+        /// Replicas that acknowledged in time.
+        acked: u64,
+        /// Replicas asked for.
+        wanted: u64,
+    },
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
@@ -84,6 +98,10 @@ pub enum ErrorKind {
     Redis,
     /// [`Error::CrossSlot`].
     CrossSlot,
+    /// [`Error::Tls`].
+    Tls,
+    /// [`Error::NotReplicated`].
+    NotReplicated,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -148,6 +166,8 @@ impl Error {
             Error::Shutdown => ErrorKind::Shutdown,
             Error::Redis(_) => ErrorKind::Redis,
             Error::CrossSlot { .. } => ErrorKind::CrossSlot,
+            Error::Tls(_) => ErrorKind::Tls,
+            Error::NotReplicated { .. } => ErrorKind::NotReplicated,
         }
     }
 
@@ -168,6 +188,12 @@ impl Error {
         if details.contains("NOPERM") || matches!(err.kind(), K::Auth) {
             return Error::PermissionDenied(Failure::with_source(details, err));
         }
+        if is_tls_kind(&err) || is_tls_failure(&details) {
+            return Error::Tls(Failure::with_source(
+                format!("TLS handshake failed: {details}"),
+                err,
+            ));
+        }
         match err.kind() {
             K::Timeout => Error::Timeout(Failure::with_source(
                 format!("Redis did not answer in time: {details}"),
@@ -177,6 +203,39 @@ impl Error {
             _ => Error::Redis(Failure::with_source(details, err)),
         }
     }
+}
+
+#[cfg(feature = "tls")]
+fn is_tls_kind(err: &fred::error::Error) -> bool {
+    matches!(err.kind(), fred::error::ErrorKind::Tls)
+}
+
+#[cfg(not(feature = "tls"))]
+fn is_tls_kind(_: &fred::error::Error) -> bool {
+    false
+}
+
+/// `true` for the texts rustls gives when a handshake fails (fred passes them on as I/O errors).
+fn is_tls_failure(details: &str) -> bool {
+    [
+        // rustls's errors, by Display and by Debug (fred passes the Debug form of the I/O error).
+        "invalid peer certificate",
+        "InvalidCertificate(",
+        "received corrupt message",
+        "InvalidMessage(",
+        "InvalidContentType",
+        "peer is incompatible",
+        "PeerIncompatible(",
+        "PeerMisbehaved(",
+        "received fatal alert",
+        "AlertReceived(",
+        "InappropriateHandshakeMessage",
+        "InappropriateMessage",
+        "NoCertificatesPresented",
+        "invalid dnsname",
+    ]
+    .iter()
+    .any(|needle| details.contains(needle))
 }
 
 impl fmt::Display for Error {
@@ -201,6 +260,16 @@ impl fmt::Display for Error {
                 f,
                 "the keys of lock '{lock}' do not hash to one cluster slot (check its braces)"
             ),
+            Error::Tls(m) => write!(f, "TLS error: {m}"),
+            Error::NotReplicated {
+                lock,
+                acked,
+                wanted,
+            } => write!(
+                f,
+                "lock '{lock}' was acquired but only {acked} of {wanted} replicas acknowledged it \
+                 in time; the acquisition was undone"
+            ),
         }
     }
 }
@@ -211,6 +280,7 @@ impl std::error::Error for Error {
             Error::Timeout(f)
             | Error::Connection(f)
             | Error::PermissionDenied(f)
+            | Error::Tls(f)
             | Error::Redis(f) => f
                 .source
                 .as_ref()
