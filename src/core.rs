@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use fred::{
     clients::{Client as FredClient, SubscriberClient},
     interfaces::{ClientLike, HashesInterface, KeysInterface, LuaInterface, PubsubInterface},
@@ -409,23 +411,47 @@ impl Core {
                 lock: lock.to_owned(),
             });
         }
+        // A master demoted by a failover answers READONLY (fred then reconnects, through the
+        // sentinels, to the new master). A script that got READONLY wrote nothing (its first
+        // write failed, and the script stopped there), so sending it again is safe; it is
+        // retried within the command timeout and never surfaces as a lock error.
+        let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match self.run_once(&call).await {
+                Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
+                    log::info!(
+                        "lock {lock}: the server is no longer the master ({}); retrying on the \
+                         new master",
+                        e.details().split_whitespace().next().unwrap_or("READONLY")
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(250));
+                }
+                other => return other.map_err(|e| Error::from_redis(e, lock)),
+            }
+        }
+    }
+
+    async fn run_once(&self, call: &ScriptCall) -> std::result::Result<Value, fred::error::Error> {
         let sha1 = self.scripts.sha1(call.script);
         let first = self
             .redis
             .evalsha::<Value, _, _, _>(sha1, call.keys.clone(), call.args.clone())
             .await;
-        let reply = match first {
+        match first {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 log::debug!(
                     "script {:?} missing on the server, sending it again",
                     call.script
                 );
                 let source = self.scripts.source(call.script);
-                self.redis.eval(source, call.keys, call.args).await
+                self.redis
+                    .eval(source, call.keys.clone(), call.args.clone())
+                    .await
             }
             other => other,
-        };
-        reply.map_err(|e| Error::from_redis(e, lock))
+        }
     }
 
     /// Runs a script that answers an array of integers (the renewal flags).
@@ -493,6 +519,15 @@ impl Core {
     pub(crate) async fn quit(&self) {
         let _ = self.redis.quit().await;
     }
+}
+
+/// A reply of a server that is not (or no longer) a writable master: `READONLY` (a replica, e.g.
+/// a master demoted by a failover), `MASTERDOWN` (a replica that lost its master), `LOADING`.
+fn is_demoted(e: &fred::error::Error) -> bool {
+    let d = e.details();
+    ["READONLY", "MASTERDOWN", "LOADING"].iter().any(|p| {
+        d.starts_with(p) || d.contains(&format!(": {p} ")) || d.contains(&format!("-{p} "))
+    })
 }
 
 /// An error for a reply the scripts never give.
