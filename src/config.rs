@@ -244,8 +244,6 @@ impl fmt::Debug for TlsSettings {
 /// | `sentinelUsername` / `sentinelPassword` | [`sentinel_username`](Self::sentinel_username) / [`sentinel_password`](Self::sentinel_password) | none |
 /// | `database` | [`database`](Self::database) | from the URL, else 0 |
 /// | `sslTruststore`, `sslKeystore`, `sslEnableEndpointIdentification` | [`tls`](Self::tls) | platform roots, name checked |
-/// | `checkLockSyncedSlaves` | [`check_lock_synced_replicas`](Self::check_lock_synced_replicas) | `true` (a no-op without replicas) |
-/// | `slavesSyncTimeout` | [`replicas_sync_timeout`](Self::replicas_sync_timeout) | 1 s |
 ///
 /// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
 /// Settings are checked by [`validate`](Self::validate) when the client connects.
@@ -281,8 +279,6 @@ pub struct Config {
     pub(crate) sentinel_password: Option<Secret>,
     pub(crate) database: Option<u8>,
     pub(crate) tls: Option<TlsSettings>,
-    pub(crate) check_lock_synced_replicas: bool,
-    pub(crate) replicas_sync_timeout: Duration,
 }
 
 impl Default for Config {
@@ -306,8 +302,6 @@ impl Default for Config {
             sentinel_password: None,
             database: None,
             tls: None,
-            check_lock_synced_replicas: true,
-            replicas_sync_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -333,11 +327,6 @@ impl fmt::Debug for Config {
             .field("sentinel_password", &self.sentinel_password)
             .field("database", &self.database)
             .field("tls", &self.tls)
-            .field(
-                "check_lock_synced_replicas",
-                &self.check_lock_synced_replicas,
-            )
-            .field("replicas_sync_timeout", &self.replicas_sync_timeout)
             .finish()
     }
 }
@@ -490,23 +479,6 @@ impl Config {
         self
     }
 
-    /// After each acquisition, wait until every replica the master has acknowledged it (`WAIT`
-    /// on the connection that ran the script), or undo it and fail with
-    /// [`Error::NotReplicated`]. Redisson's `checkLockSyncedSlaves`; on by default, and a no-op
-    /// when the master has no replica.
-    #[must_use = "a Config builder method returns the changed Config"]
-    pub fn check_lock_synced_replicas(mut self, on: bool) -> Self {
-        self.check_lock_synced_replicas = on;
-        self
-    }
-
-    /// How long an acquisition waits for the replicas (Redisson `slavesSyncTimeout`, 1 s).
-    #[must_use = "a Config builder method returns the changed Config"]
-    pub fn replicas_sync_timeout(mut self, timeout: Duration) -> Self {
-        self.replicas_sync_timeout = timeout;
-        self
-    }
-
     /// See [`username`](Self::username).
     pub fn get_username(&self) -> Option<&str> {
         self.username.as_deref()
@@ -525,16 +497,6 @@ impl Config {
     /// See [`tls`](Self::tls).
     pub fn get_tls(&self) -> Option<&TlsSettings> {
         self.tls.as_ref()
-    }
-
-    /// See [`check_lock_synced_replicas`](Self::check_lock_synced_replicas).
-    pub fn get_check_lock_synced_replicas(&self) -> bool {
-        self.check_lock_synced_replicas
-    }
-
-    /// See [`replicas_sync_timeout`](Self::replicas_sync_timeout).
-    pub fn get_replicas_sync_timeout(&self) -> Duration {
-        self.replicas_sync_timeout
     }
 
     /// The configured watchdog timeout (same as
@@ -618,7 +580,6 @@ impl Config {
             ("subscription_timeout", self.subscription_timeout),
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
             ("reconnect_max_delay", self.reconnect_max_delay),
-            ("replicas_sync_timeout", self.replicas_sync_timeout),
         ];
         for (name, value) in non_zero {
             if value.is_zero() {

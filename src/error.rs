@@ -63,7 +63,8 @@ pub enum Error {
     Tls(Failure),
     /// Replica-synced acquisition (Redisson's `checkLockSyncedSlaves`): the replicas did not
     /// acknowledge the acquisition within the sync timeout, so it was undone (owner-checked
-    /// release) and the caller does not hold the lock.
+    /// release) and the caller does not hold the lock. Reserved: this build does not run the
+    /// replica check yet, so it never returns this error.
     NotReplicated {
         /// The raw lock name in Redis.
         lock: String,
@@ -199,7 +200,9 @@ impl Error {
                 format!("Redis did not answer in time: {details}"),
                 err,
             )),
-            K::IO | K::Canceled => Error::Connection(Failure::with_source(details, err)),
+            K::IO | K::Canceled | K::Sentinel => {
+                Error::Connection(Failure::with_source(details, err))
+            }
             _ => Error::Redis(Failure::with_source(details, err)),
         }
     }

@@ -52,6 +52,9 @@ struct Args {
     batch: usize,
     timeout_ms: u64,
     cluster: bool,
+    sentinel: Option<String>,
+    tls_ca: Option<String>,
+    replica_sync_ms: u64,
     url: String,
 }
 
@@ -62,6 +65,9 @@ fn parse_args() -> Result<Args, String> {
         batch: 100,
         timeout_ms: 3_000,
         cluster: false,
+        sentinel: None,
+        tls_ca: None,
+        replica_sync_ms: 0,
         url: String::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -77,6 +83,11 @@ fn parse_args() -> Result<Args, String> {
             "--watchdog-batch" => a.batch = num("--watchdog-batch")? as usize,
             "--timeout-ms" => a.timeout_ms = num("--timeout-ms")?,
             "--cluster" => a.cluster = true,
+            "--replica-sync-ms" => a.replica_sync_ms = num("--replica-sync-ms")?,
+            "--sentinel" => {
+                a.sentinel = Some(it.next().ok_or("--sentinel needs the master's name")?)
+            }
+            "--tls-ca" => a.tls_ca = Some(it.next().ok_or("--tls-ca needs a PEM file")?),
             url if !url.starts_with("--") => a.url = url.to_owned(),
             other => return Err(format!("unknown option {other}")),
         }
@@ -100,12 +111,26 @@ async fn main() {
         emit("- ready ERR UNSUPPORTED: Redis Cluster is not supported yet");
         std::process::exit(2);
     }
-    let config = Config::default()
+    if args.replica_sync_ms > 0 {
+        emit("- ready ERR UNSUPPORTED: replica-synced acquisition is not implemented yet");
+        std::process::exit(2);
+    }
+    let mut config = Config::default()
         .lock_watchdog_timeout(Duration::from_millis(args.watchdog_ms))
         .fair_lock_wait_timeout(Duration::from_millis(args.fair_wait_ms))
         .lock_watchdog_batch_size(args.batch)
         .timeout(Duration::from_millis(args.timeout_ms));
-    let client = match Client::connect(&args.url, config).await {
+    if let Some(ca) = &args.tls_ca {
+        config = config.tls(redisson_lock::TlsSettings::new().ca_file(ca));
+    }
+    let connected = match &args.sentinel {
+        Some(master) => {
+            let sentinels: Vec<&str> = args.url.split(',').collect();
+            Client::connect_sentinel(master, &sentinels, config).await
+        }
+        None => Client::connect(&args.url, config).await,
+    };
+    let client = match connected {
         Ok(c) => c,
         Err(e) => {
             emit(&format!(
@@ -387,6 +412,8 @@ fn kind_word(e: &Error) -> &'static str {
         ErrorKind::LockLost => "LOCK_LOST",
         ErrorKind::Shutdown => "SHUTDOWN",
         ErrorKind::CrossSlot => "CROSS_SLOT",
+        ErrorKind::Tls => "TLS",
+        ErrorKind::NotReplicated => "NOT_REPLICATED",
         _ => "REDIS",
     }
 }
