@@ -12,8 +12,14 @@ use std::{
 };
 
 use crate::{
-    config::Config, core::Core, error::Result, latches::LatchSweeper, owner::Owner, pubsub::PubSub,
-    stats::Stats, watchdog::Watchdog,
+    config::Config,
+    core::{Core, Target},
+    error::Result,
+    latches::LatchSweeper,
+    owner::Owner,
+    pubsub::PubSub,
+    stats::Stats,
+    watchdog::Watchdog,
 };
 
 pub(crate) struct ClientInner {
@@ -60,8 +66,11 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects to the Redis server at `url` (`redis://[user:password@]host:port[/db]`), or to a
-    /// Redis Cluster with `redis-cluster://host:port[?node=host:port...]`.
+    /// Connects to the Redis server at `url` (`redis://[user:password@]host:port[/db]`,
+    /// `rediss://` for TLS with the `tls` feature), to a Redis Cluster with
+    /// `redis-cluster://host:port[?node=host:port...]`, or through Sentinel with
+    /// `redis-sentinel://host:26379?sentinelServiceName=MASTER[&node=host:port...]`. Any other
+    /// scheme is refused with [`InvalidArgument`](crate::Error::InvalidArgument).
     ///
     /// Must be called inside a Tokio runtime; the client's background tasks run on it.
     ///
@@ -95,9 +104,40 @@ impl Client {
         Self::start(seeds, config).await
     }
 
+    /// Connects through Redis Sentinel (Redisson's `useSentinelServers()`): `master` is the
+    /// monitored master's name, each sentinel a `redis://host:port` URL (`rediss://` for TLS; a
+    /// user and password in them are the sentinels' own, as
+    /// [`Config::sentinel_password`](crate::Config::sentinel_password)). The data nodes'
+    /// credentials and database come from the [`Config`]
+    /// ([`password`](crate::Config::password), [`username`](crate::Config::username),
+    /// [`database`](crate::Config::database)).
+    ///
+    /// The client asks the sentinels for the master, checks its role, and after a failover
+    /// reconnects to the new master (commands, renewals, releases and the subscriber). A
+    /// `READONLY` reply from a demoted master is retried on the new one (a lock script that got
+    /// it wrote nothing). A single `redis-sentinel://s1:26379?sentinelServiceName=M&node=s2:26379`
+    /// URL given to [`connect`](Self::connect) does the same.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect).
+    ///
+    /// # Cancel safety
+    /// As [`connect`](Self::connect).
+    pub async fn connect_sentinel(
+        master: &str,
+        sentinels: &[&str],
+        config: Config,
+    ) -> Result<Client> {
+        Self::start_target(Target::Sentinel { master, sentinels }, config).await
+    }
+
     async fn start(urls: &[&str], config: Config) -> Result<Client> {
+        Self::start_target(Target::Urls(urls), config).await
+    }
+
+    async fn start_target(target: Target<'_>, config: Config) -> Result<Client> {
         crate::observe::describe();
-        let (core, sub) = Core::connect(urls, config).await?;
+        let (core, sub) = Core::connect(target, config).await?;
 
         let core = Arc::new(core);
         let inner = ClientInner {

@@ -1,6 +1,6 @@
 //! Client configuration, named after Redisson's `Config` (snake case, same defaults).
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use crate::error::{Error, Result};
 
@@ -91,6 +91,166 @@ pub enum ShardedSubscriptionMode {
     Both,
 }
 
+/// A password or other secret. Its `Debug` and `Display` print `<redacted>`, never the value.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(Arc::from(value.into()))
+    }
+
+    /// The secret itself (pass it on, never log it).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Secret::new(s)
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret::new(s)
+    }
+}
+
+/// PEM data, in a file or in memory.
+#[derive(Clone)]
+pub(crate) enum Pem {
+    File(PathBuf),
+    Bytes(Arc<[u8]>),
+}
+
+impl Pem {
+    /// The PEM bytes (reads the file).
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) fn read(&self, what: &str) -> Result<Vec<u8>> {
+        match self {
+            Pem::Bytes(b) => Ok(b.to_vec()),
+            Pem::File(path) => std::fs::read(path).map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "cannot read the {what} file {}: {e}",
+                    path.display()
+                ))
+            }),
+        }
+    }
+}
+
+impl fmt::Debug for Pem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pem::File(p) => write!(f, "file {}", p.display()),
+            Pem::Bytes(b) => write!(f, "{} PEM bytes", b.len()),
+        }
+    }
+}
+
+/// TLS settings for `rediss://` connections (needs the crate feature `tls`; rustls, no OpenSSL).
+///
+/// Without a CA the platform's root certificates are trusted. The server's name is always
+/// verified against its certificate, unless
+/// [`dangerous_skip_server_name_check_for_tests`](Self::dangerous_skip_server_name_check_for_tests)
+/// says otherwise. A `rediss://` URL never falls back to plain text.
+///
+/// ```
+/// use redisson_lock::{Config, TlsSettings};
+/// let config = Config::default().tls(TlsSettings::new().ca_file("/etc/redis/ca.pem"));
+/// assert!(config.get_tls().is_some());
+/// ```
+#[derive(Clone, Default)]
+pub struct TlsSettings {
+    pub(crate) ca: Option<Pem>,
+    pub(crate) client_cert: Option<Pem>,
+    pub(crate) client_key: Option<Pem>,
+    pub(crate) skip_server_name_check: bool,
+}
+
+impl TlsSettings {
+    /// Trust the platform's roots, verify the server's name.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Trust the CA certificate(s) in this PEM file (instead of the platform's roots).
+    #[must_use]
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca = Some(Pem::File(path.into()));
+        self
+    }
+
+    /// Trust the CA certificate(s) in these PEM bytes (instead of the platform's roots).
+    #[must_use]
+    pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca = Some(Pem::Bytes(Arc::from(pem.into())));
+        self
+    }
+
+    /// Present this client certificate chain and private key (PEM files): mutual TLS.
+    #[must_use]
+    pub fn client_identity_files(
+        mut self,
+        cert: impl Into<PathBuf>,
+        key: impl Into<PathBuf>,
+    ) -> Self {
+        self.client_cert = Some(Pem::File(cert.into()));
+        self.client_key = Some(Pem::File(key.into()));
+        self
+    }
+
+    /// Present this client certificate chain and private key (PEM bytes): mutual TLS.
+    #[must_use]
+    pub fn client_identity_pem(
+        mut self,
+        cert: impl Into<Vec<u8>>,
+        key: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.client_cert = Some(Pem::Bytes(Arc::from(cert.into())));
+        self.client_key = Some(Pem::Bytes(Arc::from(key.into())));
+        self
+    }
+
+    /// **For tests only.** Accept a server certificate issued for another name (the chain and
+    /// the validity dates are still checked). Anyone who can get any certificate from the same
+    /// CA can then impersonate the server.
+    #[must_use]
+    pub fn dangerous_skip_server_name_check_for_tests(mut self) -> Self {
+        self.skip_server_name_check = true;
+        self
+    }
+}
+
+impl fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsSettings")
+            .field("ca", &self.ca)
+            .field("client_cert", &self.client_cert)
+            .field(
+                "client_key",
+                &self.client_key.as_ref().map(|_| "<redacted>"),
+            )
+            .field("skip_server_name_check", &self.skip_server_name_check)
+            .finish()
+    }
+}
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// | Redisson `Config` | here | default |
@@ -107,6 +267,10 @@ pub enum ShardedSubscriptionMode {
 /// | `retryDelay` | [`retry_delay`](Self::retry_delay) | 1 s |
 /// | `shardedSubscriptionMode` (cluster) | [`sharded_subscription_mode`](Self::sharded_subscription_mode) | `Auto` |
 /// | `reconnectionDelay` (bound) | [`reconnect_max_delay`](Self::reconnect_max_delay) | 2 s |
+/// | `username` / `password` | [`username`](Self::username) / [`password`](Self::password) | from the URL |
+/// | `sentinelUsername` / `sentinelPassword` | [`sentinel_username`](Self::sentinel_username) / [`sentinel_password`](Self::sentinel_password) | none |
+/// | `database` | [`database`](Self::database) | from the URL, else 0 |
+/// | `sslTruststore`, `sslKeystore`, `sslEnableEndpointIdentification` | [`tls`](Self::tls) | platform roots, name checked |
 ///
 /// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
 /// Settings are checked by [`validate`](Self::validate) when the client connects.
@@ -136,6 +300,12 @@ pub struct Config {
     pub(crate) retry_delay: Duration,
     pub(crate) reconnect_max_delay: Duration,
     pub(crate) sharded_subscription_mode: ShardedSubscriptionMode,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<Secret>,
+    pub(crate) sentinel_username: Option<String>,
+    pub(crate) sentinel_password: Option<Secret>,
+    pub(crate) database: Option<u8>,
+    pub(crate) tls: Option<TlsSettings>,
 }
 
 impl Default for Config {
@@ -153,6 +323,12 @@ impl Default for Config {
             retry_delay: Duration::from_secs(1),
             reconnect_max_delay: Duration::from_secs(2),
             sharded_subscription_mode: ShardedSubscriptionMode::Auto,
+            username: None,
+            password: None,
+            sentinel_username: None,
+            sentinel_password: None,
+            database: None,
+            tls: None,
         }
     }
 }
@@ -172,6 +348,12 @@ impl fmt::Debug for Config {
             .field("retry_delay", &self.retry_delay)
             .field("sharded_subscription_mode", &self.sharded_subscription_mode)
             .field("reconnect_max_delay", &self.reconnect_max_delay)
+            .field("username", &self.username)
+            .field("password", &self.password)
+            .field("sentinel_username", &self.sentinel_username)
+            .field("sentinel_password", &self.sentinel_password)
+            .field("database", &self.database)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -278,6 +460,70 @@ impl Config {
     pub fn reconnect_max_delay(mut self, delay: Duration) -> Self {
         self.reconnect_max_delay = delay;
         self
+    }
+
+    /// The ACL user for the data nodes (Redisson `username`); overrides the URL's.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn username(mut self, user: impl Into<String>) -> Self {
+        self.username = Some(user.into());
+        self
+    }
+
+    /// The password for the data nodes (Redisson `password`); overrides the URL's. Never shown
+    /// by `Debug`.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn password(mut self, password: impl Into<Secret>) -> Self {
+        self.password = Some(password.into());
+        self
+    }
+
+    /// The ACL user for the sentinels (Redisson `sentinelUsername`).
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn sentinel_username(mut self, user: impl Into<String>) -> Self {
+        self.sentinel_username = Some(user.into());
+        self
+    }
+
+    /// The password for the sentinels (Redisson `sentinelPassword`).
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn sentinel_password(mut self, password: impl Into<Secret>) -> Self {
+        self.sentinel_password = Some(password.into());
+        self
+    }
+
+    /// The database (Redisson `database`); overrides the URL's. Not on a cluster.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn database(mut self, db: u8) -> Self {
+        self.database = Some(db);
+        self
+    }
+
+    /// TLS settings for `rediss://` URLs (crate feature `tls`). Setting them does not turn TLS on
+    /// for a `redis://` URL: the scheme decides, so a URL never means less than it says.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn tls(mut self, tls: TlsSettings) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// See [`username`](Self::username).
+    pub fn get_username(&self) -> Option<&str> {
+        self.username.as_deref()
+    }
+
+    /// See [`sentinel_username`](Self::sentinel_username).
+    pub fn get_sentinel_username(&self) -> Option<&str> {
+        self.sentinel_username.as_deref()
+    }
+
+    /// See [`database`](Self::database).
+    pub fn get_database(&self) -> Option<u8> {
+        self.database
+    }
+
+    /// See [`tls`](Self::tls).
+    pub fn get_tls(&self) -> Option<&TlsSettings> {
+        self.tls.as_ref()
     }
 
     /// The configured watchdog timeout (same as
@@ -533,6 +779,26 @@ mod tests {
         assert_eq!(c.get_retry_attempts(), 6);
         assert_eq!(c.get_retry_delay(), Duration::from_millis(8));
         assert_eq!(c.get_reconnect_max_delay(), Duration::from_millis(900));
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug() {
+        let c = Config::default()
+            .username("alice")
+            .password("pw-S3cret-1")
+            .sentinel_username("sam")
+            .sentinel_password("pw-S3cret-2")
+            .tls(
+                TlsSettings::new()
+                    .ca_pem(b"-----BEGIN CERTIFICATE-----".to_vec())
+                    .client_identity_pem(b"cert".to_vec(), b"pw-S3cret-3".to_vec()),
+            );
+        let shown = format!("{c:?} {c:#?} {}", Secret::new("pw-S3cret-4"));
+        for s in ["pw-S3cret-1", "pw-S3cret-2", "pw-S3cret-3", "pw-S3cret-4"] {
+            assert!(!shown.contains(s), "{s} in {shown}");
+        }
+        assert!(shown.contains("alice") && shown.contains("<redacted>"));
+        assert_eq!(c.password.as_ref().map(Secret::expose), Some("pw-S3cret-1"));
     }
 
     #[test]

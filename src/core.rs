@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use fred::{
     clients::{Client as FredClient, SubscriberClient},
     interfaces::{ClientLike, HashesInterface, KeysInterface, LuaInterface, PubsubInterface},
@@ -18,7 +20,7 @@ use crate::{
     error::{Error, Failure, Result},
     scripts::{ScriptCall, Scripts},
     ttl::Ttl,
-    url::{Deployment, RedisUrl},
+    url::{without_tls, Deployment, RedisUrl},
 };
 
 /// How unlock messages travel, resolved at connect: classic `PUBLISH`/`SUBSCRIBE`, sharded
@@ -64,8 +66,46 @@ pub(crate) fn one_slot(keys: &[Key]) -> bool {
     }
 }
 
-/// The fred configuration for a URL, or for cluster seeds (`redis://` URLs of some nodes).
-fn fred_config(urls: &[&str]) -> Result<(FredConfig, bool)> {
+/// Where a client connects.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// One URL (server, `redis-sentinel://`, `redis-cluster://`), or several cluster seeds.
+    Urls(&'a [&'a str]),
+    /// Redis Sentinel (Redisson `useSentinelServers`): the master's name and the sentinels'
+    /// `redis://` (or `rediss://`) URLs.
+    Sentinel {
+        master: &'a str,
+        sentinels: &'a [&'a str],
+    },
+}
+
+/// What the client is connected to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    Standalone,
+    Sentinel,
+    Cluster,
+}
+
+/// fred's URL parse (of the plain-scheme form: TLS is set by [`apply`]). fred's URL errors may
+/// echo the URL, which can hold a password: only the kind is reported (the URL passed
+/// [`RedisUrl::parse`] already, so this does not happen in practice).
+fn from_url(u: &str) -> Result<FredConfig> {
+    FredConfig::from_url(&without_tls(u))
+        .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL ({:?})", e.kind())))
+}
+
+/// The fred configuration for a target, with the settings of `config` applied.
+fn fred_config(target: Target<'_>, config: &Config) -> Result<(FredConfig, Topology)> {
+    let (mut fred, topology, tls) = match target {
+        Target::Urls(urls) => urls_config(urls)?,
+        Target::Sentinel { master, sentinels } => sentinel_config(master, sentinels)?,
+    };
+    apply(&mut fred, topology, tls, config)?;
+    Ok((fred, topology))
+}
+
+fn urls_config(urls: &[&str]) -> Result<(FredConfig, Topology, bool)> {
     let first = *urls
         .first()
         .ok_or_else(|| Error::InvalidArgument("no Redis URL given".into()))?;
@@ -73,17 +113,17 @@ fn fred_config(urls: &[&str]) -> Result<(FredConfig, bool)> {
         .iter()
         .map(|u| RedisUrl::parse(u))
         .collect::<Result<Vec<_>>>()?;
-    // fred's URL errors may echo the URL, which can hold a password: report the kind only.
-    let from_url = |u: &str| {
-        FredConfig::from_url(u)
-            .map_err(|e| Error::InvalidArgument(format!("invalid Redis URL ({:?})", e.kind())))
-    };
     if urls.len() == 1 {
-        parsed[0].check_supported()?;
-        let clustered = parsed[0].deployment() == Deployment::Cluster;
-        return Ok((from_url(first)?, clustered));
+        let p = &parsed[0];
+        p.check_supported()?;
+        let topology = match p.deployment() {
+            Deployment::Standalone => Topology::Standalone,
+            Deployment::Sentinel => Topology::Sentinel,
+            Deployment::Cluster => Topology::Cluster,
+        };
+        return Ok((from_url(first)?, topology, p.tls()));
     }
-    // Several seeds: plain redis:// URLs of cluster nodes (Redisson's addNodeAddress list).
+    // Several seeds: redis:// (or rediss://) URLs of cluster nodes (Redisson's addNodeAddress).
     for p in &parsed {
         if p.deployment() != Deployment::Standalone {
             return Err(Error::InvalidArgument(format!(
@@ -93,22 +133,147 @@ fn fred_config(urls: &[&str]) -> Result<(FredConfig, bool)> {
         }
         p.check_supported()?;
     }
-    let mut config = from_url(first)?;
+    let tls = parsed[0].tls();
+    if parsed.iter().any(|p| p.tls() != tls) {
+        return Err(Error::InvalidArgument(
+            "cluster seeds mix TLS and plain URLs; use rediss:// for all or none".into(),
+        ));
+    }
+    let mut fred = from_url(first)?;
     let hosts = parsed
         .iter()
         .flat_map(|p| p.hosts().iter().map(|h| (h.host.clone(), h.port)))
         .collect();
-    config.server = ServerConfig::new_clustered(hosts);
-    Ok((config, true))
+    fred.server = ServerConfig::new_clustered(hosts);
+    Ok((fred, Topology::Cluster, tls))
+}
+
+/// Sentinel: each sentinel is a `redis://host:port` (or `rediss://`) URL; a user and password
+/// in them are the sentinels' credentials (the data nodes' come from the [`Config`]).
+fn sentinel_config(master: &str, sentinels: &[&str]) -> Result<(FredConfig, Topology, bool)> {
+    if master.trim().is_empty() {
+        return Err(Error::InvalidArgument(
+            "the Sentinel master name is empty".into(),
+        ));
+    }
+    if sentinels.is_empty() {
+        return Err(Error::InvalidArgument("no sentinel address given".into()));
+    }
+    let parsed = sentinels
+        .iter()
+        .map(|u| RedisUrl::parse(u))
+        .collect::<Result<Vec<_>>>()?;
+    for p in &parsed {
+        if p.deployment() != Deployment::Standalone {
+            return Err(Error::InvalidArgument(format!(
+                "sentinels are listed as redis:// (or rediss://) URLs, not {}://",
+                p.scheme()
+            )));
+        }
+        if p.database().is_some() {
+            return Err(Error::InvalidArgument(
+                "a sentinel URL names a database; set the data nodes' database with \
+                 Config::database"
+                    .into(),
+            ));
+        }
+        p.check_supported()?;
+    }
+    let tls = parsed[0].tls();
+    if parsed.iter().any(|p| p.tls() != tls) {
+        return Err(Error::InvalidArgument(
+            "sentinel URLs mix TLS and plain; use rediss:// for all or none".into(),
+        ));
+    }
+    let mut fred = from_url(sentinels[0])?;
+    let (username, password) = (fred.username.take(), fred.password.take());
+    fred.server = ServerConfig::Sentinel {
+        hosts: parsed
+            .iter()
+            .flat_map(|p| p.hosts().iter())
+            .map(|h| fred::types::config::Server::new(h.host.as_str(), h.port))
+            .collect(),
+        service_name: master.to_owned(),
+        username,
+        password,
+    };
+    Ok((fred, Topology::Sentinel, tls))
+}
+
+/// The [`Config`] settings that override the URL: credentials, database, TLS.
+fn apply(fred: &mut FredConfig, topology: Topology, tls: bool, config: &Config) -> Result<()> {
+    if let Some(user) = &config.username {
+        fred.username = Some(user.clone());
+    }
+    if let Some(password) = &config.password {
+        fred.password = Some(password.expose().to_owned());
+    }
+    if let Some(db) = config.database {
+        if topology == Topology::Cluster {
+            return Err(Error::InvalidArgument(
+                "Config::database is set, but a Redis Cluster has only database 0".into(),
+            ));
+        }
+        fred.database = Some(db);
+    }
+    if config.sentinel_username.is_some() || config.sentinel_password.is_some() {
+        match &mut fred.server {
+            ServerConfig::Sentinel {
+                username, password, ..
+            } => {
+                if let Some(u) = &config.sentinel_username {
+                    *username = Some(u.clone());
+                }
+                if let Some(p) = &config.sentinel_password {
+                    *password = Some(p.expose().to_owned());
+                }
+            }
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "sentinel credentials are set, but the target is not Sentinel".into(),
+                ))
+            }
+        }
+    }
+    if !tls {
+        if config.tls.is_some() {
+            return Err(Error::InvalidArgument(
+                "TLS settings are given but the URL is not a TLS one; use rediss:// (a plain \
+                 redis:// URL is never upgraded silently)"
+                    .into(),
+            ));
+        }
+        #[cfg(feature = "tls")]
+        {
+            fred.tls = None;
+        }
+        return Ok(());
+    }
+    #[cfg(feature = "tls")]
+    {
+        let settings = config.tls.clone().unwrap_or_default();
+        fred.tls = Some(crate::tls::fred_tls(&settings)?);
+        Ok(())
+    }
+    #[cfg(not(feature = "tls"))]
+    {
+        Err(Error::InvalidArgument(
+            "a TLS URL needs the `tls` feature of redisson-lock".into(),
+        ))
+    }
 }
 
 impl Core {
     /// Connects the command connection and a subscriber connection to the server at `url`
     /// (or, with several URLs, to the cluster they are seeds of), loads every script, and
     /// returns the core with the (initialised) subscriber client.
-    pub(crate) async fn connect(urls: &[&str], config: Config) -> Result<(Core, SubscriberClient)> {
+    pub(crate) async fn connect(
+        target: Target<'_>,
+        config: Config,
+    ) -> Result<(Core, SubscriberClient)> {
         config.validate()?;
-        let (redis_config, clustered) = fred_config(urls)?;
+        let (redis_config, topology) = fred_config(target, &config)?;
+        let clustered = topology == Topology::Cluster;
         let mut builder = Builder::from_config(redis_config);
         builder
             .with_performance_config(|p| {
@@ -246,23 +411,47 @@ impl Core {
                 lock: lock.to_owned(),
             });
         }
+        // A master demoted by a failover answers READONLY (fred then reconnects, through the
+        // sentinels, to the new master). A script that got READONLY wrote nothing (its first
+        // write failed, and the script stopped there), so sending it again is safe; it is
+        // retried within the command timeout and never surfaces as a lock error.
+        let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
+        let mut pause = Duration::from_millis(20);
+        loop {
+            match self.run_once(&call).await {
+                Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
+                    log::info!(
+                        "lock {lock}: the server is no longer the master ({}); retrying on the \
+                         new master",
+                        e.details().split_whitespace().next().unwrap_or("READONLY")
+                    );
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(250));
+                }
+                other => return other.map_err(|e| Error::from_redis(e, lock)),
+            }
+        }
+    }
+
+    async fn run_once(&self, call: &ScriptCall) -> std::result::Result<Value, fred::error::Error> {
         let sha1 = self.scripts.sha1(call.script);
         let first = self
             .redis
             .evalsha::<Value, _, _, _>(sha1, call.keys.clone(), call.args.clone())
             .await;
-        let reply = match first {
+        match first {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 log::debug!(
                     "script {:?} missing on the server, sending it again",
                     call.script
                 );
                 let source = self.scripts.source(call.script);
-                self.redis.eval(source, call.keys, call.args).await
+                self.redis
+                    .eval(source, call.keys.clone(), call.args.clone())
+                    .await
             }
             other => other,
-        };
-        reply.map_err(|e| Error::from_redis(e, lock))
+        }
     }
 
     /// Runs a script that answers an array of integers (the renewal flags).
@@ -332,6 +521,15 @@ impl Core {
     }
 }
 
+/// A reply of a server that is not (or no longer) a writable master: `READONLY` (a replica, e.g.
+/// a master demoted by a failover), `MASTERDOWN` (a replica that lost its master), `LOADING`.
+fn is_demoted(e: &fred::error::Error) -> bool {
+    let d = e.details();
+    ["READONLY", "MASTERDOWN", "LOADING"].iter().any(|p| {
+        d.starts_with(p) || d.contains(&format!(": {p} ")) || d.contains(&format!("-{p} "))
+    })
+}
+
 /// An error for a reply the scripts never give.
 pub(crate) fn unexpected(lock: &str, what: impl std::fmt::Display) -> Error {
     Error::Redis(Failure::new(format!(
@@ -347,7 +545,9 @@ async fn init<C: ClientLike>(client: &C, timeout: Duration) -> Result<()> {
             Err(Error::from_redis(e, ""))
         }
         Err(_) => {
-            let _ = client.quit().await;
+            // A handshake that never completes (e.g. TLS against a plain server, which waits
+            // for a line end) must not hold the caller past the connect timeout.
+            let _ = tokio::time::timeout(Duration::from_millis(500), client.quit()).await;
             Err(Error::Connection(
                 format!("could not connect to Redis within {timeout:?}").into(),
             ))

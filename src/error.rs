@@ -84,6 +84,9 @@ pub enum Error {
         /// The raw lock name in Redis.
         lock: String,
     },
+    /// The TLS handshake failed: an untrusted or expired certificate, a certificate for another
+    /// name, a server that does not speak TLS, or bad client TLS material. Not retried.
+    Tls(Failure),
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
@@ -120,6 +123,8 @@ pub enum ErrorKind {
     CrossSlot,
     /// [`Error::NotAcquired`].
     NotAcquired,
+    /// [`Error::Tls`].
+    Tls,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -192,6 +197,7 @@ impl Error {
             Error::Redis(_) => ErrorKind::Redis,
             Error::CrossSlot { .. } => ErrorKind::CrossSlot,
             Error::NotAcquired { .. } => ErrorKind::NotAcquired,
+            Error::Tls(_) => ErrorKind::Tls,
         }
     }
 
@@ -233,15 +239,56 @@ impl Error {
         if details.contains("NOPERM") || matches!(err.kind(), K::Auth) {
             return Error::PermissionDenied(Failure::with_source(details, err));
         }
+        if is_tls_kind(&err) || is_tls_failure(&details) {
+            return Error::Tls(Failure::with_source(
+                format!("TLS handshake failed: {details}"),
+                err,
+            ));
+        }
         match err.kind() {
             K::Timeout => Error::Timeout(Failure::with_source(
                 format!("Redis did not answer in time: {details}"),
                 err,
             )),
-            K::IO | K::Canceled => Error::Connection(Failure::with_source(details, err)),
+            K::IO | K::Canceled | K::Sentinel => {
+                Error::Connection(Failure::with_source(details, err))
+            }
             _ => Error::Redis(Failure::with_source(details, err)),
         }
     }
+}
+
+#[cfg(feature = "tls")]
+fn is_tls_kind(err: &fred::error::Error) -> bool {
+    matches!(err.kind(), fred::error::ErrorKind::Tls)
+}
+
+#[cfg(not(feature = "tls"))]
+fn is_tls_kind(_: &fred::error::Error) -> bool {
+    false
+}
+
+/// `true` for the texts rustls gives when a handshake fails (fred passes them on as I/O errors).
+fn is_tls_failure(details: &str) -> bool {
+    [
+        // rustls's errors, by Display and by Debug (fred passes the Debug form of the I/O error).
+        "invalid peer certificate",
+        "InvalidCertificate(",
+        "received corrupt message",
+        "InvalidMessage(",
+        "InvalidContentType",
+        "peer is incompatible",
+        "PeerIncompatible(",
+        "PeerMisbehaved(",
+        "received fatal alert",
+        "AlertReceived(",
+        "InappropriateHandshakeMessage",
+        "InappropriateMessage",
+        "NoCertificatesPresented",
+        "invalid dnsname",
+    ]
+    .iter()
+    .any(|needle| details.contains(needle))
 }
 
 impl fmt::Display for Error {
@@ -270,6 +317,7 @@ impl fmt::Display for Error {
             Error::NotAcquired { lock, wait } => {
                 write!(f, "lock '{lock}' was not acquired within {wait:?}")
             }
+            Error::Tls(m) => write!(f, "TLS error: {m}"),
         }
     }
 }
@@ -281,6 +329,7 @@ impl std::error::Error for Error {
             | Error::Connection(f)
             | Error::Ambiguous(f)
             | Error::PermissionDenied(f)
+            | Error::Tls(f)
             | Error::Redis(f) => f
                 .source
                 .as_ref()

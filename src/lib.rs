@@ -48,12 +48,16 @@ mod owner;
 mod pubsub;
 mod scripts;
 mod stats;
+#[cfg(feature = "tls")]
+mod tls;
 mod ttl;
 mod url;
 mod watchdog;
 
 pub use client::Client;
-pub use config::{Config, NameMapper, PrefixNameMapper, ShardedSubscriptionMode, MAX_MILLIS};
+pub use config::{
+    Config, NameMapper, PrefixNameMapper, Secret, ShardedSubscriptionMode, TlsSettings, MAX_MILLIS,
+};
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
     AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Guard,

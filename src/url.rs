@@ -21,8 +21,9 @@
 //! exists to refuse both. Unix sockets (`redis+unix://`) need fred's `unix-sockets` feature,
 //! which this crate does not enable.
 //!
-//! [`RedisUrl::check_supported`] then says whether this crate can use the deployment today
-//! (one server, no TLS).
+//! [`RedisUrl::check_supported`] then says whether this build can use it: every deployment is
+//! supported; a TLS scheme needs the crate feature `tls` and is refused without it (never
+//! silently connected in plain text).
 
 use std::fmt;
 
@@ -88,7 +89,12 @@ const SCHEMES: [(&str, Deployment, bool); 12] = [
 
 /// The query parameters fred reads, per deployment (a standalone URL takes none).
 const CLUSTER_PARAMS: &[&str] = &["node"];
-const SENTINEL_PARAMS: &[&str] = &["node", "sentinelServiceName"];
+const SENTINEL_PARAMS: &[&str] = &[
+    "node",
+    "sentinelServiceName",
+    "sentinelUsername",
+    "sentinelPassword",
+];
 
 fn invalid(message: String) -> Error {
     Error::InvalidArgument(message)
@@ -105,7 +111,7 @@ impl RedisUrl {
         };
         parts.check_shape(scheme, deployment)?;
 
-        let config = FredConfig::from_url(url).map_err(|e| {
+        let config = FredConfig::from_url(&without_tls(url)).map_err(|e| {
             let details = parts.without_secrets(explain(e.details()));
             invalid(format!("invalid {scheme}:// URL: {details}"))
         })?;
@@ -156,23 +162,17 @@ impl RedisUrl {
         })
     }
 
-    /// Refuses what this crate cannot use yet: TLS, Sentinel and Cluster. Only a plain
-    /// connection to one server passes.
+    /// Refuses what this build cannot do: TLS without the crate feature `tls` (the connection
+    /// would not be encrypted). Every deployment is supported.
     pub(crate) fn check_supported(&self) -> Result<()> {
         let scheme = self.scheme;
-        if self.tls {
+        if self.tls && !cfg!(feature = "tls") {
             return Err(invalid(format!(
-                "{scheme}:// asks for TLS, which this crate does not support yet (it is built \
-                 without fred's TLS features, so the connection would not be encrypted)"
+                "{scheme}:// asks for TLS, but this build of redisson-lock lacks the `tls` \
+                 feature (it will not connect in plain text instead)"
             )));
         }
-        match self.deployment {
-            Deployment::Standalone => Ok(()),
-            Deployment::Sentinel => Err(invalid(format!(
-                "{scheme}:// (Sentinel) is not supported yet: connect to the master with redis://"
-            ))),
-            Deployment::Cluster => Ok(()),
-        }
+        Ok(())
     }
 }
 
@@ -240,6 +240,29 @@ impl fmt::Display for RedisUrl {
             write!(f, " (master {name})")?;
         }
         Ok(())
+    }
+}
+
+/// The same URL with its TLS scheme swapped for the plain one (`rediss-sentinel` →
+/// `redis-sentinel`), for fred's parser: with a TLS feature on, fred would otherwise build a
+/// default TLS connector (reading the platform's roots) just to parse. The crate sets the TLS
+/// connector itself from the scheme it checked.
+pub(crate) fn without_tls(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let lower = scheme.to_ascii_lowercase();
+            let plain = match lower.as_str() {
+                "rediss" => "redis",
+                "valkeys" => "valkey",
+                "rediss-sentinel" => "redis-sentinel",
+                "valkeys-sentinel" => "valkey-sentinel",
+                "rediss-cluster" => "redis-cluster",
+                "valkeys-cluster" => "valkey-cluster",
+                _ => return url.to_owned(),
+            };
+            format!("{plain}://{rest}")
+        }
+        None => url.to_owned(),
     }
 }
 
@@ -335,8 +358,7 @@ impl<'a> Parts<'a> {
     }
 
     /// Checks what fred would silently ignore: a fragment, query parameters the deployment does
-    /// not read, Sentinel credentials (fred's `sentinel-auth` feature is off), a database on a
-    /// cluster.
+    /// not read, a database on a cluster.
     fn check_shape(&self, scheme: &str, deployment: Deployment) -> Result<()> {
         if self.has_fragment {
             return Err(invalid(format!(
@@ -355,12 +377,6 @@ impl<'a> Parts<'a> {
             .filter(|p| !p.is_empty())
         {
             let key = percent_decode(pair.split_once('=').map_or(pair, |(k, _)| k));
-            if key == "sentinelUsername" || key == "sentinelPassword" {
-                return Err(invalid(format!(
-                    "{scheme}:// URL sets {key}, but separate Sentinel credentials are not \
-                     supported (fred's sentinel-auth feature is off)"
-                )));
-            }
             if !allowed.contains(&key.as_str()) {
                 // Known names are echoed; an unknown one is not (it could be a secret).
                 let shown = if CLUSTER_PARAMS.contains(&key.as_str())
@@ -515,12 +531,29 @@ mod tests {
     }
 
     #[test]
-    fn tls_is_recognised_but_not_supported_yet() {
-        let u = ok("rediss://h:6380");
-        assert!(u.tls());
-        assert_eq!(u.deployment(), Deployment::Standalone);
-        let e = u.check_supported().unwrap_err().to_string();
-        assert!(e.contains("rediss://") && e.contains("TLS"), "{e}");
+    fn tls_urls_need_the_tls_feature() {
+        for url in [
+            "rediss://h:6380",
+            "valkeys://h",
+            "rediss-cluster://h",
+            "rediss-sentinel://h?sentinelServiceName=m",
+        ] {
+            let u = ok(url);
+            assert!(u.tls());
+            let r = u.check_supported();
+            if cfg!(feature = "tls") {
+                r.unwrap();
+            } else {
+                let e = r.unwrap_err().to_string();
+                assert!(
+                    e.contains(&format!("{}://", u.scheme())) && e.contains("tls"),
+                    "{e}"
+                );
+            }
+        }
+        assert_eq!(without_tls("RediSS://h:1"), "redis://h:1");
+        assert_eq!(without_tls("rediss-sentinel://h"), "redis-sentinel://h");
+        assert_eq!(without_tls("redis://h"), "redis://h");
     }
 
     #[test]
@@ -551,8 +584,7 @@ mod tests {
             u.to_string(),
             "redis-sentinel://<credentials>@s1:26380,s2:26379,s3:26381/1 (master mymaster)"
         );
-        let e = u.check_supported().unwrap_err().to_string();
-        assert!(e.contains("Sentinel"), "{e}");
+        u.check_supported().unwrap();
 
         let u = ok("redis-sentinel://s1?sentinelServiceName=m");
         assert_eq!(u.hosts(), [host("s1", 26379)], "Sentinel's default port");
@@ -639,10 +671,9 @@ mod tests {
         err("redis://h?protocol=resp3");
         let e = err("redis-cluster://h?sentinelServiceName=m");
         assert!(e.contains("takes only node"), "{e}");
-        let e = err("redis-sentinel://h?sentinelServiceName=m&sentinelUsername=bob");
-        assert!(e.contains("sentinelUsername"), "{e}");
+        ok("redis-sentinel://h?sentinelServiceName=m&sentinelUsername=bob&sentinelPassword=x");
         // Percent-encoded names are decoded, as fred does.
-        err("redis-sentinel://h?sentinelServiceName=m&sentinel%50assword=x");
+        err("redis://h?sentinel%50assword=x");
         err("redis://h#frag");
     }
 
@@ -654,6 +685,7 @@ mod tests {
             format!("rediss://alice:{SECRET}@[::1]:6380"),
             format!("redis-sentinel://u:{SECRET}@s1?sentinelServiceName=m&node=s2:1"),
             format!("redis-cluster://u:{SECRET}@c1:7000?node=c2:7001"),
+            format!("redis-sentinel://u:{SECRET}@s1?sentinelServiceName=m&sentinelUsername=u&sentinelPassword={SECRET}"),
             // Percent-encoded: neither the written nor the decoded form may show.
             "redis://alice:S3cr%40t-pw@h".to_owned(),
         ] {
@@ -688,7 +720,8 @@ mod tests {
             format!("redis://alice:pa?{SECRET}@h"),
             format!("redis://alice:pa/{SECRET}@h"),
             // Secrets in the query.
-            format!("redis-sentinel://h?sentinelServiceName=m&sentinelPassword={SECRET}"),
+            format!("redis://h?sentinelPassword={SECRET}"),
+            format!("redis-sentinel://h?sentinelPassword={SECRET}&node=x:{SECRET}"),
             format!("redis://h?{SECRET}=1"),
             format!("redis://h?x={SECRET}"),
         ] {

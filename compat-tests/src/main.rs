@@ -53,6 +53,9 @@ struct Args {
     timeout_ms: u64,
     cluster: bool,
     sharded: ShardedSubscriptionMode,
+    sentinel: Option<String>,
+    tls_ca: Option<String>,
+    replica_sync_ms: u64,
     url: String,
 }
 
@@ -64,6 +67,9 @@ fn parse_args() -> Result<Args, String> {
         timeout_ms: 3_000,
         cluster: false,
         sharded: ShardedSubscriptionMode::Auto,
+        sentinel: None,
+        tls_ca: None,
+        replica_sync_ms: 0,
         url: String::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -88,6 +94,11 @@ fn parse_args() -> Result<Args, String> {
                     _ => return Err("--sharded-pubsub takes auto, on, off or both".into()),
                 }
             }
+            "--replica-sync-ms" => a.replica_sync_ms = num("--replica-sync-ms")?,
+            "--sentinel" => {
+                a.sentinel = Some(it.next().ok_or("--sentinel needs the master's name")?)
+            }
+            "--tls-ca" => a.tls_ca = Some(it.next().ok_or("--tls-ca needs a PEM file")?),
             url if !url.starts_with("--") => a.url = url.to_owned(),
             other => return Err(format!("unknown option {other}")),
         }
@@ -107,17 +118,29 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let config = Config::default()
+    if args.replica_sync_ms > 0 {
+        emit("- ready ERR UNSUPPORTED: replica-synced acquisition is not implemented yet");
+        std::process::exit(2);
+    }
+    let mut config = Config::default()
         .lock_watchdog_timeout(Duration::from_millis(args.watchdog_ms))
         .fair_lock_wait_timeout(Duration::from_millis(args.fair_wait_ms))
         .lock_watchdog_batch_size(args.batch)
         .timeout(Duration::from_millis(args.timeout_ms))
         .sharded_subscription_mode(args.sharded);
-    let connected = if args.cluster {
-        let seeds: Vec<&str> = args.url.split(',').collect();
-        Client::connect_cluster(&seeds, config).await
-    } else {
-        Client::connect(&args.url, config).await
+    if let Some(ca) = &args.tls_ca {
+        config = config.tls(redisson_lock::TlsSettings::new().ca_file(ca));
+    }
+    let connected = match &args.sentinel {
+        Some(master) => {
+            let sentinels: Vec<&str> = args.url.split(',').collect();
+            Client::connect_sentinel(master, &sentinels, config).await
+        }
+        None if args.cluster => {
+            let seeds: Vec<&str> = args.url.split(',').collect();
+            Client::connect_cluster(&seeds, config).await
+        }
+        None => Client::connect(&args.url, config).await,
     };
     let client = match connected {
         Ok(c) => c,
@@ -402,6 +425,7 @@ fn kind_word(e: &Error) -> &'static str {
         ErrorKind::LockLost => "LOCK_LOST",
         ErrorKind::Shutdown => "SHUTDOWN",
         ErrorKind::CrossSlot => "CROSS_SLOT",
+        ErrorKind::Tls => "TLS",
         _ => "REDIS",
     }
 }

@@ -1,0 +1,285 @@
+//! Test rig for Redis Sentinel: one master, two replicas (`--replicaof`,
+//! `repl-diskless-sync-delay 0`, ready when the master lists both `state=online`) and three
+//! sentinels (`redis-server sentinel.conf --sentinel`, `down-after-milliseconds 1000`,
+//! `failover-timeout 3000`), all on free loopback ports and stopped by PID.
+#![allow(dead_code)]
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use crate::common::redis_server::{free_port, RedisServer};
+
+pub const MASTER_NAME: &str = "mymaster";
+pub const DOWN_AFTER_MS: u64 = 1000;
+pub const FAILOVER_TIMEOUT_MS: u64 = 3000;
+
+/// One reply of `redis-cli` (raw output, trimmed).
+pub fn cli(port: u16, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// `redis-cli` with a password (`--user`/`--pass`), warnings silenced.
+pub fn cli_auth(port: u16, user: &str, pass: &str, args: &[&str]) -> String {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["--user", user, "--pass", pass, "--no-auth-warning"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run redis-cli");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+pub fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+struct SentinelProcess {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl Drop for SentinelProcess {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Optional passwords: `data` for the master and replicas (`requirepass` + `masterauth`),
+/// `sentinel` for the sentinels themselves (`requirepass` in sentinel.conf).
+#[derive(Default, Clone)]
+pub struct Auth {
+    pub data: Option<String>,
+    pub sentinel: Option<String>,
+}
+
+pub struct SentinelSet {
+    /// The servers by index: 0 is the first master, 1 and 2 its replicas. A killed one is
+    /// `None`.
+    pub servers: Vec<Option<RedisServer>>,
+    sentinels: Vec<SentinelProcess>,
+    pub auth: Auth,
+}
+
+impl SentinelSet {
+    pub fn start() -> SentinelSet {
+        Self::start_with(Auth::default())
+    }
+
+    pub fn start_with(auth: Auth) -> SentinelSet {
+        // The readiness check pings without a password: `requirepass` is set once all are up.
+        let common: Vec<String> = vec!["--repl-diskless-sync-delay".into(), "0".into()];
+        let refs = |v: &[String]| v.iter().map(|s| s.to_owned()).collect::<Vec<String>>();
+        let master_args = refs(&common);
+        let master =
+            RedisServer::start_with(&master_args.iter().map(String::as_str).collect::<Vec<_>>());
+        let mport = master.port();
+        let mut servers = vec![Some(master)];
+        for _ in 0..2 {
+            let mut args = refs(&common);
+            args.extend(["--replicaof".into(), "127.0.0.1".into(), mport.to_string()]);
+            let replica =
+                RedisServer::start_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            servers.push(Some(replica));
+        }
+        wait_for("both replicas online", Duration::from_secs(20), || {
+            cli(mport, &["INFO", "replication"])
+                .matches("state=online")
+                .count()
+                == 2
+        });
+        if let Some(p) = &auth.data {
+            for s in servers.iter().flatten() {
+                assert_eq!(
+                    cli(
+                        s.port(),
+                        &["CONFIG", "SET", "masterauth", p, "requirepass", p]
+                    ),
+                    "OK"
+                );
+            }
+        }
+
+        let mut sentinels = Vec::new();
+        for _ in 0..3 {
+            sentinels.push(Self::spawn_sentinel(mport, &auth));
+        }
+        let set = SentinelSet {
+            servers,
+            sentinels,
+            auth,
+        };
+        // Every sentinel knows the two replicas and the two other sentinels (their hello
+        // messages travel through the master every 2 s).
+        wait_for(
+            "sentinels discover each other",
+            Duration::from_secs(30),
+            || {
+                set.sentinel_ports().iter().all(|&p| {
+                    let others = set.sentinel_cli(p, &["SENTINEL", "sentinels", MASTER_NAME]);
+                    let replicas = set.sentinel_cli(p, &["SENTINEL", "replicas", MASTER_NAME]);
+                    others.matches("runid").count() == 2 && replicas.matches("runid").count() == 2
+                })
+            },
+        );
+        set
+    }
+
+    fn spawn_sentinel(master_port: u16, auth: &Auth) -> SentinelProcess {
+        for _ in 0..20 {
+            let port = free_port();
+            if port == 6379 || port == 26379 {
+                continue;
+            }
+            let dir = std::env::temp_dir().join(format!(
+                "redisson-lock-sentinel-{}-{port}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut conf = format!(
+                "port {port}\nbind 127.0.0.1\ndaemonize no\nprotected-mode no\ndir {}\n\
+                 sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 2\n\
+                 sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}\n\
+                 sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}\n\
+                 sentinel parallel-syncs {MASTER_NAME} 2\n",
+                dir.display()
+            );
+            if let Some(p) = &auth.data {
+                conf.push_str(&format!("sentinel auth-pass {MASTER_NAME} {p}\n"));
+            }
+            if let Some(p) = &auth.sentinel {
+                conf.push_str(&format!("requirepass {p}\nsentinel sentinel-pass {p}\n"));
+            }
+            let path = dir.join("sentinel.conf");
+            std::fs::write(&path, conf).unwrap();
+            let mut child = Command::new("redis-server")
+                .arg(&path)
+                .arg("--sentinel")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("run redis-server --sentinel");
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut up = false;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                let pong = match &auth.sentinel {
+                    Some(p) => cli_auth(port, "default", p, &["PING"]),
+                    None => cli(port, &["PING"]),
+                };
+                if pong == "PONG" {
+                    up = true;
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if up {
+                return SentinelProcess {
+                    child: Some(child),
+                    port,
+                    dir,
+                };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("could not start a sentinel");
+    }
+
+    pub fn sentinel_cli(&self, port: u16, args: &[&str]) -> String {
+        match &self.auth.sentinel {
+            Some(p) => cli_auth(port, "default", p, args),
+            None => cli(port, args),
+        }
+    }
+
+    pub fn data_cli(&self, port: u16, args: &[&str]) -> String {
+        match &self.auth.data {
+            Some(p) => cli_auth(port, "default", p, args),
+            None => cli(port, args),
+        }
+    }
+
+    pub fn sentinel_ports(&self) -> Vec<u16> {
+        self.sentinels.iter().map(|s| s.port).collect()
+    }
+
+    /// `redis://127.0.0.1:<port>` of every sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinel_ports()
+            .iter()
+            .map(|p| format!("redis://127.0.0.1:{p}"))
+            .collect()
+    }
+
+    /// The master's port as the (first live) sentinel reports it.
+    pub fn master_port(&self) -> u16 {
+        let reply = self.sentinel_cli(
+            self.sentinels[0].port,
+            &["SENTINEL", "get-master-addr-by-name", MASTER_NAME],
+        );
+        reply
+            .lines()
+            .nth(1)
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no master address in {reply:?}"))
+    }
+
+    /// `kill -9` of the server on `port`; returns its index.
+    pub fn kill_port(&mut self, port: u16) -> usize {
+        let i = self
+            .servers
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.port() == port))
+            .expect("a live server on that port");
+        if let Some(mut s) = self.servers[i].take() {
+            s.kill();
+        }
+        i
+    }
+
+    /// Waits until every sentinel names a master other than `old`, and that server says it is a
+    /// master; returns its port.
+    pub fn await_new_master(&self, old: u16, within: Duration) -> u16 {
+        let mut new = 0;
+        wait_for("the failover", within, || {
+            let ports: Vec<u16> = self
+                .sentinel_ports()
+                .iter()
+                .filter_map(|&p| {
+                    self.sentinel_cli(p, &["SENTINEL", "get-master-addr-by-name", MASTER_NAME])
+                        .lines()
+                        .nth(1)
+                        .and_then(|l| l.trim().parse().ok())
+                })
+                .collect();
+            if ports.len() == 3 && ports.iter().all(|&p| p != old && p == ports[0]) {
+                new = ports[0];
+                self.data_cli(new, &["ROLE"]).starts_with("master")
+            } else {
+                false
+            }
+        });
+        new
+    }
+}

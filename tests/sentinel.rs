@@ -1,0 +1,253 @@
+//! Redis Sentinel: locks, waits and wake-ups before and after `kill -9` of the master and across
+//! a switch-over; a demoted master's READONLY never escapes as a lock error; sentinel and data
+//! node passwords. Run on their own with `cargo test --test sentinel`.
+
+mod common;
+#[path = "common/sentinel.rs"]
+mod sentinel_rig;
+
+use std::time::Duration;
+
+use common::woke_within;
+use redisson_lock::{Client, Config, Error, ErrorKind};
+use sentinel_rig::{Auth, SentinelSet, MASTER_NAME};
+use tokio::time::Instant;
+
+fn config() -> Config {
+    Config::default()
+        .connect_timeout(Duration::from_secs(5))
+        .reconnect_max_delay(Duration::from_millis(500))
+        .lock_watchdog_timeout(Duration::from_secs(6))
+}
+
+async fn connect(set: &SentinelSet, config: Config) -> Client {
+    let urls = set.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    Client::connect_sentinel(MASTER_NAME, &urls, config)
+        .await
+        .expect("connect through the sentinels")
+}
+
+/// A holder in `a`, a waiter in `b`; the waiter must wake within 100 ms of the release.
+async fn lock_wait_wake(a: &Client, b: &Client, name: &str) -> Duration {
+    let guard = a.get_lock(name).lock().await.expect("lock");
+    let waiter = {
+        let lock = b.get_lock(name);
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            Ok::<_, Error>((Instant::now(), g))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.expect("unlock");
+    let g = woke_within(waiter, released, Duration::from_millis(100)).await;
+    let woke = released.elapsed();
+    g.expect("the waiter acquired").unlock().await.unwrap();
+    woke
+}
+
+fn not_readonly(e: &Error) {
+    let text = format!("{e} {e:?}");
+    assert!(!text.contains("READONLY"), "READONLY escaped: {text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_lock_wait_wake_before_and_after_master_kill() {
+    let mut set = SentinelSet::start();
+    let a = connect(&set, config()).await;
+    let b = connect(&set, config()).await;
+    let before = lock_wait_wake(&a, &b, "sentinel:before").await;
+    println!("before the failover: waiter woke {before:?} after the release");
+
+    // A watchdog hold taken before the kill; it was not necessarily replicated.
+    let old = set.master_port();
+    set.kill_port(old);
+    let killed = Instant::now();
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    let failed_over = killed.elapsed();
+
+    // New acquisitions succeed once the client has followed the switch.
+    let lock = a.get_lock("sentinel:after-kill");
+    let mut errors = Vec::new();
+    let acquired = loop {
+        match lock.try_lock().await {
+            Ok(Some(g)) => break g,
+            Ok(None) => panic!("nobody else holds it"),
+            Err(e) => {
+                not_readonly(&e);
+                errors.push(e.kind());
+                assert!(killed.elapsed() < Duration::from_secs(40), "{errors:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let first_ok = killed.elapsed();
+    acquired.unlock().await.unwrap();
+    println!(
+        "master {old} killed; sentinels promoted {new} after {failed_over:?}; first acquisition \
+         after {first_ok:?} ({} transient errors: {errors:?})",
+        errors.len()
+    );
+    assert!(errors
+        .iter()
+        .all(|k| matches!(k, ErrorKind::Connection | ErrorKind::Timeout)));
+
+    // Both clients' subscriber connections moved too: wake-up within 100 ms on the new master.
+    let after = {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            // The subscriber may follow the switch a little after the command connection.
+            let r = tokio::time::timeout(
+                Duration::from_secs(5),
+                lock_wait_wake(&a, &b, "sentinel:after"),
+            )
+            .await;
+            match r {
+                Ok(d) => break d,
+                Err(_) if Instant::now() < deadline => continue,
+                Err(_) => panic!("no wake-up after the failover"),
+            }
+        }
+    };
+    println!("after the failover: waiter woke {after:?} after the release");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_switchover_never_lets_readonly_escape() {
+    let set = SentinelSet::start();
+    let client = connect(&set, config()).await;
+    let old = set.master_port();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for t in 0..4 {
+        let client = client.clone();
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut ok, mut errs) = (0u32, Vec::new());
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                let lock = client.get_lock(&format!("sentinel:switch:{t}:{}", i % 3));
+                match lock.try_lock().await {
+                    Ok(Some(g)) => match g.unlock().await {
+                        Ok(_) => ok += 1,
+                        Err(e) => errs.push(e),
+                    },
+                    Ok(None) => {}
+                    Err(e) => errs.push(e),
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (ok, errs)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let reply = set.sentinel_cli(
+        set.sentinel_ports()[0],
+        &["SENTINEL", "FAILOVER", MASTER_NAME],
+    );
+    assert_eq!(reply, "OK", "SENTINEL FAILOVER");
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    // Traffic goes on a while on the new master.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let switched = Instant::now();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut total_ok = 0;
+    for t in tasks {
+        let (ok, errs) = t.await.unwrap();
+        total_ok += ok;
+        for e in &errs {
+            not_readonly(e);
+            assert!(e.is_transient() || e.kind() == ErrorKind::NotHeld, "{e:?}");
+        }
+    }
+    assert!(total_ok > 0);
+    // After the switch, everything works.
+    for i in 0..20 {
+        let g = client
+            .get_lock(&format!("sentinel:post:{i}"))
+            .lock()
+            .await
+            .expect("lock on the new master");
+        g.unlock().await.expect("unlock on the new master");
+    }
+    println!(
+        "switch-over {old} -> {new}: {total_ok} lock+unlock during it, all clean {:?} after",
+        switched.elapsed()
+    );
+    client.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_with_data_and_sentinel_passwords() {
+    let auth = Auth {
+        data: Some("data-Secret-1".into()),
+        sentinel: Some("sentinel-Secret-2".into()),
+    };
+    let set = SentinelSet::start_with(auth);
+    // Without the sentinel password the sentinels refuse.
+    let urls = set.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let err = Client::connect_sentinel(
+        MASTER_NAME,
+        &urls,
+        config()
+            .password("data-Secret-1")
+            .connect_timeout(Duration::from_secs(3)),
+    )
+    .await
+    .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("Secret"), "{shown}");
+
+    let client = connect(
+        &set,
+        config()
+            .password("data-Secret-1")
+            .sentinel_password("sentinel-Secret-2"),
+    )
+    .await;
+    let shown = format!("{client:?} {:?}", client.config());
+    assert!(!shown.contains("Secret"), "{shown}");
+    let g = client.get_lock("sentinel:auth").lock().await.unwrap();
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+
+    // Wrong data password: a typed refusal, no secret in it.
+    let err = Client::connect_sentinel(
+        MASTER_NAME,
+        &urls,
+        config()
+            .password("wrong-Secret-3")
+            .sentinel_password("sentinel-Secret-2")
+            .connect_timeout(Duration::from_secs(3)),
+    )
+    .await
+    .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("Secret"), "{shown}");
+}
+
+#[tokio::test]
+async fn sentinel_arguments_are_checked() {
+    for (master, sentinels) in [
+        ("", vec!["redis://127.0.0.1:1"]),
+        ("m", vec![]),
+        ("m", vec!["http://127.0.0.1:1"]),
+        ("m", vec!["redis-cluster://127.0.0.1:1"]),
+        ("m", vec!["redis://127.0.0.1:1/3"]),
+    ] {
+        let err = Client::connect_sentinel(master, &sentinels, Config::default())
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.kind(),
+            ErrorKind::InvalidArgument,
+            "{master} {sentinels:?}: {err}"
+        );
+    }
+}

@@ -1,0 +1,245 @@
+//! TLS (`rediss://`, crate feature `tls`): lock, wait and wake over TLS; a wrong CA, a wrongly
+//! named certificate, plain text against the TLS port and TLS against a plain port each fail
+//! fast with a typed error; mutual TLS. Run with `cargo test --features tls --test tls`.
+#![cfg(feature = "tls")]
+
+mod common;
+#[path = "common/tls.rs"]
+mod tls_rig;
+
+use std::{process::Command, time::Duration};
+
+use common::{woke_within, RedisServer};
+use redisson_lock::{Client, Config, ErrorKind, TlsSettings};
+use tls_rig::{Certs, TlsRedis};
+use tokio::time::Instant;
+
+fn tls_config(certs: &Certs) -> Config {
+    Config::default()
+        .connect_timeout(Duration::from_secs(5))
+        .tls(TlsSettings::new().ca_file(certs.path("ca.crt")))
+}
+
+/// `INFO stats` field of the TLS server, read with redis-cli over TLS.
+fn tls_stat(certs: &Certs, server: &TlsRedis, field: &str) -> u64 {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "--tls"])
+        .arg("--cacert")
+        .arg(certs.path("ca.crt"))
+        .args(["INFO", "stats"])
+        .output()
+        .expect("redis-cli");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {text}"))
+}
+
+#[tokio::test]
+async fn tls_lock_wait_and_wake_up() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "server", false, &[]);
+    let client = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .expect("TLS connect");
+    let lock = client.get_lock("tls:lock");
+    let guard = lock.lock().await.unwrap();
+    assert!(lock.is_locked().await.unwrap());
+
+    // A waiter in another client (its own command and subscriber TLS connections).
+    let other = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap();
+    let waiter = {
+        let lock = other.get_lock("tls:lock");
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            let at = Instant::now();
+            Ok::<_, redisson_lock::Error>((at, g))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let g = woke_within(waiter, released, Duration::from_millis(500)).await;
+    assert!(g.is_some(), "the waiter got the lock");
+    drop(g);
+    client.shutdown().await;
+    other.shutdown().await;
+}
+
+#[tokio::test]
+async fn tls_ca_given_as_pem_bytes_and_via_localhost_name() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "server", false, &[]);
+    let config = Config::default().tls(TlsSettings::new().ca_pem(certs.pem("ca.crt")));
+    let url = format!("rediss://localhost:{}", server.port);
+    let client = Client::connect(&url, config).await.expect("TLS connect");
+    let g = client.get_lock("tls:bytes").lock().await.unwrap();
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn tls_wrong_ca_fails_fast_with_a_tls_error_and_no_retry_storm() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "server", false, &[]);
+    let before = tls_stat(&certs, &server, "total_connections_received");
+    let config = Config::default()
+        .connect_timeout(Duration::from_secs(5))
+        .tls(TlsSettings::new().ca_file(certs.path("other-ca.crt")));
+    let t = Instant::now();
+    let err = Client::connect(&server.url(), config).await.unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = tls_stat(&certs, &server, "total_connections_received");
+    // This client made at most a couple of attempts (the count includes redis-cli's own).
+    assert!(after - before <= 4, "{} connections", after - before);
+    println!("wrong CA refused in {took:?}");
+}
+
+#[tokio::test]
+async fn tls_wrong_server_name_fails_fast_unless_the_test_only_opt_out_is_set() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "wrongname", false, &[]);
+    let t = Instant::now();
+    let err = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    println!("wrong server name refused in {took:?}: {err}");
+
+    let config = Config::default().tls(
+        TlsSettings::new()
+            .ca_file(certs.path("ca.crt"))
+            .dangerous_skip_server_name_check_for_tests(),
+    );
+    let client = Client::connect(&server.url(), config).await.unwrap();
+    client
+        .get_lock("tls:name")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    client.shutdown().await;
+
+    // The opt-out does not accept an unknown CA.
+    let config = Config::default().tls(
+        TlsSettings::new()
+            .ca_file(certs.path("other-ca.crt"))
+            .dangerous_skip_server_name_check_for_tests(),
+    );
+    let err = Client::connect(&server.url(), config).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+}
+
+#[tokio::test]
+async fn tls_plaintext_against_the_tls_port_fails_fast() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "server", false, &[]);
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    let t = Instant::now();
+    let err = Client::connect(
+        &url,
+        Config::default().connect_timeout(Duration::from_secs(5)),
+    )
+    .await
+    .unwrap_err();
+    let took = t.elapsed();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Connection | ErrorKind::Timeout | ErrorKind::Tls
+        ),
+        "{err:?}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    println!("plain text against the TLS port refused in {took:?}: {err}");
+}
+
+#[tokio::test]
+async fn tls_url_against_a_plain_server_never_sends_plaintext() {
+    let certs = Certs::make();
+    let plain = RedisServer::start();
+    let url = format!("rediss://:tls-Secret-pw@127.0.0.1:{}", plain.port());
+    let t = Instant::now();
+    let config = tls_config(&certs).connect_timeout(Duration::from_secs(2));
+    let err = Client::connect(&url, config).await.unwrap_err();
+    // A plain server waits for a line end that a ClientHello never sends: the connect timeout
+    // ends it.
+    let took = t.elapsed();
+    assert!(took < Duration::from_millis(2900), "{took:?}");
+    println!("TLS against a plain server gave up in {took:?}: {err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::Tls | ErrorKind::Connection),
+        "{err:?}"
+    );
+    assert!(!format!("{err} {err:?}").contains("tls-Secret-pw"));
+    // The plain server never saw a command: no AUTH, HELLO, PING or script.
+    let out = Command::new("redis-cli")
+        .args(["-p", &plain.port().to_string(), "INFO", "commandstats"])
+        .output()
+        .unwrap();
+    let stats = String::from_utf8_lossy(&out.stdout);
+    // (The fixture's own readiness PING is the only command expected.)
+    for cmd in ["auth", "hello", "evalsha", "script", "client", "select"] {
+        assert!(
+            !stats.contains(&format!("cmdstat_{cmd}:")),
+            "{cmd} was sent in plain text: {stats}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn tls_mutual_needs_the_client_certificate() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "server", true, &[]);
+    let err = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Tls | ErrorKind::Connection),
+        "{err:?}"
+    );
+    let config = Config::default().tls(
+        TlsSettings::new()
+            .ca_file(certs.path("ca.crt"))
+            .client_identity_files(certs.path("client.crt"), certs.path("client.key")),
+    );
+    let client = Client::connect(&server.url(), config).await.expect("mTLS");
+    client
+        .get_lock("tls:mutual")
+        .lock()
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+    client.shutdown().await;
+}
+
+#[tokio::test]
+async fn tls_settings_without_a_tls_url_are_refused() {
+    let err = Client::connect(
+        "redis://127.0.0.1:1",
+        Config::default().tls(TlsSettings::new()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    assert!(err.to_string().contains("rediss://"), "{err}");
+    let err = Client::connect(
+        "rediss://127.0.0.1:1",
+        Config::default().tls(TlsSettings::new().ca_file("/nonexistent/ca.pem")),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}
