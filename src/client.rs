@@ -28,6 +28,7 @@ pub(crate) struct ClientInner {
     watchdog: Watchdog,
     latches: LatchSweeper,
     ledgers: crate::ledger::Ledgers,
+    pending_releases: Arc<crate::lock::pending::PendingReleases>,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
@@ -145,6 +146,7 @@ impl Client {
             watchdog: Watchdog::start(core.clone()),
             latches: LatchSweeper::start(core.clone()),
             ledgers: Default::default(),
+            pending_releases: Default::default(),
             core,
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
@@ -209,6 +211,11 @@ impl Client {
 
     pub(crate) fn latches(&self) -> &LatchSweeper {
         &self.inner.latches
+    }
+
+    /// Background releases in flight, which later acquisitions of the same lock wait for.
+    pub(crate) fn pending_releases(&self) -> &Arc<crate::lock::pending::PendingReleases> {
+        &self.inner.pending_releases
     }
 
     /// What this client knows of its owners' hold counts (see `ledger`).

@@ -417,32 +417,32 @@ async fn a_lock_follows_its_slot_to_another_master() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_master_fails_over_and_a_lock_missing_there_fires_the_loss_signal() {
     let c = RedisCluster::start();
-    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(6));
+    let timeout = Duration::from_secs(12);
+    let config = Config::default().lock_watchdog_timeout(timeout);
     let holder = client(&c, config).await;
     let name = c.name_per_master("killed-").remove(2);
     let master = c.master_for_key(&name);
     let guard = holder.get_lock(&name).lock().await.unwrap();
     let idx = c.masters().iter().position(|m| *m == master).unwrap();
     let (_, promoted) = c.kill_master(idx).await;
+    let failed_over = Instant::now();
     assert_eq!(c.master_for_key(&name), promoted);
-    // Renewals reach the promoted replica (where the replicated lock is).
-    let calls = holder.stats().renewal_calls;
+    // A renewal sent after the failover reached the promoted replica (where the replicated lock
+    // is): the deadline moved past what any earlier renewal could give.
     assert!(
-        eventually(WITHIN, || async {
-            holder.stats().renewal_calls >= calls + 2
+        eventually(Duration::from_secs(20), || async {
+            guard.valid_until() > failed_over + timeout - Duration::from_secs(1)
         })
-        .await
+        .await,
+        "renewals continue on the new master"
     );
-    assert!(
-        !guard.is_lost(),
-        "the replicated lock is renewed on the new master"
-    );
+    assert!(!guard.is_lost());
     let admin = Admin::connect(&c.cluster_url()).await;
     let _: i64 = fred::interfaces::KeysInterface::del(&admin.redis, name.as_str())
         .await
         .unwrap();
     let started = Instant::now();
-    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+    tokio::time::timeout(Duration::from_secs(8), guard.lost())
         .await
         .expect("the next renewal finds the field gone");
     assert!(
@@ -450,7 +450,7 @@ async fn a_killed_master_fails_over_and_a_lock_missing_there_fires_the_loss_sign
         "reported by the renewal, before the deadline would have passed"
     );
     assert!(
-        started.elapsed() < Duration::from_millis(2500),
+        started.elapsed() < timeout / 3 + Duration::from_secs(2),
         "within one renewal period"
     );
     assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));

@@ -447,3 +447,21 @@ backend_tests!(
     eight_owners_over_two_clients_never_lose_an_increment,
     sixteen_clients_looping_with_a_held_critical_section_never_overlap,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_guard_is_released_before_a_later_acquisition_through_the_same_client() {
+    // drop() hands the release to the background; a later acquisition of the same lock through
+    // the same client waits for it, so another owner's try_lock right after the drop succeeds.
+    let (_s, client) = setup().await;
+    let a = client.get_lock("t:dropthen");
+    let b = client.get_lock("t:dropthen");
+    for round in 0..200 {
+        drop(a.lock().await.unwrap());
+        let g = b.try_lock().await.unwrap();
+        assert!(
+            g.is_some(),
+            "round {round}: the dropped hold was still there"
+        );
+        drop(g);
+    }
+}

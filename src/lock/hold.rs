@@ -70,6 +70,14 @@ impl Hold {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
+        // A release of this lock handed to the background (a dropped guard) goes first, so
+        // the lock it frees is seen free; never longer than one command timeout.
+        let bound = Instant::now() + self.client.config().timeout;
+        let bound = deadline.map_or(bound, |d| d.min(bound));
+        self.client
+            .pending_releases()
+            .settle(self.name(), bound)
+            .await;
         let hold = self.clone();
         let task = self.client.spawn(async move {
             let enter = hold.client.ledgers().enter(hold.name(), &hold.field);
@@ -252,10 +260,12 @@ impl Hold {
             return;
         }
         let hold = self.clone();
+        let in_flight = self.client.pending_releases().begin(self.name());
         drop(self.client.spawn(async move {
             if let Err(e) = hold.release().await {
                 log::warn!("background unlock of {} failed: {e}", hold.name());
             }
+            drop(in_flight);
         }));
     }
 

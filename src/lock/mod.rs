@@ -19,6 +19,7 @@ mod guard;
 mod hold;
 mod kind;
 mod multi;
+pub(crate) mod pending;
 mod reentrant;
 mod run;
 mod rwlock;

@@ -1,0 +1,115 @@
+//! Releases handed to the background (a dropped guard) are ordered before later acquisitions
+//! of the same lock through the same client: an acquisition first waits, briefly, for the
+//! pending background releases of that lock name to finish. So `drop(guard)` followed by
+//! another owner's `try_lock()` in the same process finds the lock free.
+
+use std::sync::{
+    atomic::{AtomicUsize, Ordering},
+    Arc,
+};
+
+use dashmap::DashMap;
+use tokio::{sync::Notify, time::Instant};
+
+#[derive(Default)]
+struct Pending {
+    count: AtomicUsize,
+    done: Notify,
+}
+
+/// Background releases in flight, per raw lock name.
+#[derive(Default)]
+pub(crate) struct PendingReleases {
+    locks: DashMap<String, Arc<Pending>>,
+}
+
+/// One background release in flight; dropping it marks the release finished.
+pub(crate) struct InFlight {
+    name: String,
+    pending: Arc<Pending>,
+    owner: Arc<PendingReleases>,
+}
+
+impl PendingReleases {
+    /// Records a background release of `name` that is about to start.
+    pub(crate) fn begin(self: &Arc<Self>, name: &str) -> InFlight {
+        let pending = self.locks.entry(name.to_owned()).or_default().clone();
+        pending.count.fetch_add(1, Ordering::AcqRel);
+        InFlight {
+            name: name.to_owned(),
+            pending,
+            owner: self.clone(),
+        }
+    }
+
+    /// Waits until no background release of `name` is in flight, or until `until`.
+    pub(crate) async fn settle(&self, name: &str, until: Instant) {
+        let Some(pending) = self.locks.get(name).map(|p| p.clone()) else {
+            return;
+        };
+        loop {
+            let notified = pending.done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if pending.count.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(until, notified).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.pending.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.owner
+                .locks
+                .remove_if(&self.name, |_, p| p.count.load(Ordering::Acquire) == 0);
+            self.pending.done.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn an_acquisition_waits_for_the_release_in_flight_and_no_longer() {
+        let pending = Arc::new(PendingReleases::default());
+        let start = Instant::now();
+        // Nothing in flight: no wait.
+        pending.settle("n", start + Duration::from_secs(5)).await;
+        assert_eq!(start.elapsed(), Duration::ZERO);
+
+        let release = pending.begin("n");
+        let finisher = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            drop(release);
+        });
+        pending.settle("n", start + Duration::from_secs(5)).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(30),
+            "until the release finished"
+        );
+        finisher.await.unwrap();
+        assert!(
+            pending.locks.is_empty(),
+            "the entry goes with the last release"
+        );
+
+        // A release that never finishes holds an acquisition up only until its bound.
+        let _stuck = pending.begin("n");
+        let t = Instant::now();
+        pending.settle("n", t + Duration::from_millis(100)).await;
+        assert_eq!(t.elapsed(), Duration::from_millis(100));
+        // Other names are not held up.
+        pending.settle("other", t + Duration::from_secs(5)).await;
+        assert_eq!(t.elapsed(), Duration::from_millis(100));
+    }
+}
