@@ -205,14 +205,15 @@ impl Watchdog {
     pub(crate) fn register(
         &self,
         name: &str,
-        field: &str,
+        field: &Arc<str>,
         shape: RenewalShape,
         sent_at: Instant,
     ) -> Arc<LossSignal> {
         let deadline = valid_until(sent_at, self.timeout);
+        // The field is shared with the hold (no copy per registration).
         let key = HoldKey {
             name: name.into(),
-            field: field.into(),
+            field: field.clone(),
         };
         let loss = {
             let mut hold = self.state.holds.entry(key).or_insert_with(|| Hold {
