@@ -5,6 +5,7 @@
 -- Reply: 1 if a lock was deleted, else 0. A key of another type is reported as WRONGTYPE.
 -- purge() and take_if_free() come from fair_common.lua, prepended by the registry.
 
+check_notify(ARGV[3], KEYS[4] .. ':')
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')

@@ -6,6 +6,7 @@
 -- Reply: nil = not the owner, 0 = still held, 1 = released (also when the lock was absent).
 -- purge() and take_if_free() come from fair_common.lua, prepended by the registry.
 
+check_notify(ARGV[5], KEYS[4] .. ':')
 local earlier = redis.call('get', KEYS[5])
 if earlier then
   return tonumber(earlier)

@@ -5,6 +5,7 @@
 -- Reply: 1 when a lock was deleted, 0 when there was none.
 -- Deviation on invalid state only: a key of another type is reported as WRONGTYPE instead of being
 -- deleted, so a forced unlock never destroys data that is not a lock.
+check_notify(ARGV[2], KEYS[2])
 local kind = redis.call('type', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'hash' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')

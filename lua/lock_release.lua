@@ -4,6 +4,7 @@
 -- ARGV[1] = message "0", ARGV[2] = lease in ms (re-armed on partial release),
 -- ARGV[3] = owner field, ARGV[4] = publish command, ARGV[5] = latch PX in ms
 -- Reply: nil = caller is not the owner, 0 = still held (count decremented), 1 = fully released.
+check_notify(ARGV[4], KEYS[2])
 local earlier = redis.call('get', KEYS[3])
 if earlier then
   return tonumber(earlier)

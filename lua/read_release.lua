@@ -4,6 +4,7 @@
 -- KEYS = [N, redisson_rwlock:{N}, TP (this reader's timeout base), P ({N} or N), latch]
 -- ARGV = ["0", reader field, publish command, latch PX ms]
 -- Reply: nil = not held (or no lock), 0 = still locked, 1 = released and waiters woken.
+check_notify(ARGV[3], KEYS[2])
 local lock, channel, own, prefix, latch = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local earlier = redis.call('get', latch)
 if earlier then

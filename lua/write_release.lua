@@ -4,6 +4,7 @@
 -- KEYS = [N, redisson_rwlock:{N}, latch]
 -- ARGV = ["1", lease ms, write field, publish command, latch PX ms]
 -- Reply: nil = not held, 0 = still held, 1 = released.
+check_notify(ARGV[4], KEYS[2])
 local lock, channel, latch = KEYS[1], KEYS[2], KEYS[3]
 local earlier = redis.call('get', latch)
 if earlier then

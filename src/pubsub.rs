@@ -40,7 +40,9 @@ use crate::{
 enum Status {
     Pending,
     Ready,
-    Failed(String),
+    /// The (S)SUBSCRIBE or its barrier failed: the error a waiter gets (a refused channel is
+    /// [`Error::PermissionDenied`], every time, for every waiter that joins the attempt).
+    Failed(Error),
 }
 
 /// The latch of one channel: a semaphore whose permits are capped at the number of waiters.
@@ -129,6 +131,7 @@ struct Shared {
     ops: mpsc::UnboundedSender<Op>,
     messaging: Messaging,
     clustered: bool,
+    core: Arc<Core>,
 }
 
 impl Shared {
@@ -149,7 +152,7 @@ pub(crate) struct PubSub {
 impl PubSub {
     /// Starts the registry's tasks on an initialised subscriber client, listening the way the
     /// core resolved (classic, sharded or both).
-    pub(crate) fn start(sub: SubscriberClient, core: &Core) -> Self {
+    pub(crate) fn start(sub: SubscriberClient, core: &Arc<Core>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             sub,
@@ -157,6 +160,7 @@ impl PubSub {
             ops: tx,
             messaging: core.messaging(),
             clustered: core.is_clustered(),
+            core: core.clone(),
         });
         let mut tasks = vec![
             tokio::spawn(run_ops(shared.clone(), rx)),
@@ -270,9 +274,7 @@ impl Subscription {
             Ok(Err(_)) => Err(Error::Shutdown),
             Ok(Ok(status)) => match status {
                 Status::Ready => Ok(()),
-                Status::Failed(ref e) => Err(Error::Connection(
-                    format!("subscription to {} failed: {e}", self.channel.name).into(),
-                )),
+                Status::Failed(e) => Err(e),
                 Status::Pending => unreachable!("wait_for returned a pending status"),
             },
         }
@@ -345,6 +347,31 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
             }
         }
     }
+}
+
+/// The first channel this user may not listen on (asked with a script on the command
+/// connection: on a subscriber connection a refused SUBSCRIBE's error reply is not tied to the
+/// command that caused it). `None` when all are allowed or the server cannot tell.
+async fn refused_channel(shared: &Shared, names: &[String]) -> Option<String> {
+    let mut commands = Vec::new();
+    if shared.messaging.classic {
+        commands.push("subscribe");
+    }
+    if shared.messaging.sharded {
+        commands.push("ssubscribe");
+    }
+    for command in commands {
+        let mut args = vec![Value::from(command)];
+        args.extend(names.iter().map(|n| Value::from(n.as_str())));
+        let call =
+            crate::scripts::ScriptCall::new(crate::scripts::ScriptId::CanSubscribe, vec![], args);
+        match shared.core.run(call, "").await.map(|v| v.as_i64()) {
+            Ok(Some(i)) if i > 0 => return names.get(i as usize - 1).cloned(),
+            Ok(_) => {}
+            Err(e) => log::debug!("cannot ask the server for channel permissions: {e}"),
+        }
+    }
+    None
 }
 
 /// Channels grouped by cluster slot (one `SSUBSCRIBE` reaches one shard).
@@ -440,12 +467,32 @@ async fn unsubscribe_names(
 /// SUBSCRIBE then PING (the barrier), then marks the channels ready or failed.
 async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+    if let Some(refused) = refused_channel(shared, &names).await {
+        log::warn!("this Redis user may not listen on {refused}");
+        let error = Error::PermissionDenied(
+            format!("subscribing to {refused}: this Redis user has no permission for the channel")
+                .into(),
+        );
+        for ch in group {
+            ch.status.send_replace(Status::Failed(error.clone()));
+        }
+        return;
+    }
     let result = subscribe_names(shared, names).await;
     let status = match result {
         Ok(()) => Status::Ready,
         Err(e) => {
             log::warn!("SUBSCRIBE failed: {e}");
-            Status::Failed(e.details().to_owned())
+            let channels: Vec<&str> = group.iter().map(|c| c.name.as_str()).collect();
+            let what = format!("subscribing to {}: {}", channels.join(", "), e.details());
+            Status::Failed(match Error::from_redis(e.clone(), "") {
+                Error::PermissionDenied(_) => {
+                    Error::PermissionDenied(crate::error::Failure::with_source(what, e))
+                }
+                Error::Timeout(_) => Error::Timeout(crate::error::Failure::with_source(what, e)),
+                Error::Redis(_) => Error::Redis(crate::error::Failure::with_source(what, e)),
+                _ => Error::Connection(crate::error::Failure::with_source(what, e)),
+            })
         }
     };
     for ch in group {

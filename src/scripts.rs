@@ -93,6 +93,8 @@ scripts! {
     RwForceUnlock => notifying!("rw_force_unlock.lua"),
     /// Read/write isLocked (§8.6).
     RwIsLocked => include_str!("../lua/rw_is_locked.lua"),
+    /// Asks whether this user may listen on some channels (ACL check before subscribing).
+    CanSubscribe => include_str!("../lua/can_subscribe.lua"),
 }
 
 /// One script invocation: which script, its `KEYS` and its `ARGV`. Lock kinds build these; the

@@ -1,0 +1,105 @@
+//! A Redis user without channel permissions (S22): waits and releases that need a channel are
+//! refused with `Error::PermissionDenied`, every time, and a refused release changes nothing.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Admin, RedisServer};
+use fred::interfaces::HashesInterface;
+use redisson_lock::{Client, Config, Error};
+use tokio::time::Instant;
+
+async fn narrow_client(s: &RedisServer, admin: &Admin) -> Client {
+    // Every command and key, no channel at all.
+    admin
+        .cmd(
+            "ACL",
+            vec![
+                "SETUSER".into(),
+                "narrow".into(),
+                "on".into(),
+                ">pw".into(),
+                "~*".into(),
+                "resetchannels".into(),
+                "+@all".into(),
+            ],
+        )
+        .await
+        .unwrap();
+    let url = format!("redis://narrow:pw@127.0.0.1:{}", s.port());
+    Client::connect(&url, Config::default()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_without_channel_permission_is_refused_every_time() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let narrow = narrow_client(&s, &admin).await;
+    let holder = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let _held = holder.get_lock("perm:wait").lock().await.unwrap();
+    for round in 0..3 {
+        let started = Instant::now();
+        let r = narrow
+            .get_lock("perm:wait")
+            .try_lock_for(Duration::from_secs(5))
+            .await;
+        match r {
+            Err(Error::PermissionDenied(f)) => {
+                assert!(
+                    f.message().contains("redisson_lock__channel:{perm:wait}"),
+                    "{f}"
+                )
+            }
+            other => panic!("round {round}: {other:?} after {:?}", started.elapsed()),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "round {round}: refused at once, not after polling"
+        );
+    }
+    // A spin lock needs no channel: it works for this user.
+    let spin = narrow.get_spin_lock("perm:spin");
+    spin.lock().await.unwrap().unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_that_may_not_publish_is_refused_with_nothing_changed() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let narrow = narrow_client(&s, &admin).await;
+    for (name, kind) in [
+        ("perm:r", "reentrant"),
+        ("perm:f", "fair"),
+        ("perm:w", "write"),
+    ] {
+        let (field, outcome) = match kind {
+            "reentrant" => {
+                let lock = narrow.get_lock(name);
+                let g = lock.try_lock().await.unwrap().expect("free");
+                (g.owner_field().to_owned(), g.unlock().await)
+            }
+            "fair" => {
+                let lock = narrow.get_fair_lock(name);
+                let g = lock.try_lock().await.unwrap().expect("free");
+                (g.owner_field().to_owned(), g.unlock().await)
+            }
+            _ => {
+                let rw = narrow.get_read_write_lock(name);
+                let g = rw.write_lock().try_lock().await.unwrap().expect("free");
+                (g.owner_field().to_owned(), g.unlock().await)
+            }
+        };
+        assert!(
+            matches!(outcome, Err(Error::PermissionDenied(_))),
+            "{kind}: {outcome:?}"
+        );
+        let count: Option<String> = admin.redis.hget(name, field.as_str()).await.unwrap();
+        assert_eq!(
+            count.as_deref(),
+            Some("1"),
+            "{kind}: the refused release changed nothing"
+        );
+        assert!(admin.pttl(name).await > 0);
+    }
+}
