@@ -189,3 +189,123 @@ async fn s6_a_bounded_wait_gives_up_at_its_deadline_not_at_the_first_error() {
         Err(e) => assert!(e.is_transient(), "{e}"),
     }
 }
+
+// S11: an unlock whose reply is lost is retried with the same request id; the unlock latch
+// answers the retry, so the count goes down exactly once.
+
+#[tokio::test]
+async fn s11_a_lost_unlock_reply_decrements_the_count_exactly_once() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), fast()).await.unwrap();
+    let lock = client.get_lock("s11");
+    let field = lock.owner_field().to_owned();
+    lock.lock().await.unwrap().keep();
+    lock.lock().await.unwrap().keep();
+    assert_eq!(hold_count(&admin, "s11", &field).await, 2);
+
+    // The release's reply (0: still held) is lost with its connection.
+    let dropped = proxy.drop_next_reply_matching(|d| d.starts_with(b":0\r\n"));
+    let unlock = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.unlock().await }
+    });
+    assert!(dropped.wait_caught(T).await.is_some());
+    assert_eq!(
+        hold_count(&admin, "s11", &field).await,
+        1,
+        "the release ran once"
+    );
+    proxy.reset();
+    let outcome = tokio::time::timeout(T, unlock).await.unwrap().unwrap();
+    assert_eq!(
+        outcome.unwrap(),
+        redisson_lock::UnlockOutcome::StillHeld,
+        "the retry was answered by the latch"
+    );
+    assert_eq!(
+        hold_count(&admin, "s11", &field).await,
+        1,
+        "decremented exactly once"
+    );
+    lock.unlock().await.unwrap();
+    assert!(!admin.exists("s11").await);
+}
+
+// S12: a holder cut off from Redis learns of the loss at its validity deadline, before any
+// other client can acquire the lock.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s12_a_partitioned_holder_is_told_before_anyone_else_acquires() {
+    let s = RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    let watchdog = Duration::from_millis(1500);
+    let holder = Client::connect(&proxy.url(), fast().lock_watchdog_timeout(watchdog))
+        .await
+        .unwrap();
+    let other = Client::connect(&s.url(), common::config()).await.unwrap();
+    let guard = holder.get_lock("s12").lock().await.unwrap();
+    proxy.freeze();
+    let frozen_at = tokio::time::Instant::now();
+    let waiter = tokio::spawn({
+        let lock = other.get_lock("s12");
+        async move {
+            let g = lock.lock().await.unwrap();
+            (tokio::time::Instant::now(), g)
+        }
+    });
+    tokio::time::timeout(T, guard.lost())
+        .await
+        .expect("the loss signal fires");
+    let lost_at = tokio::time::Instant::now();
+    assert!(
+        lost_at <= frozen_at + watchdog,
+        "told within one watchdog timeout of the cut"
+    );
+    let (acquired_at, g) = tokio::time::timeout(T, waiter).await.unwrap().unwrap();
+    assert!(
+        lost_at < acquired_at,
+        "the holder knew {:?} before the other client acquired",
+        acquired_at - lost_at
+    );
+    g.unlock().await.unwrap();
+    proxy.unfreeze();
+}
+
+// S13: 300 ms of latency each way causes no false loss, and a bounded wait ends within its wait
+// plus one round trip.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s13_high_latency_causes_no_false_loss_and_waits_end_on_time() {
+    use common::proxy::Direction;
+    let s = RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    let config = common::config().lock_watchdog_timeout(Duration::from_secs(3));
+    let slow = Client::connect(&proxy.url(), config).await.unwrap();
+    let other = Client::connect(&s.url(), common::config()).await.unwrap();
+    let latency = Duration::from_millis(300);
+    proxy.set_latency(Direction::Upstream, latency);
+    proxy.set_latency(Direction::Downstream, latency);
+    let rtt = latency * 2;
+
+    let guard = slow.get_lock("s13").lock().await.unwrap();
+    // Five renewal periods at a 600 ms round trip: the lock is never presumed lost.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!guard.is_lost(), "no false loss under latency");
+    assert!(guard.valid_until() > tokio::time::Instant::now() + Duration::from_secs(1));
+    guard.unlock().await.unwrap();
+
+    let _held = other.get_lock("s13b").lock().await.unwrap();
+    let wait = Duration::from_secs(1);
+    let started = tokio::time::Instant::now();
+    let got = slow.get_lock("s13b").try_lock_for(wait).await.unwrap();
+    let took = started.elapsed();
+    assert!(got.is_none());
+    assert!(took >= wait, "{took:?}");
+    assert!(
+        took <= wait + rtt + Duration::from_millis(250),
+        "ended {took:?} after starting: wait + one round trip is {:?}",
+        wait + rtt
+    );
+}
