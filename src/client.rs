@@ -29,6 +29,7 @@ pub(crate) struct ClientInner {
     latches: LatchSweeper,
     ledgers: crate::ledger::Ledgers,
     pending_releases: Arc<crate::lock::pending::PendingReleases>,
+    restarts: crate::restarts::Restarts,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
@@ -147,6 +148,7 @@ impl Client {
             latches: LatchSweeper::start(core.clone()),
             ledgers: Default::default(),
             pending_releases: Default::default(),
+            restarts: crate::restarts::Restarts::start(core.clone()).await,
             core,
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
@@ -211,6 +213,11 @@ impl Client {
 
     pub(crate) fn latches(&self) -> &LatchSweeper {
         &self.inner.latches
+    }
+
+    /// What the client knows of the server's restarts (RedLock's delayed-restart rule).
+    pub(crate) fn restarts(&self) -> &crate::restarts::Restarts {
+        &self.inner.restarts
     }
 
     /// Background releases in flight, which later acquisitions of the same lock wait for.

@@ -524,3 +524,67 @@ async fn duration_max_waits_without_limit_for_multilock_and_redlock() {
         .expect("acquired");
     g.unlock().await.unwrap();
 }
+
+/// The delayed-restart rule (fault catalogue S4 B and B′). Client A holds a RedLock on nodes 0
+/// and 1 (node 2 was frozen). Node 0 then crashes and comes back empty.
+/// B: it restarts at once, so client B could gather node 0 and node 2 while A still holds; the
+/// restarted node must not be counted. B′: it stays down one lease, A's lock has expired, and B
+/// acquires normally with every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_restarted_empty_is_not_counted_until_one_lease_after_it_went_down() {
+    for (case, down_for) in [("B", Duration::ZERO), ("B'", Duration::from_millis(2500))] {
+        let mut nodes = Nodes::start(3);
+        let a_clients = nodes.clients().await;
+        let b_clients = nodes.clients().await;
+        let name = "s4:delayed-restart";
+        let lease = Duration::from_secs(2);
+        let options = RedLockOptions {
+            node_timeout: Some(Duration::from_millis(100)),
+            ..RedLockOptions::default()
+        };
+        let a = RedLock::with_options(
+            a_clients.iter().map(|c| c.get_lock(name).into()).collect(),
+            options.clone(),
+        )
+        .unwrap();
+        signal(&nodes.servers[2], "-STOP");
+        let held = a
+            .try_lock_with_lease(Duration::ZERO, lease)
+            .await
+            .unwrap()
+            .expect("a quorum of 2 of 3");
+        assert_eq!(held.acquired_parts(), 2);
+        signal(&nodes.servers[2], "-CONT");
+
+        nodes.servers[0].kill();
+        tokio::time::sleep(down_for).await;
+        nodes.servers[0].restart();
+        // B's connection to node 0 is back (it answers), on an empty server.
+        assert!(
+            common::eventually(Duration::from_secs(10), || async {
+                b_clients[0].get_lock("probe").is_locked().await.is_ok()
+            })
+            .await
+        );
+        let b = RedLock::with_options(
+            b_clients.iter().map(|c| c.get_lock(name).into()).collect(),
+            options,
+        )
+        .unwrap();
+        let got = b.try_lock_with_lease(Duration::ZERO, lease).await.unwrap();
+        match case {
+            "B" => {
+                assert!(
+                    got.is_none(),
+                    "{case}: the restarted node was counted while A still holds"
+                );
+                assert!(!held.is_lost(), "{case}: A's lock is still valid");
+            }
+            _ => {
+                let g = got.expect("B' acquires normally");
+                assert_eq!(g.acquired_parts(), 3, "{case}: every node votes");
+                g.unlock().await.unwrap();
+            }
+        }
+    }
+}

@@ -341,8 +341,10 @@ impl Default for RedLockOptions {
 /// # Safety limits
 /// Redlock's mutual exclusion holds only while the holder finishes within the validity it was
 /// given, process pauses are shorter than that, node clocks do not jump, and a node that
-/// restarts without its data stays out for at least one lease before rejoining. None of this can
-/// be checked from here. Where correctness (not just efficiency) matters, use a
+/// restarts without its data stays out for at least one lease before rejoining. The last one is
+/// enforced here: a node whose server `run_id` changed across a reconnect is not counted toward
+/// a quorum until one lease has passed since it went down (nor while a reconnect is not yet
+/// verified). The others cannot be checked from here. Where correctness (not just efficiency) matters, use a
 /// [`FencedLock`](crate::FencedLock) and let the protected resource reject stale tokens.
 ///
 /// ```no_run
@@ -629,6 +631,13 @@ impl RedLock {
         let node_timeout = node_timeout(self.options.node_timeout, effective);
         let started = Instant::now();
         let attempts = self.parts.iter().map(|p| async move {
+            // The delayed-restart rule: a node that restarted less than a lease ago (or whose
+            // restart cannot be ruled out yet) may have lost a lock another holder counts on it.
+            if !p.handle.client().restarts().may_vote(effective) {
+                return Err(Error::Timeout(
+                    "node restarted less than one lease ago; not counted".into(),
+                ));
+            }
             let attempt = p.acquire(lease, Some(Duration::ZERO));
             match tokio::time::timeout(node_timeout, attempt).await {
                 Ok(Ok(g)) => Ok(g),
