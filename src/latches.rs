@@ -14,8 +14,10 @@ use tokio::sync::mpsc;
 
 use crate::core::{slot_of, Core};
 
-/// How long the sweeper gathers latches after the first one arrives.
-const GATHER: Duration = Duration::from_millis(10);
+/// How long the sweeper gathers latches after the first one arrives: at most one `UNLINK` per
+/// this period (per slot) whatever the release rate, and a latch outlives its release by at most
+/// this long (it would expire by itself anyway).
+const GATHER: Duration = Duration::from_millis(100);
 /// The most keys one `UNLINK` carries.
 const MAX_BATCH: usize = 512;
 
