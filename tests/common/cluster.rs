@@ -662,18 +662,32 @@ impl RedisCluster {
         Ok(views)
     }
 
+    /// One check of a wait: the topology when settled and `cond` holds; panics once `deadline`
+    /// has passed without it.
+    fn check(
+        &self,
+        what: &str,
+        cond: &impl Fn(&[NodeView]) -> bool,
+        deadline: Instant,
+    ) -> Option<Vec<NodeView>> {
+        let last = match self.settled() {
+            Ok(v) if cond(&v) => return Some(v),
+            Ok(v) => format!("condition not met: {v:?}"),
+            Err(e) => e,
+        };
+        assert!(
+            Instant::now() < deadline,
+            "{what}: cluster not settled after {SETTLE:?}: {last}"
+        );
+        None
+    }
+
     fn wait_blocking(&self, what: &str, cond: impl Fn(&[NodeView]) -> bool) -> Vec<NodeView> {
         let deadline = Instant::now() + SETTLE;
         loop {
-            let last = match self.settled() {
-                Ok(v) if cond(&v) => return v,
-                Ok(v) => format!("condition not met: {v:?}"),
-                Err(e) => e,
-            };
-            assert!(
-                Instant::now() < deadline,
-                "{what}: cluster not settled after {SETTLE:?}: {last}"
-            );
+            if let Some(v) = self.check(what, &cond, deadline) {
+                return v;
+            }
             std::thread::sleep(POLL);
         }
     }
@@ -681,15 +695,9 @@ impl RedisCluster {
     async fn wait_for(&self, what: &str, cond: impl Fn(&[NodeView]) -> bool) -> Vec<NodeView> {
         let deadline = Instant::now() + SETTLE;
         loop {
-            let last = match self.settled() {
-                Ok(v) if cond(&v) => return v,
-                Ok(v) => format!("condition not met: {v:?}"),
-                Err(e) => e,
-            };
-            assert!(
-                Instant::now() < deadline,
-                "{what}: cluster not settled after {SETTLE:?}: {last}"
-            );
+            if let Some(v) = self.check(what, &cond, deadline) {
+                return v;
+            }
             tokio::time::sleep(POLL).await;
         }
     }
