@@ -326,8 +326,9 @@ async fn a_lock_survives_a_manual_failover_and_hands_over_after_it() {
     );
     assert!(admin.pttl(&name).await > 1000);
 
-    // Give the waiter's client time to notice the moved slot and resubscribe, then release.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The waiter's client noticed the moved slot and subscribed again on the new owner.
+    let ch = channel(&name);
+    assert!(eventually(WITHIN, || async { shard_subscribers(&c, &ch) == 1 }).await);
     let released = Instant::now();
     guard.unlock().await.unwrap();
     let g = woke_within(waiter, released, Duration::from_millis(1000)).await;
@@ -396,7 +397,9 @@ async fn a_lock_follows_its_slot_to_another_master() {
         .await
     );
     assert!(!guard.is_lost(), "renewals follow the slot");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The waiter's subscription moved with the slot.
+    let ch = channel(&name);
+    assert!(eventually(WITHIN, || async { shard_subscribers(&c, &ch) == 1 }).await);
     let released = Instant::now();
     guard.unlock().await.unwrap();
     let g = woke_within(waiter, released, Duration::from_millis(1000)).await;
