@@ -18,6 +18,7 @@ use fred::{
 use crate::{
     config::{Config, ShardedSubscriptionMode},
     error::{Error, Failure, Result},
+    permissions::{Need, Permissions},
     scripts::{ScriptCall, Scripts},
     ttl::Ttl,
     url::{without_tls, Deployment, RedisUrl},
@@ -50,6 +51,8 @@ pub(crate) struct Core {
     config: Config,
     clustered: bool,
     messaging: Messaging,
+    /// Commands the server said at connect this user may not run (ACL DRYRUN).
+    permissions: Permissions,
 }
 
 /// The hash slot of a key (CRC16 of its hash tag, as Redis Cluster computes it).
@@ -319,10 +322,17 @@ impl Core {
                 classic: true,
                 sharded: false,
             },
+            permissions: Permissions::unknown(),
         };
         let ready = async {
             core.load_scripts().await?;
             core.messaging = core.probe_messaging().await;
+            core.permissions = Permissions::probe(
+                &core.redis,
+                core.messaging,
+                core.scripts.sha1(crate::scripts::ScriptId::Acquire),
+            )
+            .await;
             Ok::<(), Error>(())
         };
         if let Err(e) = ready.await {
@@ -356,6 +366,11 @@ impl Core {
             }
         };
         Messaging { classic, sharded }
+    }
+
+    /// What the server said at connect this user may not run.
+    pub(crate) fn permissions(&self) -> &Permissions {
+        &self.permissions
     }
 
     /// `true` on a Redis Cluster.
@@ -393,10 +408,18 @@ impl Core {
                 self.redis.script_load::<Value, _>(source).await
             }
         });
-        futures::future::try_join_all(loads)
-            .await
-            .map_err(|e| Error::from_redis(e, ""))?;
-        Ok(())
+        match futures::future::try_join_all(loads).await {
+            Ok(_) => Ok(()),
+            // A user that may not run SCRIPT LOAD can still run the scripts: each is then sent
+            // with EVAL the first time (the NOSCRIPT path), which caches it on the server.
+            Err(e) if e.details().starts_with("NOPERM") => {
+                log::info!(
+                    "SCRIPT LOAD refused for this user ({e}); scripts are sent on first use"
+                );
+                Ok(())
+            }
+            Err(e) => Err(Error::from_redis(e, "")),
+        }
     }
 
     /// Runs a script call for the lock `lock` with `EVALSHA`; on `NOSCRIPT` sends it once with
@@ -410,6 +433,11 @@ impl Core {
             return Err(Error::CrossSlot {
                 lock: lock.to_owned(),
             });
+        }
+        // Refused outright for this user (ACL DRYRUN at connect): nothing is sent.
+        self.permissions.check(Need::Scripts, lock)?;
+        if call.script.announces() {
+            self.permissions.check(Need::Announce, lock)?;
         }
         // A master demoted by a failover answers READONLY (fred then reconnects, through the
         // sentinels, to the new master). A script that got READONLY wrote nothing (its first

@@ -45,6 +45,7 @@ mod lock;
 mod names;
 mod observe;
 mod owner;
+mod permissions;
 mod pubsub;
 mod restarts;
 mod scripts;

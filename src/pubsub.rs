@@ -467,6 +467,17 @@ async fn unsubscribe_names(
 /// SUBSCRIBE then PING (the barrier), then marks the channels ready or failed.
 async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+    // Refused outright for this user (ACL DRYRUN at connect): nothing is sent.
+    if let Err(error) = shared
+        .core
+        .permissions()
+        .check(crate::permissions::Need::Listen, &names.join(", "))
+    {
+        for ch in group {
+            ch.status.send_replace(Status::Failed(error.clone()));
+        }
+        return;
+    }
     if let Some(refused) = refused_channel(shared, &names).await {
         log::warn!("this Redis user may not listen on {refused}");
         let error = Error::PermissionDenied(

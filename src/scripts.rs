@@ -97,6 +97,23 @@ scripts! {
     CanSubscribe => include_str!("../lua/can_subscribe.lua"),
 }
 
+impl ScriptId {
+    /// `true` for the scripts that publish an unlock message (releases and forced unlocks): a
+    /// user that may not publish is refused them before anything is written.
+    pub(crate) fn announces(self) -> bool {
+        matches!(
+            self,
+            ScriptId::Release
+                | ScriptId::ForceUnlock
+                | ScriptId::FairRelease
+                | ScriptId::FairForceUnlock
+                | ScriptId::ReadRelease
+                | ScriptId::WriteRelease
+                | ScriptId::RwForceUnlock
+        )
+    }
+}
+
 /// One script invocation: which script, its `KEYS` and its `ARGV`. Lock kinds build these; the
 /// core runs them. Every key the call touches is in `keys`, so one place sees them all (the
 /// cluster slot check, logging).
@@ -210,6 +227,17 @@ pub(crate) mod tests {
         for &id in ScriptId::ALL {
             header(id);
             assert_eq!(scripts.source(id), id.source());
+        }
+        for &id in ScriptId::ALL {
+            // Exactly the scripts that call notify() check the permission first.
+            assert_eq!(
+                id.announces(),
+                id.source().matches("check_notify(").count()
+                    > include_str!("../lua/notify.lua")
+                        .matches("check_notify(")
+                        .count(),
+                "{id:?}"
+            );
         }
         shas.sort_unstable();
         shas.dedup();
