@@ -212,3 +212,37 @@ async fn a_user_refused_subscribe_and_publish_outright_is_told_at_connect_and_re
     let spin = narrow.get_spin_lock("perm:dry-spin");
     spin.lock().await.unwrap().unlock().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_refused_script_load_connects_and_its_scripts_go_by_eval() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    admin
+        .cmd(
+            "ACL",
+            [
+                "SETUSER",
+                "noload",
+                "on",
+                ">pw",
+                "~*",
+                "&*",
+                "+@all",
+                "-script|load",
+            ]
+            .into_iter()
+            .map(Into::into)
+            .collect(),
+        )
+        .await
+        .unwrap();
+    admin.cmd("SCRIPT", vec!["FLUSH".into()]).await.unwrap();
+    let url = format!("redis://noload:pw@127.0.0.1:{}", s.port());
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let lock = client.get_lock("perm:noload");
+    let g = lock.lock().await.unwrap();
+    assert_eq!(admin.hgetall("perm:noload").await.len(), 1);
+    g.unlock().await.unwrap();
+    assert!(!admin.exists("perm:noload").await);
+    assert!(admin.command_calls("eval").await >= 2, "sent by EVAL");
+}
