@@ -92,6 +92,16 @@ pub enum ShardedSubscriptionMode {
 }
 
 /// A password or other secret. Its `Debug` and `Display` print `<redacted>`, never the value.
+///
+/// ```
+/// use redisson_lock::{Config, Secret};
+///
+/// let password = Secret::new("s3cret");
+/// assert_eq!(format!("{password:?} {password}"), "<redacted> <redacted>");
+/// assert_eq!(password.expose(), "s3cret");
+/// let config = Config::default().username("app").password(password);
+/// assert!(!format!("{config:?}").contains("s3cret"));
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(Arc<str>);
 
