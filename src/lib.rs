@@ -38,6 +38,7 @@ pub mod blocking;
 mod client;
 mod config;
 mod core;
+mod credentials;
 mod error;
 mod latches;
 mod ledger;
@@ -59,6 +60,7 @@ pub use client::Client;
 pub use config::{
     Config, NameMapper, PrefixNameMapper, Secret, ShardedSubscriptionMode, TlsSettings, MAX_MILLIS,
 };
+pub use credentials::Credentials;
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
     AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Guard,
