@@ -105,6 +105,46 @@ fn sign(dir: &Path, name: &str, ext: &str, days: &str) {
     );
 }
 
+/// Signs `name.csr` with the test CA for a validity window in the past (`openssl ca` takes
+/// `-startdate/-enddate`; `openssl x509 -days` cannot go backwards, and OpenSSL 3.0 lacks
+/// `x509 -not_before/-not_after`): an expired certificate.
+fn sign_expired(dir: &Path, name: &str, ext: &str) {
+    std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+    std::fs::write(
+        dir.join("expired-ca.cnf"),
+        "[ ca ]\ndefault_ca = throwaway\n[ throwaway ]\ndatabase = expired-index.txt\n\
+         new_certs_dir = .\nserial = expired-serial\ndefault_md = sha256\npolicy = any\n\
+         [ any ]\ncommonName = supplied\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("expired-index.txt"), "").unwrap();
+    std::fs::write(dir.join("expired-serial"), "01\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "ca",
+            "-batch",
+            "-config",
+            "expired-ca.cnf",
+            "-cert",
+            "ca.crt",
+            "-keyfile",
+            "ca.key",
+            "-in",
+            &format!("{name}.csr"),
+            "-out",
+            &format!("{name}.crt"),
+            "-startdate",
+            "20200101000000Z",
+            "-enddate",
+            "20200102000000Z",
+            "-extfile",
+            &format!("{name}.ext"),
+            "-notext",
+        ],
+    );
+}
+
 impl Certs {
     pub fn make() -> Certs {
         let dir = std::env::temp_dir().join(format!(
@@ -130,6 +170,13 @@ impl Certs {
             "wrongname",
             &format!("{server}subjectAltName=DNS:wrong.example\n"),
             "2",
+        );
+        // Right name and CA, validity 2020-01-01 to 2020-01-02.
+        key_and_csr(&dir, "expired", "localhost");
+        sign_expired(
+            &dir,
+            "expired",
+            &format!("{server}subjectAltName=IP:127.0.0.1,DNS:localhost\n"),
         );
         key_and_csr(&dir, "client", "lock-client");
         sign(
