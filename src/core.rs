@@ -265,6 +265,15 @@ fn apply(fred: &mut FredConfig, topology: Topology, tls: bool, config: &Config) 
     }
 }
 
+/// The fred configuration the crate connects with for `url`: the URL checked (schemes, TLS
+/// support), the credentials, database and TLS settings of `config` applied. For the
+/// `redisson-lock` binary, so it reaches every deployment exactly as a client would.
+#[cfg(feature = "cli")]
+pub(crate) fn fred_config_for_url(url: &str, config: &Config) -> Result<FredConfig> {
+    config.validate()?;
+    fred_config(Target::Urls(&[url]), config).map(|(fred, _)| fred)
+}
+
 /// With a [`Credentials`](crate::Credentials) handle in the config, every connection reads its
 /// user and password through a provider when it opens (password rotation); the fixed ones then
 /// stay out of fred's config.

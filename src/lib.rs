@@ -70,6 +70,24 @@ pub use lock::{
 };
 pub use owner::Owner;
 
+/// Support for the `redisson-lock` binary (feature `cli`). Not part of the stable API.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli_support {
+    /// The connection-library configuration a [`Client`](crate::Client) would use for `url`
+    /// and `config`: the URL checked as [`Client::connect`](crate::Client::connect) checks it
+    /// (a TLS URL never connects in plain text), credentials, database and TLS applied.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) for a bad URL or configuration.
+    pub fn fred_config(
+        url: &str,
+        config: &crate::Config,
+    ) -> crate::Result<fred::types::config::Config> {
+        crate::core::fred_config_for_url(url, config)
+    }
+}
+
 /// Runs an `async fn` under a distributed lock, like the lock annotations Java services put on
 /// methods. (Feature `macros`, on by default.)
 ///
