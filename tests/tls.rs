@@ -280,3 +280,55 @@ async fn tls_settings_without_a_tls_url_are_refused() {
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
 }
+
+/// A holder in `a`, a waiter in `b` (each with its own command and subscriber TLS connections);
+/// the waiter must wake well before the lock's TTL would have bounded its sleep.
+async fn tls_lock_wait_wake(a: &Client, b: &Client, name: &str) {
+    let guard = a.get_lock(name).lock().await.unwrap();
+    let waiter = {
+        let lock = b.get_lock(name);
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            Ok::<_, redisson_lock::Error>((Instant::now(), g))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let g = woke_within(waiter, released, Duration::from_secs(1)).await;
+    g.expect("the waiter got the lock").unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_cluster_lock_wait_and_wake_up() {
+    let certs = Certs::make();
+    let cluster = tls_rig::TlsCluster::start(&certs);
+    let url = cluster.url();
+    let a = Client::connect(&url, tls_config(&certs))
+        .await
+        .expect("TLS cluster connect");
+    let b = Client::connect(&url, tls_config(&certs)).await.unwrap();
+    // Names on several slots, so more than one master is reached over TLS.
+    for name in ["tls:cluster:a", "tls:cluster:b", "tls:cluster:c"] {
+        tls_lock_wait_wake(&a, &b, name).await;
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_sentinel_lock_wait_and_wake_up() {
+    let certs = Certs::make();
+    let set = tls_rig::TlsSentinelSet::start(&certs);
+    let urls = set.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let a = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
+        .await
+        .expect("TLS sentinel connect");
+    let b = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
+        .await
+        .unwrap();
+    tls_lock_wait_wake(&a, &b, "tls:sentinel").await;
+    a.shutdown().await;
+    b.shutdown().await;
+}
