@@ -1,6 +1,7 @@
-//! TLS (`rediss://`, crate feature `tls`): lock, wait and wake over TLS; a wrong CA, a wrongly
-//! named certificate, an expired certificate, plain text against the TLS port and TLS against a plain port each fail
-//! fast with a typed error; mutual TLS. Run with `cargo test --features tls --test tls`.
+//! TLS (`rediss://`, crate feature `tls`): lock, wait and wake over TLS on a server, a TLS-only
+//! Sentinel set and a TLS-only cluster; a wrong CA, a wrongly named certificate, an expired
+//! certificate, plain text against the TLS port and TLS against a plain port each fail fast
+//! with a typed error; mutual TLS. Run with `cargo test --features tls --test tls`.
 #![cfg(feature = "tls")]
 
 mod common;
