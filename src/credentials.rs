@@ -38,7 +38,7 @@ use crate::config::Secret;
 /// // ... later, after `ACL SETUSER locks >second-password` on the server:
 /// credentials.rotate("second-password");
 /// assert_eq!(credentials.username().as_deref(), Some("locks"));
-/// assert!(!format!("{credentials:?}").contains("password\""));
+/// assert!(!format!("{credentials:?} {config:?}").contains("second-password"));
 /// # let _ = config;
 /// ```
 #[derive(Clone)]
