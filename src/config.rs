@@ -2,7 +2,10 @@
 
 use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
-use crate::error::{Error, Result};
+use crate::{
+    credentials::Credentials,
+    error::{Error, Result},
+};
 
 /// Maps user-facing lock names to raw Redis names (Redisson's `NameMapper`).
 ///
@@ -279,6 +282,7 @@ impl fmt::Debug for TlsSettings {
 /// | `reconnectionDelay` (bound) | [`reconnect_max_delay`](Self::reconnect_max_delay) | 2 s |
 /// | `username` / `password` | [`username`](Self::username) / [`password`](Self::password) | from the URL |
 /// | `sentinelUsername` / `sentinelPassword` | [`sentinel_username`](Self::sentinel_username) / [`sentinel_password`](Self::sentinel_password) | none |
+/// | (rotation: `CredentialsResolver`) | [`credentials`](Self::credentials) / [`sentinel_credentials`](Self::sentinel_credentials) | none |
 /// | `database` | [`database`](Self::database) | from the URL, else 0 |
 /// | `sslTruststore`, `sslKeystore`, `sslEnableEndpointIdentification` | [`tls`](Self::tls) | platform roots, name checked |
 ///
@@ -314,6 +318,8 @@ pub struct Config {
     pub(crate) password: Option<Secret>,
     pub(crate) sentinel_username: Option<String>,
     pub(crate) sentinel_password: Option<Secret>,
+    pub(crate) credentials: Option<Credentials>,
+    pub(crate) sentinel_credentials: Option<Credentials>,
     pub(crate) database: Option<u8>,
     pub(crate) tls: Option<TlsSettings>,
 }
@@ -337,6 +343,8 @@ impl Default for Config {
             password: None,
             sentinel_username: None,
             sentinel_password: None,
+            credentials: None,
+            sentinel_credentials: None,
             database: None,
             tls: None,
         }
@@ -362,6 +370,8 @@ impl fmt::Debug for Config {
             .field("password", &self.password)
             .field("sentinel_username", &self.sentinel_username)
             .field("sentinel_password", &self.sentinel_password)
+            .field("credentials", &self.credentials)
+            .field("sentinel_credentials", &self.sentinel_credentials)
             .field("database", &self.database)
             .field("tls", &self.tls)
             .finish()
@@ -501,6 +511,35 @@ impl Config {
         self
     }
 
+    /// Credentials for the data nodes that the application can change while the client runs
+    /// (password rotation): every connection opened later (a reconnect, another cluster node, a
+    /// new master) authenticates with the handle's current user and password. Overrides the
+    /// URL's user and password; not to be combined with [`password`](Self::password).
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = Some(credentials);
+        self
+    }
+
+    /// As [`credentials`](Self::credentials), for the sentinels (matched by the host and port
+    /// they are configured with). Not to be combined with
+    /// [`sentinel_password`](Self::sentinel_password).
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn sentinel_credentials(mut self, credentials: Credentials) -> Self {
+        self.sentinel_credentials = Some(credentials);
+        self
+    }
+
+    /// See [`credentials`](Self::credentials).
+    pub fn get_credentials(&self) -> Option<&Credentials> {
+        self.credentials.as_ref()
+    }
+
+    /// See [`sentinel_credentials`](Self::sentinel_credentials).
+    pub fn get_sentinel_credentials(&self) -> Option<&Credentials> {
+        self.sentinel_credentials.as_ref()
+    }
+
     /// The database (Redisson `database`); overrides the URL's. Not on a cluster.
     #[must_use = "a Config builder method returns the changed Config"]
     pub fn database(mut self, db: u8) -> Self {
@@ -636,6 +675,20 @@ impl Config {
         }
         if self.timeout.is_zero() {
             return Err(Error::InvalidArgument("timeout must be > 0".into()));
+        }
+        if self.credentials.is_some() && (self.password.is_some() || self.username.is_some()) {
+            return Err(Error::InvalidArgument(
+                "both credentials and username/password are set; use one".into(),
+            ));
+        }
+        if self.sentinel_credentials.is_some()
+            && (self.sentinel_password.is_some() || self.sentinel_username.is_some())
+        {
+            return Err(Error::InvalidArgument(
+                "both sentinel_credentials and sentinel_username/sentinel_password are set; \
+                 use one"
+                    .into(),
+            ));
         }
         Ok(())
     }

@@ -16,7 +16,8 @@ use fred::{
 };
 
 use crate::{
-    config::{Config, ShardedSubscriptionMode},
+    config::{Config, Secret, ShardedSubscriptionMode},
+    credentials::{Provider, Source},
     error::{Error, Failure, Result},
     permissions::{Need, Permissions},
     scripts::{ScriptCall, Scripts},
@@ -238,6 +239,7 @@ fn apply(fred: &mut FredConfig, topology: Topology, tls: bool, config: &Config) 
             }
         }
     }
+    live_credentials(fred, config)?;
     if !tls {
         if config.tls.is_some() {
             return Err(Error::InvalidArgument(
@@ -264,6 +266,59 @@ fn apply(fred: &mut FredConfig, topology: Topology, tls: bool, config: &Config) 
             "a TLS URL needs the `tls` feature of redisson-lock".into(),
         ))
     }
+}
+
+/// The fred configuration the crate connects with for `url`: the URL checked (schemes, TLS
+/// support), the credentials, database and TLS settings of `config` applied. For the
+/// `redisson-lock` binary, so it reaches every deployment exactly as a client would.
+#[cfg(feature = "cli")]
+pub(crate) fn fred_config_for_url(url: &str, config: &Config) -> Result<FredConfig> {
+    config.validate()?;
+    fred_config(Target::Urls(&[url]), config).map(|(fred, _)| fred)
+}
+
+/// With a [`Credentials`](crate::Credentials) handle in the config, every connection reads its
+/// user and password through a provider when it opens (password rotation); the fixed ones then
+/// stay out of fred's config.
+fn live_credentials(fred: &mut FredConfig, config: &Config) -> Result<()> {
+    if config.credentials.is_none() && config.sentinel_credentials.is_none() {
+        return Ok(());
+    }
+    let data = match &config.credentials {
+        Some(c) => Source::Live(c.clone()),
+        None => Source::Fixed(fred.username.take(), fred.password.take().map(Secret::new)),
+    };
+    fred.username = None;
+    fred.password = None;
+    let (sentinels, sentinel) = match &mut fred.server {
+        ServerConfig::Sentinel {
+            hosts,
+            username,
+            password,
+            ..
+        } => {
+            let sentinels = hosts.iter().map(|h| (h.host.to_string(), h.port)).collect();
+            let source = match &config.sentinel_credentials {
+                Some(c) => Source::Live(c.clone()),
+                None => Source::Fixed(username.clone(), password.clone().map(Secret::new)),
+            };
+            *username = None;
+            *password = None;
+            (sentinels, source)
+        }
+        _ if config.sentinel_credentials.is_some() => {
+            return Err(Error::InvalidArgument(
+                "sentinel credentials are set, but the target is not Sentinel".into(),
+            ))
+        }
+        _ => (Vec::new(), Source::Fixed(None, None)),
+    };
+    fred.credential_provider = Some(std::sync::Arc::new(Provider {
+        data,
+        sentinels,
+        sentinel,
+    }));
+    Ok(())
 }
 
 impl Core {

@@ -38,6 +38,7 @@ pub mod blocking;
 mod client;
 mod config;
 mod core;
+mod credentials;
 mod error;
 mod latches;
 mod ledger;
@@ -60,6 +61,7 @@ pub use client::Client;
 pub use config::{
     Config, NameMapper, PrefixNameMapper, Secret, ShardedSubscriptionMode, TlsSettings, MAX_MILLIS,
 };
+pub use credentials::Credentials;
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
     AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Guard,
@@ -68,6 +70,24 @@ pub use lock::{
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
 pub use owner::Owner;
+
+/// Support for the `redisson-lock` binary (feature `cli`). Not part of the stable API.
+#[cfg(feature = "cli")]
+#[doc(hidden)]
+pub mod cli_support {
+    /// The connection-library configuration a [`Client`](crate::Client) would use for `url`
+    /// and `config`: the URL checked as [`Client::connect`](crate::Client::connect) checks it
+    /// (a TLS URL never connects in plain text), credentials, database and TLS applied.
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](crate::Error::InvalidArgument) for a bad URL or configuration.
+    pub fn fred_config(
+        url: &str,
+        config: &crate::Config,
+    ) -> crate::Result<fred::types::config::Config> {
+        crate::core::fred_config_for_url(url, config)
+    }
+}
 
 /// Runs an `async fn` under a distributed lock, like the lock annotations Java services put on
 /// methods. (Feature `macros`, on by default.)

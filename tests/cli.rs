@@ -1,8 +1,15 @@
 //! The `redisson-lock` binary against a real redis-server, on lock state written by the crate and
-//! by raw commands in the layout a Java Redisson client writes.
+//! by raw commands in the layout a Java Redisson client writes: a standalone server, a cluster
+//! (`redis-cluster://`), Sentinel (`redis-sentinel://`) and TLS (`rediss://` with `--tls-ca`,
+//! feature `tls`).
 #![cfg(feature = "cli")]
 
 mod common;
+#[path = "common/sentinel.rs"]
+mod sentinel_rig;
+#[cfg(feature = "tls")]
+#[path = "common/tls.rs"]
+mod tls_rig;
 
 use std::{
     io::Write,
@@ -315,4 +322,237 @@ async fn bad_url_missing_lock_and_refused_permission_fail_clearly() {
         "{}",
         denied.stderr
     );
+    // A wrong password: refused at connect, the same exit code, the password not echoed.
+    let wrong_url = url.replacen("redis://", "redis://viewer:pw-Cli-Wr0ng@", 1);
+    let wrong = cli(&wrong_url, &["inspect", "held"], "");
+    assert_eq!(wrong.code, 4, "{}", wrong.stderr);
+    assert!(wrong.stderr.contains("WRONGPASS"), "{}", wrong.stderr);
+    assert!(!wrong.stderr.contains("pw-Cli-Wr0ng"), "{}", wrong.stderr);
+}
+
+/// A crate waiter on `name` in `client`, as a task (woken by the force-unlock's message).
+fn waiter(client: &Client, name: &str) -> tokio::task::JoinHandle<redisson_lock::Result<()>> {
+    let lock = client.get_lock(name);
+    tokio::spawn(async move {
+        let g = lock.try_lock_for(Duration::from_secs(30)).await?;
+        g.expect("acquired after the force-unlock")
+            .unlock()
+            .await
+            .map(|_| ())
+    })
+}
+
+/// Waits until `inspect NAME --json` reports `n` subscribers (the waiter has subscribed).
+async fn wait_for_subscribers(url: &str, extra: &[&str], name: &str, n: usize) {
+    let want = format!("\"subscribers\":{n}");
+    let mut args = extra.to_vec();
+    args.extend(["inspect", name, "--json"]);
+    let found = common::eventually(Duration::from_secs(10), || {
+        let found = ok(cli(url, &args, "")).contains(&want);
+        async move { found }
+    })
+    .await;
+    assert!(found, "{name}: never {want}: {}", ok(cli(url, &args, "")));
+}
+
+/// The cluster: locks by the crate and in Java's layout on every master; `list` finds them all
+/// (SCAN of every master), `inspect` counts the sharded waiter, `unlock --force --yes` wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_on_a_cluster_lists_every_master_inspects_and_force_unlocks() {
+    let cluster = common::cluster::RedisCluster::shared();
+    let url = cluster.cluster_url();
+    let masters = cluster.masters();
+    let names: Vec<String> = masters
+        .iter()
+        .flat_map(|m| cluster.names_on(*m, "clitopo-", 1))
+        .collect();
+    assert_eq!(names.len(), 3, "one name per master");
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let other = Client::connect(&url, Config::default()).await.unwrap();
+    // A waiter like Redisson < 3.22: classic SUBSCRIBE, on whichever node.
+    let classic = Client::connect(
+        &url,
+        Config::default().sharded_subscription_mode(redisson_lock::ShardedSubscriptionMode::Off),
+    )
+    .await
+    .unwrap();
+    // Crate holds on the first two masters; a Java-layout hold (raw HSET + PEXPIRE) on the third.
+    let g0 = client.get_lock(&names[0]).lock().await.unwrap();
+    let g1 = client.get_fenced_lock(&names[1]).lock().await.unwrap();
+    let admin = Admin::connect(&url).await;
+    admin
+        .java_hold(&names[2], &format!("{JAVA_A}:11"), 30_000)
+        .await;
+
+    let listed = ok(cli(&url, &["list", "clitopo-*"], ""));
+    for name in &names {
+        assert!(listed.contains(&format!("{name}\t")), "{name} in {listed}");
+    }
+    assert!(
+        listed.contains(&format!("{}\tfenced", names[1])),
+        "{listed}"
+    );
+
+    let json = ok(cli(&url, &["inspect", &names[2], "--json"], ""));
+    assert!(
+        json.contains(&format!(
+            "\"holders\":[{{\"client_id\":\"{JAVA_A}\",\"thread_id\":\"11\",\"count\":1,"
+        )),
+        "{json}"
+    );
+
+    // A sharded waiter (SSUBSCRIBE on the channel's owner) on the crate's lock, a classic one
+    // (SUBSCRIBE, on any node) on the Java-layout lock: `inspect` counts both kinds, and each
+    // force-unlock wakes its waiter (the tool publishes both ways on a cluster).
+    let woken0 = waiter(&other, &names[0]);
+    let woken2 = waiter(&classic, &names[2]);
+    wait_for_subscribers(&url, &[], &names[0], 1).await;
+    wait_for_subscribers(&url, &[], &names[2], 1).await;
+    let json = ok(cli(&url, &["inspect", &names[0], "--json"], ""));
+    assert!(
+        json.contains(&format!("\"client_id\":\"{}\"", client.id())),
+        "{json}"
+    );
+    for name in [&names[0], &names[2]] {
+        let out = ok(cli(&url, &["unlock", "--force", "--yes", name], ""));
+        assert!(out.contains("unlocked"), "{out}");
+    }
+    // Well under the 30 s lock TTL that would bound a waiter that missed the message.
+    for task in [woken0, woken2] {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("woken by the force-unlock message")
+            .unwrap()
+            .unwrap();
+    }
+    drop(g0);
+    g1.unlock().await.unwrap();
+    client.shutdown().await;
+    other.shutdown().await;
+    classic.shutdown().await;
+}
+
+/// Through Sentinel (`redis-sentinel://` URL): the tool finds the master, reads locks written
+/// by the crate and in Java's layout, and force-unlocks one with a waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_through_sentinel_inspects_lists_and_force_unlocks() {
+    let set = sentinel_rig::SentinelSet::start();
+    let ports = set.sentinel_ports();
+    let url = format!(
+        "redis-sentinel://127.0.0.1:{}?sentinelServiceName={}&node=127.0.0.1:{}",
+        ports[0],
+        sentinel_rig::MASTER_NAME,
+        ports[1]
+    );
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let other = Client::connect(&url, Config::default()).await.unwrap();
+    let g = client.get_lock("sent:crate").lock().await.unwrap();
+    let admin = Admin::connect(&format!("redis://127.0.0.1:{}", set.master_port())).await;
+    admin
+        .java_hold("sent:java", &format!("{JAVA_B}:3"), 30_000)
+        .await;
+
+    let listed = ok(cli(&url, &["list", "sent:*"], ""));
+    assert!(
+        listed.contains("sent:crate\treentrant\tholders=1"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("sent:java\treentrant\tholders=1"),
+        "{listed}"
+    );
+    let json = ok(cli(&url, &["inspect", "sent:java", "--json"], ""));
+    assert!(
+        json.contains(&format!("{{\"client_id\":\"{JAVA_B}\",\"thread_id\":\"3\"")),
+        "{json}"
+    );
+
+    let woken = waiter(&other, "sent:crate");
+    wait_for_subscribers(&url, &[], "sent:crate", 1).await;
+    ok(cli(&url, &["unlock", "--force", "--yes", "sent:crate"], ""));
+    tokio::time::timeout(Duration::from_secs(10), woken)
+        .await
+        .expect("woken by the force-unlock message")
+        .unwrap()
+        .unwrap();
+    assert!(!admin.exists("sent:crate").await);
+    drop(g);
+    client.shutdown().await;
+    other.shutdown().await;
+}
+
+/// Over TLS (`rediss://` + `--tls-ca`): inspect, list and force-unlock; without the CA the
+/// server's certificate is refused (non-zero exit, a clear message).
+#[cfg(feature = "tls")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_over_tls_with_a_ca_file() {
+    let certs = tls_rig::Certs::make();
+    let server = tls_rig::TlsRedis::start(&certs, "server", false, &[]);
+    let url = server.url();
+    let ca = certs.path("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let config = || Config::default().tls(redisson_lock::TlsSettings::new().ca_file(ca));
+    let client = Client::connect(&url, config()).await.unwrap();
+    let other = Client::connect(&url, config()).await.unwrap();
+    let g = client.get_lock("tls:crate").lock().await.unwrap();
+    // A Java-layout hold written with raw commands over TLS.
+    let raw = |args: &[&str]| {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "--tls"])
+            .args(["--cacert", ca])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+    };
+    raw(&["HSET", "tls:java", &format!("{JAVA_A}:8"), "2"]);
+    raw(&["PEXPIRE", "tls:java", "30000"]);
+
+    let tls = ["--tls-ca", ca];
+    let with = |rest: &[&'static str]| {
+        let mut a: Vec<&str> = tls.to_vec();
+        a.extend(rest);
+        a
+    };
+    let listed = ok(cli(&url, &with(&["list", "tls:*"]), ""));
+    assert!(listed.contains("tls:crate\treentrant"), "{listed}");
+    assert!(listed.contains("tls:java\treentrant"), "{listed}");
+    let json = ok(cli(&url, &with(&["inspect", "tls:java", "--json"]), ""));
+    assert!(
+        json.contains(&format!(
+            "{{\"client_id\":\"{JAVA_A}\",\"thread_id\":\"8\",\"count\":2,"
+        )),
+        "{json}"
+    );
+    let woken = waiter(&other, "tls:crate");
+    wait_for_subscribers(&url, &tls, "tls:crate", 1).await;
+    ok(cli(
+        &url,
+        &with(&["unlock", "--force", "--yes", "tls:crate"]),
+        "",
+    ));
+    tokio::time::timeout(Duration::from_secs(10), woken)
+        .await
+        .expect("woken by the force-unlock message")
+        .unwrap()
+        .unwrap();
+
+    // Without the CA: the platform roots do not know the test CA.
+    let refused = cli(&url, &["inspect", "tls:java"], "");
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("cannot connect"),
+        "{}",
+        refused.stderr
+    );
+    // A plain URL against the TLS port is not a TLS connection either.
+    let plain = cli(
+        &url.replacen("rediss://", "redis://", 1),
+        &["inspect", "tls:java"],
+        "",
+    );
+    assert_ne!(plain.code, 0);
+    drop(g);
+    client.shutdown().await;
+    other.shutdown().await;
 }

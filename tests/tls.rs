@@ -1,6 +1,7 @@
-//! TLS (`rediss://`, crate feature `tls`): lock, wait and wake over TLS; a wrong CA, a wrongly
-//! named certificate, plain text against the TLS port and TLS against a plain port each fail
-//! fast with a typed error; mutual TLS. Run with `cargo test --features tls --test tls`.
+//! TLS (`rediss://`, crate feature `tls`): lock, wait and wake over TLS on a server, a TLS-only
+//! Sentinel set and a TLS-only cluster; a wrong CA, a wrongly named certificate, an expired
+//! certificate, plain text against the TLS port and TLS against a plain port each fail fast
+//! with a typed error; mutual TLS. Run with `cargo test --features tls --test tls`.
 #![cfg(feature = "tls")]
 
 mod common;
@@ -20,20 +21,26 @@ fn tls_config(certs: &Certs) -> Config {
         .tls(TlsSettings::new().ca_file(certs.path("ca.crt")))
 }
 
-/// `INFO stats` field of the TLS server, read with redis-cli over TLS.
-fn tls_stat(certs: &Certs, server: &TlsRedis, field: &str) -> u64 {
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &server.port.to_string(), "--tls"])
-        .arg("--cacert")
-        .arg(certs.path("ca.crt"))
-        .args(["INFO", "stats"])
-        .output()
-        .expect("redis-cli");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in {text}"))
+/// A TLS server that logs (verbose) to a file, and a count of the handshakes it saw refused
+/// by the client's alert (`total_connections_received` counts only completed handshakes, so
+/// it cannot count these; the fixture's readiness probe, a bare TCP connect, sends no alert).
+fn logged_tls_server(certs: &Certs, cert: &str) -> (TlsRedis, impl Fn() -> usize) {
+    let log = certs.path(&format!("{cert}-server.log"));
+    let log_arg = log.to_str().unwrap().to_owned();
+    let server = TlsRedis::start(
+        certs,
+        cert,
+        false,
+        &["--loglevel", "verbose", "--logfile", &log_arg],
+    );
+    let refused = move || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains("Error accepting a client connection") && l.contains(" alert "))
+            .count()
+    };
+    (server, refused)
 }
 
 #[tokio::test]
@@ -84,8 +91,7 @@ async fn tls_ca_given_as_pem_bytes_and_via_localhost_name() {
 #[tokio::test]
 async fn tls_wrong_ca_fails_fast_with_a_tls_error_and_no_retry_storm() {
     let certs = Certs::make();
-    let server = TlsRedis::start(&certs, "server", false, &[]);
-    let before = tls_stat(&certs, &server, "total_connections_received");
+    let (server, refused) = logged_tls_server(&certs, "server");
     let config = Config::default()
         .connect_timeout(Duration::from_secs(5))
         .tls(TlsSettings::new().ca_file(certs.path("other-ca.crt")));
@@ -95,16 +101,15 @@ async fn tls_wrong_ca_fails_fast_with_a_tls_error_and_no_retry_storm() {
     assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
     assert!(took < Duration::from_secs(2), "took {took:?}");
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = tls_stat(&certs, &server, "total_connections_received");
-    // This client made at most a couple of attempts (the count includes redis-cli's own).
-    assert!(after - before <= 4, "{} connections", after - before);
-    println!("wrong CA refused in {took:?}");
+    let attempts = refused();
+    assert!((1..=2).contains(&attempts), "{attempts} refused handshakes");
+    println!("wrong CA refused in {took:?} after {attempts} handshake(s)");
 }
 
 #[tokio::test]
 async fn tls_wrong_server_name_fails_fast_unless_the_test_only_opt_out_is_set() {
     let certs = Certs::make();
-    let server = TlsRedis::start(&certs, "wrongname", false, &[]);
+    let (server, refused) = logged_tls_server(&certs, "wrongname");
     let t = Instant::now();
     let err = Client::connect(&server.url(), tls_config(&certs))
         .await
@@ -112,7 +117,10 @@ async fn tls_wrong_server_name_fails_fast_unless_the_test_only_opt_out_is_set() 
     let took = t.elapsed();
     assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
     assert!(took < Duration::from_secs(2), "took {took:?}");
-    println!("wrong server name refused in {took:?}: {err}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let attempts = refused();
+    assert!((1..=2).contains(&attempts), "{attempts} refused handshakes");
+    println!("wrong server name refused in {took:?} after {attempts} handshake(s): {err}");
 
     let config = Config::default().tls(
         TlsSettings::new()
@@ -138,6 +146,36 @@ async fn tls_wrong_server_name_fails_fast_unless_the_test_only_opt_out_is_set() 
     );
     let err = Client::connect(&server.url(), config).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Tls, "{err}");
+}
+
+#[tokio::test]
+async fn tls_expired_server_certificate_fails_fast_with_a_tls_error_and_no_retry_storm() {
+    let certs = Certs::make();
+    let (server, refused) = logged_tls_server(&certs, "expired");
+    let t = Instant::now();
+    let err = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap_err();
+    let took = t.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err:?}");
+    assert!(
+        err.to_string().contains("Expired"),
+        "the message says why: {err}"
+    );
+    // Well under the 5 s connect timeout: refused at the first handshake, not timed out.
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let attempts = refused();
+    assert!((1..=2).contains(&attempts), "{attempts} refused handshakes");
+    println!("expired certificate refused in {took:?} after {attempts} handshake(s): {err}");
+    // The test-only name opt-out does not accept an expired certificate either.
+    let config = Config::default().tls(
+        TlsSettings::new()
+            .ca_file(certs.path("ca.crt"))
+            .dangerous_skip_server_name_check_for_tests(),
+    );
+    let err = Client::connect(&server.url(), config).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Tls, "{err:?}");
 }
 
 #[tokio::test]
@@ -242,4 +280,56 @@ async fn tls_settings_without_a_tls_url_are_refused() {
     .await
     .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+}
+
+/// A holder in `a`, a waiter in `b` (each with its own command and subscriber TLS connections);
+/// the waiter must wake well before the lock's TTL would have bounded its sleep.
+async fn tls_lock_wait_wake(a: &Client, b: &Client, name: &str) {
+    let guard = a.get_lock(name).lock().await.unwrap();
+    let waiter = {
+        let lock = b.get_lock(name);
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            Ok::<_, redisson_lock::Error>((Instant::now(), g))
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let g = woke_within(waiter, released, Duration::from_secs(1)).await;
+    g.expect("the waiter got the lock").unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_cluster_lock_wait_and_wake_up() {
+    let certs = Certs::make();
+    let cluster = tls_rig::TlsCluster::start(&certs);
+    let url = cluster.url();
+    let a = Client::connect(&url, tls_config(&certs))
+        .await
+        .expect("TLS cluster connect");
+    let b = Client::connect(&url, tls_config(&certs)).await.unwrap();
+    // Names on several slots, so more than one master is reached over TLS.
+    for name in ["tls:cluster:a", "tls:cluster:b", "tls:cluster:c"] {
+        tls_lock_wait_wake(&a, &b, name).await;
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_sentinel_lock_wait_and_wake_up() {
+    let certs = Certs::make();
+    let set = tls_rig::TlsSentinelSet::start(&certs);
+    let urls = set.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let a = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
+        .await
+        .expect("TLS sentinel connect");
+    let b = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
+        .await
+        .unwrap();
+    tls_lock_wait_wake(&a, &b, "tls:sentinel").await;
+    a.shutdown().await;
+    b.shutdown().await;
 }

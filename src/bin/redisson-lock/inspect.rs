@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use fred::{
     clients::Client as Redis,
-    interfaces::ClientLike,
+    interfaces::{ClientLike, ClusterInterface},
     types::{ClusterHash, CustomCommand, Value},
 };
 
@@ -259,16 +259,64 @@ pub async fn inspect(redis: &Redis, name: &str) -> Result<Inspection> {
     if !out.exists && !is_fair && out.token.is_none() {
         out.kind = "none";
     }
-    if !channels.is_empty() {
-        let mut args: Vec<Value> = vec!["NUMSUB".into()];
-        args.extend(channels.iter().map(|c| Value::from(c.as_str())));
-        let reply = cmd(redis, "PUBSUB", args).await?.into_array();
-        for pair in reply.chunks(2) {
-            let n = pair.get(1).and_then(Value::as_i64).unwrap_or(0);
-            out.channels.push((text(&pair[0]), n));
-        }
-    }
+    out.channels = subscribers(redis, &channels).await?;
     Ok(out)
+}
+
+/// Subscribers of each channel. On a cluster a channel's listeners may be sharded
+/// (`SSUBSCRIBE`, counted by `PUBSUB SHARDNUMSUB` on the node that owns the channel's slot) or
+/// classic (`SUBSCRIBE`, counted by `PUBSUB NUMSUB` on each node separately): both are added up,
+/// over every primary.
+async fn subscribers(redis: &Redis, channels: &[String]) -> Result<Vec<(String, i64)>> {
+    if channels.is_empty() {
+        return Ok(Vec::new());
+    }
+    let args = |sub: &'static str| {
+        let mut args: Vec<Value> = vec![sub.into()];
+        args.extend(channels.iter().map(|c| Value::from(c.as_str())));
+        args
+    };
+    let counts = |reply: Value| -> Vec<i64> {
+        reply
+            .into_array()
+            .chunks(2)
+            .map(|pair| pair.get(1).and_then(Value::as_i64).unwrap_or(0))
+            .collect()
+    };
+    let mut total = vec![0; channels.len()];
+    let mut add = |n: Vec<i64>| {
+        for (t, n) in total.iter_mut().zip(n) {
+            *t += n;
+        }
+    };
+    if redis.is_clustered() {
+        // Every channel of one lock carries the lock's hash tag: one slot, one owner. (fred
+        // routes a custom command by a `Custom` slot only; other hashers fall back to the
+        // first argument, here the sub-command.)
+        let slot = fred::util::redis_keyslot(channels[0].as_bytes());
+        let sharded = CustomCommand::new_static("PUBSUB", ClusterHash::Custom(slot), false);
+        let reply = redis
+            .custom(sharded, args("SHARDNUMSUB"))
+            .await
+            .map_err(Failure::redis)?;
+        add(counts(reply));
+        let primaries = redis
+            .cached_cluster_state()
+            .map(|state| state.unique_primary_nodes())
+            .unwrap_or_default();
+        for node in primaries {
+            let classic = CustomCommand::new_static("PUBSUB", ClusterHash::Random, false);
+            let reply = redis
+                .with_cluster_node(node)
+                .custom(classic, args("NUMSUB"))
+                .await
+                .map_err(Failure::redis)?;
+            add(counts(reply));
+        }
+    } else {
+        add(counts(cmd(redis, "PUBSUB", args("NUMSUB")).await?));
+    }
+    Ok(channels.iter().cloned().zip(total).collect())
 }
 
 /// The human-readable report.

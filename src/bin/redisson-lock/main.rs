@@ -25,12 +25,18 @@ use inspect::{Failure, Result, EXIT_ABORTED, EXIT_ERROR, EXIT_NOT_FOUND};
 #[derive(Parser, Debug)]
 #[command(name = "redisson-lock", version)]
 struct Cli {
-    /// Redis URL: redis://, rediss:// (TLS), redis-cluster://, redis-sentinel://.
+    /// Redis URL: redis:// (one server), redis-cluster://host:port[?node=host:port...],
+    /// redis-sentinel://host:26379?sentinelServiceName=MASTER[&node=...], and the TLS forms
+    /// rediss://, rediss-cluster://, rediss-sentinel:// (with --tls-ca; `tls` feature).
     #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:6379")]
     url: String,
     /// Key prefix of the application's name mapper (`Config::key_prefix`).
     #[arg(long, default_value = "")]
     prefix: String,
+    /// PEM file of the CA that signed the server's certificate, for rediss:// URLs (default:
+    /// the platform's roots). Needs a build with the `tls` feature.
+    #[arg(long, env = "REDIS_TLS_CA", value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -94,43 +100,29 @@ fn main() -> ExitCode {
     }
 }
 
-/// The URL schemes of the connection library (the crate itself may support fewer yet).
-const SCHEMES: &[&str] = &[
-    "redis",
-    "rediss",
-    "redis-cluster",
-    "rediss-cluster",
-    "redis-sentinel",
-    "rediss-sentinel",
-    "valkey",
-    "valkeys",
-];
-
-fn fred_config(url: &str) -> Result<FredConfig> {
-    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-    if !scheme.as_deref().is_some_and(|s| SCHEMES.contains(&s)) {
-        return Err(Failure::new(
-            EXIT_ERROR,
-            format!(
-                "invalid Redis URL: the scheme must be one of {}",
-                SCHEMES.join(", ")
-            ),
-        ));
+/// The crate configuration the tool connects with: the name mapper's prefix, the CA for
+/// `rediss://` URLs, and on a cluster unlock messages sent both ways (`SPUBLISH` and
+/// `PUBLISH`), so a force-unlock wakes waiters of old and new Redisson versions alike.
+fn crate_config(cli: &Cli) -> redisson_lock::Config {
+    let mut config = redisson_lock::Config::default()
+        .key_prefix(cli.prefix.clone())
+        .sharded_subscription_mode(redisson_lock::ShardedSubscriptionMode::Both);
+    if let Some(ca) = &cli.tls_ca {
+        config = config.tls(redisson_lock::TlsSettings::new().ca_file(ca));
     }
-    // fred's URL errors may echo the URL, which can hold a password: report the kind only.
-    FredConfig::from_url(url).map_err(|e| {
-        Failure::new(
-            EXIT_ERROR,
-            format!(
-                "invalid Redis URL ({:?}); expected e.g. redis://host:6379",
-                e.kind()
-            ),
-        )
-    })
+    config
+}
+
+/// The connection the tool reads with: the URL checked and configured exactly as a
+/// [`redisson_lock::Client`] would be (every scheme the crate supports; a TLS URL never
+/// connects in plain text, and needs the `tls` feature).
+fn fred_config(cli: &Cli) -> Result<FredConfig> {
+    redisson_lock::cli_support::fred_config(&cli.url, &crate_config(cli))
+        .map_err(|e| Failure::new(EXIT_ERROR, format!("invalid Redis URL or option: {e}")))
 }
 
 async fn run(cli: Cli) -> Result<()> {
-    let config = fred_config(&cli.url)?;
+    let config = fred_config(&cli)?;
     let redis = Redis::new(config, None, None, None);
     inspect::connect(&redis).await?;
     let result = command(&cli, &redis).await;
@@ -256,8 +248,7 @@ async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
     }
     // The crate's own force-unlock of the right kind: the same scripts and unlock messages a
     // Java client sends, so waiters on either side wake.
-    let config = redisson_lock::Config::default().key_prefix(cli.prefix.clone());
-    let client = redisson_lock::Client::connect(&cli.url, config)
+    let client = redisson_lock::Client::connect(&cli.url, crate_config(cli))
         .await
         .map_err(|e| match e.kind() {
             redisson_lock::ErrorKind::PermissionDenied => {
