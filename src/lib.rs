@@ -46,6 +46,7 @@ mod names;
 mod observe;
 mod owner;
 mod pubsub;
+mod replicas;
 mod restarts;
 mod scripts;
 mod stats;

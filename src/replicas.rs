@@ -1,0 +1,331 @@
+//! Replica-synced acquisition (protocol §6, Redisson's `checkLockSyncedSlaves` and
+//! `slavesSyncTimeout`): the replica count of the master, and the connections an acquisition
+//! runs on so that its `WAIT` follows the script on the same connection.
+//!
+//! Why separate connections: `WAIT` blocks the connection it was sent on, server-side, until
+//! the replicas acknowledge or the timeout passes. The command connection is multiplexed (every
+//! task's releases, renewals and queries share it), so a `WAIT` there would hold all of them up
+//! for as long as a lagging replica takes, up to the sync timeout. A `WAIT` sent on another
+//! connection proves nothing (it waits for that connection's own writes). So an acquisition
+//! that may have to sync checks out one connection of a small pool for itself: the script, and
+//! then (only if the script acquired) the `WAIT`, run on it, and nobody else's command does.
+//! The pool is made lazily, only once the master is known to have replicas, and holds at most
+//! [`POOL_SIZE`] connections; a synced acquisition beyond that waits for a free one (at most one
+//! command timeout). Acquisitions where no `WAIT` is needed use the command connection.
+//!
+//! The `WAIT` is sent after the script's reply, not pipelined with it: a busy attempt (a waiter
+//! polling a held lock) wrote nothing and needs no `WAIT`, and a pipelined one would still block
+//! while the connection's last write is unacknowledged. The cost is one round trip per
+//! successful synced acquisition (the `WAIT` itself needs a replica round trip anyway).
+//!
+//! The replica count: read from `INFO replication` (`connected_slaves`) when unknown, cached,
+//! and forgotten when a `WAIT` answers another number or fails. A count of 0 (a lone server) is
+//! read again at most every [`ZERO_RECHECK`], so replicas added later are noticed. Before the
+//! first `WAIT`, `WAIT 0 0` probes whether the server knows (and lets this user run) `WAIT`;
+//! if not, the client never syncs (as Redisson does for managed services without `WAIT`).
+//!
+//! Standalone and Sentinel only: on a Redis Cluster, routing the script and the `WAIT`
+//! together to the key's master over a private connection is not done yet, so no `WAIT` is sent
+//! there (README: safety).
+
+use std::{sync::Arc, time::Duration};
+
+use fred::{
+    clients::Client as FredClient,
+    interfaces::{ClientLike, ServerInterface},
+    types::{config::Options, InfoKind},
+};
+use parking_lot::Mutex;
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
+
+use crate::{
+    config::Config,
+    error::{Error, Result},
+};
+
+/// At most this many connections run synced acquisitions at once.
+pub(crate) const POOL_SIZE: usize = 8;
+
+/// A replica count of 0 is read again after this long.
+pub(crate) const ZERO_RECHECK: Duration = Duration::from_secs(10);
+
+/// What the replicas said about an acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Synced {
+    /// No `WAIT` was needed (sync off, no replicas, `WAIT` unsupported, nothing acquired).
+    NotNeeded,
+    /// At least one replica acknowledged.
+    Acked { wanted: u64, acked: u64 },
+    /// No replica acknowledged within the timeout (or the `WAIT` failed).
+    Missing { wanted: u64, acked: u64 },
+}
+
+#[derive(Default)]
+struct State {
+    /// The master's replica count and when it was read.
+    count: Option<(u64, Instant)>,
+    /// `WAIT 0 0` was answered.
+    probed: bool,
+    /// The server refused `WAIT` (unknown command, no permission): never sync.
+    unsupported: bool,
+    /// A failed `INFO` read was logged (once, not every recheck).
+    info_warned: bool,
+}
+
+/// The replica-sync service of one client.
+pub(crate) struct ReplicaSync {
+    enabled: bool,
+    timeout_ms: u64,
+    command_timeout: Duration,
+    connect_timeout: Duration,
+    state: Mutex<State>,
+    idle: Mutex<Vec<FredClient>>,
+    slots: Arc<Semaphore>,
+}
+
+/// One pooled connection, checked out by one acquisition.
+pub(crate) struct Checkout {
+    pub(crate) client: FredClient,
+    /// The replica count to wait for (> 0).
+    pub(crate) replicas: u64,
+    _slot: OwnedSemaphorePermit,
+}
+
+impl ReplicaSync {
+    pub(crate) fn new(config: &Config, clustered: bool) -> Self {
+        let enabled = config.check_lock_synced_replicas && !clustered;
+        if config.check_lock_synced_replicas && clustered {
+            log::info!("replica-synced acquisition is not available on a Redis Cluster yet");
+        }
+        Self {
+            enabled,
+            timeout_ms: config.replicas_sync_ms(),
+            command_timeout: config.timeout,
+            connect_timeout: config.connect_timeout,
+            state: Mutex::new(State::default()),
+            idle: Mutex::new(Vec::new()),
+            slots: Arc::new(Semaphore::new(POOL_SIZE)),
+        }
+    }
+
+    /// The connection an acquisition runs on when it must sync; `None` when no `WAIT` is
+    /// needed (the caller uses the command connection). `shared` is the command connection,
+    /// used for the `INFO` read.
+    pub(crate) async fn checkout(&self, shared: &FredClient) -> Result<Option<Checkout>> {
+        if !self.enabled || self.state.lock().unsupported {
+            return Ok(None);
+        }
+        let replicas = self.replicas(shared).await;
+        if replicas == 0 {
+            return Ok(None);
+        }
+        let slot = tokio::time::timeout(self.command_timeout, self.slots.clone().acquire_owned())
+            .await
+            .map_err(|_| {
+                Error::Timeout(
+                    format!(
+                        "every replica-sync connection stayed busy for {:?}",
+                        self.command_timeout
+                    )
+                    .into(),
+                )
+            })?
+            .map_err(|_| Error::Shutdown)?;
+        let pooled = self.idle.lock().pop();
+        let client = match pooled {
+            Some(c) => c,
+            None => self.open(shared).await?,
+        };
+        if !self.state.lock().probed {
+            match client.wait::<i64>(0, 0).await {
+                Ok(_) => self.state.lock().probed = true,
+                Err(e) if refused(&e) => {
+                    log::warn!(
+                        "the server refuses WAIT ({}); acquisitions are not synced with replicas",
+                        e.details()
+                    );
+                    self.state.lock().unsupported = true;
+                    self.put_back(client);
+                    return Ok(None);
+                }
+                Err(e) => {
+                    discard(client);
+                    return Err(Error::from_redis(e, ""));
+                }
+            }
+        }
+        Ok(Some(Checkout {
+            client,
+            replicas,
+            _slot: slot,
+        }))
+    }
+
+    /// Returns a connection whose last command completed normally to the pool.
+    pub(crate) fn give_back(&self, checkout: Checkout) {
+        self.put_back(checkout.client);
+    }
+
+    /// Drops a connection whose state is unknown (a failed or timed-out command).
+    pub(crate) fn throw_away(&self, checkout: Checkout) {
+        self.forget_count();
+        discard(checkout.client);
+    }
+
+    fn put_back(&self, client: FredClient) {
+        let mut idle = self.idle.lock();
+        if idle.len() < POOL_SIZE {
+            idle.push(client);
+        } else {
+            drop(idle);
+            discard(client);
+        }
+    }
+
+    /// `WAIT <replicas> <timeout>` on the connection that ran the acquisition; the timeout is
+    /// the sync timeout, or the time left before `deadline` if that is shorter (at least 1 ms).
+    pub(crate) async fn wait(
+        &self,
+        checkout: Checkout,
+        lock: &str,
+        deadline: Option<Instant>,
+    ) -> Synced {
+        let wanted = checkout.replicas;
+        let timeout_ms = match deadline {
+            Some(d) => {
+                let left = crate::config::clamp_millis(d.saturating_duration_since(Instant::now()));
+                self.timeout_ms.min(left).max(1)
+            }
+            None => self.timeout_ms,
+        };
+        let options = Options {
+            timeout: Some(Duration::from_millis(timeout_ms).saturating_add(self.command_timeout)),
+            ..Default::default()
+        };
+        let reply = checkout
+            .client
+            .with_options(&options)
+            .wait::<i64>(i64::try_from(wanted).unwrap_or(i64::MAX), timeout_ms as i64)
+            .await;
+        match reply {
+            Ok(acked) => {
+                let acked = u64::try_from(acked).unwrap_or(0);
+                if acked != wanted {
+                    self.forget_count();
+                }
+                self.give_back(checkout);
+                if acked == 0 {
+                    Synced::Missing { wanted, acked }
+                } else {
+                    Synced::Acked { wanted, acked }
+                }
+            }
+            Err(e) => {
+                log::warn!("WAIT after acquiring {lock} failed: {e}");
+                self.throw_away(checkout);
+                Synced::Missing { wanted, acked: 0 }
+            }
+        }
+    }
+
+    fn forget_count(&self) {
+        self.state.lock().count = None;
+    }
+
+    /// The cached replica count, read with `INFO replication` when unknown (or 0 and old).
+    async fn replicas(&self, shared: &FredClient) -> u64 {
+        if let Some((n, at)) = self.state.lock().count {
+            if n > 0 || at.elapsed() < ZERO_RECHECK {
+                return n;
+            }
+        }
+        let n = match shared.info::<String>(Some(InfoKind::Replication)).await {
+            Ok(text) => connected_replicas(&text),
+            Err(e) => {
+                if !std::mem::replace(&mut self.state.lock().info_warned, true) {
+                    log::warn!("cannot read INFO replication ({e}); not syncing with replicas");
+                }
+                0
+            }
+        };
+        self.state.lock().count = Some((n, Instant::now()));
+        n
+    }
+
+    /// A new connection to the same deployment as `shared` (for Sentinel: to the current
+    /// master, through the sentinels).
+    async fn open(&self, shared: &FredClient) -> Result<FredClient> {
+        let client = shared.clone_new();
+        match tokio::time::timeout(self.connect_timeout, client.init()).await {
+            Ok(Ok(_task)) => Ok(client),
+            Ok(Err(e)) => {
+                discard(client);
+                Err(Error::from_redis(e, ""))
+            }
+            Err(_) => {
+                discard(client);
+                Err(Error::Connection(
+                    format!(
+                        "could not open a replica-sync connection within {:?}",
+                        self.connect_timeout
+                    )
+                    .into(),
+                ))
+            }
+        }
+    }
+
+    /// Closes the pooled connections.
+    pub(crate) async fn quit(&self) {
+        let idle = std::mem::take(&mut *self.idle.lock());
+        for c in idle {
+            let _ = c.quit().await;
+        }
+    }
+}
+
+/// Closes a connection in the background.
+fn discard(client: FredClient) {
+    drop(tokio::spawn(async move {
+        let _ = client.quit().await;
+    }));
+}
+
+/// `true` for a server that does not let this client run `WAIT`.
+fn refused(e: &fred::error::Error) -> bool {
+    let d = e.details().to_ascii_lowercase();
+    d.contains("unknown command") || d.contains("noperm") || d.contains("no permission")
+}
+
+/// `connected_slaves:<n>` from `INFO replication` (0 when absent).
+pub(crate) fn connected_replicas(info: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("connected_slaves:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replica_count_is_read_from_info_replication() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1\r\n";
+        assert_eq!(connected_replicas(info), 2);
+        assert_eq!(connected_replicas("role:master\r\n"), 0);
+        assert_eq!(connected_replicas("connected_slaves:x\r\n"), 0);
+    }
+
+    #[test]
+    fn sync_is_off_on_a_cluster_and_when_disabled() {
+        let on = Config::default();
+        assert!(ReplicaSync::new(&on, false).enabled);
+        assert!(!ReplicaSync::new(&on, true).enabled);
+        let off = Config::default().check_lock_synced_replicas(false);
+        assert!(!ReplicaSync::new(&off, false).enabled);
+    }
+}
