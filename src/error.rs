@@ -93,6 +93,7 @@ pub enum Error {
     /// hold count is back where it was) and the caller holds nothing new. A waiting acquisition
     /// tries again up to [`retry_attempts`](crate::Config::retry_attempts) times (each after
     /// [`retry_delay`](crate::Config::retry_delay), within its wait) before returning it.
+    /// Transient: a replica that lagged (e.g. during a failover) may acknowledge the next try.
     NotReplicated {
         /// The raw lock name in Redis.
         lock: String,
@@ -218,12 +219,15 @@ impl Error {
         }
     }
 
-    /// `true` for errors that may go away on retry (timeouts, connection failures and
-    /// ambiguous acquisitions).
+    /// `true` for errors that may go away on retry (timeouts, connection failures, ambiguous
+    /// acquisitions, and acquisitions no replica acknowledged, which were undone).
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::Timeout(_) | Error::Connection(_) | Error::Ambiguous(_)
+            Error::Timeout(_)
+                | Error::Connection(_)
+                | Error::Ambiguous(_)
+                | Error::NotReplicated { .. }
         )
     }
 
@@ -418,7 +422,7 @@ mod tests {
             acked: 0,
         };
         assert_eq!(e.kind(), ErrorKind::NotReplicated);
-        assert!(!e.is_transient());
+        assert!(e.is_transient(), "undone; trying again is fine");
         assert!(e.source().is_none());
         let shown = e.to_string();
         assert!(

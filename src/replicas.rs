@@ -18,11 +18,13 @@
 //! while the connection's last write is unacknowledged. The cost is one round trip per
 //! successful synced acquisition (the `WAIT` itself needs a replica round trip anyway).
 //!
-//! The replica count: read from `INFO replication` (`connected_slaves`) when unknown, cached,
-//! and forgotten when a `WAIT` answers another number or fails. A count of 0 (a lone server) is
-//! read again at most every [`ZERO_RECHECK`], so replicas added later are noticed. Before the
-//! first `WAIT`, `WAIT 0 0` probes whether the server knows (and lets this user run) `WAIT`;
-//! if not, the client never syncs (as Redisson does for managed services without `WAIT`).
+//! The replica count: read from `INFO replication` (`connected_slaves`) when unknown, cached per
+//! master (Sentinel: read again when the sentinels name another master), and forgotten when a
+//! `WAIT` answers another number or fails. A count of 0 (a lone server, or a master just
+//! promoted whose replicas are not attached yet) is read again at most every [`ZERO_RECHECK`],
+//! so replicas that attach later are noticed. Before the first `WAIT`, `WAIT 0 0` probes
+//! whether the server knows (and lets this user run) `WAIT`; if not, the client never syncs
+//! (as Redisson does for managed services without `WAIT`).
 //!
 //! Standalone and Sentinel only: on a Redis Cluster, routing the script and the `WAIT`
 //! together to the key's master over a private connection is not done yet, so no `WAIT` is sent
@@ -33,7 +35,10 @@ use std::{sync::Arc, time::Duration};
 use fred::{
     clients::Client as FredClient,
     interfaces::{ClientLike, ServerInterface},
-    types::{config::Options, InfoKind},
+    types::{
+        config::{Options, Server},
+        InfoKind,
+    },
 };
 use parking_lot::Mutex;
 use tokio::{
@@ -50,7 +55,7 @@ use crate::{
 pub(crate) const POOL_SIZE: usize = 8;
 
 /// A replica count of 0 is read again after this long.
-pub(crate) const ZERO_RECHECK: Duration = Duration::from_secs(10);
+pub(crate) const ZERO_RECHECK: Duration = Duration::from_secs(1);
 
 /// What the replicas said about an acquisition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,8 +70,9 @@ pub(crate) enum Synced {
 
 #[derive(Default)]
 struct State {
-    /// The master's replica count and when it was read.
-    count: Option<(u64, Instant)>,
+    /// The master's replica count, which master it is (`None`: not Sentinel) and when it was
+    /// read.
+    count: Option<(u64, Option<Server>, Instant)>,
     /// `WAIT 0 0` was answered.
     probed: bool,
     /// The server refused `WAIT` (unknown command, no permission): never sync.
@@ -235,11 +241,13 @@ impl ReplicaSync {
         self.state.lock().count = None;
     }
 
-    /// The cached replica count, read with `INFO replication` when unknown (or 0 and old).
+    /// The cached replica count, read with `INFO replication` when unknown, when 0 and old,
+    /// or when Sentinel names another master than the one it was read from (a failover).
     async fn replicas(&self, shared: &FredClient) -> u64 {
-        if let Some((n, at)) = self.state.lock().count {
-            if n > 0 || at.elapsed() < ZERO_RECHECK {
-                return n;
+        let master = shared.sentinel_primary();
+        if let Some((n, of, at)) = &self.state.lock().count {
+            if *of == master && (*n > 0 || at.elapsed() < ZERO_RECHECK) {
+                return *n;
             }
         }
         let n = match shared.info::<String>(Some(InfoKind::Replication)).await {
@@ -251,7 +259,7 @@ impl ReplicaSync {
                 0
             }
         };
-        self.state.lock().count = Some((n, Instant::now()));
+        self.state.lock().count = Some((n, master, Instant::now()));
         n
     }
 

@@ -140,11 +140,12 @@ async fn wait_for(
     let mut unreplicated = 0;
     loop {
         match wait_once(hold, deadline, queue_ms).await {
-            Err(e @ Error::NotReplicated { .. })
-                if unreplicated < config.retry_attempts && !hold.client.is_closed() =>
-            {
+            Err(e @ Error::NotReplicated { .. }) => {
                 let delay = config.retry_delay;
-                if left(deadline).is_some_and(|r| r <= delay) {
+                if unreplicated >= config.retry_attempts
+                    || hold.client.is_closed()
+                    || left(deadline).is_some_and(|r| r <= delay)
+                {
                     return Err(e);
                 }
                 unreplicated += 1;
