@@ -424,7 +424,8 @@ impl Core {
         deadline: Option<Instant>,
         acquired: impl FnOnce(&Value) -> bool,
     ) -> Result<(Value, Synced)> {
-        let checkout = match self.replicas.checkout(&self.redis).await? {
+        let slot = call.keys.first().map(slot_of);
+        let checkout = match self.replicas.checkout(&self.redis, slot).await? {
             None => return Ok((self.run(call, lock).await?, Synced::NotNeeded)),
             Some(c) => c,
         };

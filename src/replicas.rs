@@ -26,15 +26,16 @@
 //! whether the server knows (and lets this user run) `WAIT`; if not, the client never syncs
 //! (as Redisson does for managed services without `WAIT`).
 //!
-//! Standalone and Sentinel only: on a Redis Cluster, routing the script and the `WAIT`
-//! together to the key's master over a private connection is not done yet, so no `WAIT` is sent
-//! there (README: safety).
+//! On a Redis Cluster a pooled "connection" is a cluster client of its own (one connection per
+//! node, all private to the acquisition that checked it out): the script is routed by its key,
+//! and the `WAIT` is sent to the node that owns the key's slot once the script answered (the
+//! node that ran it, also after a `MOVED`). The replica count is cached per master.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use fred::{
     clients::Client as FredClient,
-    interfaces::{ClientLike, ServerInterface},
+    interfaces::{ClientLike, ClusterInterface, ServerInterface},
     types::{
         config::{Options, Server},
         InfoKind,
@@ -68,11 +69,14 @@ pub(crate) enum Synced {
     Missing { wanted: u64, acked: u64 },
 }
 
+/// A master, as far as the cache tells them apart: `None` for a standalone server (one master),
+/// the current master's address for Sentinel, the slot owner's for a cluster.
+type Master = Option<Server>;
+
 #[derive(Default)]
 struct State {
-    /// The master's replica count, which master it is (`None`: not Sentinel) and when it was
-    /// read.
-    count: Option<(u64, Option<Server>, Instant)>,
+    /// Per master: its replica count and when it was read.
+    counts: HashMap<Master, (u64, Instant)>,
     /// `WAIT 0 0` was answered.
     probed: bool,
     /// The server refused `WAIT` (unknown command, no permission): never sync.
@@ -84,6 +88,7 @@ struct State {
 /// The replica-sync service of one client.
 pub(crate) struct ReplicaSync {
     enabled: bool,
+    clustered: bool,
     timeout_ms: u64,
     command_timeout: Duration,
     connect_timeout: Duration,
@@ -92,22 +97,22 @@ pub(crate) struct ReplicaSync {
     slots: Arc<Semaphore>,
 }
 
-/// One pooled connection, checked out by one acquisition.
+/// One pooled connection (on a cluster: one set of node connections), checked out by one
+/// acquisition.
 pub(crate) struct Checkout {
     pub(crate) client: FredClient,
-    /// The replica count to wait for (> 0).
-    pub(crate) replicas: u64,
-    _slot: OwnedSemaphorePermit,
+    /// The master the acquisition's key lives on.
+    master: Master,
+    /// The acquisition's key's slot (cluster).
+    slot: Option<u16>,
+    _permit: OwnedSemaphorePermit,
 }
 
 impl ReplicaSync {
     pub(crate) fn new(config: &Config, clustered: bool) -> Self {
-        let enabled = config.check_lock_synced_replicas && !clustered;
-        if config.check_lock_synced_replicas && clustered {
-            log::info!("replica-synced acquisition is not available on a Redis Cluster yet");
-        }
         Self {
-            enabled,
+            enabled: config.check_lock_synced_replicas,
+            clustered,
             timeout_ms: config.replicas_sync_ms(),
             command_timeout: config.timeout,
             connect_timeout: config.connect_timeout,
@@ -117,18 +122,48 @@ impl ReplicaSync {
         }
     }
 
-    /// The connection an acquisition runs on when it must sync; `None` when no `WAIT` is
-    /// needed (the caller uses the command connection). `shared` is the command connection,
-    /// used for the `INFO` read.
-    pub(crate) async fn checkout(&self, shared: &FredClient) -> Result<Option<Checkout>> {
+    /// The master `client` sends a command for `slot` to; `Err(())` on a cluster whose routing
+    /// table does not know the slot yet.
+    fn master_of(&self, client: &FredClient, slot: Option<u16>) -> std::result::Result<Master, ()> {
+        if !self.clustered {
+            return Ok(client.sentinel_primary());
+        }
+        let slot = slot.ok_or(())?;
+        client
+            .cached_cluster_state()
+            .and_then(|state| state.get_server(slot).cloned())
+            .map(Some)
+            .ok_or(())
+    }
+
+    /// Options that send a command to `master` (on a cluster) with `timeout`.
+    fn options(&self, master: &Master, timeout: Option<Duration>) -> Options {
+        Options {
+            timeout,
+            cluster_node: if self.clustered { master.clone() } else { None },
+            ..Default::default()
+        }
+    }
+
+    /// The connection an acquisition on a key of `slot` runs on when it must sync; `None` when
+    /// no `WAIT` is needed (the caller uses the command connection). `shared` is the command
+    /// connection, used for the `INFO` read.
+    pub(crate) async fn checkout(
+        &self,
+        shared: &FredClient,
+        slot: Option<u16>,
+    ) -> Result<Option<Checkout>> {
         if !self.enabled || self.state.lock().unsupported {
             return Ok(None);
         }
-        let replicas = self.replicas(shared).await;
-        if replicas == 0 {
+        let Ok(master) = self.master_of(shared, slot) else {
+            log::debug!("slot {slot:?} has no known master yet; not syncing this acquisition");
+            return Ok(None);
+        };
+        if self.replicas(shared, &master).await == 0 {
             return Ok(None);
         }
-        let slot = tokio::time::timeout(self.command_timeout, self.slots.clone().acquire_owned())
+        let permit = tokio::time::timeout(self.command_timeout, self.slots.clone().acquire_owned())
             .await
             .map_err(|_| {
                 Error::Timeout(
@@ -146,7 +181,11 @@ impl ReplicaSync {
             None => self.open(shared).await?,
         };
         if !self.state.lock().probed {
-            match client.wait::<i64>(0, 0).await {
+            let probe = client
+                .with_options(&self.options(&master, None))
+                .wait::<i64>(0, 0)
+                .await;
+            match probe {
                 Ok(_) => self.state.lock().probed = true,
                 Err(e) if refused(&e) => {
                     log::warn!(
@@ -165,8 +204,9 @@ impl ReplicaSync {
         }
         Ok(Some(Checkout {
             client,
-            replicas,
-            _slot: slot,
+            master,
+            slot,
+            _permit: permit,
         }))
     }
 
@@ -177,7 +217,7 @@ impl ReplicaSync {
 
     /// Drops a connection whose state is unknown (a failed or timed-out command).
     pub(crate) fn throw_away(&self, checkout: Checkout) {
-        self.forget_count();
+        self.forget_count(&checkout.master);
         discard(checkout.client);
     }
 
@@ -191,15 +231,35 @@ impl ReplicaSync {
         }
     }
 
-    /// `WAIT <replicas> <timeout>` on the connection that ran the acquisition; the timeout is
-    /// the sync timeout, or the time left before `deadline` if that is shorter (at least 1 ms).
+    /// `WAIT <replicas> <timeout>` on the connection that ran the acquisition (on a cluster: to
+    /// the node that owns the key now, i.e. the one that ran the script, also after a `MOVED`);
+    /// the timeout is the sync timeout, or the time left before `deadline` if that is shorter
+    /// (at least 1 ms).
     pub(crate) async fn wait(
         &self,
-        checkout: Checkout,
+        mut checkout: Checkout,
         lock: &str,
         deadline: Option<Instant>,
     ) -> Synced {
-        let wanted = checkout.replicas;
+        if self.clustered {
+            match self.master_of(&checkout.client, checkout.slot) {
+                Ok(now) if now != checkout.master => checkout.master = now,
+                Ok(_) => {}
+                Err(()) => {
+                    log::warn!("the owner of {lock}'s slot is unknown after the acquisition");
+                    self.throw_away(checkout);
+                    return Synced::Missing {
+                        wanted: 1,
+                        acked: 0,
+                    };
+                }
+            }
+        }
+        let wanted = self.replicas(&checkout.client, &checkout.master).await;
+        if wanted == 0 {
+            self.give_back(checkout);
+            return Synced::NotNeeded;
+        }
         let timeout_ms = match deadline {
             Some(d) => {
                 let left = crate::config::clamp_millis(d.saturating_duration_since(Instant::now()));
@@ -207,10 +267,10 @@ impl ReplicaSync {
             }
             None => self.timeout_ms,
         };
-        let options = Options {
-            timeout: Some(Duration::from_millis(timeout_ms).saturating_add(self.command_timeout)),
-            ..Default::default()
-        };
+        let options = self.options(
+            &checkout.master,
+            Some(Duration::from_millis(timeout_ms).saturating_add(self.command_timeout)),
+        );
         let reply = checkout
             .client
             .with_options(&options)
@@ -220,7 +280,7 @@ impl ReplicaSync {
             Ok(acked) => {
                 let acked = u64::try_from(acked).unwrap_or(0);
                 if acked != wanted {
-                    self.forget_count();
+                    self.forget_count(&checkout.master);
                 }
                 self.give_back(checkout);
                 if acked == 0 {
@@ -237,20 +297,23 @@ impl ReplicaSync {
         }
     }
 
-    fn forget_count(&self) {
-        self.state.lock().count = None;
+    fn forget_count(&self, master: &Master) {
+        self.state.lock().counts.remove(master);
     }
 
-    /// The cached replica count, read with `INFO replication` when unknown, when 0 and old,
-    /// or when Sentinel names another master than the one it was read from (a failover).
-    async fn replicas(&self, shared: &FredClient) -> u64 {
-        let master = shared.sentinel_primary();
-        if let Some((n, of, at)) = &self.state.lock().count {
-            if *of == master && (*n > 0 || at.elapsed() < ZERO_RECHECK) {
+    /// The cached replica count of `master`, read with `INFO replication` through `via` when
+    /// unknown, or when 0 and older than [`ZERO_RECHECK`].
+    async fn replicas(&self, via: &FredClient, master: &Master) -> u64 {
+        if let Some((n, at)) = self.state.lock().counts.get(master) {
+            if *n > 0 || at.elapsed() < ZERO_RECHECK {
                 return *n;
             }
         }
-        let n = match shared.info::<String>(Some(InfoKind::Replication)).await {
+        let info = via
+            .with_options(&self.options(master, None))
+            .info::<String>(Some(InfoKind::Replication))
+            .await;
+        let n = match info {
             Ok(text) => connected_replicas(&text),
             Err(e) => {
                 if !std::mem::replace(&mut self.state.lock().info_warned, true) {
@@ -259,12 +322,15 @@ impl ReplicaSync {
                 0
             }
         };
-        self.state.lock().count = Some((n, master, Instant::now()));
+        self.state
+            .lock()
+            .counts
+            .insert(master.clone(), (n, Instant::now()));
         n
     }
 
-    /// A new connection to the same deployment as `shared` (for Sentinel: to the current
-    /// master, through the sentinels).
+    /// A new connection to the same deployment as `shared` (Sentinel: to the current master,
+    /// through the sentinels; a cluster: to its nodes).
     async fn open(&self, shared: &FredClient) -> Result<FredClient> {
         let client = shared.clone_new();
         match tokio::time::timeout(self.connect_timeout, client.init()).await {
@@ -329,10 +395,10 @@ mod tests {
     }
 
     #[test]
-    fn sync_is_off_on_a_cluster_and_when_disabled() {
+    fn sync_follows_the_setting() {
         let on = Config::default();
         assert!(ReplicaSync::new(&on, false).enabled);
-        assert!(!ReplicaSync::new(&on, true).enabled);
+        assert!(ReplicaSync::new(&on, true).enabled);
         let off = Config::default().check_lock_synced_replicas(false);
         assert!(!ReplicaSync::new(&off, false).enabled);
     }
