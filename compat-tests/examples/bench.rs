@@ -352,6 +352,25 @@ async fn other_traffic(client: &Client, busy: &str, tasks: usize, for_: Duration
     all
 }
 
+/// Uncontended lock+unlock p50 with and without replica sync, in alternating rounds.
+async fn wait_cost(synced: &Client, unsynced: &Client, link: &str) {
+    crate_pairs(synced, "bench:replica:warm", 200).await;
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        on.extend(crate_pairs(synced, "bench:replica:on", 400).await);
+        off.extend(crate_pairs(unsynced, "bench:replica:off", 400).await);
+    }
+    let on = Stats::from_samples(on, Duration::from_secs(1));
+    let off = Stats::from_samples(off, Duration::from_secs(1));
+    println!(
+        "  uncontended lock+unlock p50, replica {link}: synced {} us, unsynced {} us = {:.2}x \
+         (the WAIT)",
+        on.p50_us,
+        off.p50_us,
+        on.p50_us as f64 / off.p50_us.max(1) as f64
+    );
+}
+
 /// Replica sync: what a `WAIT` costs an acquisition, and that an acquisition blocked in `WAIT`
 /// (a frozen replica, 1 s sync timeout) does not hold up the client's other traffic.
 async fn replica_figures() {
@@ -368,22 +387,25 @@ async fn replica_figures() {
     let busy = "bench:replica:busy";
     let _held = unsynced.get_lock(busy).lock().await.unwrap();
 
-    // The cost of the WAIT (healthy replica), alternating rounds.
-    crate_pairs(&synced, "bench:replica:warm", 200).await;
-    let (mut on, mut off) = (Vec::new(), Vec::new());
-    for _ in 0..5 {
-        on.extend(crate_pairs(&synced, "bench:replica:on", 400).await);
-        off.extend(crate_pairs(&unsynced, "bench:replica:off", 400).await);
+    println!("replica sync (master + 1 replica):");
+    // The cost of the WAIT (healthy replica), alternating rounds: through the proxy, and with
+    // the replica linked directly.
+    wait_cost(&synced, &unsynced, "through the proxy").await;
+    {
+        let direct = replica::ReplicaSet::start_direct().await;
+        let on = Client::connect(&direct.url(), Config::default())
+            .await
+            .unwrap();
+        let off = Client::connect(
+            &direct.url(),
+            Config::default().check_lock_synced_replicas(false),
+        )
+        .await
+        .unwrap();
+        wait_cost(&on, &off, "linked directly").await;
+        on.shutdown().await;
+        off.shutdown().await;
     }
-    let on = Stats::from_samples(on, Duration::from_secs(1));
-    let off = Stats::from_samples(off, Duration::from_secs(1));
-    println!("replica sync (master + 1 replica through a loopback proxy):");
-    println!(
-        "  uncontended lock+unlock p50: synced {} us, unsynced {} us = {:.2}x (the WAIT round trip)",
-        on.p50_us,
-        off.p50_us,
-        on.p50_us as f64 / off.p50_us.max(1) as f64
-    );
 
     // Other tasks' traffic on the synced client, without and while one acquisition waits 1 s
     // for a frozen replica (measured for 700 ms inside that second), 3 rounds each.

@@ -59,6 +59,16 @@ impl ReplicaSet {
     /// Starts the master, the proxy and the replica (`--replicaof` the proxy), and waits until
     /// the master lists the replica `state=online`. Needs a Tokio runtime (the proxy runs on it).
     pub async fn start() -> ReplicaSet {
+        Self::start_linked(true).await
+    }
+
+    /// The same with the replica connected to the master directly (the proxy runs, unused):
+    /// for latency figures without the proxy's hops.
+    pub async fn start_direct() -> ReplicaSet {
+        Self::start_linked(false).await
+    }
+
+    async fn start_linked(through_proxy: bool) -> ReplicaSet {
         let master = RedisServer::start_with(&[
             "--repl-diskless-sync",
             "yes",
@@ -66,8 +76,12 @@ impl ReplicaSet {
             "0",
         ]);
         let proxy = Proxy::start(master.port()).await;
-        let replica =
-            RedisServer::start_with(&["--replicaof", "127.0.0.1", &proxy.port().to_string()]);
+        let upstream = if through_proxy {
+            proxy.port()
+        } else {
+            master.port()
+        };
+        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &upstream.to_string()]);
         let port = master.port();
         until(
             "the replica online",
