@@ -326,6 +326,7 @@ impl Core {
         let ready = async {
             core.load_scripts().await?;
             core.messaging = core.probe_messaging().await;
+            core.replicas.prime(&core.redis).await;
             Ok::<(), Error>(())
         };
         if let Err(e) = ready.await {

@@ -92,7 +92,7 @@ pub(crate) struct ReplicaSync {
     timeout_ms: u64,
     command_timeout: Duration,
     connect_timeout: Duration,
-    state: Mutex<State>,
+    state: Arc<Mutex<State>>,
     idle: Mutex<Vec<FredClient>>,
     slots: Arc<Semaphore>,
 }
@@ -116,7 +116,7 @@ impl ReplicaSync {
             timeout_ms: config.replicas_sync_ms(),
             command_timeout: config.timeout,
             connect_timeout: config.connect_timeout,
-            state: Mutex::new(State::default()),
+            state: Arc::new(Mutex::new(State::default())),
             idle: Mutex::new(Vec::new()),
             slots: Arc::new(Semaphore::new(POOL_SIZE)),
         }
@@ -301,32 +301,39 @@ impl ReplicaSync {
         self.state.lock().counts.remove(master);
     }
 
-    /// The cached replica count of `master`, read with `INFO replication` through `via` when
-    /// unknown, or when 0 and older than [`ZERO_RECHECK`].
+    /// The cached replica count of `master`; read with `INFO replication` through `via` when
+    /// unknown. A count of 0 older than [`ZERO_RECHECK`] is read again in the background (the
+    /// acquisition goes on unsynced meanwhile, so a lone server's acquisitions never wait for
+    /// an `INFO`).
     async fn replicas(&self, via: &FredClient, master: &Master) -> u64 {
-        if let Some((n, at)) = self.state.lock().counts.get(master) {
-            if *n > 0 || at.elapsed() < ZERO_RECHECK {
-                return *n;
-            }
-        }
-        let info = via
-            .with_options(&self.options(master, None))
-            .info::<String>(Some(InfoKind::Replication))
-            .await;
-        let n = match info {
-            Ok(text) => connected_replicas(&text),
-            Err(e) => {
-                if !std::mem::replace(&mut self.state.lock().info_warned, true) {
-                    log::warn!("cannot read INFO replication ({e}); not syncing with replicas");
-                }
+        let cached = self.state.lock().counts.get(master).copied();
+        match cached {
+            Some((n, at)) if n > 0 || at.elapsed() < ZERO_RECHECK => n,
+            Some(_) => {
+                // Stamped now, so one refresh runs at a time.
+                self.state
+                    .lock()
+                    .counts
+                    .insert(master.clone(), (0, Instant::now()));
+                let (via, master, state) = (via.clone(), master.clone(), self.state.clone());
+                let options = self.options(&master, None);
+                drop(tokio::spawn(async move {
+                    read_count(&via, &options, &state, &master).await;
+                }));
                 0
             }
-        };
-        self.state
-            .lock()
-            .counts
-            .insert(master.clone(), (n, Instant::now()));
-        n
+            None => read_count(via, &self.options(master, None), &self.state, master).await,
+        }
+    }
+
+    /// Reads the replica count of a standalone or Sentinel master at connect, so that no
+    /// acquisition waits for it.
+    pub(crate) async fn prime(&self, shared: &FredClient) {
+        if self.enabled && !self.clustered {
+            if let Ok(master) = self.master_of(shared, None) {
+                self.replicas(shared, &master).await;
+            }
+        }
     }
 
     /// A new connection to the same deployment as `shared` (Sentinel: to the current master,
@@ -359,6 +366,34 @@ impl ReplicaSync {
             let _ = c.quit().await;
         }
     }
+}
+
+/// Reads `INFO replication` of `master` through `via` and caches its replica count (0 when the
+/// read fails: one warning, then no sync until a later read succeeds).
+async fn read_count(
+    via: &FredClient,
+    options: &Options,
+    state: &Mutex<State>,
+    master: &Master,
+) -> u64 {
+    let info = via
+        .with_options(options)
+        .info::<String>(Some(InfoKind::Replication))
+        .await;
+    let n = match info {
+        Ok(text) => connected_replicas(&text),
+        Err(e) => {
+            if !std::mem::replace(&mut state.lock().info_warned, true) {
+                log::warn!("cannot read INFO replication ({e}); not syncing with replicas");
+            }
+            0
+        }
+    };
+    state
+        .lock()
+        .counts
+        .insert(master.clone(), (n, Instant::now()));
+    n
 }
 
 /// Closes a connection in the background.
