@@ -217,3 +217,44 @@ async fn replica_wait_never_stalls_other_traffic_of_the_client() {
     c.shutdown().await;
     other.shutdown().await;
 }
+
+/// A waiting acquisition retries an unreplicated attempt: `lock()` gives up after
+/// `retry_attempts` more attempts (each undone), and one whose replica comes back during its
+/// retries acquires.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_waiting_acquisitions_retry_a_bounded_number_of_times() {
+    let set = ReplicaSet::start().await;
+    let port = set.master.port();
+    let config = Config::default()
+        .replicas_sync_timeout(Duration::from_millis(150))
+        .retry_attempts(2)
+        .retry_delay(Duration::from_millis(50));
+    let c = Client::connect(&set.url(), config).await.unwrap();
+    // The client's first synced acquisition also probes `WAIT 0 0`: done before counting.
+    let warm = c.get_lock("replica-warm").lock().await.unwrap();
+    warm.unlock().await.unwrap();
+    set.proxy.freeze();
+    let waits = set.wait_calls().await;
+    let err = c.get_lock("replica-retry").lock().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
+    assert_eq!(
+        set.wait_calls().await - waits,
+        3,
+        "one attempt and two retries"
+    );
+    assert_eq!(cli(port, &["EXISTS", "replica-retry"]).await, "0");
+
+    // The replica comes back after the first unreplicated attempt: a retry acquires.
+    let waits = set.wait_calls().await;
+    let lock = c.get_lock("replica-retry");
+    let waiter = tokio::spawn(lock.try_lock_for(T));
+    until("the first attempt's WAIT answered", T, || async {
+        set.wait_calls().await > waits && set.blocked_clients().await == 0
+    })
+    .await;
+    set.proxy.unfreeze();
+    let g = waiter.await.unwrap().unwrap().expect("acquired on a retry");
+    assert_eq!(cli(port, &["EXISTS", "replica-retry"]).await, "1");
+    g.unlock().await.unwrap();
+    c.shutdown().await;
+}
