@@ -31,7 +31,14 @@
 //! and the `WAIT` is sent to the node that owns the key's slot once the script answered (the
 //! node that ran it, also after a `MOVED`). The replica count is cached per master.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use fred::{
     clients::Client as FredClient,
@@ -95,6 +102,8 @@ pub(crate) struct ReplicaSync {
     state: Arc<Mutex<State>>,
     idle: Mutex<Vec<FredClient>>,
     slots: Arc<Semaphore>,
+    /// Set by [`quit`](Self::quit): connections coming back are closed, none is opened.
+    closed: AtomicBool,
 }
 
 /// One pooled connection (on a cluster: one set of node connections), checked out by one
@@ -119,6 +128,7 @@ impl ReplicaSync {
             state: Arc::new(Mutex::new(State::default())),
             idle: Mutex::new(Vec::new()),
             slots: Arc::new(Semaphore::new(POOL_SIZE)),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -155,6 +165,9 @@ impl ReplicaSync {
     ) -> Result<Option<Checkout>> {
         if !self.enabled || self.state.lock().unsupported {
             return Ok(None);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Shutdown);
         }
         let Ok(master) = self.master_of(shared, slot) else {
             log::debug!("slot {slot:?} has no known master yet; not syncing this acquisition");
@@ -223,7 +236,7 @@ impl ReplicaSync {
 
     fn put_back(&self, client: FredClient) {
         let mut idle = self.idle.lock();
-        if idle.len() < POOL_SIZE {
+        if idle.len() < POOL_SIZE && !self.closed.load(Ordering::Acquire) {
             idle.push(client);
         } else {
             drop(idle);
@@ -361,7 +374,11 @@ impl ReplicaSync {
 
     /// Closes the pooled connections.
     pub(crate) async fn quit(&self) {
-        let idle = std::mem::take(&mut *self.idle.lock());
+        let idle = {
+            let mut idle = self.idle.lock();
+            self.closed.store(true, Ordering::Release);
+            std::mem::take(&mut *idle)
+        };
         for c in idle {
             let _ = c.quit().await;
         }
@@ -396,11 +413,13 @@ async fn read_count(
     n
 }
 
-/// Closes a connection in the background.
+/// Closes a connection in the background (outside a runtime it is just dropped).
 fn discard(client: FredClient) {
-    drop(tokio::spawn(async move {
-        let _ = client.quit().await;
-    }));
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        drop(runtime.spawn(async move {
+            let _ = client.quit().await;
+        }));
+    }
 }
 
 /// `true` for a server that does not let this client run `WAIT`.
