@@ -32,6 +32,22 @@ pub async fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// Several commands on one `redis-cli` connection (one per line of `script`); the raw replies.
+pub async fn cli_lines(port: u16, script: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut child = tokio::process::Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run redis-cli");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().await.expect("redis-cli output");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The integer field `name` of `INFO <section>` on `port` (0 when absent).
 pub async fn info_field(port: u16, section: &str, name: &str) -> u64 {
     let info = cli(port, &["INFO", section]).await;
@@ -93,6 +109,19 @@ impl ReplicaSet {
             },
         )
         .await;
+        // `state=online` comes before the replica has loaded the snapshot and acknowledged
+        // anything (the master starts the stream on its first ACK, up to a second later): wait
+        // until a write is acknowledged, then clear the statistics of that `WAIT`.
+        let ready = "SET replica-fixture:ready 1\nWAIT 1 100\nDEL replica-fixture:ready\n";
+        until(
+            "the replica acknowledging writes",
+            Duration::from_secs(30),
+            || async move {
+                cli_lines(port, ready).await.lines().nth(1).map(str::trim) == Some("1")
+            },
+        )
+        .await;
+        cli(port, &["CONFIG", "RESETSTAT"]).await;
         ReplicaSet {
             master,
             replica,
