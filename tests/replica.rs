@@ -73,6 +73,40 @@ async fn replica_frozen_acquisition_fails_not_replicated_and_leaves_no_hold() {
     assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
     assert_eq!(cli(port, &["EXISTS", "replica-fresh"]).await, "0");
 
+    // Every kind goes through the same engine: undone, nothing left.
+    let fair = c
+        .get_fair_lock("replica-fair")
+        .try_lock()
+        .await
+        .unwrap_err();
+    let rw = c.get_read_write_lock("replica-rw");
+    let read = rw.read_lock().try_lock().await.unwrap_err();
+    let write = rw.write_lock().try_lock().await.unwrap_err();
+    let fenced = c
+        .get_fenced_lock("replica-fenced")
+        .try_lock()
+        .await
+        .unwrap_err();
+    let spin = c
+        .get_spin_lock("replica-spin")
+        .try_lock()
+        .await
+        .unwrap_err();
+    for e in [fair, read, write, fenced, spin] {
+        assert_eq!(e.kind(), ErrorKind::NotReplicated, "{e:?}");
+    }
+    // No hold, no queue entry (the fenced lock's token counter only ever grows, by design).
+    for key in [
+        "replica-fair",
+        "redisson_lock_queue:{replica-fair}",
+        "redisson_lock_timeout:{replica-fair}",
+        "replica-rw",
+        "replica-fenced",
+        "replica-spin",
+    ] {
+        assert_eq!(cli(port, &["EXISTS", key]).await, "0", "{key}");
+    }
+
     set.proxy.unfreeze();
     first.unlock().await.unwrap();
     assert_eq!(cli(port, &["EXISTS", "replica-reentrant"]).await, "0");
