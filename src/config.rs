@@ -285,6 +285,8 @@ impl fmt::Debug for TlsSettings {
 /// | (rotation: `CredentialsResolver`) | [`credentials`](Self::credentials) / [`sentinel_credentials`](Self::sentinel_credentials) | none |
 /// | `database` | [`database`](Self::database) | from the URL, else 0 |
 /// | `sslTruststore`, `sslKeystore`, `sslEnableEndpointIdentification` | [`tls`](Self::tls) | platform roots, name checked |
+/// | `checkLockSyncedSlaves` | [`check_lock_synced_replicas`](Self::check_lock_synced_replicas) | `true` (no `WAIT` without replicas) |
+/// | `slavesSyncTimeout` | [`replicas_sync_timeout`](Self::replicas_sync_timeout) | 1 s |
 ///
 /// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
 /// Settings are checked by [`validate`](Self::validate) when the client connects.
@@ -322,6 +324,8 @@ pub struct Config {
     pub(crate) sentinel_credentials: Option<Credentials>,
     pub(crate) database: Option<u8>,
     pub(crate) tls: Option<TlsSettings>,
+    pub(crate) check_lock_synced_replicas: bool,
+    pub(crate) replicas_sync_timeout: Duration,
 }
 
 impl Default for Config {
@@ -347,6 +351,8 @@ impl Default for Config {
             sentinel_credentials: None,
             database: None,
             tls: None,
+            check_lock_synced_replicas: true,
+            replicas_sync_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -374,6 +380,11 @@ impl fmt::Debug for Config {
             .field("sentinel_credentials", &self.sentinel_credentials)
             .field("database", &self.database)
             .field("tls", &self.tls)
+            .field(
+                "check_lock_synced_replicas",
+                &self.check_lock_synced_replicas,
+            )
+            .field("replicas_sync_timeout", &self.replicas_sync_timeout)
             .finish()
     }
 }
@@ -555,6 +566,42 @@ impl Config {
         self
     }
 
+    /// Replica-synced acquisition (Redisson `checkLockSyncedSlaves`, on by default): after a
+    /// script that acquired a lock, `WAIT <replicas> <replicas_sync_timeout>` runs on the same
+    /// connection as the script; if no replica acknowledged the write in time, the acquisition
+    /// is undone (the owner-checked release, so a re-entrant owner's count is back where it was)
+    /// and fails with [`Error::NotReplicated`]. No `WAIT` is sent to a master without replicas
+    /// (a lone server), nor where the server does not know `WAIT`. The replica count is read
+    /// from `INFO replication` (`connected_slaves`) and cached.
+    ///
+    /// Standalone masters and Sentinel deployments only: on a Redis Cluster no `WAIT` is sent
+    /// (README: safety). Unlike Redisson, `false` sends no `WAIT` at all (Redisson still waits,
+    /// but never fails).
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn check_lock_synced_replicas(mut self, on: bool) -> Self {
+        self.check_lock_synced_replicas = on;
+        self
+    }
+
+    /// How long an acquisition waits for a replica's acknowledgement (Redisson
+    /// `slavesSyncTimeout`, 1 s). Must be > 0 (Redis reads `WAIT .. 0` as "forever");
+    /// `Duration::MAX` waits without limit.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn replicas_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.replicas_sync_timeout = timeout;
+        self
+    }
+
+    /// See [`check_lock_synced_replicas`](Self::check_lock_synced_replicas).
+    pub fn get_check_lock_synced_replicas(&self) -> bool {
+        self.check_lock_synced_replicas
+    }
+
+    /// See [`replicas_sync_timeout`](Self::replicas_sync_timeout).
+    pub fn get_replicas_sync_timeout(&self) -> Duration {
+        self.replicas_sync_timeout
+    }
+
     /// See [`username`](Self::username).
     pub fn get_username(&self) -> Option<&str> {
         self.username.as_deref()
@@ -644,7 +691,7 @@ impl Config {
     ///
     /// Zero is refused where it has no useful meaning: the watchdog timeout (at least 3 ms, at
     /// most [`MAX_MILLIS`]), the batch size, the command, connect and subscription timeouts, the
-    /// fair-lock wait timeout and the reconnect delay. A zero `retry_delay` (retry at once) and
+    /// fair-lock wait timeout, the reconnect delay and the replicas sync timeout. A zero `retry_delay` (retry at once) and
     /// zero `retry_attempts` (no retry) are allowed. `Duration::MAX` is accepted for every
     /// timeout and delay and means "no limit".
     ///
@@ -656,6 +703,7 @@ impl Config {
             ("subscription_timeout", self.subscription_timeout),
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
             ("reconnect_max_delay", self.reconnect_max_delay),
+            ("replicas_sync_timeout", self.replicas_sync_timeout),
         ];
         for (name, value) in non_zero {
             if value.is_zero() {
@@ -704,6 +752,12 @@ impl Config {
     /// The fair-lock wait timeout in milliseconds, at most [`MAX_MILLIS`].
     pub(crate) fn fair_wait_ms(&self) -> u64 {
         clamp_millis(self.fair_lock_wait_timeout)
+    }
+
+    /// The replica sync timeout in whole milliseconds (at least 1: `WAIT .. 0` waits forever),
+    /// at most [`MAX_MILLIS`].
+    pub(crate) fn replicas_sync_ms(&self) -> u64 {
+        clamp_millis(self.replicas_sync_timeout).max(1)
     }
 
     /// The reconnect back-off bound in milliseconds, as the connection layer takes it.
@@ -768,7 +822,7 @@ mod tests {
     #[test]
     fn zero_durations_without_a_meaning_are_rejected_by_name() {
         type Set = fn(Config) -> Config;
-        let cases: [(&str, Set); 6] = [
+        let cases: [(&str, Set); 7] = [
             ("lock_watchdog_timeout", |c| {
                 c.lock_watchdog_timeout(Duration::ZERO)
             }),
@@ -782,6 +836,9 @@ mod tests {
             }),
             ("reconnect_max_delay", |c| {
                 c.reconnect_max_delay(Duration::ZERO)
+            }),
+            ("replicas_sync_timeout", |c| {
+                c.replicas_sync_timeout(Duration::ZERO)
             }),
         ];
         for (name, set) in cases {
@@ -807,8 +864,10 @@ mod tests {
             .fair_lock_wait_timeout(Duration::MAX)
             .retry_delay(Duration::MAX)
             .retry_attempts(u32::MAX)
-            .reconnect_max_delay(Duration::MAX);
+            .reconnect_max_delay(Duration::MAX)
+            .replicas_sync_timeout(Duration::MAX);
         c.validate().unwrap();
+        assert_eq!(c.replicas_sync_ms(), MAX_MILLIS);
         assert_eq!(c.latch_px_ms(), MAX_MILLIS);
         assert_eq!(c.fair_wait_ms(), MAX_MILLIS);
         assert_eq!(c.reconnect_max_delay_ms(), u32::MAX);
@@ -828,7 +887,16 @@ mod tests {
             .subscription_timeout(Duration::from_secs(5))
             .retry_attempts(6)
             .retry_delay(Duration::from_millis(8))
-            .reconnect_max_delay(Duration::from_millis(900));
+            .reconnect_max_delay(Duration::from_millis(900))
+            .check_lock_synced_replicas(false)
+            .replicas_sync_timeout(Duration::from_millis(250));
+        assert!(!c.get_check_lock_synced_replicas());
+        assert_eq!(c.get_replicas_sync_timeout(), Duration::from_millis(250));
+        assert!(Config::default().get_check_lock_synced_replicas());
+        assert_eq!(
+            Config::default().get_replicas_sync_timeout(),
+            Duration::from_secs(1)
+        );
         assert_eq!(c.get_lock_watchdog_timeout(), Duration::from_secs(7));
         assert_eq!(c.watchdog_timeout(), Duration::from_secs(7));
         assert_eq!(c.get_lock_watchdog_batch_size(), 9);

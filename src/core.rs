@@ -20,6 +20,7 @@ use crate::{
     credentials::{Provider, Source},
     error::{Error, Failure, Result},
     permissions::{Need, Permissions},
+    replicas::{ReplicaSync, Synced},
     scripts::{ScriptCall, Scripts},
     ttl::Ttl,
     url::{without_tls, Deployment, RedisUrl},
@@ -54,6 +55,7 @@ pub(crate) struct Core {
     messaging: Messaging,
     /// Commands the server said at connect this user may not run (ACL DRYRUN).
     permissions: Permissions,
+    replicas: ReplicaSync,
 }
 
 /// The hash slot of a key (CRC16 of its hash tag, as Redis Cluster computes it).
@@ -371,6 +373,7 @@ impl Core {
             id: uuid::Uuid::new_v4().to_string(),
             redis,
             scripts: Scripts::new(),
+            replicas: ReplicaSync::new(&config, clustered),
             config,
             clustered,
             messaging: Messaging {
@@ -388,6 +391,7 @@ impl Core {
                 core.scripts.sha1(crate::scripts::ScriptId::Acquire),
             )
             .await;
+            core.replicas.prime(&core.redis).await;
             Ok::<(), Error>(())
         };
         if let Err(e) = ready.await {
@@ -484,6 +488,48 @@ impl Core {
     /// a `NOSCRIPT` is routed by the same first key, so it reaches the node that answered (the
     /// new owner after a failover or a migration), which then caches the script.
     pub(crate) async fn run(&self, call: ScriptCall, lock: &str) -> Result<Value> {
+        self.run_on(&self.redis, &call, lock).await
+    }
+
+    /// Runs an acquisition script and, where the master has replicas and replica sync is on
+    /// (see `replicas`), makes sure it reached one: the script runs on a connection of its
+    /// own, and if `acquired` says the reply is an acquisition, `WAIT` follows on the same
+    /// connection. The caller undoes an acquisition that comes back [`Synced::Missing`]. The
+    /// `WAIT` lasts the sync timeout, or less if the caller's `deadline` comes first.
+    pub(crate) async fn run_acquire(
+        &self,
+        call: ScriptCall,
+        lock: &str,
+        deadline: Option<Instant>,
+        acquired: impl FnOnce(&Value) -> bool,
+    ) -> Result<(Value, Synced)> {
+        let slot = call.keys.first().map(slot_of);
+        let checkout = match self.replicas.checkout(&self.redis, slot).await? {
+            None => return Ok((self.run(call, lock).await?, Synced::NotNeeded)),
+            Some(c) => c,
+        };
+        let value = match self.run_on(&checkout.client, &call, lock).await {
+            Ok(v) => v,
+            Err(e) => {
+                // A reply that never came leaves the connection's state unknown.
+                if e.is_transient() {
+                    self.replicas.throw_away(checkout);
+                } else {
+                    self.replicas.give_back(checkout);
+                }
+                return Err(e);
+            }
+        };
+        if !acquired(&value) {
+            self.replicas.give_back(checkout);
+            return Ok((value, Synced::NotNeeded));
+        }
+        let synced = self.replicas.wait(checkout, lock, deadline).await;
+        Ok((value, synced))
+    }
+
+    /// Runs a script call on `redis` (the command connection, or a replica-sync connection).
+    async fn run_on(&self, redis: &FredClient, call: &ScriptCall, lock: &str) -> Result<Value> {
         if self.clustered && !one_slot(&call.keys) {
             return Err(Error::CrossSlot {
                 lock: lock.to_owned(),
@@ -501,7 +547,7 @@ impl Core {
         let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
         let mut pause = Duration::from_millis(20);
         loop {
-            match self.run_once(&call).await {
+            match self.run_once(redis, call).await {
                 Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
                     log::info!(
                         "lock {lock}: the server is no longer the master ({}); retrying on the \
@@ -516,10 +562,13 @@ impl Core {
         }
     }
 
-    async fn run_once(&self, call: &ScriptCall) -> std::result::Result<Value, fred::error::Error> {
+    async fn run_once(
+        &self,
+        redis: &FredClient,
+        call: &ScriptCall,
+    ) -> std::result::Result<Value, fred::error::Error> {
         let sha1 = self.scripts.sha1(call.script);
-        let first = self
-            .redis
+        let first = redis
             .evalsha::<Value, _, _, _>(sha1, call.keys.clone(), call.args.clone())
             .await;
         match first {
@@ -529,7 +578,7 @@ impl Core {
                     call.script
                 );
                 let source = self.scripts.source(call.script);
-                self.redis
+                redis
                     .eval(source, call.keys.clone(), call.args.clone())
                     .await
             }
@@ -598,8 +647,9 @@ impl Core {
         let _ = self.redis.unlink::<i64, _>(keys).await;
     }
 
-    /// Closes the command connection.
+    /// Closes the command connection (and the replica-sync connections).
     pub(crate) async fn quit(&self) {
+        self.replicas.quit().await;
         let _ = self.redis.quit().await;
     }
 }

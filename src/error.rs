@@ -87,6 +87,21 @@ pub enum Error {
     /// The TLS handshake failed: an untrusted or expired certificate, a certificate for another
     /// name, a server that does not speak TLS, or bad client TLS material. Not retried.
     Tls(Failure),
+    /// Replica-synced acquisition ([`Config::check_lock_synced_replicas`](crate::Config::check_lock_synced_replicas),
+    /// Redisson's `checkLockSyncedSlaves`): no replica acknowledged the acquisition within
+    /// the sync timeout, so it was undone with the owner-checked release (a re-entrant owner's
+    /// hold count is back where it was) and the caller holds nothing new. A waiting acquisition
+    /// tries again up to [`retry_attempts`](crate::Config::retry_attempts) times (each after
+    /// [`retry_delay`](crate::Config::retry_delay), within its wait) before returning it.
+    /// Transient: a replica that lagged (e.g. during a failover) may acknowledge the next try.
+    NotReplicated {
+        /// The raw lock name in Redis.
+        lock: String,
+        /// Replicas asked for (the master's `connected_slaves`).
+        wanted: u64,
+        /// Replicas that acknowledged in time.
+        acked: u64,
+    },
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
@@ -125,6 +140,8 @@ pub enum ErrorKind {
     NotAcquired,
     /// [`Error::Tls`].
     Tls,
+    /// [`Error::NotReplicated`].
+    NotReplicated,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -198,15 +215,19 @@ impl Error {
             Error::CrossSlot { .. } => ErrorKind::CrossSlot,
             Error::NotAcquired { .. } => ErrorKind::NotAcquired,
             Error::Tls(_) => ErrorKind::Tls,
+            Error::NotReplicated { .. } => ErrorKind::NotReplicated,
         }
     }
 
-    /// `true` for errors that may go away on retry (timeouts, connection failures and
-    /// ambiguous acquisitions).
+    /// `true` for errors that may go away on retry (timeouts, connection failures, ambiguous
+    /// acquisitions, and acquisitions no replica acknowledged, which were undone).
     pub fn is_transient(&self) -> bool {
         matches!(
             self,
-            Error::Timeout(_) | Error::Connection(_) | Error::Ambiguous(_)
+            Error::Timeout(_)
+                | Error::Connection(_)
+                | Error::Ambiguous(_)
+                | Error::NotReplicated { .. }
         )
     }
 
@@ -318,6 +339,15 @@ impl fmt::Display for Error {
                 write!(f, "lock '{lock}' was not acquired within {wait:?}")
             }
             Error::Tls(m) => write!(f, "TLS error: {m}"),
+            Error::NotReplicated {
+                lock,
+                wanted,
+                acked,
+            } => write!(
+                f,
+                "acquisition of lock '{lock}' was undone: {acked} of {wanted} replicas \
+                 acknowledged it within the sync timeout"
+            ),
         }
     }
 }
@@ -382,5 +412,22 @@ mod tests {
         assert!(Error::InvalidArgument("x".into()).source().is_none());
         assert!(Error::Timeout("waited".into()).source().is_none());
         assert_eq!(Error::Shutdown.kind(), ErrorKind::Shutdown);
+    }
+
+    #[test]
+    fn not_replicated_names_the_lock_and_the_replicas() {
+        let e = Error::NotReplicated {
+            lock: "orders".into(),
+            wanted: 2,
+            acked: 0,
+        };
+        assert_eq!(e.kind(), ErrorKind::NotReplicated);
+        assert!(e.is_transient(), "undone; trying again is fine");
+        assert!(e.source().is_none());
+        let shown = e.to_string();
+        assert!(
+            shown.contains("'orders'") && shown.contains("0 of 2 replicas"),
+            "{shown}"
+        );
     }
 }

@@ -48,6 +48,7 @@ mod observe;
 mod owner;
 mod permissions;
 mod pubsub;
+mod replicas;
 mod restarts;
 mod scripts;
 mod stats;

@@ -273,3 +273,16 @@ pub(crate) fn reconciled(lock: &str, owner: &str, before: u64, after: u64) {
         "ambiguous acquisition of {lock} by {owner} reconciled: hold count {before} -> {after}"
     );
 }
+
+/// An acquisition no replica acknowledged within the sync timeout; it is being undone.
+pub(crate) fn not_replicated(lock: &str, owner: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::warn!(
+        target: "redisson_lock",
+        lock,
+        owner,
+        "no replica acknowledged the acquisition in time; undoing it"
+    );
+    #[cfg(not(feature = "tracing"))]
+    log::warn!("no replica acknowledged the acquisition of {lock} by {owner} in time; undoing it");
+}

@@ -458,3 +458,94 @@ async fn a_killed_master_fails_over_and_a_lock_missing_there_fires_the_loss_sign
     );
     assert!(matches!(guard.unlock().await, Err(Error::NotHeld { .. })));
 }
+
+/// `HGET key field` on a cluster replica (after `READONLY` on the same connection).
+fn replica_hget(port: u16, key: &str, field: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run redis-cli");
+    let script = format!("READONLY\nHGET {key} {field}\n");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.lines().nth(1).unwrap_or_default().trim().to_owned()
+}
+
+/// Replica sync on a cluster (on by default): the script and the `WAIT` go to the master that
+/// owns the key, so every master's replica has the hold when the acquisition returns; with
+/// that master's replica silent (`DEBUG SLEEP`), the acquisition is undone and fails
+/// `NotReplicated`, leaving nothing on the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_replica_sync_waits_on_the_keys_master_and_undoes_without_an_ack() {
+    let c = RedisCluster::start();
+    let client = client(
+        &c,
+        Config::default().replicas_sync_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    for name in c.name_per_master("replica-sync") {
+        let lock = client.get_lock(&name);
+        let g = lock.try_lock().await.unwrap().expect("acquired");
+        let count = replica_hget(c.replica_for_key(&name), &name, lock.owner_field());
+        assert_eq!(count, "1", "{name}: the replica has the hold on return");
+        let stats = RedisCluster::cmd(c.master_for_key(&name), &["INFO", "commandstats"]).text();
+        assert!(
+            stats.contains("cmdstat_wait:"),
+            "{name}: WAIT on its master"
+        );
+        g.unlock().await.unwrap();
+    }
+
+    let name = c.name_per_master("replica-silent").remove(0);
+    let (master, replica) = (c.master_for_key(&name), c.replica_for_key(&name));
+    let lock = client.get_lock(&name);
+    let mut refused = None;
+    for _ in 0..5 {
+        let sleeper = tokio::task::spawn_blocking(move || {
+            RedisCluster::query(replica, &["DEBUG", "SLEEP", "1.5"])
+        });
+        while !sleeper.is_finished() {
+            match lock.try_lock().await {
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+                Ok(Some(g)) => {
+                    g.unlock().await.unwrap();
+                }
+                Ok(None) => panic!("nobody else holds {name}"),
+            }
+        }
+        let _ = sleeper.await;
+        if refused.is_some() {
+            break;
+        }
+    }
+    let e = refused.expect("an acquisition while the replica slept");
+    assert!(
+        matches!(
+            e,
+            Error::NotReplicated {
+                wanted: 1,
+                acked: 0,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let exists = RedisCluster::cmd(master, &["EXISTS", &name]).int();
+    assert_eq!(exists, Some(0), "the undone acquisition left nothing");
+    // The replica is back: acquisitions succeed again.
+    let g = lock.try_lock().await.unwrap().expect("acquired");
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}

@@ -251,3 +251,33 @@ async fn sentinel_arguments_are_checked() {
         );
     }
 }
+
+/// Replica sync is on by default where replicas exist: an acquisition through Sentinel waits
+/// until the master's replicas acknowledged it, so both replicas have the hold when it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_replica_sync_acquisitions_reach_the_replicas() {
+    let set = SentinelSet::start();
+    let client = connect(&set, config()).await;
+    let master = set.master_port();
+    let info = set.data_cli(master, &["INFO", "replication"]);
+    let replicas: Vec<u16> = info
+        .lines()
+        .filter(|l| l.starts_with("slave"))
+        .filter_map(|l| l.split(',').find_map(|kv| kv.strip_prefix("port=")))
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    assert_eq!(replicas.len(), 2, "{info}");
+    let lock = client.get_lock("sentinel:replica-sync");
+    let g = lock.try_lock().await.unwrap().expect("acquired");
+    for port in replicas {
+        let count = set.data_cli(port, &["HGET", "sentinel:replica-sync", lock.owner_field()]);
+        assert_eq!(
+            count, "1",
+            "replica {port} has the hold when the acquisition returns"
+        );
+    }
+    let stats = set.data_cli(master, &["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_wait:"), "a WAIT was sent");
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}

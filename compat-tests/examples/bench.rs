@@ -2,7 +2,9 @@
 //!
 //! Uses `REDIS_URL` when set, otherwise starts a throwaway redis-server on a free port; then
 //! starts a throwaway 3+3 Redis Cluster and reports the cluster figures beside the standalone
-//! ones (skip with `BENCH_NO_CLUSTER=1`).
+//! ones (skip with `BENCH_NO_CLUSTER=1`), and the replica-sync figures on a master with one
+//! replica behind a loopback proxy. `BENCH_ONLY=standalone,cluster,replica` (any subset) runs
+//! only those sections.
 //! Speeds are reported as ratios against a baseline measured in the same run on the same Redis:
 //! a raw pair of EVALSHA round trips (the crate's own acquire and release scripts, sent with a
 //! bare fred client), so that machine noise cancels out.
@@ -12,6 +14,12 @@ mod redis_server;
 
 #[path = "../../tests/common/cluster.rs"]
 mod cluster;
+
+#[path = "../../tests/common/proxy.rs"]
+mod proxy;
+
+#[path = "../../tests/common/replica.rs"]
+mod replica;
 
 use std::time::{Duration, Instant};
 
@@ -155,8 +163,28 @@ fn rss_bytes() -> u64 {
         .map_or(0, |pages| pages * 4096)
 }
 
+/// Whether the section `name` runs (`BENCH_ONLY` unset: every section).
+fn runs(name: &str) -> bool {
+    match std::env::var("BENCH_ONLY") {
+        Ok(only) => only.split(',').any(|s| s.trim() == name),
+        Err(_) => name != "cluster" || std::env::var("BENCH_NO_CLUSTER").is_err(),
+    }
+}
+
 #[tokio::main]
 async fn main() {
+    if runs("standalone") {
+        standalone_figures().await;
+    }
+    if runs("cluster") {
+        cluster_figures().await;
+    }
+    if runs("replica") {
+        replica_figures().await;
+    }
+}
+
+async fn standalone_figures() {
     let _server;
     let url = match std::env::var("REDIS_URL") {
         Ok(u) => u,
@@ -259,10 +287,6 @@ async fn main() {
     );
     drop(guards);
     client.shutdown().await;
-
-    if std::env::var("BENCH_NO_CLUSTER").is_err() {
-        cluster_figures().await;
-    }
 }
 
 /// The same uncontended ratio and 16-owner throughput on a 3+3 cluster (sharded pub/sub), the
@@ -297,4 +321,129 @@ async fn cluster_figures() {
         s.render()
     );
     client.shutdown().await;
+}
+
+/// One round of other tasks' lock traffic that writes no new hold, on `client`: a busy
+/// `try_lock` (the acquire script, on a replica-sync connection when the master has replicas),
+/// `is_locked` and an `unlock` of a lock not held (the release script, on the command
+/// connection). `tasks` tasks in a closed loop for `for_`; returns per-round latencies (µs).
+async fn other_traffic(client: &Client, busy: &str, tasks: usize, for_: Duration) -> Vec<u64> {
+    let deadline = Instant::now() + for_;
+    let mut handles = Vec::new();
+    for i in 0..tasks {
+        let busy = client.get_lock(busy);
+        let mine = client.get_lock(&format!("bench:replica:other:{i}"));
+        handles.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                assert!(busy.try_lock().await.unwrap().is_none());
+                assert!(!mine.is_locked().await.unwrap());
+                assert!(mine.unlock().await.is_err());
+                samples.push(t.elapsed().as_micros() as u64);
+            }
+            samples
+        }));
+    }
+    let mut all = Vec::new();
+    for h in handles {
+        all.extend(h.await.unwrap());
+    }
+    all
+}
+
+/// Uncontended lock+unlock p50 with and without replica sync, in alternating rounds.
+async fn wait_cost(synced: &Client, unsynced: &Client, link: &str) {
+    crate_pairs(synced, "bench:replica:warm", 200).await;
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        on.extend(crate_pairs(synced, "bench:replica:on", 400).await);
+        off.extend(crate_pairs(unsynced, "bench:replica:off", 400).await);
+    }
+    let on = Stats::from_samples(on, Duration::from_secs(1));
+    let off = Stats::from_samples(off, Duration::from_secs(1));
+    println!(
+        "  uncontended lock+unlock p50, replica {link}: synced {} us, unsynced {} us = {:.2}x \
+         (the WAIT)",
+        on.p50_us,
+        off.p50_us,
+        on.p50_us as f64 / off.p50_us.max(1) as f64
+    );
+}
+
+/// Replica sync: what a `WAIT` costs an acquisition, and that an acquisition blocked in `WAIT`
+/// (a frozen replica, 1 s sync timeout) does not hold up the client's other traffic.
+async fn replica_figures() {
+    let set = replica::ReplicaSet::start().await;
+    let synced = Client::connect(&set.url(), Config::default())
+        .await
+        .unwrap();
+    let unsynced = Client::connect(
+        &set.url(),
+        Config::default().check_lock_synced_replicas(false),
+    )
+    .await
+    .unwrap();
+    let busy = "bench:replica:busy";
+    let _held = unsynced.get_lock(busy).lock().await.unwrap();
+
+    println!("replica sync (master + 1 replica):");
+    // The cost of the WAIT (healthy replica), alternating rounds: through the proxy, and with
+    // the replica linked directly.
+    wait_cost(&synced, &unsynced, "through the proxy").await;
+    {
+        let direct = replica::ReplicaSet::start_direct().await;
+        let on = Client::connect(&direct.url(), Config::default())
+            .await
+            .unwrap();
+        let off = Client::connect(
+            &direct.url(),
+            Config::default().check_lock_synced_replicas(false),
+        )
+        .await
+        .unwrap();
+        wait_cost(&on, &off, "linked directly").await;
+        on.shutdown().await;
+        off.shutdown().await;
+    }
+
+    // Other tasks' traffic on the synced client, without and while one acquisition waits 1 s
+    // for a frozen replica (measured for 700 ms inside that second), 3 rounds each.
+    let (mut quiet, mut blocked) = (Vec::new(), Vec::new());
+    let mut stuck_ms = Vec::new();
+    for _ in 0..3 {
+        set.await_in_sync().await;
+        quiet.extend(other_traffic(&synced, busy, 8, Duration::from_millis(700)).await);
+        set.proxy.freeze();
+        let stuck_lock = synced.get_lock("bench:replica:stuck");
+        let started = Instant::now();
+        let stuck = tokio::spawn(async move {
+            let r = stuck_lock.try_lock().await;
+            (r.map(|g| g.is_some()), started.elapsed())
+        });
+        replica::until(
+            "the acquisition in WAIT",
+            Duration::from_secs(10),
+            || async { set.blocked_clients().await >= 1 },
+        )
+        .await;
+        blocked.extend(other_traffic(&synced, busy, 8, Duration::from_millis(700)).await);
+        let (outcome, took) = stuck.await.unwrap();
+        assert!(outcome.is_err(), "the frozen replica never acknowledged");
+        stuck_ms.push(took.as_millis());
+        set.proxy.unfreeze();
+    }
+    let quiet = Stats::from_samples(quiet, Duration::from_secs(1));
+    let blocked = Stats::from_samples(blocked, Duration::from_secs(1));
+    println!(
+        "  other tasks' lock traffic (busy try_lock + is_locked + unlock not held, 8 tasks): \
+         p50 {} us without, {} us while one acquisition waits 1 s for a frozen replica \
+         (it failed NotReplicated after {:?} ms) = {:.2}x (target <= 2x)",
+        quiet.p50_us,
+        blocked.p50_us,
+        stuck_ms,
+        blocked.p50_us as f64 / quiet.p50_us.max(1) as f64
+    );
+    synced.shutdown().await;
+    unsynced.shutdown().await;
 }

@@ -55,7 +55,8 @@ struct Args {
     sharded: ShardedSubscriptionMode,
     sentinel: Option<String>,
     tls_ca: Option<String>,
-    replica_sync_ms: u64,
+    /// `None`: the crate's default (on where replicas exist, 1 s); `Some(0)`: off.
+    replica_sync_ms: Option<u64>,
     url: String,
 }
 
@@ -69,7 +70,7 @@ fn parse_args() -> Result<Args, String> {
         sharded: ShardedSubscriptionMode::Auto,
         sentinel: None,
         tls_ca: None,
-        replica_sync_ms: 0,
+        replica_sync_ms: None,
         url: String::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -94,7 +95,7 @@ fn parse_args() -> Result<Args, String> {
                     _ => return Err("--sharded-pubsub takes auto, on, off or both".into()),
                 }
             }
-            "--replica-sync-ms" => a.replica_sync_ms = num("--replica-sync-ms")?,
+            "--replica-sync-ms" => a.replica_sync_ms = Some(num("--replica-sync-ms")?),
             "--sentinel" => {
                 a.sentinel = Some(it.next().ok_or("--sentinel needs the master's name")?)
             }
@@ -118,16 +119,21 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    if args.replica_sync_ms > 0 {
-        emit("- ready ERR UNSUPPORTED: replica-synced acquisition is not implemented yet");
-        std::process::exit(2);
-    }
     let mut config = Config::default()
         .lock_watchdog_timeout(Duration::from_millis(args.watchdog_ms))
         .fair_lock_wait_timeout(Duration::from_millis(args.fair_wait_ms))
         .lock_watchdog_batch_size(args.batch)
         .timeout(Duration::from_millis(args.timeout_ms))
         .sharded_subscription_mode(args.sharded);
+    match args.replica_sync_ms {
+        None => {}
+        Some(0) => config = config.check_lock_synced_replicas(false),
+        Some(ms) => {
+            config = config
+                .check_lock_synced_replicas(true)
+                .replicas_sync_timeout(Duration::from_millis(ms))
+        }
+    }
     if let Some(ca) = &args.tls_ca {
         config = config.tls(redisson_lock::TlsSettings::new().ca_file(ca));
     }
@@ -426,6 +432,7 @@ fn kind_word(e: &Error) -> &'static str {
         ErrorKind::Shutdown => "SHUTDOWN",
         ErrorKind::CrossSlot => "CROSS_SLOT",
         ErrorKind::Tls => "TLS",
+        ErrorKind::NotReplicated => "NOT_REPLICATED",
         _ => "REDIS",
     }
 }

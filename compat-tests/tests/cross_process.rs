@@ -18,6 +18,9 @@ mod proxy;
 #[path = "../../tests/common/cluster.rs"]
 mod cluster;
 
+#[path = "../../tests/common/replica.rs"]
+mod replica;
+
 use proxy::Proxy;
 use redis_server::RedisServer;
 
@@ -728,4 +731,32 @@ fn peers_on_a_cluster_exclude_and_wake_each_other_in_every_mode() {
         sorted.sort();
         assert_eq!(sorted, stamps, "{mode}: acquired out of arrival order");
     }
+}
+
+#[test]
+fn replica_sync_ms_fails_an_unacknowledged_acquisition_with_not_replicated() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let set = rt.block_on(replica::ReplicaSet::start());
+    let port = set.master.port();
+    let mut synced = Peer::start(&set.url(), &["--replica-sync-ms", "300"]);
+    let mut off = Peer::start(&set.url(), &["--replica-sync-ms", "0"]);
+    assert_eq!(synced.call("t1", "trylock healthy", T).value, "true");
+    assert_eq!(synced.call("t1", "unlock healthy", T).value, "unlocked");
+    assert!(rt.block_on(replica::wait_calls(port)) >= 1);
+
+    set.proxy.freeze();
+    let r = synced.call("t1", "trylock frozen", T);
+    assert!(!r.ok, "{r:?}");
+    assert!(r.value.starts_with("NOT_REPLICATED:"), "{r:?}");
+    assert!(r.value.contains("frozen"), "{r:?}");
+    assert_eq!(rt.block_on(replica::cli(port, &["EXISTS", "frozen"])), "0");
+    // --replica-sync-ms 0: no WAIT, acquired at once.
+    let waits = rt.block_on(replica::wait_calls(port));
+    assert_eq!(off.call("t1", "trylock frozen", T).value, "true");
+    assert_eq!(rt.block_on(replica::wait_calls(port)), waits);
+    assert_eq!(off.call("t1", "unlock frozen", T).value, "unlocked");
+
+    set.proxy.unfreeze();
+    assert_eq!(synced.call("t1", "trylock frozen", T).value, "true");
+    drop(rt);
 }

@@ -21,7 +21,10 @@ use super::{
     hold::{Acquired, Hold},
     kind::{Mode, Waiting},
 };
-use crate::{error::Result, pubsub};
+use crate::{
+    error::{Error, Result},
+    pubsub,
+};
 
 /// What one attempt gave.
 #[derive(Debug)]
@@ -123,16 +126,32 @@ impl Drop for GiveUp<'_> {
 /// A waiting acquisition: [`wait_once`], started again after a transient failure (a command
 /// timeout, a lost connection, an ambiguous attempt, a subscription that could not be made)
 /// with a growing pause, until acquired or the caller's deadline; only then is the last error
-/// returned. Other errors end the wait at once.
+/// returned. An acquisition no replica acknowledged ([`Error::NotReplicated`], already undone)
+/// is tried again after `retry_delay`, at most `retry_attempts` times and within the deadline,
+/// as Redisson retries it. Other errors end the wait at once.
 async fn wait_for(
     hold: &Hold,
     deadline: Option<Instant>,
     queue_ms: u64,
 ) -> Result<Option<Acquired>> {
-    let max_pause = hold.client.config().retry_delay.max(OUTAGE_PAUSE);
+    let config = hold.client.config();
+    let max_pause = config.retry_delay.max(OUTAGE_PAUSE);
     let mut pause = OUTAGE_PAUSE;
+    let mut unreplicated = 0;
     loop {
         match wait_once(hold, deadline, queue_ms).await {
+            Err(e @ Error::NotReplicated { .. }) => {
+                let delay = config.retry_delay;
+                if unreplicated >= config.retry_attempts
+                    || hold.client.is_closed()
+                    || left(deadline).is_some_and(|r| r <= delay)
+                {
+                    return Err(e);
+                }
+                unreplicated += 1;
+                log::debug!("waiting for {}: {e}; trying again", hold.name());
+                tokio::time::sleep(delay).await;
+            }
             Err(e) if e.is_transient() && !hold.client.is_closed() => {
                 let remaining = left(deadline);
                 if remaining == Some(Duration::ZERO) {

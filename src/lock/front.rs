@@ -374,7 +374,10 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// [`InvalidArgument`](Error::InvalidArgument) for an empty name,
     /// [`WrongType`](Error::WrongType) if the key holds another type, a Redis or connection
-    /// error, [`Shutdown`](Error::Shutdown) after the client was shut down.
+    /// error, [`Shutdown`](Error::Shutdown) after the client was shut down,
+    /// [`NotReplicated`](Error::NotReplicated) when replica sync is on and no replica
+    /// acknowledged the acquisition (it was undone; a waiting call has tried again
+    /// [`retry_attempts`](crate::Config::retry_attempts) times first, a single try has not).
     ///
     /// # Cancel safety
     /// Cancel safe: if the future is dropped, no subscription, queue entry, watchdog

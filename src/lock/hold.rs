@@ -8,7 +8,8 @@ use tokio::time::Instant;
 use super::{
     engine::Step,
     kind::{
-        decode_acquire, decode_release, AcquireRequest, Mode, Protocol, Release, ReleaseRequest,
+        decode_acquire, decode_release, Acquire, AcquireRequest, Mode, Protocol, Release,
+        ReleaseRequest,
     },
 };
 use crate::{
@@ -16,6 +17,7 @@ use crate::{
     error::{Error, Result},
     ledger::{Entry, Known},
     names,
+    replicas::Synced,
     watchdog::renewal_call,
 };
 
@@ -114,8 +116,19 @@ impl Hold {
                 mode,
             });
             let sent_at = Instant::now();
-            let value = match hold.client.core().run(call, hold.name()).await {
-                Ok(value) => value,
+            let acquired = |v: &fred::types::Value| {
+                matches!(
+                    decode_acquire(reply, v.clone(), hold.name()),
+                    Ok(Acquire::Acquired { .. })
+                )
+            };
+            let (value, synced) = match hold
+                .client
+                .core()
+                .run_acquire(call, hold.name(), deadline, acquired)
+                .await
+            {
+                Ok(answer) => answer,
                 Err(e) if e.is_transient() => {
                     hold.reconcile_in_background(entry, before, sent_at);
                     return Err(e.into_ambiguous(hold.name()));
@@ -123,7 +136,15 @@ impl Hold {
                 Err(e) => return Err(e),
             };
             Ok(match decode_acquire(reply, value, hold.name())? {
-                super::kind::Acquire::Acquired { token } => {
+                Acquire::Acquired { token } => {
+                    if let Synced::Missing { wanted, acked } = synced {
+                        hold.undo_unreplicated(entry, before, sent_at).await;
+                        return Err(Error::NotReplicated {
+                            lock: hold.name().to_owned(),
+                            wanted,
+                            acked,
+                        });
+                    }
                     entry.set(Known::Count(before + 1));
                     Step::Done(Acquired {
                         hold,
@@ -132,7 +153,7 @@ impl Hold {
                         armed: true,
                     })
                 }
-                super::kind::Acquire::Busy { frees_in } => {
+                Acquire::Busy { frees_in } => {
                     // Busy: another owner holds the lock, so this one holds nothing.
                     entry.set(Known::Count(0));
                     Step::Busy { frees_in }
@@ -140,6 +161,29 @@ impl Hold {
             })
         });
         task.await.map_err(|_| Error::Shutdown)?
+    }
+
+    /// Undoes an acquisition no replica acknowledged (the owner's count was `before`): one
+    /// owner-checked release, so a re-entry takes back only its own increment. A release that
+    /// fails on a transient error is finished by the reconciliation task.
+    async fn undo_unreplicated(&self, mut entry: Entry, before: u64, sent_at: Instant) {
+        crate::observe::not_replicated(self.name(), &self.field);
+        match self.release_once().await {
+            Ok(Release::StillHeld) => entry.set(Known::Count(before)),
+            Ok(Release::Released | Release::NotHeld) => entry.set(Known::Count(0)),
+            Err(e) if e.is_transient() => {
+                log::debug!("undoing an unreplicated acquisition of {} failed ({e}); retrying in the background", self.name());
+                self.reconcile_in_background(entry, before, sent_at);
+            }
+            Err(e) => {
+                log::warn!(
+                    "could not undo an unreplicated acquisition of {} ({e}); it expires with \
+                     its lease",
+                    self.name()
+                );
+                entry.set(Known::Unknown);
+            }
+        }
     }
 
     /// Undoes an ambiguous attempt made when the owner's count was `before`: reads the count

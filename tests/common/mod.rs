@@ -5,6 +5,7 @@ pub mod backend;
 pub mod cluster;
 pub mod proxy;
 pub mod redis_server;
+pub mod replica;
 
 #[allow(unused_imports)]
 pub use backend::Backend;

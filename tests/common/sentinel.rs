@@ -27,6 +27,25 @@ pub fn cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// Several commands on one `redis-cli` connection (one per line of `script`); the raw replies.
+pub fn cli_lines(port: u16, script: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run redis-cli");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().expect("redis-cli output");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// `redis-cli` with a password (`--user`/`--pass`), warnings silenced.
 pub fn cli_auth(port: u16, user: &str, pass: &str, args: &[&str]) -> String {
     let out = Command::new("redis-cli")
@@ -106,6 +125,19 @@ impl SentinelSet {
                 .count()
                 == 2
         });
+        // `state=online` comes before a replica has loaded the snapshot and acknowledged
+        // anything; replica-synced acquisitions (on by default) need acknowledgements.
+        wait_for(
+            "both replicas acknowledging writes",
+            Duration::from_secs(20),
+            || {
+                let replies = cli_lines(
+                    mport,
+                    "SET sentinel-fixture:ready 1\nWAIT 2 100\nDEL sentinel-fixture:ready\n",
+                );
+                replies.lines().nth(1).map(str::trim) == Some("2")
+            },
+        );
         if let Some(p) = &auth.data {
             for s in servers.iter().flatten() {
                 assert_eq!(

@@ -1,0 +1,459 @@
+//! Replica-synced acquisition (protocol §6, Redisson's `checkLockSyncedSlaves` and
+//! `slavesSyncTimeout`): the replica count of the master, and the connections an acquisition
+//! runs on so that its `WAIT` follows the script on the same connection.
+//!
+//! Why separate connections: `WAIT` blocks the connection it was sent on, server-side, until
+//! the replicas acknowledge or the timeout passes. The command connection is multiplexed (every
+//! task's releases, renewals and queries share it), so a `WAIT` there would hold all of them up
+//! for as long as a lagging replica takes, up to the sync timeout. A `WAIT` sent on another
+//! connection proves nothing (it waits for that connection's own writes). So an acquisition
+//! that may have to sync checks out one connection of a small pool for itself: the script, and
+//! then (only if the script acquired) the `WAIT`, run on it, and nobody else's command does.
+//! The pool is made lazily, only once the master is known to have replicas, and holds at most
+//! [`POOL_SIZE`] connections; a synced acquisition beyond that waits for a free one (at most one
+//! command timeout). Acquisitions where no `WAIT` is needed use the command connection.
+//!
+//! The `WAIT` is sent after the script's reply, not pipelined with it: a busy attempt (a waiter
+//! polling a held lock) wrote nothing and needs no `WAIT`, and a pipelined one would still block
+//! while the connection's last write is unacknowledged. The cost is one round trip per
+//! successful synced acquisition (the `WAIT` itself needs a replica round trip anyway).
+//!
+//! The replica count: read from `INFO replication` (`connected_slaves`) when unknown, cached per
+//! master (Sentinel: read again when the sentinels name another master), and forgotten when a
+//! `WAIT` answers another number or fails. A count of 0 (a lone server, or a master just
+//! promoted whose replicas are not attached yet) is read again at most every [`ZERO_RECHECK`],
+//! so replicas that attach later are noticed. Before the first `WAIT`, `WAIT 0 0` probes
+//! whether the server knows (and lets this user run) `WAIT`; if not, the client never syncs
+//! (as Redisson does for managed services without `WAIT`).
+//!
+//! On a Redis Cluster a pooled "connection" is a cluster client of its own (one connection per
+//! node, all private to the acquisition that checked it out): the script is routed by its key,
+//! and the `WAIT` is sent to the node that owns the key's slot once the script answered (the
+//! node that ran it, also after a `MOVED`). The replica count is cached per master.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use fred::{
+    clients::Client as FredClient,
+    interfaces::{ClientLike, ClusterInterface, ServerInterface},
+    types::{
+        config::{Options, Server},
+        InfoKind,
+    },
+};
+use parking_lot::Mutex;
+use tokio::{
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Instant,
+};
+
+use crate::{
+    config::Config,
+    error::{Error, Result},
+};
+
+/// At most this many connections run synced acquisitions at once.
+pub(crate) const POOL_SIZE: usize = 8;
+
+/// A replica count of 0 is read again after this long.
+pub(crate) const ZERO_RECHECK: Duration = Duration::from_secs(1);
+
+/// What the replicas said about an acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Synced {
+    /// No `WAIT` was needed (sync off, no replicas, `WAIT` unsupported, nothing acquired).
+    NotNeeded,
+    /// At least one replica acknowledged.
+    Acked { wanted: u64, acked: u64 },
+    /// No replica acknowledged within the timeout (or the `WAIT` failed).
+    Missing { wanted: u64, acked: u64 },
+}
+
+/// A master, as far as the cache tells them apart: `None` for a standalone server (one master),
+/// the current master's address for Sentinel, the slot owner's for a cluster.
+type Master = Option<Server>;
+
+#[derive(Default)]
+struct State {
+    /// Per master: its replica count and when it was read.
+    counts: HashMap<Master, (u64, Instant)>,
+    /// `WAIT 0 0` was answered.
+    probed: bool,
+    /// The server refused `WAIT` (unknown command, no permission): never sync.
+    unsupported: bool,
+    /// A failed `INFO` read was logged (once, not every recheck).
+    info_warned: bool,
+}
+
+/// The replica-sync service of one client.
+pub(crate) struct ReplicaSync {
+    enabled: bool,
+    clustered: bool,
+    timeout_ms: u64,
+    command_timeout: Duration,
+    connect_timeout: Duration,
+    state: Arc<Mutex<State>>,
+    idle: Mutex<Vec<FredClient>>,
+    slots: Arc<Semaphore>,
+    /// Set by [`quit`](Self::quit): connections coming back are closed, none is opened.
+    closed: AtomicBool,
+}
+
+/// One pooled connection (on a cluster: one set of node connections), checked out by one
+/// acquisition.
+pub(crate) struct Checkout {
+    pub(crate) client: FredClient,
+    /// The master the acquisition's key lives on.
+    master: Master,
+    /// The acquisition's key's slot (cluster).
+    slot: Option<u16>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl ReplicaSync {
+    pub(crate) fn new(config: &Config, clustered: bool) -> Self {
+        Self {
+            enabled: config.check_lock_synced_replicas,
+            clustered,
+            timeout_ms: config.replicas_sync_ms(),
+            command_timeout: config.timeout,
+            connect_timeout: config.connect_timeout,
+            state: Arc::new(Mutex::new(State::default())),
+            idle: Mutex::new(Vec::new()),
+            slots: Arc::new(Semaphore::new(POOL_SIZE)),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The master `client` sends a command for `slot` to; `Err(())` on a cluster whose routing
+    /// table does not know the slot yet.
+    fn master_of(&self, client: &FredClient, slot: Option<u16>) -> std::result::Result<Master, ()> {
+        if !self.clustered {
+            return Ok(client.sentinel_primary());
+        }
+        let slot = slot.ok_or(())?;
+        client
+            .cached_cluster_state()
+            .and_then(|state| state.get_server(slot).cloned())
+            .map(Some)
+            .ok_or(())
+    }
+
+    /// Options that send a command to `master` (on a cluster) with `timeout`.
+    fn options(&self, master: &Master, timeout: Option<Duration>) -> Options {
+        Options {
+            timeout,
+            cluster_node: if self.clustered { master.clone() } else { None },
+            ..Default::default()
+        }
+    }
+
+    /// The connection an acquisition on a key of `slot` runs on when it must sync; `None` when
+    /// no `WAIT` is needed (the caller uses the command connection). `shared` is the command
+    /// connection, used for the `INFO` read.
+    pub(crate) async fn checkout(
+        &self,
+        shared: &FredClient,
+        slot: Option<u16>,
+    ) -> Result<Option<Checkout>> {
+        if !self.enabled || self.state.lock().unsupported {
+            return Ok(None);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Shutdown);
+        }
+        let Ok(master) = self.master_of(shared, slot) else {
+            log::debug!("slot {slot:?} has no known master yet; not syncing this acquisition");
+            return Ok(None);
+        };
+        if self.replicas(shared, &master).await == 0 {
+            return Ok(None);
+        }
+        let permit = tokio::time::timeout(self.command_timeout, self.slots.clone().acquire_owned())
+            .await
+            .map_err(|_| {
+                Error::Timeout(
+                    format!(
+                        "every replica-sync connection stayed busy for {:?}",
+                        self.command_timeout
+                    )
+                    .into(),
+                )
+            })?
+            .map_err(|_| Error::Shutdown)?;
+        let pooled = self.idle.lock().pop();
+        let client = match pooled {
+            Some(c) => c,
+            None => self.open(shared).await?,
+        };
+        if !self.state.lock().probed {
+            let probe = client
+                .with_options(&self.options(&master, None))
+                .wait::<i64>(0, 0)
+                .await;
+            match probe {
+                Ok(_) => self.state.lock().probed = true,
+                Err(e) if refused(&e) => {
+                    log::warn!(
+                        "the server refuses WAIT ({}); acquisitions are not synced with replicas",
+                        e.details()
+                    );
+                    self.state.lock().unsupported = true;
+                    self.put_back(client);
+                    return Ok(None);
+                }
+                Err(e) => {
+                    discard(client);
+                    return Err(Error::from_redis(e, ""));
+                }
+            }
+        }
+        Ok(Some(Checkout {
+            client,
+            master,
+            slot,
+            _permit: permit,
+        }))
+    }
+
+    /// Returns a connection whose last command completed normally to the pool.
+    pub(crate) fn give_back(&self, checkout: Checkout) {
+        self.put_back(checkout.client);
+    }
+
+    /// Drops a connection whose state is unknown (a failed or timed-out command).
+    pub(crate) fn throw_away(&self, checkout: Checkout) {
+        self.forget_count(&checkout.master);
+        discard(checkout.client);
+    }
+
+    fn put_back(&self, client: FredClient) {
+        let mut idle = self.idle.lock();
+        if idle.len() < POOL_SIZE && !self.closed.load(Ordering::Acquire) {
+            idle.push(client);
+        } else {
+            drop(idle);
+            discard(client);
+        }
+    }
+
+    /// `WAIT <replicas> <timeout>` on the connection that ran the acquisition (on a cluster: to
+    /// the node that owns the key now, i.e. the one that ran the script, also after a `MOVED`);
+    /// the timeout is the sync timeout, or the time left before `deadline` if that is shorter
+    /// (at least 1 ms).
+    pub(crate) async fn wait(
+        &self,
+        mut checkout: Checkout,
+        lock: &str,
+        deadline: Option<Instant>,
+    ) -> Synced {
+        if self.clustered {
+            match self.master_of(&checkout.client, checkout.slot) {
+                Ok(now) if now != checkout.master => checkout.master = now,
+                Ok(_) => {}
+                Err(()) => {
+                    log::warn!("the owner of {lock}'s slot is unknown after the acquisition");
+                    self.throw_away(checkout);
+                    return Synced::Missing {
+                        wanted: 1,
+                        acked: 0,
+                    };
+                }
+            }
+        }
+        let wanted = self.replicas(&checkout.client, &checkout.master).await;
+        if wanted == 0 {
+            self.give_back(checkout);
+            return Synced::NotNeeded;
+        }
+        let timeout_ms = match deadline {
+            Some(d) => {
+                let left = crate::config::clamp_millis(d.saturating_duration_since(Instant::now()));
+                self.timeout_ms.min(left).max(1)
+            }
+            None => self.timeout_ms,
+        };
+        let options = self.options(
+            &checkout.master,
+            Some(Duration::from_millis(timeout_ms).saturating_add(self.command_timeout)),
+        );
+        let reply = checkout
+            .client
+            .with_options(&options)
+            .wait::<i64>(i64::try_from(wanted).unwrap_or(i64::MAX), timeout_ms as i64)
+            .await;
+        match reply {
+            Ok(acked) => {
+                let acked = u64::try_from(acked).unwrap_or(0);
+                if acked != wanted {
+                    self.forget_count(&checkout.master);
+                }
+                self.give_back(checkout);
+                if acked == 0 {
+                    Synced::Missing { wanted, acked }
+                } else {
+                    Synced::Acked { wanted, acked }
+                }
+            }
+            Err(e) => {
+                log::warn!("WAIT after acquiring {lock} failed: {e}");
+                self.throw_away(checkout);
+                Synced::Missing { wanted, acked: 0 }
+            }
+        }
+    }
+
+    fn forget_count(&self, master: &Master) {
+        self.state.lock().counts.remove(master);
+    }
+
+    /// The cached replica count of `master`; read with `INFO replication` through `via` when
+    /// unknown. A count of 0 older than [`ZERO_RECHECK`] is read again in the background (the
+    /// acquisition goes on unsynced meanwhile, so a lone server's acquisitions never wait for
+    /// an `INFO`).
+    async fn replicas(&self, via: &FredClient, master: &Master) -> u64 {
+        let cached = self.state.lock().counts.get(master).copied();
+        match cached {
+            Some((n, at)) if n > 0 || at.elapsed() < ZERO_RECHECK => n,
+            Some(_) => {
+                // Stamped now, so one refresh runs at a time.
+                self.state
+                    .lock()
+                    .counts
+                    .insert(master.clone(), (0, Instant::now()));
+                let (via, master, state) = (via.clone(), master.clone(), self.state.clone());
+                let options = self.options(&master, None);
+                drop(tokio::spawn(async move {
+                    read_count(&via, &options, &state, &master).await;
+                }));
+                0
+            }
+            None => read_count(via, &self.options(master, None), &self.state, master).await,
+        }
+    }
+
+    /// Reads the replica count of a standalone or Sentinel master at connect, so that no
+    /// acquisition waits for it.
+    pub(crate) async fn prime(&self, shared: &FredClient) {
+        if self.enabled && !self.clustered {
+            if let Ok(master) = self.master_of(shared, None) {
+                self.replicas(shared, &master).await;
+            }
+        }
+    }
+
+    /// A new connection to the same deployment as `shared` (Sentinel: to the current master,
+    /// through the sentinels; a cluster: to its nodes).
+    async fn open(&self, shared: &FredClient) -> Result<FredClient> {
+        let client = shared.clone_new();
+        match tokio::time::timeout(self.connect_timeout, client.init()).await {
+            Ok(Ok(_task)) => Ok(client),
+            Ok(Err(e)) => {
+                discard(client);
+                Err(Error::from_redis(e, ""))
+            }
+            Err(_) => {
+                discard(client);
+                Err(Error::Connection(
+                    format!(
+                        "could not open a replica-sync connection within {:?}",
+                        self.connect_timeout
+                    )
+                    .into(),
+                ))
+            }
+        }
+    }
+
+    /// Closes the pooled connections.
+    pub(crate) async fn quit(&self) {
+        let idle = {
+            let mut idle = self.idle.lock();
+            self.closed.store(true, Ordering::Release);
+            std::mem::take(&mut *idle)
+        };
+        for c in idle {
+            let _ = c.quit().await;
+        }
+    }
+}
+
+/// Reads `INFO replication` of `master` through `via` and caches its replica count (0 when the
+/// read fails: one warning, then no sync until a later read succeeds).
+async fn read_count(
+    via: &FredClient,
+    options: &Options,
+    state: &Mutex<State>,
+    master: &Master,
+) -> u64 {
+    let info = via
+        .with_options(options)
+        .info::<String>(Some(InfoKind::Replication))
+        .await;
+    let n = match info {
+        Ok(text) => connected_replicas(&text),
+        Err(e) => {
+            if !std::mem::replace(&mut state.lock().info_warned, true) {
+                log::warn!("cannot read INFO replication ({e}); not syncing with replicas");
+            }
+            0
+        }
+    };
+    state
+        .lock()
+        .counts
+        .insert(master.clone(), (n, Instant::now()));
+    n
+}
+
+/// Closes a connection in the background (outside a runtime it is just dropped).
+fn discard(client: FredClient) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        drop(runtime.spawn(async move {
+            let _ = client.quit().await;
+        }));
+    }
+}
+
+/// `true` for a server that does not let this client run `WAIT`.
+fn refused(e: &fred::error::Error) -> bool {
+    let d = e.details().to_ascii_lowercase();
+    d.contains("unknown command") || d.contains("noperm") || d.contains("no permission")
+}
+
+/// `connected_slaves:<n>` from `INFO replication` (0 when absent).
+pub(crate) fn connected_replicas(info: &str) -> u64 {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("connected_slaves:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replica_count_is_read_from_info_replication() {
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1\r\n";
+        assert_eq!(connected_replicas(info), 2);
+        assert_eq!(connected_replicas("role:master\r\n"), 0);
+        assert_eq!(connected_replicas("connected_slaves:x\r\n"), 0);
+    }
+
+    #[test]
+    fn sync_follows_the_setting() {
+        let on = Config::default();
+        assert!(ReplicaSync::new(&on, false).enabled);
+        assert!(ReplicaSync::new(&on, true).enabled);
+        let off = Config::default().check_lock_synced_replicas(false);
+        assert!(!ReplicaSync::new(&off, false).enabled);
+    }
+}
