@@ -97,7 +97,7 @@ pub enum Error {
     NotReplicated {
         /// The raw lock name in Redis.
         lock: String,
-        /// Replicas asked for (the master's `connected_slaves`).
+        /// The master's replicas (`connected_slaves`); one acknowledgement would have sufficed.
         wanted: u64,
         /// Replicas that acknowledged in time.
         acked: u64,
