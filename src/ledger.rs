@@ -50,6 +50,16 @@ impl Ledgers {
         }
     }
 
+    /// `true` when this client may know of a hold of `field` on `lock`: an entry exists (a
+    /// count above zero, an unknown count, or a call in flight).
+    pub(crate) fn may_hold(&self, lock: &str, field: &str) -> bool {
+        let key = (lock.to_owned(), field.to_owned());
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&key)
+    }
+
     /// Number of entries kept (for tests).
     #[cfg(test)]
     fn len(&self) -> usize {

@@ -236,7 +236,7 @@ impl Handle {
         // `<its channel prefix><owner field>`. Asking for two fields tells them apart.
         match (self.proto.waiting("a:1"), self.proto.waiting("b:2")) {
             (Waiting::Channel(a), Waiting::Channel(b)) if a == b => {
-                self.client.pubsub().waiters(&a)
+                self.client.stats().channel_waiters(&a)
             }
             (Waiting::Channel(a), Waiting::Channel(_)) => {
                 let prefix = &a[..a.len() - "a:1".len()];

@@ -224,6 +224,12 @@ impl Hold {
             (Ok(Release::Released | Release::NotHeld), _) => Known::Count(0),
             _ => Known::Unknown,
         });
+        drop(entry);
+        if let Some(tag) = self.proto.local_queue() {
+            // The next local waiter tries at once, without waiting for the unlock message.
+            let freed = !matches!(outcome, Ok(Release::StillHeld));
+            self.client.local_queues().released(tag, self.name(), freed);
+        }
         outcome
     }
 

@@ -116,6 +116,10 @@ impl Protocol for Desc {
         Waiting::Channel(self.channel.clone())
     }
 
+    fn local_queue(&self) -> Option<&'static str> {
+        Some("lock")
+    }
+
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         (self.acquire_call(req), AcquireReply::NilOrPttl)
     }
