@@ -212,6 +212,9 @@ impl Ticket {
     pub(crate) async fn wait_head(&self, deadline: Option<Instant>) -> bool {
         loop {
             if self.is_head() {
+                // The turn may have been handed over with a wake-up this call did not need:
+                // take it, so it does not read as a hand-over later.
+                let _ = futures::FutureExt::now_or_never(self.notify.notified());
                 return true;
             }
             let notified = self.notify.notified();
@@ -247,9 +250,12 @@ impl Ticket {
         }
     }
 
-    /// The head's attempt found the lock busy: someone outside the run holds it.
+    /// The head's attempt found the lock busy: someone outside the run got it, so the run (and
+    /// a pending yield) starts again.
     pub(crate) fn busy(&self) {
-        self.queue.state.lock().run = 0;
+        let mut st = self.queue.state.lock();
+        st.run = 0;
+        st.yield_next = false;
     }
 
     /// The head acquired the lock as `field`, its hold lasting at least until `until`; it leaves
