@@ -50,15 +50,18 @@ impl Hold {
 
     /// One acquisition attempt.
     ///
-    /// Cancel safety: the script runs as its own task. If the caller's future is dropped while
-    /// it is in flight, the task still completes; a success then comes back as an [`Acquired`]
-    /// nobody claims, whose `Drop` releases that hold at once.
+    /// Cancel safety: no task is spawned for an attempt. If the caller's future is dropped
+    /// while the script may be in flight, the attempt becomes ambiguous to this client, and it
+    /// is treated as one (below): the owner's ledger entry passes to a reconciliation task
+    /// that undoes the hold the script made, if it made one. That reconciliation counts as a
+    /// release in flight, so later acquisitions of the lock through this client wait for it
+    /// (as for a dropped guard).
     ///
-    /// Ambiguity: the task holds the owner's ledger entry (see `ledger`) from before the count
-    /// is known until the outcome is. When the script was sent but no reply came (a timeout or
-    /// a lost connection), the attempt fails with [`Error::Ambiguous`] and the entry passes to
-    /// a reconciliation task that undoes that one attempt if Redis ran it; the owner's next
-    /// attempt or release waits for it.
+    /// Ambiguity: the attempt holds the owner's ledger entry (see `ledger`) from before the
+    /// count is known until the outcome is. When the script was sent but no reply came (a
+    /// timeout or a lost connection), the attempt fails with [`Error::Ambiguous`] and the entry
+    /// passes to a reconciliation task that undoes that one attempt if Redis ran it; the
+    /// owner's next attempt or release waits for it.
     ///
     /// `deadline` bounds only the wait for that reconciliation (`None`: as long as it takes,
     /// which is until Redis answers again or the reconciled hold would have expired).
@@ -78,68 +81,72 @@ impl Hold {
             .pending_releases()
             .settle(self.name(), bound)
             .await;
-        let hold = self.clone();
-        let task = self.client.spawn(async move {
-            let enter = hold.client.ledgers().enter(hold.name(), &hold.field);
-            let mut entry = match deadline {
-                None => enter.await,
-                Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
-                    Error::Timeout(
-                        format!(
-                            "an earlier ambiguous acquisition of {} by this owner is still \
-                             being reconciled",
-                            hold.name()
-                        )
-                        .into(),
+        let enter = self.client.ledgers().enter(self.name(), &self.field);
+        let mut entry = match deadline {
+            None => enter.await,
+            Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
+                Error::Timeout(
+                    format!(
+                        "an earlier ambiguous acquisition of {} by this owner is still being \
+                         reconciled",
+                        self.name()
                     )
-                })?,
-            };
-            let before = match entry.known() {
-                Known::Count(0) => 0,
-                // A re-entry (or a count this client is unsure of): read it, so an ambiguous
-                // attempt is judged against the real count, not a hold that expired unseen.
-                _ => {
-                    let n = hold
-                        .client
-                        .core()
-                        .hold_count(hold.name(), &hold.field)
-                        .await?;
-                    entry.set(Known::Count(n));
-                    n
-                }
-            };
-            let (call, reply) = hold.proto.acquire(AcquireRequest {
-                field: &hold.field,
-                lease_ms: hold.lease_ms,
-                mode,
-            });
-            let sent_at = Instant::now();
-            let value = match hold.client.core().run(call, hold.name()).await {
-                Ok(value) => value,
-                Err(e) if e.is_transient() => {
-                    hold.reconcile_in_background(entry, before, sent_at);
-                    return Err(e.into_ambiguous(hold.name()));
-                }
-                Err(e) => return Err(e),
-            };
-            Ok(match decode_acquire(reply, value, hold.name())? {
-                super::kind::Acquire::Acquired { token } => {
-                    entry.set(Known::Count(before + 1));
-                    Step::Done(Acquired {
-                        hold,
-                        sent_at,
-                        token,
-                        armed: true,
-                    })
-                }
-                super::kind::Acquire::Busy { frees_in } => {
-                    // Busy: another owner holds the lock, so this one holds nothing.
-                    entry.set(Known::Count(0));
-                    Step::Busy { frees_in }
-                }
-            })
+                    .into(),
+                )
+            })?,
+        };
+        let before = match entry.known() {
+            Known::Count(0) => 0,
+            // A re-entry (or a count this client is unsure of): read it, so an ambiguous
+            // attempt is judged against the real count, not a hold that expired unseen.
+            _ => {
+                let n = self
+                    .client
+                    .core()
+                    .hold_count(self.name(), &self.field)
+                    .await?;
+                entry.set(Known::Count(n));
+                n
+            }
+        };
+        let (call, reply) = self.proto.acquire(AcquireRequest {
+            field: &self.field,
+            lease_ms: self.lease_ms,
+            mode,
         });
-        task.await.map_err(|_| Error::Shutdown)?
+        let sent_at = Instant::now();
+        let mut in_flight = InFlightAttempt {
+            hold: self,
+            entry: Some(entry),
+            before,
+            sent_at,
+        };
+        let outcome = self.client.core().run(call, self.name()).await;
+        let mut entry = in_flight.entry.take().expect("taken once, here");
+        let value = match outcome {
+            Ok(value) => value,
+            Err(e) if e.is_transient() => {
+                self.reconcile_in_background(entry, before, sent_at, None);
+                return Err(e.into_ambiguous(self.name()));
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(match decode_acquire(reply, value, self.name())? {
+            super::kind::Acquire::Acquired { token } => {
+                entry.set(Known::Count(before + 1));
+                Step::Done(Acquired {
+                    hold: self.clone(),
+                    sent_at,
+                    token,
+                    armed: true,
+                })
+            }
+            super::kind::Acquire::Busy { frees_in } => {
+                // Busy: another owner holds the lock, so this one holds nothing.
+                entry.set(Known::Count(0));
+                Step::Busy { frees_in }
+            }
+        })
     }
 
     /// Undoes an ambiguous attempt made when the owner's count was `before`: reads the count
@@ -148,10 +155,18 @@ impl Hold {
     /// or the hold the attempt may have made would have expired (`sent_at` + lease). Each
     /// round is idempotent: a release whose reply was lost shows as the count being back at
     /// `before` in the next round.
-    fn reconcile_in_background(&self, mut entry: Entry, before: u64, sent_at: Instant) {
+    /// `release`: the release in flight this reconciliation counts as (see `pending`).
+    fn reconcile_in_background(
+        &self,
+        mut entry: Entry,
+        before: u64,
+        sent_at: Instant,
+        release: Option<crate::lock::pending::InFlight>,
+    ) {
         let hold = self.clone();
         let expires = sent_at + Duration::from_millis(hold.lease_ms);
         drop(self.client.spawn(async move {
+            let _release = release;
             let retry = hold.client.config().retry_delay;
             loop {
                 if hold.client.is_closed() {
@@ -304,6 +319,30 @@ impl Hold {
                 log::warn!("give-up clean-up of {} failed: {e}", hold.name());
             }
         }));
+    }
+}
+
+/// An attempt whose script may be in flight: if the attempt's future is dropped before the
+/// reply, the attempt is ambiguous and its hold (if the script made one) is undone in the
+/// background.
+struct InFlightAttempt<'a> {
+    hold: &'a Hold,
+    entry: Option<Entry>,
+    before: u64,
+    sent_at: Instant,
+}
+
+impl Drop for InFlightAttempt<'_> {
+    fn drop(&mut self) {
+        let Some(entry) = self.entry.take() else {
+            return;
+        };
+        if self.hold.client.is_closed() {
+            return;
+        }
+        let release = self.hold.client.pending_releases().begin(self.hold.name());
+        self.hold
+            .reconcile_in_background(entry, self.before, self.sent_at, Some(release));
     }
 }
 
