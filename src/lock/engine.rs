@@ -165,7 +165,7 @@ async fn wait_once(
     // waits behind its own hold.
     let behind_others = tag.is_some_and(|tag| {
         queues.has_waiters(tag, hold.name())
-            && !hold.client.ledgers().may_hold(hold.name(), &hold.field)
+            && !hold.client.ledgers().may_hold(&hold.name, &hold.field)
     });
     if !behind_others {
         if let Step::Done(acquired) = hold.attempt(mode, deadline).await? {

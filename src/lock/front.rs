@@ -51,6 +51,8 @@ pub(crate) struct Handle {
     client: Client,
     proto: Arc<dyn Protocol>,
     user_name: String,
+    /// The raw name (`proto.name()`), shared by every hold made through this handle.
+    raw: Arc<str>,
     owner: Owner,
     field: Arc<str>,
     /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
@@ -89,9 +91,11 @@ impl Handle {
             None
         };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
+        let raw: Arc<str> = proto.name().into();
         Self {
             client,
             proto,
+            raw,
             user_name: name.to_owned(),
             owner,
             field,
@@ -140,6 +144,7 @@ impl Handle {
         Hold {
             client: self.client.clone(),
             proto: self.proto.clone(),
+            name: self.raw.clone(),
             field: self.field_for(owner),
             lease_ms,
         }
@@ -180,7 +185,7 @@ impl Handle {
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
         let hold = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client.watchdog().deregister(hold.name(), &hold.field);
+        self.client.watchdog().deregister(&hold.name, &hold.field);
         match hold.release().await? {
             Release::NotHeld => Err(Error::NotHeld {
                 lock: hold.name().to_owned(),

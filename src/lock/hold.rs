@@ -25,6 +25,9 @@ use crate::{
 pub(crate) struct Hold {
     pub(crate) client: Client,
     pub(crate) proto: Arc<dyn Protocol>,
+    /// The raw lock name (`proto.name()`), shared with the handle and with the ledger and
+    /// watchdog entries of this hold (no copy per entry).
+    pub(crate) name: Arc<str>,
     /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock).
     pub(crate) field: Arc<str>,
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
@@ -45,7 +48,7 @@ impl std::fmt::Debug for Hold {
 impl Hold {
     /// The raw lock name.
     pub(crate) fn name(&self) -> &str {
-        self.proto.name()
+        &self.name
     }
 
     /// One acquisition attempt.
@@ -81,7 +84,7 @@ impl Hold {
             .pending_releases()
             .settle(self.name(), bound)
             .await;
-        let enter = self.client.ledgers().enter(self.name(), &self.field);
+        let enter = self.client.ledgers().enter(&self.name, &self.field);
         let mut entry = match deadline {
             None => enter.await,
             Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
@@ -232,7 +235,7 @@ impl Hold {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
-        let mut entry = self.client.ledgers().enter(self.name(), &self.field).await;
+        let mut entry = self.client.ledgers().enter(&self.name, &self.field).await;
         let outcome = self.release_once().await;
         entry.set(match (&outcome, entry.known()) {
             (Ok(Release::StillHeld), Known::Count(n)) if n > 0 => Known::Count(n - 1),
