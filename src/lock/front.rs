@@ -523,8 +523,8 @@ impl<K: Kind> Lock<K> {
         self.handle.remaining_ttl().await
     }
 
-    /// Number of acquisitions of this lock (by any owner) waiting in this client for an unlock
-    /// message: a local count, no Redis call. The spin lock, which polls, always has 0. For
+    /// Number of acquisitions of this lock (by any owner) waiting in this client, asleep on the
+    /// lock's channel or queued behind its first waiter: a local count, no Redis call. The spin lock, which polls, always has 0. For
     /// the client as a whole see [`Client::stats`](crate::Client::stats).
     pub fn local_waiters(&self) -> usize {
         self.handle.local_waiters()
