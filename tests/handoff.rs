@@ -158,6 +158,36 @@ async fn a_reentry_never_queues_behind_its_own_hold(b: Backend) {
         .unwrap();
 }
 
+async fn a_force_unlock_of_a_local_holder_hands_over_at_once(b: Backend) {
+    // The head behind a local holder makes no attempt while that owner holds; a force unlock
+    // through this client must hand over at once, not after the holder's lease.
+    let n = b.name("t:handoff-force");
+    let client = b.client().await;
+    let probe = client.get_lock(&n);
+    let holder = client.get_lock(&n).lock().await.unwrap();
+    let first = client.get_lock(&n);
+    let first = tokio::spawn(async move { first.lock().await.unwrap().keep() });
+    until_waiters(&probe, 1).await;
+    let second = client.get_lock(&n);
+    let second = tokio::spawn(async move {
+        let g = second.lock().await.unwrap();
+        let at = Instant::now();
+        g.unlock().await.unwrap();
+        at
+    });
+    until_waiters(&probe, 2).await;
+    holder.unlock().await.unwrap();
+    first.await.unwrap();
+    until_waiters(&probe, 1).await;
+    let forced = Instant::now();
+    assert!(probe.force_unlock().await.unwrap());
+    let at = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("handed over at once, not after the holder's 30 s lease")
+        .unwrap();
+    assert!(at.saturating_duration_since(forced) < Duration::from_secs(2));
+}
+
 async fn every_queueing_kind_stays_exclusive_with_eight_owners_in_one_client(b: Backend) {
     let clients = [b.client().await, b.client().await];
     let n = b.name("t:handoff-stress-lock");
@@ -307,6 +337,7 @@ backend_tests!(
     local_waiters_acquire_in_arrival_order,
     dropped_and_timed_out_local_waiters_leave_the_queue,
     a_reentry_never_queues_behind_its_own_hold,
+    a_force_unlock_of_a_local_holder_hands_over_at_once,
     every_queueing_kind_stays_exclusive_with_eight_owners_in_one_client,
     a_remote_client_gets_in_while_eight_local_owners_loop,
     a_java_waiter_gets_in_while_eight_local_owners_loop,

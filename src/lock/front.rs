@@ -221,6 +221,12 @@ impl Handle {
         let reply = self.client.core().run(call, self.raw_name()).await?;
         self.internal_lease_ms
             .store(self.client.watchdog_ms(), Ordering::Relaxed);
+        if let Some(tag) = self.proto.local_queue() {
+            // A local holder no longer holds it: the local queue's head tries at once.
+            self.client
+                .local_queues()
+                .released(tag, self.raw_name(), true);
+        }
         decode_flag(reply, self.raw_name())
     }
 
