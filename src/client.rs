@@ -29,6 +29,7 @@ pub(crate) struct ClientInner {
     latches: LatchSweeper,
     ledgers: crate::ledger::Ledgers,
     pending_releases: Arc<crate::lock::pending::PendingReleases>,
+    local_queues: Arc<crate::lock::queue::LocalQueues>,
     restarts: crate::restarts::Restarts,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
@@ -148,6 +149,7 @@ impl Client {
             latches: LatchSweeper::start(core.clone()),
             ledgers: Default::default(),
             pending_releases: Default::default(),
+            local_queues: Default::default(),
             restarts: crate::restarts::Restarts::start(core.clone()).await,
             core,
             runtime: tokio::runtime::Handle::current(),
@@ -170,7 +172,11 @@ impl Client {
 
     /// A snapshot of this client's held watchdog locks, renewals, subscriptions and waiters.
     pub fn stats(&self) -> Stats {
-        let channels: BTreeMap<String, usize> = self.inner.pubsub.channel_waiters().collect();
+        let mut channels: BTreeMap<String, usize> = self.inner.pubsub.channel_waiters().collect();
+        // Waiters queued behind a local head share its one subscription.
+        for (channel, queued) in self.inner.local_queues.queued_beyond_subscriptions() {
+            *channels.entry(channel).or_default() += queued;
+        }
         Stats {
             watchdog_holds: self.inner.watchdog.len(),
             renewal_calls: self.inner.watchdog.renew_calls(),
@@ -223,6 +229,11 @@ impl Client {
     /// Background releases in flight, which later acquisitions of the same lock wait for.
     pub(crate) fn pending_releases(&self) -> &Arc<crate::lock::pending::PendingReleases> {
         &self.inner.pending_releases
+    }
+
+    /// The local hand-off queues of this client's waiters (see `lock::queue`).
+    pub(crate) fn local_queues(&self) -> &Arc<crate::lock::queue::LocalQueues> {
+        &self.inner.local_queues
     }
 
     /// What this client knows of its owners' hold counts (see `ledger`).

@@ -612,6 +612,37 @@ impl Core {
             .map_err(|e| Error::from_redis(e, name))
     }
 
+    /// `true` when some connection other than this client's subscriber listens on `channel`
+    /// (`PUBSUB NUMSUB` / `SHARDNUMSUB`, whichever this client listens with; this client
+    /// counts once per way it listens). When the server cannot tell — classic pub/sub on a
+    /// cluster counts one node only, or the command is refused — the answer is `true`: the
+    /// caller then gives others their chance rather than risk starving them.
+    pub(crate) async fn others_listen(&self, channel: &str) -> bool {
+        if self.clustered && self.messaging.classic {
+            return true;
+        }
+        let count = |reply: std::result::Result<Vec<Value>, fred::error::Error>| {
+            reply.ok().and_then(|v| v.get(1).and_then(Value::as_i64))
+        };
+        let mut total = 0;
+        let mut own = 0;
+        if self.messaging.classic {
+            match count(self.redis.pubsub_numsub(channel).await) {
+                Some(n) => total += n,
+                None => return true,
+            }
+            own += 1;
+        }
+        if self.messaging.sharded {
+            match count(self.redis.pubsub_shardnumsub(channel).await) {
+                Some(n) => total += n,
+                None => return true,
+            }
+            own += 1;
+        }
+        total > own
+    }
+
     /// `true` if the key exists.
     pub(crate) async fn exists(&self, key: &str, lock: &str) -> Result<bool> {
         let n: i64 = self

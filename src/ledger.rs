@@ -24,7 +24,8 @@ pub(crate) enum Known {
     Unknown,
 }
 
-type Key = (String, String);
+/// The lock's raw name and the owner's field, shared with the hold (no copy per entry).
+type Key = (Arc<str>, Arc<str>);
 
 /// Every owner's entry, created on first use and dropped when back to a count of zero.
 #[derive(Clone, Default)]
@@ -35,8 +36,8 @@ pub(crate) struct Ledgers {
 impl Ledgers {
     /// Waits for the entry of `field` on `lock` and holds its gate until the returned value is
     /// dropped.
-    pub(crate) async fn enter(&self, lock: &str, field: &str) -> Entry {
-        let key = (lock.to_owned(), field.to_owned());
+    pub(crate) async fn enter(&self, lock: &Arc<str>, field: &Arc<str>) -> Entry {
+        let key = (lock.clone(), field.clone());
         let gate = {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             map.entry(key.clone())
@@ -48,6 +49,16 @@ impl Ledgers {
             key,
             ledgers: self.clone(),
         }
+    }
+
+    /// `true` when this client may know of a hold of `field` on `lock`: an entry exists (a
+    /// count above zero, an unknown count, or a call in flight).
+    pub(crate) fn may_hold(&self, lock: &Arc<str>, field: &Arc<str>) -> bool {
+        let key = (lock.clone(), field.clone());
+        self.map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&key)
     }
 
     /// Number of entries kept (for tests).
@@ -99,19 +110,22 @@ mod tests {
     #[tokio::test]
     async fn entries_serialise_and_are_dropped_when_back_to_zero() {
         let ledgers = Ledgers::default();
-        let mut e = ledgers.enter("k", "f").await;
+        let mut e = ledgers.enter(&"k".into(), &"f".into()).await;
         assert_eq!(e.known(), Known::Count(0));
         e.set(Known::Count(2));
         let waiter = {
             let ledgers = ledgers.clone();
-            tokio::spawn(async move { ledgers.enter("k", "f").await.known() })
+            tokio::spawn(async move { ledgers.enter(&"k".into(), &"f".into()).await.known() })
         };
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "the gate is held");
         drop(e);
         assert_eq!(waiter.await.unwrap(), Known::Count(2));
         assert_eq!(ledgers.len(), 1, "a non-zero count is kept");
-        ledgers.enter("k", "f").await.set(Known::Count(0));
+        ledgers
+            .enter(&"k".into(), &"f".into())
+            .await
+            .set(Known::Count(0));
         assert_eq!(ledgers.len(), 0, "a zero count is forgotten");
     }
 }

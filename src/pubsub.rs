@@ -212,15 +212,6 @@ impl PubSub {
         self.shared.channels.lock().len()
     }
 
-    /// Number of local waiters on one channel.
-    pub(crate) fn waiters(&self, channel: &str) -> usize {
-        self.shared
-            .channels
-            .lock()
-            .get(channel)
-            .map_or(0, |c| c.latch.waiters())
-    }
-
     /// Every channel with its number of local waiters (a snapshot).
     pub(crate) fn channel_waiters(&self) -> impl Iterator<Item = (String, usize)> {
         let map = self.shared.channels.lock();

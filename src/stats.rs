@@ -25,10 +25,12 @@ pub struct Stats {
     pub renewal_calls: u64,
     /// Lock channels this client is subscribed to: one per channel with local waiters.
     pub subscribed_channels: usize,
-    /// Local waiters asleep on any channel (the sum of [`channels`](Self::channels)).
+    /// Local waiters of any lock (the sum of [`channels`](Self::channels)): asleep on a
+    /// channel, or queued behind the first waiter of their lock (the local hand-off queue).
     pub waiters: usize,
-    /// Local waiters per subscribed channel (e.g. `redisson_lock__channel:{orders}`,
-    /// `redisson_rwlock:{catalog}`, or a fair lock's per-waiter channel).
+    /// Local waiters per lock channel (e.g. `redisson_lock__channel:{orders}`,
+    /// `redisson_rwlock:{catalog}`, or a fair lock's per-waiter channel), queued waiters
+    /// included: the waiters of one queue share one subscription.
     pub channels: BTreeMap<String, usize>,
 }
 

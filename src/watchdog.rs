@@ -204,15 +204,15 @@ impl Watchdog {
     /// `sent_at`, and returns the owner's loss signal for this lock.
     pub(crate) fn register(
         &self,
-        name: &str,
+        name: &Arc<str>,
         field: &Arc<str>,
         shape: RenewalShape,
         sent_at: Instant,
     ) -> Arc<LossSignal> {
         let deadline = valid_until(sent_at, self.timeout);
-        // The field is shared with the hold (no copy per registration).
+        // The name and field are shared with the hold (no copy per registration).
         let key = HoldKey {
-            name: name.into(),
+            name: name.clone(),
             field: field.clone(),
         };
         let loss = {
@@ -241,10 +241,10 @@ impl Watchdog {
 
     /// Removes one registration of an owner (every unlock attempt does this, whatever its
     /// outcome, so a failed unlock lets the lock expire within one timeout).
-    pub(crate) fn deregister(&self, name: &str, field: &str) {
+    pub(crate) fn deregister(&self, name: &Arc<str>, field: &Arc<str>) {
         let key = HoldKey {
-            name: name.into(),
-            field: field.into(),
+            name: name.clone(),
+            field: field.clone(),
         };
         self.state.holds.remove_if_mut(&key, |_, hold| {
             hold.count = hold.count.saturating_sub(1);

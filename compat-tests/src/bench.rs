@@ -85,7 +85,9 @@ pub async fn run(
     let mut tasks = Vec::with_capacity(owners);
     for i in 0..owners {
         let name = match mode {
-            Mode::Contended => format!("bench:{run_id}:c{}", i % locks.max(1)),
+            // One name for every process running this mode, so that several processes
+            // contend for the same lock (the cross-process row of the benchmark).
+            Mode::Contended => format!("bench:contended:c{}", i % locks.max(1)),
             _ => format!("bench:{run_id}:u{i}"),
         };
         let lock = client.get_lock(&name);

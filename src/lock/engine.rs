@@ -20,6 +20,7 @@ use super::{
     backoff::BackOff,
     hold::{Acquired, Hold},
     kind::{Mode, Waiting},
+    queue::{Plan, Ticket, GRACE},
 };
 use crate::{
     error::{Error, Result},
@@ -176,23 +177,35 @@ async fn wait_once(
     queue_ms: u64,
 ) -> Result<Option<Acquired>> {
     let mode = Mode::Queued { queue_ms };
-    if let Step::Done(acquired) = hold.attempt(mode, deadline).await? {
-        return Ok(Some(acquired));
-    }
-    if left(deadline) == Some(Duration::ZERO) {
-        return Ok(None);
+    let tag = hold.proto.local_queue();
+    let queues = hold.client.local_queues();
+    // Behind local waiters already queued, join them without an attempt of one's own (first
+    // come, first served) — unless this owner may hold the lock already: a re-entry never
+    // waits behind its own hold.
+    let behind_others = tag.is_some_and(|tag| {
+        queues.has_waiters(tag, hold.name())
+            && !hold.client.ledgers().may_hold(&hold.name, &hold.field)
+    });
+    if !behind_others {
+        if let Step::Done(acquired) = hold.attempt(mode, deadline).await? {
+            return Ok(Some(acquired));
+        }
+        if left(deadline) == Some(Duration::ZERO) {
+            return Ok(None);
+        }
     }
     let attempt = || hold.attempt(mode, deadline);
     let channel = match hold.proto.waiting(&hold.field) {
         Waiting::BackOff(backoff) => return wait_with_backoff(attempt, backoff, deadline).await,
         Waiting::Channel(channel) => channel,
     };
+    if let Some(tag) = tag {
+        let ticket = queues.join(tag, hold.name(), &channel);
+        return wait_in_queue(hold, ticket, mode, deadline).await;
+    }
     let config = hold.client.config();
     let subscription = hold.client.pubsub().subscribe(&channel);
-    let sub_wait = left(deadline).map_or(config.subscription_timeout, |l| {
-        l.min(config.subscription_timeout)
-    });
-    if let Err(e) = subscription.ready(sub_wait).await {
+    if let Err(e) = subscription.ready(subscription_wait(hold, deadline)).await {
         if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) {
             return Ok(None);
         }
@@ -207,6 +220,72 @@ async fn wait_once(
         config.lock_watchdog_timeout,
     )
     .await
+}
+
+/// How long the subscription barrier may take: the configured subscription timeout, never past
+/// the deadline.
+fn subscription_wait(hold: &Hold, deadline: Option<Instant>) -> Duration {
+    let limit = hold.client.config().subscription_timeout;
+    left(deadline).map_or(limit, |l| l.min(limit))
+}
+
+/// A waiter of a queueing kind (see `queue`): waits for its turn in the local queue, then, as
+/// the head, contends on Redis — attempting when the lock may be free, and otherwise sleeping
+/// until a local hand-over, an unlock message or the lock's TTL (the holder's lease when the
+/// holder is an owner of this queue). Every wake-up, whatever its source, leads to an attempt
+/// unless an owner of this queue still holds the lock. The deadline rule is
+/// [`wait_on_latch`]'s: a waiter woken at its deadline still tries once.
+async fn wait_in_queue(
+    hold: &Hold,
+    ticket: Ticket,
+    mode: Mode,
+    deadline: Option<Instant>,
+) -> Result<Option<Acquired>> {
+    if !ticket.wait_head(deadline).await {
+        return Ok(None);
+    }
+    let subscription = ticket.subscription(hold.client.pubsub());
+    if let Err(e) = subscription.ready(subscription_wait(hold, deadline)).await {
+        if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    let fallback = hold.client.config().lock_watchdog_timeout;
+    loop {
+        let bound = match ticket.plan() {
+            Plan::Wait(holder_lasts) => holder_lasts,
+            plan => {
+                if plan == Plan::Yield && hold.client.core().others_listen(ticket.channel()).await {
+                    let grace = left(deadline).map_or(GRACE, |l| l.min(GRACE));
+                    tokio::time::sleep(grace).await;
+                }
+                match hold.attempt(mode, deadline).await? {
+                    Step::Done(acquired) => {
+                        let lasts = Duration::from_millis(hold.lease_ms);
+                        ticket.acquired(hold.field.clone(), acquired.sent_at + lasts);
+                        return Ok(Some(acquired));
+                    }
+                    Step::Busy { frees_in } => {
+                        ticket.busy();
+                        frees_in.unwrap_or(fallback)
+                    }
+                }
+            }
+        };
+        let remaining = left(deadline);
+        if remaining == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        let sleep = remaining.map_or(bound, |r| r.min(bound));
+        let woken = tokio::select! {
+            () = ticket.notified() => true,
+            woken = subscription.wait(Some(sleep)) => woken,
+        };
+        if !woken && left(deadline) == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+    }
 }
 
 /// The channel wait: attempt; when busy, sleep on the latch for min(the lock's TTL, time left)

@@ -85,6 +85,10 @@ impl Protocol for Desc {
         self.base.waiting(field)
     }
 
+    fn local_queue(&self) -> Option<&'static str> {
+        Some("fenced")
+    }
+
     /// `KEYS = [N, token key]`, `ARGV = [lease, field]`; reply `{1, token}` or `{0, pttl}`.
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(

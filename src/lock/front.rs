@@ -51,6 +51,8 @@ pub(crate) struct Handle {
     client: Client,
     proto: Arc<dyn Protocol>,
     user_name: String,
+    /// The raw name (`proto.name()`), shared by every hold made through this handle.
+    raw: Arc<str>,
     owner: Owner,
     field: Arc<str>,
     /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
@@ -89,9 +91,11 @@ impl Handle {
             None
         };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
+        let raw: Arc<str> = proto.name().into();
         Self {
             client,
             proto,
+            raw,
             user_name: name.to_owned(),
             owner,
             field,
@@ -140,6 +144,7 @@ impl Handle {
         Hold {
             client: self.client.clone(),
             proto: self.proto.clone(),
+            name: self.raw.clone(),
             field: self.field_for(owner),
             lease_ms,
         }
@@ -180,7 +185,7 @@ impl Handle {
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
         let hold = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client.watchdog().deregister(hold.name(), &hold.field);
+        self.client.watchdog().deregister(&hold.name, &hold.field);
         match hold.release().await? {
             Release::NotHeld => Err(Error::NotHeld {
                 lock: hold.name().to_owned(),
@@ -216,6 +221,12 @@ impl Handle {
         let reply = self.client.core().run(call, self.raw_name()).await?;
         self.internal_lease_ms
             .store(self.client.watchdog_ms(), Ordering::Relaxed);
+        if let Some(tag) = self.proto.local_queue() {
+            // A local holder no longer holds it: the local queue's head tries at once.
+            self.client
+                .local_queues()
+                .released(tag, self.raw_name(), true);
+        }
         decode_flag(reply, self.raw_name())
     }
 
@@ -236,7 +247,7 @@ impl Handle {
         // `<its channel prefix><owner field>`. Asking for two fields tells them apart.
         match (self.proto.waiting("a:1"), self.proto.waiting("b:2")) {
             (Waiting::Channel(a), Waiting::Channel(b)) if a == b => {
-                self.client.pubsub().waiters(&a)
+                self.client.stats().channel_waiters(&a)
             }
             (Waiting::Channel(a), Waiting::Channel(_)) => {
                 let prefix = &a[..a.len() - "a:1".len()];
@@ -521,8 +532,8 @@ impl<K: Kind> Lock<K> {
         self.handle.remaining_ttl().await
     }
 
-    /// Number of acquisitions of this lock (by any owner) waiting in this client for an unlock
-    /// message: a local count, no Redis call. The spin lock, which polls, always has 0. For
+    /// Number of acquisitions of this lock (by any owner) waiting in this client, asleep on the
+    /// lock's channel or queued behind its first waiter: a local count, no Redis call. The spin lock, which polls, always has 0. For
     /// the client as a whole see [`Client::stats`](crate::Client::stats).
     pub fn local_waiters(&self) -> usize {
         self.handle.local_waiters()

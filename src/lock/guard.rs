@@ -93,7 +93,7 @@ impl Held {
         let loss = if watchdog {
             hold.client
                 .watchdog()
-                .register(hold.name(), &hold.field, hold.proto.renewal(), sent_at)
+                .register(&hold.name, &hold.field, hold.proto.renewal(), sent_at)
         } else {
             LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)))
         };
@@ -117,7 +117,7 @@ impl Held {
             self.hold
                 .client
                 .watchdog()
-                .deregister(self.hold.name(), &self.hold.field);
+                .deregister(&self.hold.name, &self.hold.field);
         }
         self.hold.clone()
     }

@@ -27,6 +27,9 @@ use crate::{
 pub(crate) struct Hold {
     pub(crate) client: Client,
     pub(crate) proto: Arc<dyn Protocol>,
+    /// The raw lock name (`proto.name()`), shared with the handle and with the ledger and
+    /// watchdog entries of this hold (no copy per entry).
+    pub(crate) name: Arc<str>,
     /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock).
     pub(crate) field: Arc<str>,
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
@@ -47,20 +50,23 @@ impl std::fmt::Debug for Hold {
 impl Hold {
     /// The raw lock name.
     pub(crate) fn name(&self) -> &str {
-        self.proto.name()
+        &self.name
     }
 
     /// One acquisition attempt.
     ///
-    /// Cancel safety: the script runs as its own task. If the caller's future is dropped while
-    /// it is in flight, the task still completes; a success then comes back as an [`Acquired`]
-    /// nobody claims, whose `Drop` releases that hold at once.
+    /// Cancel safety: no task is spawned for an attempt. If the caller's future is dropped
+    /// while the script may be in flight, the attempt becomes ambiguous to this client, and it
+    /// is treated as one (below): the owner's ledger entry passes to a reconciliation task
+    /// that undoes the hold the script made, if it made one. That reconciliation counts as a
+    /// release in flight, so later acquisitions of the lock through this client wait for it
+    /// (as for a dropped guard).
     ///
-    /// Ambiguity: the task holds the owner's ledger entry (see `ledger`) from before the count
-    /// is known until the outcome is. When the script was sent but no reply came (a timeout or
-    /// a lost connection), the attempt fails with [`Error::Ambiguous`] and the entry passes to
-    /// a reconciliation task that undoes that one attempt if Redis ran it; the owner's next
-    /// attempt or release waits for it.
+    /// Ambiguity: the attempt holds the owner's ledger entry (see `ledger`) from before the
+    /// count is known until the outcome is. When the script was sent but no reply came (a
+    /// timeout or a lost connection), the attempt fails with [`Error::Ambiguous`] and the entry
+    /// passes to a reconciliation task that undoes that one attempt if Redis ran it; the
+    /// owner's next attempt or release waits for it.
     ///
     /// `deadline` bounds only the wait for that reconciliation (`None`: as long as it takes,
     /// which is until Redis answers again or the reconciled hold would have expired).
@@ -80,87 +86,90 @@ impl Hold {
             .pending_releases()
             .settle(self.name(), bound)
             .await;
-        let hold = self.clone();
-        let task = self.client.spawn(async move {
-            let enter = hold.client.ledgers().enter(hold.name(), &hold.field);
-            let mut entry = match deadline {
-                None => enter.await,
-                Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
-                    Error::Timeout(
-                        format!(
-                            "an earlier ambiguous acquisition of {} by this owner is still \
-                             being reconciled",
-                            hold.name()
-                        )
-                        .into(),
+        let enter = self.client.ledgers().enter(&self.name, &self.field);
+        let mut entry = match deadline {
+            None => enter.await,
+            Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
+                Error::Timeout(
+                    format!(
+                        "an earlier ambiguous acquisition of {} by this owner is still being \
+                         reconciled",
+                        self.name()
                     )
-                })?,
-            };
-            let before = match entry.known() {
-                Known::Count(0) => 0,
-                // A re-entry (or a count this client is unsure of): read it, so an ambiguous
-                // attempt is judged against the real count, not a hold that expired unseen.
-                _ => {
-                    let n = hold
-                        .client
-                        .core()
-                        .hold_count(hold.name(), &hold.field)
-                        .await?;
-                    entry.set(Known::Count(n));
-                    n
-                }
-            };
-            let (call, reply) = hold.proto.acquire(AcquireRequest {
-                field: &hold.field,
-                lease_ms: hold.lease_ms,
-                mode,
-            });
-            let sent_at = Instant::now();
-            let acquired = |v: &fred::types::Value| {
-                matches!(
-                    decode_acquire(reply, v.clone(), hold.name()),
-                    Ok(Acquire::Acquired { .. })
+                    .into(),
                 )
-            };
-            let (value, synced) = match hold
-                .client
-                .core()
-                .run_acquire(call, hold.name(), deadline, acquired)
-                .await
-            {
-                Ok(answer) => answer,
-                Err(e) if e.is_transient() => {
-                    hold.reconcile_in_background(entry, before, sent_at);
-                    return Err(e.into_ambiguous(hold.name()));
-                }
-                Err(e) => return Err(e),
-            };
-            Ok(match decode_acquire(reply, value, hold.name())? {
-                Acquire::Acquired { token } => {
-                    if let Synced::Missing { wanted, acked } = synced {
-                        hold.undo_unreplicated(entry, before, sent_at).await;
-                        return Err(Error::NotReplicated {
-                            lock: hold.name().to_owned(),
-                            wanted,
-                            acked,
-                        });
-                    }
-                    entry.set(Known::Count(before + 1));
-                    Step::Done(Acquired {
-                        hold,
-                        sent_at,
-                        token,
-                        armed: true,
-                    })
-                }
-                Acquire::Busy { frees_in } => {
-                    // Busy: another owner holds the lock, so this one holds nothing.
-                    entry.set(Known::Count(0));
-                    Step::Busy { frees_in }
-                }
-            })
+            })?,
+        };
+        let before = match entry.known() {
+            Known::Count(0) => 0,
+            // A re-entry (or a count this client is unsure of): read it, so an ambiguous
+            // attempt is judged against the real count, not a hold that expired unseen.
+            _ => {
+                let n = self
+                    .client
+                    .core()
+                    .hold_count(self.name(), &self.field)
+                    .await?;
+                entry.set(Known::Count(n));
+                n
+            }
+        };
+        let (call, reply) = self.proto.acquire(AcquireRequest {
+            field: &self.field,
+            lease_ms: self.lease_ms,
+            mode,
         });
-        task.await.map_err(|_| Error::Shutdown)?
+        let sent_at = Instant::now();
+        let mut in_flight = InFlightAttempt {
+            hold: self,
+            entry: Some(entry),
+            before,
+            sent_at,
+        };
+        let acquired = |v: &fred::types::Value| {
+            matches!(
+                decode_acquire(reply, v.clone(), self.name()),
+                Ok(Acquire::Acquired { .. })
+            )
+        };
+        let outcome = self
+            .client
+            .core()
+            .run_acquire(call, self.name(), deadline, acquired)
+            .await;
+        let mut entry = in_flight.entry.take().expect("taken once, here");
+        let (value, synced) = match outcome {
+            Ok(answer) => answer,
+            Err(e) if e.is_transient() => {
+                self.reconcile_in_background(entry, before, sent_at, None);
+                return Err(e.into_ambiguous(self.name()));
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(match decode_acquire(reply, value, self.name())? {
+            Acquire::Acquired { token } => {
+                if let Synced::Missing { wanted, acked } = synced {
+                    self.undo_unreplicated(entry, before, sent_at).await;
+                    return Err(Error::NotReplicated {
+                        lock: self.name().to_owned(),
+                        wanted,
+                        acked,
+                    });
+                }
+                entry.set(Known::Count(before + 1));
+                Step::Done(Acquired {
+                    hold: self.clone(),
+                    sent_at,
+                    token,
+                    armed: true,
+                })
+            }
+            Acquire::Busy { frees_in } => {
+                // Busy: another owner holds the lock, so this one holds nothing.
+                entry.set(Known::Count(0));
+                Step::Busy { frees_in }
+            }
+        })
     }
 
     /// Undoes an acquisition no replica acknowledged (the owner's count was `before`): one
@@ -173,7 +182,7 @@ impl Hold {
             Ok(Release::Released | Release::NotHeld) => entry.set(Known::Count(0)),
             Err(e) if e.is_transient() => {
                 log::debug!("undoing an unreplicated acquisition of {} failed ({e}); retrying in the background", self.name());
-                self.reconcile_in_background(entry, before, sent_at);
+                self.reconcile_in_background(entry, before, sent_at, None);
             }
             Err(e) => {
                 log::warn!(
@@ -192,10 +201,18 @@ impl Hold {
     /// or the hold the attempt may have made would have expired (`sent_at` + lease). Each
     /// round is idempotent: a release whose reply was lost shows as the count being back at
     /// `before` in the next round.
-    fn reconcile_in_background(&self, mut entry: Entry, before: u64, sent_at: Instant) {
+    /// `release`: the release in flight this reconciliation counts as (see `pending`).
+    fn reconcile_in_background(
+        &self,
+        mut entry: Entry,
+        before: u64,
+        sent_at: Instant,
+        release: Option<crate::lock::pending::InFlight>,
+    ) {
         let hold = self.clone();
         let expires = sent_at + Duration::from_millis(hold.lease_ms);
         drop(self.client.spawn(async move {
+            let _release = release;
             let retry = hold.client.config().retry_delay;
             loop {
                 if hold.client.is_closed() {
@@ -261,13 +278,19 @@ impl Hold {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
-        let mut entry = self.client.ledgers().enter(self.name(), &self.field).await;
+        let mut entry = self.client.ledgers().enter(&self.name, &self.field).await;
         let outcome = self.release_once().await;
         entry.set(match (&outcome, entry.known()) {
             (Ok(Release::StillHeld), Known::Count(n)) if n > 0 => Known::Count(n - 1),
             (Ok(Release::Released | Release::NotHeld), _) => Known::Count(0),
             _ => Known::Unknown,
         });
+        drop(entry);
+        if let Some(tag) = self.proto.local_queue() {
+            // The next local waiter tries at once, without waiting for the unlock message.
+            let freed = !matches!(outcome, Ok(Release::StillHeld));
+            self.client.local_queues().released(tag, self.name(), freed);
+        }
         outcome
     }
 
@@ -342,6 +365,30 @@ impl Hold {
                 log::warn!("give-up clean-up of {} failed: {e}", hold.name());
             }
         }));
+    }
+}
+
+/// An attempt whose script may be in flight: if the attempt's future is dropped before the
+/// reply, the attempt is ambiguous and its hold (if the script made one) is undone in the
+/// background.
+struct InFlightAttempt<'a> {
+    hold: &'a Hold,
+    entry: Option<Entry>,
+    before: u64,
+    sent_at: Instant,
+}
+
+impl Drop for InFlightAttempt<'_> {
+    fn drop(&mut self) {
+        let Some(entry) = self.entry.take() else {
+            return;
+        };
+        if self.hold.client.is_closed() {
+            return;
+        }
+        let release = self.hold.client.pending_releases().begin(self.hold.name());
+        self.hold
+            .reconcile_in_background(entry, self.before, self.sent_at, Some(release));
     }
 }
 

@@ -153,6 +153,12 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn give_up(&self, _field: &str, _queue_ms: u64) -> Option<ScriptCall> {
         None
     }
+    /// The tag of this kind's local hand-off queue (see `queue`), for kinds whose waiters may
+    /// queue locally: one holder at a time, every waiter on one shared channel. `None` (the
+    /// default): each local waiter contends on Redis itself.
+    fn local_queue(&self) -> Option<&'static str> {
+        None
+    }
     /// How the watchdog (and an explicit renewal) re-arms a hold.
     fn renewal(&self) -> RenewalShape;
     /// Deletes the lock whoever holds it; the reply is 1 if there was one.

@@ -6,7 +6,8 @@
 //!   description, its marker type and its kind-specific methods.
 //! * [`hold`]: one owner's hold of one lock (client, kind, owner field, lease) and the calls
 //!   made with it: attempt, release, renew, give up.
-//! * [`engine`]: the one acquire engine (attempt → subscribe → attempt → wait → …).
+//! * [`engine`]: the one acquire engine (attempt → subscribe → attempt → wait → …), and
+//!   [`queue`], the local hand-off queue it keeps per contended lock.
 //! * [`front`]: the generic front end [`Lock<K>`](front::Lock) and [`Guard<K>`](guard::Guard).
 //! * [`multi`]: MultiLock and RedLock over type-erased parts.
 
@@ -20,6 +21,7 @@ mod hold;
 mod kind;
 mod multi;
 pub(crate) mod pending;
+pub(crate) mod queue;
 mod reentrant;
 mod run;
 mod rwlock;

@@ -21,6 +21,9 @@ struct Pending {
 #[derive(Default)]
 pub(crate) struct PendingReleases {
     locks: DashMap<String, Arc<Pending>>,
+    /// Background releases in flight over every name: an acquisition skips the map lookup
+    /// while there are none (the usual case).
+    total: AtomicUsize,
 }
 
 /// One background release in flight; dropping it marks the release finished.
@@ -33,6 +36,7 @@ pub(crate) struct InFlight {
 impl PendingReleases {
     /// Records a background release of `name` that is about to start.
     pub(crate) fn begin(self: &Arc<Self>, name: &str) -> InFlight {
+        self.total.fetch_add(1, Ordering::AcqRel);
         let pending = self.locks.entry(name.to_owned()).or_default().clone();
         pending.count.fetch_add(1, Ordering::AcqRel);
         InFlight {
@@ -44,6 +48,9 @@ impl PendingReleases {
 
     /// Waits until no background release of `name` is in flight, or until `until`.
     pub(crate) async fn settle(&self, name: &str, until: Instant) {
+        if self.total.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let Some(pending) = self.locks.get(name).map(|p| p.clone()) else {
             return;
         };
@@ -63,12 +70,14 @@ impl PendingReleases {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if self.pending.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+        let last = self.pending.count.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
             self.owner
                 .locks
                 .remove_if(&self.name, |_, p| p.count.load(Ordering::Acquire) == 0);
             self.pending.done.notify_waiters();
         }
+        self.owner.total.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -64,6 +64,8 @@ pub(crate) struct Desc {
     pub(crate) name: String,
     pub(crate) key: Key,
     pub(crate) channel: String,
+    /// Made once: every watchdog registration of this lock shares it.
+    renewal: RenewalShape,
 }
 
 impl Desc {
@@ -71,6 +73,7 @@ impl Desc {
         Self {
             key: Key::from(raw_name.as_str()),
             channel: names::lock_channel(&raw_name),
+            renewal: RenewalShape::per_hold(&raw_name),
             name: raw_name,
         }
     }
@@ -116,6 +119,10 @@ impl Protocol for Desc {
         Waiting::Channel(self.channel.clone())
     }
 
+    fn local_queue(&self) -> Option<&'static str> {
+        Some("lock")
+    }
+
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         (self.acquire_call(req), AcquireReply::NilOrPttl)
     }
@@ -126,7 +133,7 @@ impl Protocol for Desc {
     }
 
     fn renewal(&self) -> RenewalShape {
-        RenewalShape::per_hold(&self.name)
+        self.renewal.clone()
     }
 
     /// L-FORCE: `KEYS = [N, channel]`, `ARGV = ["0", publish]`.

@@ -224,6 +224,10 @@ impl Protocol for WriteDesc {
         Waiting::Channel(self.0.channel.clone())
     }
 
+    fn local_queue(&self) -> Option<&'static str> {
+        Some("write")
+    }
+
     /// W-ACQ: `KEYS = [N]`, `ARGV = [lease, F:write]`.
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(

@@ -1,0 +1,344 @@
+//! The local hand-off queue against real Redis: local waiters of one lock are served first come
+//! first served, leave the queue when dropped or timed out, a re-entry never queues behind its
+//! own hold, mutual exclusion holds for every queueing kind, and a waiter in another process
+//! (another crate client, or a simulated Java peer) is not starved by a client whose owners
+//! keep handing the lock to one another.
+
+mod common;
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use common::Backend;
+use fred::{
+    clients::SubscriberClient,
+    interfaces::{ClientLike, EventInterface, LuaInterface, PubsubInterface},
+    types::{config::Config as FredConfig, Value},
+};
+use redisson_lock::{Client, RLock};
+use tokio::time::Instant;
+
+/// The bound: a remote waiter acquires within this long of starting to wait while 8
+/// local owners of another client loop on the lock.
+const REMOTE_BOUND: Duration = Duration::from_millis(200);
+
+/// Waits (bounded) until the lock has `n` local waiters.
+async fn until_waiters(lock: &RLock, n: usize) {
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            lock.local_waiters() == n
+        })
+        .await,
+        "expected {n} local waiters, have {}",
+        lock.local_waiters()
+    );
+}
+
+async fn local_waiters_acquire_in_arrival_order(b: Backend) {
+    let n = b.name("t:handoff-fifo");
+    let client = b.client().await;
+    let holder = client.get_lock(&n).lock().await.unwrap();
+    let probe = client.get_lock(&n);
+    let order = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let lock = client.get_lock(&n);
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let g = lock.lock().await.unwrap();
+            order.lock().push(i);
+            g.unlock().await.unwrap();
+        }));
+        // The next waiter starts only once this one is queued.
+        until_waiters(&probe, i + 1).await;
+    }
+    assert_eq!(client.stats().waiters, 6, "every queued waiter is counted");
+    assert_eq!(
+        client.stats().subscribed_channels,
+        1,
+        "one subscription for the whole queue"
+    );
+    holder.unlock().await.unwrap();
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(10), t)
+            .await
+            .expect("every waiter acquired")
+            .unwrap();
+    }
+    assert_eq!(*order.lock(), vec![0, 1, 2, 3, 4, 5]);
+    until_waiters(&probe, 0).await;
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().subscribed_channels == 0
+        })
+        .await,
+        "the queue's subscription ends with the queue"
+    );
+}
+
+async fn dropped_and_timed_out_local_waiters_leave_the_queue(b: Backend) {
+    let n = b.name("t:handoff-leave");
+    let client = b.client().await;
+    let holder = client.get_lock(&n).lock().await.unwrap();
+    let probe = client.get_lock(&n);
+    // The head will be dropped, the second times out, the third gets the lock.
+    let head = tokio::spawn(client.get_lock(&n).lock());
+    until_waiters(&probe, 1).await;
+    let bounded = client.get_lock(&n);
+    let timed_out = tokio::spawn(async move {
+        let started = Instant::now();
+        let got = bounded.try_lock_for(Duration::from_millis(600)).await;
+        (got.unwrap().is_none(), started.elapsed())
+    });
+    until_waiters(&probe, 2).await;
+    let last = client.get_lock(&n);
+    let third = tokio::spawn(async move {
+        let g = last.lock().await.unwrap();
+        let at = Instant::now();
+        g.unlock().await.unwrap();
+        at
+    });
+    until_waiters(&probe, 3).await;
+
+    head.abort();
+    assert!(head.await.unwrap_err().is_cancelled());
+    until_waiters(&probe, 2).await;
+    let (timed_out_empty, waited) = timed_out.await.unwrap();
+    assert!(timed_out_empty, "the lock was held throughout");
+    assert!(
+        waited >= Duration::from_millis(600) && waited < Duration::from_secs(5),
+        "a bounded local wait ends at its deadline (waited {waited:?})"
+    );
+    until_waiters(&probe, 1).await;
+    assert_eq!(client.stats().waiters, 1);
+
+    let released = Instant::now();
+    holder.unlock().await.unwrap();
+    let at = tokio::time::timeout(Duration::from_secs(10), third)
+        .await
+        .expect("the last waiter acquired")
+        .unwrap();
+    assert!(
+        at.saturating_duration_since(released) < Duration::from_secs(2),
+        "handed over at once, not after a TTL bound"
+    );
+    until_waiters(&probe, 0).await;
+    assert!(!probe.is_locked().await.unwrap());
+}
+
+async fn a_reentry_never_queues_behind_its_own_hold(b: Backend) {
+    let n = b.name("t:handoff-reentry");
+    let client = b.client().await;
+    let lock = client.get_lock(&n);
+    let outer = lock.lock().await.unwrap();
+    let other = client.get_lock(&n);
+    let waiter = tokio::spawn(async move { other.lock().await.unwrap().unlock().await });
+    until_waiters(&lock, 1).await;
+    let inner = tokio::time::timeout(Duration::from_secs(5), lock.lock())
+        .await
+        .expect("a re-entry does not wait behind the queue")
+        .unwrap();
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    inner.unlock().await.unwrap();
+    assert_eq!(
+        lock.local_waiters(),
+        1,
+        "a partial release hands nothing over"
+    );
+    outer.unlock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter acquired after the last hold")
+        .unwrap()
+        .unwrap();
+}
+
+async fn a_force_unlock_of_a_local_holder_hands_over_at_once(b: Backend) {
+    // The head behind a local holder makes no attempt while that owner holds; a force unlock
+    // through this client must hand over at once, not after the holder's lease.
+    let n = b.name("t:handoff-force");
+    let client = b.client().await;
+    let probe = client.get_lock(&n);
+    let holder = client.get_lock(&n).lock().await.unwrap();
+    let first = client.get_lock(&n);
+    let first = tokio::spawn(async move { first.lock().await.unwrap().keep() });
+    until_waiters(&probe, 1).await;
+    let second = client.get_lock(&n);
+    let second = tokio::spawn(async move {
+        let g = second.lock().await.unwrap();
+        let at = Instant::now();
+        g.unlock().await.unwrap();
+        at
+    });
+    until_waiters(&probe, 2).await;
+    holder.unlock().await.unwrap();
+    first.await.unwrap();
+    until_waiters(&probe, 1).await;
+    let forced = Instant::now();
+    assert!(probe.force_unlock().await.unwrap());
+    let at = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("handed over at once, not after the holder's 30 s lease")
+        .unwrap();
+    assert!(at.saturating_duration_since(forced) < Duration::from_secs(2));
+}
+
+async fn every_queueing_kind_stays_exclusive_with_eight_owners_in_one_client(b: Backend) {
+    let clients = [b.client().await, b.client().await];
+    let n = b.name("t:handoff-stress-lock");
+    let owners = (0..10)
+        .map(|i| acquire_with!(clients[usize::from(i >= 8)].get_lock(&n), |l| l.lock()))
+        .collect();
+    common::assert_exclusive_increments(&b.url(), owners, 40).await;
+
+    let n = b.name("t:handoff-stress-fenced");
+    let owners = (0..10)
+        .map(|i| {
+            acquire_with!(clients[usize::from(i >= 8)].get_fenced_lock(&n), |l| l
+                .lock())
+        })
+        .collect();
+    common::assert_exclusive_increments(&b.url(), owners, 40).await;
+
+    let n = b.name("t:handoff-stress-write");
+    let owners = (0..10)
+        .map(|i| {
+            acquire_with!(
+                clients[usize::from(i >= 8)]
+                    .get_read_write_lock(&n)
+                    .into_write_lock(),
+                |l| l.lock()
+            )
+        })
+        .collect();
+    common::assert_exclusive_increments(&b.url(), owners, 40).await;
+}
+
+/// 8 owners of `local` loop lock+unlock on `name` until the returned flag is set.
+fn loop_eight_owners(local: &Client, name: &str) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicUsize::new(0));
+    for _ in 0..8 {
+        let lock = local.get_lock(name);
+        let (stop, rounds) = (stop.clone(), rounds.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let g = lock.lock().await.unwrap();
+                rounds.fetch_add(1, Ordering::Relaxed);
+                g.unlock().await.unwrap();
+            }
+        });
+    }
+    (stop, rounds)
+}
+
+/// Waits until the looping owners have made `n` more rounds (they are really running).
+async fn until_rounds(rounds: &AtomicUsize, n: usize) {
+    let start = rounds.load(Ordering::Relaxed);
+    assert!(
+        common::eventually(Duration::from_secs(20), || async {
+            rounds.load(Ordering::Relaxed) >= start + n
+        })
+        .await,
+        "the local owners are looping"
+    );
+}
+
+async fn a_remote_client_gets_in_while_eight_local_owners_loop(b: Backend) {
+    let n = b.name("t:handoff-remote");
+    let local = b.client().await;
+    let remote = b.client().await;
+    let (stop, rounds) = loop_eight_owners(&local, &n);
+    let lock = remote.get_lock(&n);
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        until_rounds(&rounds, 200).await;
+        let started = Instant::now();
+        let g = tokio::time::timeout(Duration::from_secs(10), lock.lock())
+            .await
+            .expect("the remote waiter is not starved")
+            .unwrap();
+        waits.push(started.elapsed());
+        g.unlock().await.unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    eprintln!("remote client waits: {waits:?}");
+    let worst = waits.iter().max().copied().unwrap();
+    assert!(
+        worst < REMOTE_BOUND,
+        "remote waits {waits:?}: the worst is over {REMOTE_BOUND:?}"
+    );
+}
+
+const ACQUIRE: &str = include_str!("../lua/lock_acquire.lua");
+
+/// A Java Redisson waiter, simulated with raw commands: subscribe to the lock's channel, try
+/// the acquire script, sleep on the channel for at most the reported TTL, try again. Returns
+/// how long it waited; it holds the lock (field `java-uuid:1`) when it returns.
+async fn java_wait(b: &Backend, name: &str) -> Duration {
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let sub = SubscriberClient::new(FredConfig::from_url(&b.url()).unwrap(), None, None, None);
+    sub.init().await.unwrap();
+    let mut messages = sub.message_rx();
+    if b.sharded() {
+        sub.ssubscribe(channel.clone()).await.unwrap();
+    } else {
+        sub.subscribe(channel.clone()).await.unwrap();
+    }
+    // The subscription is registered once the PING after it is answered.
+    let _: Value = sub.ping(None).await.unwrap();
+    let admin = b.admin().await;
+    let started = Instant::now();
+    loop {
+        let reply: Value = admin
+            .redis
+            .eval(ACQUIRE, vec![name], vec!["30000", "java-uuid:1"])
+            .await
+            .unwrap();
+        let Some(ttl) = reply.as_i64() else { break };
+        let sleep = Duration::from_millis(ttl.clamp(1, 1000) as u64);
+        let _ = tokio::time::timeout(sleep, messages.recv()).await;
+    }
+    let waited = started.elapsed();
+    let _ = sub.quit().await;
+    waited
+}
+
+async fn a_java_waiter_gets_in_while_eight_local_owners_loop(b: Backend) {
+    let n = b.name("t:handoff-java");
+    let local = b.client().await;
+    let (stop, rounds) = loop_eight_owners(&local, &n);
+    let admin = b.admin().await;
+    let mut waits = Vec::new();
+    for _ in 0..5 {
+        until_rounds(&rounds, 200).await;
+        let waited = tokio::time::timeout(Duration::from_secs(10), java_wait(&b, &n))
+            .await
+            .expect("the Java waiter is not starved");
+        waits.push(waited);
+        // Java's unlock of its only hold: delete and announce.
+        admin.java_release(&n).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    eprintln!("Java waiter waits: {waits:?}");
+    let worst = waits.iter().max().copied().unwrap();
+    assert!(
+        worst < REMOTE_BOUND,
+        "Java waits {waits:?}: the worst is over {REMOTE_BOUND:?}"
+    );
+}
+
+backend_tests!(
+    local_waiters_acquire_in_arrival_order,
+    dropped_and_timed_out_local_waiters_leave_the_queue,
+    a_reentry_never_queues_behind_its_own_hold,
+    a_force_unlock_of_a_local_holder_hands_over_at_once,
+    every_queueing_kind_stays_exclusive_with_eight_owners_in_one_client,
+    a_remote_client_gets_in_while_eight_local_owners_loop,
+    a_java_waiter_gets_in_while_eight_local_owners_loop,
+);
