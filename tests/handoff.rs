@@ -333,7 +333,42 @@ async fn a_java_waiter_gets_in_while_eight_local_owners_loop(b: Backend) {
     );
 }
 
+async fn a_remote_forced_unlock_wakes_the_head_behind_a_local_holder(b: Backend) {
+    // The head behind a local holder ignores the echo of the hand-over's own release, but an
+    // unlock message that comes later is news: a Java peer's forced unlock (DEL + message)
+    // must let it in at once, not after the local holder's 30 s lease.
+    let n = b.name("t:handoff-remote-force");
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let probe = client.get_lock(&n);
+    let holder = client.get_lock(&n).lock().await.unwrap();
+    let first = client.get_lock(&n);
+    let first = tokio::spawn(async move { first.lock().await.unwrap().keep() });
+    until_waiters(&probe, 1).await;
+    let second = client.get_lock(&n);
+    let second = tokio::spawn(async move {
+        let g = second.lock().await.unwrap();
+        let at = Instant::now();
+        g.unlock().await.unwrap();
+        at
+    });
+    until_waiters(&probe, 2).await;
+    holder.unlock().await.unwrap();
+    first.await.unwrap();
+    until_waiters(&probe, 1).await;
+    // Past the echo window of the hand-over to `first`.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let forced = Instant::now();
+    admin.java_release(&n).await;
+    let at = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("woken by the message, not after the local holder's 30 s lease")
+        .unwrap();
+    assert!(at.saturating_duration_since(forced) < Duration::from_secs(2));
+}
+
 backend_tests!(
+    a_remote_forced_unlock_wakes_the_head_behind_a_local_holder,
     local_waiters_acquire_in_arrival_order,
     dropped_and_timed_out_local_waiters_leave_the_queue,
     a_reentry_never_queues_behind_its_own_hold,

@@ -20,7 +20,7 @@ use super::{
     backoff::BackOff,
     hold::{Acquired, Hold},
     kind::{Mode, Waiting},
-    queue::{Plan, Ticket, GRACE},
+    queue::{Plan, Ticket, ECHO_WINDOW, GRACE},
 };
 use crate::{
     error::{Error, Result},
@@ -252,9 +252,11 @@ async fn wait_in_queue(
         return Err(e);
     }
     let fallback = hold.client.config().lock_watchdog_timeout;
+    let mut by_message = false;
     loop {
+        let news = by_message && ticket.held_for().is_some_and(|held| held >= ECHO_WINDOW);
         let bound = match ticket.plan() {
-            Plan::Wait(holder_lasts) => holder_lasts,
+            Plan::Wait(holder_lasts) if !news => holder_lasts,
             plan => {
                 if plan == Plan::Yield && hold.client.core().others_listen(ticket.channel()).await {
                     let grace = left(deadline).map_or(GRACE, |l| l.min(GRACE));
@@ -278,10 +280,11 @@ async fn wait_in_queue(
             return Ok(None);
         }
         let sleep = remaining.map_or(bound, |r| r.min(bound));
-        let woken = tokio::select! {
-            () = ticket.notified() => true,
-            woken = subscription.wait(Some(sleep)) => woken,
+        let (woken, message) = tokio::select! {
+            () = ticket.notified() => (true, false),
+            woken = subscription.wait(Some(sleep)) => (woken, woken),
         };
+        by_message = message;
         if !woken && left(deadline) == Some(Duration::ZERO) {
             return Ok(None);
         }

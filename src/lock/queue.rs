@@ -15,8 +15,10 @@
 //!   as long as the queue has waiters) and waits for a local hand-over, an unlock message, or
 //!   the lock's TTL, whichever comes first, as every waiter did before.
 //! * While an owner of this queue holds the lock (the head that acquired it last), the next
-//!   head makes no attempt at all until that owner's release hands over (or that hold's lease
-//!   has run out): an unlock message that arrives meanwhile is the previous release's echo.
+//!   head makes no attempt until that owner's release hands over (or that hold's lease has run
+//!   out): an unlock message within [`ECHO_WINDOW`] of that owner's acquisition is the previous
+//!   release's echo. A later unlock message is news (a remote `force_unlock`, a Java peer's
+//!   forced release): the head attempts at once, as any waiter would.
 //! * No starvation: after [`RUN_LIMIT`] consecutive local hand-overs the next head first asks
 //!   the server whether anyone else listens on the channel (`PUBSUB NUMSUB`/`SHARDNUMSUB`) and
 //!   if so holds back for [`GRACE`], so a remote waiter woken by the release's message gets
@@ -54,6 +56,10 @@ pub(crate) const RUN_LIMIT: u32 = 8;
 /// enough for a remote waiter woken by the release's message to send its attempt.
 pub(crate) const GRACE: Duration = Duration::from_millis(5);
 
+/// See [`Ticket::held_for`]: an unlock message this soon after a local hand-over is that
+/// hand-over's own echo (the release published it before the head's attempt was even sent).
+pub(crate) const ECHO_WINDOW: Duration = Duration::from_millis(50);
+
 /// Every local queue of one client, by kind tag and raw lock name.
 #[derive(Default)]
 pub(crate) struct LocalQueues {
@@ -76,6 +82,8 @@ struct State {
     /// The owner of this queue that holds the lock, and until when its hold lasts at least
     /// (send time + lease; a watchdog renewal may extend it).
     holder: Option<(Arc<str>, Instant)>,
+    /// When that owner acquired it (see [`Ticket::held_for`]).
+    holder_since: Option<Instant>,
     /// Consecutive local hand-overs.
     run: u32,
     /// The next head holds back first (the run reached its limit).
@@ -261,7 +269,19 @@ impl Ticket {
     /// The head acquired the lock as `field`, its hold lasting at least until `until`; it leaves
     /// the queue and the next waiter becomes head.
     pub(crate) fn acquired(self, field: Arc<str>, until: Instant) {
-        self.queue.state.lock().holder = Some((field, until));
+        let mut st = self.queue.state.lock();
+        st.holder = Some((field, until));
+        st.holder_since = Some(Instant::now());
+    }
+
+    /// How long the owner of this queue that holds the lock has held it (`None`: none does).
+    /// An unlock message that reaches a waiting head within [`ECHO_WINDOW`] of that owner's
+    /// acquisition is the echo of the release that handed over; a later one is news (a remote
+    /// forced unlock, say), and the head then attempts although a local owner seems to hold.
+    pub(crate) fn held_for(&self) -> Option<Duration> {
+        let st = self.queue.state.lock();
+        st.holder.as_ref()?;
+        st.holder_since.map(|since| since.elapsed())
     }
 
     /// The queue's subscription to the lock's channel, made by the first head that needs it.
