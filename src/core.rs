@@ -58,6 +58,14 @@ pub(crate) struct Core {
     replicas: ReplicaSync,
 }
 
+/// A failed [`Core::run_acquire`]: the error, and whether the script may have been sent (a
+/// transient failure after sending leaves the acquisition's outcome unknown).
+#[derive(Debug)]
+pub(crate) struct AcquireFailure {
+    pub(crate) error: Error,
+    pub(crate) sent: bool,
+}
+
 /// The hash slot of a key (CRC16 of its hash tag, as Redis Cluster computes it).
 pub(crate) fn slot_of(key: &Key) -> u16 {
     fred::util::redis_keyslot(key.as_bytes())
@@ -502,11 +510,20 @@ impl Core {
         lock: &str,
         deadline: Option<Instant>,
         acquired: impl FnOnce(&Value) -> bool,
-    ) -> Result<(Value, Synced)> {
+    ) -> std::result::Result<(Value, Synced), AcquireFailure> {
         let slot = call.keys.first().map(slot_of);
-        let checkout = match self.replicas.checkout(&self.redis, slot).await? {
-            None => return Ok((self.run(call, lock).await?, Synced::NotNeeded)),
-            Some(c) => c,
+        let checkout = match self.replicas.checkout(&self.redis, slot).await {
+            // No connection to run it on (every one busy, or none could be opened): nothing
+            // was sent, so the outcome is not ambiguous.
+            Err(error) => return Err(AcquireFailure { error, sent: false }),
+            Ok(None) => {
+                return self
+                    .run(call, lock)
+                    .await
+                    .map(|v| (v, Synced::NotNeeded))
+                    .map_err(|error| AcquireFailure { error, sent: true })
+            }
+            Ok(Some(c)) => c,
         };
         let value = match self.run_on(&checkout.client, &call, lock).await {
             Ok(v) => v,
@@ -517,7 +534,10 @@ impl Core {
                 } else {
                     self.replicas.give_back(checkout);
                 }
-                return Err(e);
+                return Err(AcquireFailure {
+                    error: e,
+                    sent: true,
+                });
             }
         };
         if !acquired(&value) {

@@ -292,3 +292,48 @@ async fn replica_waiting_acquisitions_retry_a_bounded_number_of_times() {
     g.unlock().await.unwrap();
     c.shutdown().await;
 }
+
+/// With every replica-sync connection busy in a `WAIT` for a frozen replica, one more
+/// acquisition gives up after the command timeout with `Timeout`, not `Ambiguous`: nothing was
+/// sent, so there is nothing to reconcile, and Redis holds nothing for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_pool_exhausted_is_a_timeout_with_nothing_sent() {
+    let set = ReplicaSet::start().await;
+    let port = set.master.port();
+    let config = Config::default()
+        .replicas_sync_timeout(Duration::from_secs(20))
+        .timeout(Duration::from_millis(700));
+    let c = Client::connect(&set.url(), config).await.expect("connect");
+    // Warm: one synced acquisition while healthy.
+    c.get_lock("replica-pool-warm")
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .await
+        .unwrap();
+    set.proxy.freeze();
+    let stuck: Vec<_> = (0..8)
+        .map(|i| {
+            let lock = c.get_lock(&format!("replica-pool-{i}"));
+            tokio::spawn(async move { lock.try_lock().await.map(|g| g.map(|g| g.keep())) })
+        })
+        .collect();
+    until("8 WAITs blocked", T, || async {
+        set.blocked_clients().await >= 8
+    })
+    .await;
+    let err = c
+        .get_lock("replica-pool-extra")
+        .try_lock()
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err:?}");
+    assert_eq!(cli(port, &["EXISTS", "replica-pool-extra"]).await, "0");
+    for t in stuck {
+        t.abort();
+    }
+    set.proxy.unfreeze();
+    c.shutdown().await;
+}

@@ -140,11 +140,11 @@ impl Hold {
         let mut entry = in_flight.entry.take().expect("taken once, here");
         let (value, synced) = match outcome {
             Ok(answer) => answer,
-            Err(e) if e.is_transient() => {
+            Err(f) if f.sent && f.error.is_transient() => {
                 self.reconcile_in_background(entry, before, sent_at, None);
-                return Err(e.into_ambiguous(self.name()));
+                return Err(f.error.into_ambiguous(self.name()));
             }
-            Err(e) => return Err(e),
+            Err(f) => return Err(f.error),
         };
         Ok(match decode_acquire(reply, value, self.name())? {
             Acquire::Acquired { token } => {
