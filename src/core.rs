@@ -528,9 +528,12 @@ impl Core {
         let value = match self.run_on(&checkout.client, &call, lock).await {
             Ok(v) => v,
             Err(e) => {
-                // A reply that never came leaves the connection's state unknown.
+                // A reply that never came leaves the connection's state unknown. Close it and
+                // wait (bounded) for the server to answer the QUIT, which it reads after the
+                // script: the reconciliation that follows then reads the owner's count on the
+                // command connection only after the script ran (or never will).
                 if e.is_transient() {
-                    self.replicas.throw_away(checkout);
+                    self.replicas.close_before_reconcile(checkout).await;
                 } else {
                     self.replicas.give_back(checkout);
                 }

@@ -114,7 +114,19 @@ pub(crate) struct Checkout {
     master: Master,
     /// The acquisition's key's slot (cluster).
     slot: Option<u16>,
+    /// Handed back to the pool or closed on purpose; otherwise (the acquisition's future was
+    /// dropped while the script or the `WAIT` ran) the drop closes the connection, whose state
+    /// is unknown. A fred client dropped without `QUIT` would stay connected.
+    returned: bool,
     _permit: OwnedSemaphorePermit,
+}
+
+impl Drop for Checkout {
+    fn drop(&mut self) {
+        if !self.returned {
+            discard(self.client.clone());
+        }
+    }
 }
 
 impl ReplicaSync {
@@ -193,9 +205,18 @@ impl ReplicaSync {
             Some(c) => c,
             None => self.open(shared).await?,
         };
+        // From here on a dropped future closes the connection (see `Checkout`'s drop).
+        let checkout = Checkout {
+            client,
+            master,
+            slot,
+            returned: false,
+            _permit: permit,
+        };
         if !self.state.lock().probed {
-            let probe = client
-                .with_options(&self.options(&master, None))
+            let probe = checkout
+                .client
+                .with_options(&self.options(&checkout.master, None))
                 .wait::<i64>(0, 0)
                 .await;
             match probe {
@@ -206,32 +227,43 @@ impl ReplicaSync {
                         e.details()
                     );
                     self.state.lock().unsupported = true;
-                    self.put_back(client);
+                    self.give_back(checkout);
                     return Ok(None);
                 }
                 Err(e) => {
-                    discard(client);
+                    self.throw_away(checkout);
                     return Err(Error::from_redis(e, ""));
                 }
             }
         }
-        Ok(Some(Checkout {
-            client,
-            master,
-            slot,
-            _permit: permit,
-        }))
+        Ok(Some(checkout))
     }
 
     /// Returns a connection whose last command completed normally to the pool.
-    pub(crate) fn give_back(&self, checkout: Checkout) {
-        self.put_back(checkout.client);
+    pub(crate) fn give_back(&self, mut checkout: Checkout) {
+        checkout.returned = true;
+        self.put_back(checkout.client.clone());
     }
 
     /// Drops a connection whose state is unknown (a failed or timed-out command).
-    pub(crate) fn throw_away(&self, checkout: Checkout) {
+    pub(crate) fn throw_away(&self, mut checkout: Checkout) {
+        checkout.returned = true;
         self.forget_count(&checkout.master);
-        discard(checkout.client);
+        discard(checkout.client.clone());
+    }
+
+    /// Closes a connection whose last command got no reply, waiting (at most one command
+    /// timeout) until the server answered the `QUIT` or the connection is gone.
+    pub(crate) async fn close_before_reconcile(&self, mut checkout: Checkout) {
+        checkout.returned = true;
+        self.forget_count(&checkout.master);
+        let client = checkout.client.clone();
+        drop(checkout);
+        // In a task: a caller dropped meanwhile still closes the connection.
+        let quit = tokio::spawn(async move {
+            let _ = client.quit().await;
+        });
+        let _ = tokio::time::timeout(self.command_timeout, quit).await;
     }
 
     fn put_back(&self, client: FredClient) {

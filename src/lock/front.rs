@@ -352,10 +352,14 @@ impl<K: Kind> Lock<K> {
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
         let handle = self.handle.clone();
-        async move {
+        // Boxed: the acquisition's state machine is tens of KiB (more in debug builds), and a
+        // caller that awaits several kinds in one function (a match over lock kinds) would
+        // otherwise carry a slot for each on its stack: a debug-built `lock-peer` overflowed
+        // its worker thread's 2 MiB. One allocation per acquisition.
+        Box::pin(async move {
             let held = handle.acquire_as(handle.owner, lease, wait).await?;
             Ok(held.map(Guard::new))
-        }
+        })
     }
 
     /// The user-facing name (before the name mapper).

@@ -137,6 +137,18 @@ impl Hold {
             .core()
             .run_acquire(call, self.name(), deadline, acquired)
             .await;
+        if let Ok((_, Synced::Missing { wanted, acked })) = &outcome {
+            // Acquired, but no replica acknowledged: undone while `in_flight` still holds the
+            // owner's entry, so a caller dropped during the undo leaves it to a background
+            // reconciliation (idempotent) instead of leaving a hold nobody tracks.
+            let (wanted, acked) = (*wanted, *acked);
+            self.undo_unreplicated(&mut in_flight).await;
+            return Err(Error::NotReplicated {
+                lock: self.name().to_owned(),
+                wanted,
+                acked,
+            });
+        }
         let mut entry = in_flight.entry.take().expect("taken once, here");
         let (value, synced) = match outcome {
             Ok(answer) => answer,
@@ -148,14 +160,7 @@ impl Hold {
         };
         Ok(match decode_acquire(reply, value, self.name())? {
             Acquire::Acquired { token } => {
-                if let Synced::Missing { wanted, acked } = synced {
-                    self.undo_unreplicated(entry, before, sent_at).await;
-                    return Err(Error::NotReplicated {
-                        lock: self.name().to_owned(),
-                        wanted,
-                        acked,
-                    });
-                }
+                debug_assert!(!matches!(synced, Synced::Missing { .. }));
                 entry.set(Known::Count(before + 1));
                 Step::Done(Acquired {
                     hold: self.clone(),
@@ -175,9 +180,14 @@ impl Hold {
     /// Undoes an acquisition no replica acknowledged (the owner's count was `before`): one
     /// owner-checked release, so a re-entry takes back only its own increment. A release that
     /// fails on a transient error is finished by the reconciliation task.
-    async fn undo_unreplicated(&self, mut entry: Entry, before: u64, sent_at: Instant) {
+    async fn undo_unreplicated(&self, in_flight: &mut InFlightAttempt<'_>) {
         crate::observe::not_replicated(self.name(), &self.field);
-        match self.release_once().await {
+        let outcome = self.release_once().await;
+        let (before, sent_at) = (in_flight.before, in_flight.sent_at);
+        let Some(mut entry) = in_flight.entry.take() else {
+            return;
+        };
+        match outcome {
             Ok(Release::StillHeld) => entry.set(Known::Count(before)),
             Ok(Release::Released | Release::NotHeld) => entry.set(Known::Count(0)),
             Err(e) if e.is_transient() => {
@@ -278,8 +288,15 @@ impl Hold {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
+        // A release whose future is dropped midway may have freed the lock: the local queue's
+        // head is told so (it then attempts), rather than waiting out the holder's lease.
+        let mut tell_queue = TellQueue {
+            hold: self,
+            armed: self.proto.local_queue().is_some(),
+        };
         let mut entry = self.client.ledgers().enter(&self.name, &self.field).await;
         let outcome = self.release_once().await;
+        tell_queue.armed = false;
         entry.set(match (&outcome, entry.known()) {
             (Ok(Release::StillHeld), Known::Count(n)) if n > 0 => Known::Count(n - 1),
             (Ok(Release::Released | Release::NotHeld), _) => Known::Count(0),
@@ -371,6 +388,23 @@ impl Hold {
 /// An attempt whose script may be in flight: if the attempt's future is dropped before the
 /// reply, the attempt is ambiguous and its hold (if the script made one) is undone in the
 /// background.
+/// Tells the local queue a release may have freed the lock if the release is dropped midway.
+struct TellQueue<'a> {
+    hold: &'a Hold,
+    armed: bool,
+}
+
+impl Drop for TellQueue<'_> {
+    fn drop(&mut self) {
+        if let (true, Some(tag)) = (self.armed, self.hold.proto.local_queue()) {
+            self.hold
+                .client
+                .local_queues()
+                .released(tag, self.hold.name(), true);
+        }
+    }
+}
+
 struct InFlightAttempt<'a> {
     hold: &'a Hold,
     entry: Option<Entry>,
