@@ -510,6 +510,23 @@ impl Core {
         lock: &str,
         deadline: Option<Instant>,
         acquired: impl FnOnce(&Value) -> bool,
+        barrier: &crate::replicas::Barrier,
+    ) -> std::result::Result<(Value, Synced), AcquireFailure> {
+        let outcome = self
+            .run_acquire_exposed(call, lock, deadline, acquired, barrier)
+            .await;
+        // Completed (not dropped): nothing for a reconciliation to wait for.
+        barrier.lock().take();
+        outcome
+    }
+
+    async fn run_acquire_exposed(
+        &self,
+        call: ScriptCall,
+        lock: &str,
+        deadline: Option<Instant>,
+        acquired: impl FnOnce(&Value) -> bool,
+        barrier: &crate::replicas::Barrier,
     ) -> std::result::Result<(Value, Synced), AcquireFailure> {
         let slot = call.keys.first().map(slot_of);
         let checkout = match self.replicas.checkout(&self.redis, slot).await {
@@ -525,6 +542,8 @@ impl Core {
             }
             Ok(Some(c)) => c,
         };
+        let mut checkout = checkout;
+        checkout.expose(barrier);
         let value = match self.run_on(&checkout.client, &call, lock).await {
             Ok(v) => v,
             Err(e) => {

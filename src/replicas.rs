@@ -106,6 +106,22 @@ pub(crate) struct ReplicaSync {
     closed: AtomicBool,
 }
 
+/// Where a synced attempt leaves its private connection while its script may be in flight: if
+/// the attempt's future is dropped, the reconciliation takes the connection from here and
+/// waits for the server to answer a `QUIT` on it (the server reads the `QUIT` after the script)
+/// before it reads the owner's count on the command connection, so it never judges the attempt
+/// before the script ran.
+pub(crate) type Barrier = Mutex<Option<FredClient>>;
+
+/// Closes a connection taken from a [`Barrier`], waiting (at most `within`) for the server to
+/// answer the `QUIT`, in a task so that it completes even if the caller is dropped.
+pub(crate) async fn close_and_wait(client: FredClient, within: Duration) {
+    let quit = tokio::spawn(async move {
+        let _ = client.quit().await;
+    });
+    let _ = tokio::time::timeout(within, quit).await;
+}
+
 /// One pooled connection (on a cluster: one set of node connections), checked out by one
 /// acquisition.
 pub(crate) struct Checkout {
@@ -118,12 +134,23 @@ pub(crate) struct Checkout {
     /// dropped while the script or the `WAIT` ran) the drop closes the connection, whose state
     /// is unknown. A fred client dropped without `QUIT` would stay connected.
     returned: bool,
+    /// The connection was left in the attempt's [`Barrier`]: a drop leaves closing it to the
+    /// reconciliation.
+    in_barrier: bool,
     _permit: OwnedSemaphorePermit,
+}
+
+impl Checkout {
+    /// Leaves this connection in `barrier` while the script runs (see [`Barrier`]).
+    pub(crate) fn expose(&mut self, barrier: &Barrier) {
+        *barrier.lock() = Some(self.client.clone());
+        self.in_barrier = true;
+    }
 }
 
 impl Drop for Checkout {
     fn drop(&mut self) {
-        if !self.returned {
+        if !self.returned && !self.in_barrier {
             discard(self.client.clone());
         }
     }
@@ -211,6 +238,7 @@ impl ReplicaSync {
             master,
             slot,
             returned: false,
+            in_barrier: false,
             _permit: permit,
         };
         if !self.state.lock().probed {
@@ -259,11 +287,7 @@ impl ReplicaSync {
         self.forget_count(&checkout.master);
         let client = checkout.client.clone();
         drop(checkout);
-        // In a task: a caller dropped meanwhile still closes the connection.
-        let quit = tokio::spawn(async move {
-            let _ = client.quit().await;
-        });
-        let _ = tokio::time::timeout(self.command_timeout, quit).await;
+        close_and_wait(client, self.command_timeout).await;
     }
 
     fn put_back(&self, client: FredClient) {

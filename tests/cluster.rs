@@ -487,13 +487,21 @@ fn replica_hget(port: u16, key: &str, field: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_replica_sync_waits_on_the_keys_master_and_undoes_without_an_ack() {
     let c = RedisCluster::start();
+    // A fresh replica's first acknowledgement can take about a second (it reports `online`
+    // before it acknowledges anything), and the machine may be loaded: the healthy part
+    // allows 10 s; the silent part needs a timeout shorter than the replica's sleep.
+    let patient = client(
+        &c,
+        Config::default().replicas_sync_timeout(Duration::from_secs(10)),
+    )
+    .await;
     let client = client(
         &c,
         Config::default().replicas_sync_timeout(Duration::from_millis(300)),
     )
     .await;
     for name in c.name_per_master("replica-sync") {
-        let lock = client.get_lock(&name);
+        let lock = patient.get_lock(&name);
         let g = lock.try_lock().await.unwrap().expect("acquired");
         let count = replica_hget(c.replica_for_key(&name), &name, lock.owner_field());
         assert_eq!(count, "1", "{name}: the replica has the hold on return");

@@ -125,6 +125,7 @@ impl Hold {
             entry: Some(entry),
             before,
             sent_at,
+            barrier: crate::replicas::Barrier::default(),
         };
         let acquired = |v: &fred::types::Value| {
             matches!(
@@ -135,7 +136,7 @@ impl Hold {
         let outcome = self
             .client
             .core()
-            .run_acquire(call, self.name(), deadline, acquired)
+            .run_acquire(call, self.name(), deadline, acquired, &in_flight.barrier)
             .await;
         if let Ok((_, Synced::Missing { wanted, acked })) = &outcome {
             // Acquired, but no replica acknowledged: undone while `in_flight` still holds the
@@ -153,7 +154,7 @@ impl Hold {
         let (value, synced) = match outcome {
             Ok(answer) => answer,
             Err(f) if f.sent && f.error.is_transient() => {
-                self.reconcile_in_background(entry, before, sent_at, None);
+                self.reconcile_in_background(entry, before, sent_at, None, None);
                 return Err(f.error.into_ambiguous(self.name()));
             }
             Err(f) => return Err(f.error),
@@ -192,7 +193,7 @@ impl Hold {
             Ok(Release::Released | Release::NotHeld) => entry.set(Known::Count(0)),
             Err(e) if e.is_transient() => {
                 log::debug!("undoing an unreplicated acquisition of {} failed ({e}); retrying in the background", self.name());
-                self.reconcile_in_background(entry, before, sent_at, None);
+                self.reconcile_in_background(entry, before, sent_at, None, None);
             }
             Err(e) => {
                 log::warn!(
@@ -212,17 +213,23 @@ impl Hold {
     /// round is idempotent: a release whose reply was lost shows as the count being back at
     /// `before` in the next round.
     /// `release`: the release in flight this reconciliation counts as (see `pending`).
+    /// `barrier`: the private connection a dropped synced attempt's script went on; closed and
+    /// waited for first, so the count is read after that script ran (see `replicas::Barrier`).
     fn reconcile_in_background(
         &self,
         mut entry: Entry,
         before: u64,
         sent_at: Instant,
         release: Option<crate::lock::pending::InFlight>,
+        barrier: Option<fred::clients::Client>,
     ) {
         let hold = self.clone();
         let expires = sent_at + Duration::from_millis(hold.lease_ms);
         drop(self.client.spawn(async move {
             let _release = release;
+            if let Some(connection) = barrier {
+                crate::replicas::close_and_wait(connection, hold.client.config().timeout).await;
+            }
             let retry = hold.client.config().retry_delay;
             loop {
                 if hold.client.is_closed() {
@@ -378,6 +385,14 @@ impl Hold {
         }
         let hold = self.clone();
         drop(self.client.spawn(async move {
+            // After the reconciliation of an attempt dropped with it (registered as a release
+            // in flight): on a synced attempt's private connection its script could otherwise
+            // run after this clean-up and queue the waiter again.
+            let bound = Instant::now() + hold.client.config().timeout * 2;
+            hold.client
+                .pending_releases()
+                .settle(hold.name(), bound)
+                .await;
             if let Err(e) = hold.give_up(queue_ms).await {
                 log::warn!("give-up clean-up of {} failed: {e}", hold.name());
             }
@@ -385,9 +400,6 @@ impl Hold {
     }
 }
 
-/// An attempt whose script may be in flight: if the attempt's future is dropped before the
-/// reply, the attempt is ambiguous and its hold (if the script made one) is undone in the
-/// background.
 /// Tells the local queue a release may have freed the lock if the release is dropped midway.
 struct TellQueue<'a> {
     hold: &'a Hold,
@@ -405,11 +417,16 @@ impl Drop for TellQueue<'_> {
     }
 }
 
+/// An attempt whose script may be in flight: if the attempt's future is dropped before the
+/// reply, the attempt is ambiguous and its hold (if the script made one) is undone in the
+/// background.
 struct InFlightAttempt<'a> {
     hold: &'a Hold,
     entry: Option<Entry>,
     before: u64,
     sent_at: Instant,
+    /// A synced attempt's private connection while its script may be in flight.
+    barrier: crate::replicas::Barrier,
 }
 
 impl Drop for InFlightAttempt<'_> {
@@ -421,8 +438,13 @@ impl Drop for InFlightAttempt<'_> {
             return;
         }
         let release = self.hold.client.pending_releases().begin(self.hold.name());
-        self.hold
-            .reconcile_in_background(entry, self.before, self.sent_at, Some(release));
+        self.hold.reconcile_in_background(
+            entry,
+            self.before,
+            self.sent_at,
+            Some(release),
+            self.barrier.lock().take(),
+        );
     }
 }
 

@@ -629,13 +629,17 @@ impl RedisCluster {
                 .iter()
                 .find(|v| v.myself)
                 .ok_or_else(|| format!("{port}: no myself line"))?;
+            let repl = Self::query(port, &["INFO", "replication"])?.text();
             if !me.master {
-                let repl = Self::query(port, &["INFO", "replication"])?.text();
                 if !repl.contains("master_link_status:up")
                     || !repl.contains("master_sync_in_progress:0")
                 {
                     return Err(format!("replica {port} not in sync"));
                 }
+            } else if !replicas_acknowledged(&repl) {
+                // A replica reports `online` before its first acknowledgement (up to a
+                // second later); replica-synced acquisitions (on by default) need it.
+                return Err(format!("master {port}: a replica has not acknowledged yet"));
             }
         }
         let (_, views) = first.ok_or("no live node")?;
@@ -858,4 +862,20 @@ impl Drop for RedisCluster {
         }
         let _ = std::fs::remove_dir_all(&self.root);
     }
+}
+
+/// `true` when every replica in a master's `INFO replication` has acknowledged the master's
+/// whole replication stream (`slaveN:...,offset=` ≥ `master_repl_offset`).
+fn replicas_acknowledged(info: &str) -> bool {
+    let master = info
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("master_repl_offset:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    info.lines().filter(|l| l.starts_with("slave")).all(|l| {
+        l.split(',')
+            .find_map(|kv| kv.strip_prefix("offset="))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .is_some_and(|acked| acked >= master)
+    })
 }
