@@ -314,10 +314,16 @@ async fn replica_pool_exhausted_is_a_timeout_with_nothing_sent() {
         .await
         .unwrap();
     set.proxy.freeze();
+    // Waiting acquisitions: their `WAIT` lasts the whole 20 s sync timeout (a single try's is
+    // cut to its one command timeout, and would free its connection too early).
     let stuck: Vec<_> = (0..8)
         .map(|i| {
             let lock = c.get_lock(&format!("replica-pool-{i}"));
-            tokio::spawn(async move { lock.try_lock().await.map(|g| g.map(|g| g.keep())) })
+            tokio::spawn(async move {
+                lock.try_lock_for(Duration::from_secs(60))
+                    .await
+                    .map(|g| g.map(|g| g.keep()))
+            })
         })
         .collect();
     until("8 WAITs blocked", T, || async {
