@@ -158,11 +158,13 @@ async fn a_reentry_never_queues_behind_its_own_hold(b: Backend) {
         .unwrap();
 }
 
-async fn a_force_unlock_of_a_local_holder_hands_over_at_once(b: Backend) {
-    // The head behind a local holder makes no attempt while that owner holds; a force unlock
-    // through this client must hand over at once, not after the holder's lease.
-    let n = b.name("t:handoff-force");
-    let client = b.client().await;
+/// A local owner that got the lock by a hand-over and keeps it, and a second local owner
+/// queued as head behind it; returns a handle of the lock and the second owner's task, which
+/// answers when it acquired.
+async fn behind_a_local_holder(
+    client: &Client,
+    n: &str,
+) -> (RLock, tokio::task::JoinHandle<Instant>) {
     let probe = client.get_lock(&n);
     let holder = client.get_lock(&n).lock().await.unwrap();
     let first = client.get_lock(&n);
@@ -179,6 +181,15 @@ async fn a_force_unlock_of_a_local_holder_hands_over_at_once(b: Backend) {
     holder.unlock().await.unwrap();
     first.await.unwrap();
     until_waiters(&probe, 1).await;
+    (probe, second)
+}
+
+async fn a_force_unlock_of_a_local_holder_hands_over_at_once(b: Backend) {
+    // The head behind a local holder makes no attempt while that owner holds; a force unlock
+    // through this client must hand over at once, not after the holder's lease.
+    let n = b.name("t:handoff-force");
+    let client = b.client().await;
+    let (probe, second) = behind_a_local_holder(&client, &n).await;
     let forced = Instant::now();
     assert!(probe.force_unlock().await.unwrap());
     let at = tokio::time::timeout(Duration::from_secs(10), second)
@@ -340,22 +351,7 @@ async fn a_remote_forced_unlock_wakes_the_head_behind_a_local_holder(b: Backend)
     let n = b.name("t:handoff-remote-force");
     let client = b.client().await;
     let admin = b.admin().await;
-    let probe = client.get_lock(&n);
-    let holder = client.get_lock(&n).lock().await.unwrap();
-    let first = client.get_lock(&n);
-    let first = tokio::spawn(async move { first.lock().await.unwrap().keep() });
-    until_waiters(&probe, 1).await;
-    let second = client.get_lock(&n);
-    let second = tokio::spawn(async move {
-        let g = second.lock().await.unwrap();
-        let at = Instant::now();
-        g.unlock().await.unwrap();
-        at
-    });
-    until_waiters(&probe, 2).await;
-    holder.unlock().await.unwrap();
-    first.await.unwrap();
-    until_waiters(&probe, 1).await;
+    let (probe, second) = behind_a_local_holder(&client, &n).await;
     // Past the echo window of the hand-over to `first`.
     tokio::time::sleep(Duration::from_millis(150)).await;
     let forced = Instant::now();
