@@ -165,12 +165,12 @@ async fn behind_a_local_holder(
     client: &Client,
     n: &str,
 ) -> (RLock, tokio::task::JoinHandle<Instant>) {
-    let probe = client.get_lock(&n);
-    let holder = client.get_lock(&n).lock().await.unwrap();
-    let first = client.get_lock(&n);
+    let probe = client.get_lock(n);
+    let holder = client.get_lock(n).lock().await.unwrap();
+    let first = client.get_lock(n);
     let first = tokio::spawn(async move { first.lock().await.unwrap().keep() });
     until_waiters(&probe, 1).await;
-    let second = client.get_lock(&n);
+    let second = client.get_lock(n);
     let second = tokio::spawn(async move {
         let g = second.lock().await.unwrap();
         let at = Instant::now();
@@ -351,7 +351,7 @@ async fn a_remote_forced_unlock_wakes_the_head_behind_a_local_holder(b: Backend)
     let n = b.name("t:handoff-remote-force");
     let client = b.client().await;
     let admin = b.admin().await;
-    let (probe, second) = behind_a_local_holder(&client, &n).await;
+    let (_, second) = behind_a_local_holder(&client, &n).await;
     // Past the echo window of the hand-over to `first`.
     tokio::time::sleep(Duration::from_millis(150)).await;
     let forced = Instant::now();
