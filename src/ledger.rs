@@ -44,10 +44,29 @@ impl Ledgers {
                 .or_insert_with(|| Arc::new(Gate::new(Known::Count(0))))
                 .clone()
         };
+        // Cancelled while waiting for the gate: the entry's holder may have left meanwhile and
+        // kept the entry for this waiter, so whoever is last out removes an idle one.
+        let mut waiting = Waiting {
+            key: Some(key),
+            ledgers: self,
+        };
+        let guard = gate.lock_owned().await;
         Entry {
-            guard: Some(gate.lock_owned().await),
-            key,
+            guard: Some(guard),
+            key: waiting.key.take().expect("taken once, here"),
             ledgers: self.clone(),
+        }
+    }
+
+    /// Removes the entry of `key` if it is idle: a count of zero, and nobody else holds or
+    /// waits for it (the map's reference is the only one).
+    fn forget_if_idle(&self, key: &Key) {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let unused = map.get(key).is_some_and(|g| {
+            Arc::strong_count(g) == 1 && g.try_lock().is_ok_and(|k| *k == Known::Count(0))
+        });
+        if unused {
+            map.remove(key);
         }
     }
 
@@ -89,16 +108,23 @@ impl Drop for Entry {
     fn drop(&mut self) {
         let idle = self.known() == Known::Count(0);
         drop(self.guard.take());
-        if !idle {
-            return;
+        if idle {
+            self.ledgers.forget_if_idle(&self.key);
         }
-        let mut map = self.ledgers.map.lock().unwrap_or_else(|p| p.into_inner());
-        // Nobody else waits for or holds this entry (the map's reference is the only one).
-        let unused = map.get(&self.key).is_some_and(|g| {
-            Arc::strong_count(g) == 1 && g.try_lock().is_ok_and(|k| *k == Known::Count(0))
-        });
-        if unused {
-            map.remove(&self.key);
+    }
+}
+
+/// An `enter` waiting for its gate; dropped before it got it (cancelled), it removes the entry
+/// if that left it idle.
+struct Waiting<'a> {
+    key: Option<Key>,
+    ledgers: &'a Ledgers,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.ledgers.forget_if_idle(&key);
         }
     }
 }
@@ -106,6 +132,29 @@ impl Drop for Entry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An `enter` cancelled while it waited for the gate leaves no entry behind, even when the
+    /// holder it waited for left first (its clean-up then saw the waiter's reference).
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_enter_cancelled_while_queued_leaves_no_entry() {
+        let ledgers = Ledgers::default();
+        let first = ledgers.enter(&"k".into(), &"f".into()).await;
+        let queued = {
+            let ledgers = ledgers.clone();
+            tokio::spawn(async move {
+                let _entry = ledgers.enter(&"k".into(), &"f".into()).await;
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!queued.is_finished(), "waiting for the gate");
+        // The holder leaves at a count of zero while the other waits, then the waiter is
+        // cancelled before it runs again.
+        drop(first);
+        queued.abort();
+        assert!(queued.await.unwrap_err().is_cancelled());
+        assert_eq!(ledgers.len(), 0, "an idle entry nobody will remove");
+        assert!(!ledgers.may_hold(&"k".into(), &"f".into()));
+    }
 
     #[tokio::test]
     async fn entries_serialise_and_are_dropped_when_back_to_zero() {
