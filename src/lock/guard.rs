@@ -74,6 +74,8 @@ pub(crate) struct Held {
     hold: Hold,
     owner: Owner,
     watchdog: bool,
+    /// The epoch of this guard's watchdog registration (watchdog mode).
+    registration: u64,
     token: Option<u64>,
     loss: Arc<LossSignal>,
     armed: bool,
@@ -90,18 +92,29 @@ impl Held {
         kind: &'static str,
     ) -> Self {
         let (hold, sent_at, token) = acquired.disarm();
-        let loss = if watchdog {
-            hold.client
-                .watchdog()
-                .register(&hold.name, &hold.field, hold.proto.renewal(), sent_at)
+        let wd = hold.client.watchdog();
+        let (loss, registration) = if watchdog {
+            let r = wd.register(
+                &hold.name,
+                &hold.field,
+                hold.proto.renewal(),
+                hold.proto.local_queue(),
+                sent_at,
+            );
+            (r.loss, r.epoch)
         } else {
-            LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)))
+            // Followed until the guard goes, so its owner's later calls that set the lock's TTL
+            // (a shorter re-entry, a partial release) move its deadline.
+            let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)));
+            wd.track_leased(&hold.name, &hold.field, &loss);
+            (loss, 0)
         };
         crate::observe::guard_opened(kind);
         Self {
             hold,
             owner,
             watchdog,
+            registration,
             token,
             loss,
             armed: true,
@@ -114,10 +127,11 @@ impl Held {
     fn take(&mut self) -> Hold {
         self.armed = false;
         if self.watchdog {
-            self.hold
-                .client
-                .watchdog()
-                .deregister(&self.hold.name, &self.hold.field);
+            self.hold.client.watchdog().deregister(
+                &self.hold.name,
+                &self.hold.field,
+                Some(self.registration),
+            );
         }
         self.hold.clone()
     }
@@ -128,6 +142,13 @@ impl Drop for Held {
         crate::observe::guard_closed(self.kind, self.since.elapsed());
         if self.armed {
             self.take().release_in_background();
+        }
+        if !self.watchdog {
+            self.hold.client.watchdog().untrack_leased(
+                &self.hold.name,
+                &self.hold.field,
+                &self.loss,
+            );
         }
     }
 }
@@ -241,7 +262,11 @@ impl<K: Kind> Guard<K> {
         }
         self.held.hold.lease_ms = lease.as_millis() as u64;
         if !self.held.watchdog {
+            let wd = self.held.hold.client.watchdog();
+            let (name, field) = (&self.held.hold.name, &self.held.hold.field);
+            wd.untrack_leased(name, field, &self.held.loss);
             self.held.loss = LossSignal::new(valid_until(sent_at, lease));
+            wd.track_leased(name, field, &self.held.loss);
         }
         Ok(())
     }

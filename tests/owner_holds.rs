@@ -1,0 +1,316 @@
+//! One owner's several holds of one lock (issue 16): what each guard knows after a re-entry
+//! with another lease, a stale guard of an earlier hold, a fair waiter cancelled during its
+//! give-up, and a local queue whose holder's field vanished.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    proxy::Proxy,
+    replica::{cli, ReplicaSet},
+    Admin, RedisServer,
+};
+use redisson_lock::{Client, Config, ErrorKind, UnlockOutcome};
+use tokio::time::Instant;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+async fn client(url: &str, config: Config) -> Client {
+    Client::connect(url, config).await.expect("connect")
+}
+
+/// Polls for `span`: the lock key must exist at every look (`why` names who should keep it).
+async fn key_lives_for(admin: &Admin, name: &str, span: Duration, why: &str) {
+    let end = Instant::now() + span;
+    while Instant::now() < end {
+        assert!(admin.exists(name).await, "{why}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Item 1: a watchdog hold re-entered with a 1 s lease. The re-entry and the partial release of
+/// the inner hold set the key's TTL to 1 s; the watchdog must renew the hold (its guard still
+/// holds it) before that TTL runs out, and the outer guard must never claim a hold whose key is
+/// gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_leased_re_entry_does_not_let_a_watchdog_hold_expire() {
+    let s = RedisServer::start();
+    // The default 30 s watchdog: its regular renewal comes 10 s after the last one.
+    let c = client(&s.url(), Config::default()).await;
+    let admin = Admin::connect(&s.url()).await;
+    let lock = c.get_lock("reentry:wd");
+    let outer = lock.lock().await.unwrap();
+    let inner = lock
+        .try_lock_with_lease(Duration::ZERO, SECOND)
+        .await
+        .unwrap()
+        .expect("a re-entry");
+    assert_eq!(lock.hold_count().await.unwrap(), 2);
+    key_lives_for(
+        &admin,
+        "reentry:wd",
+        Duration::from_millis(1500),
+        "the key expired with the inner lease while a watchdog guard holds it",
+    )
+    .await;
+    assert_eq!(inner.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    key_lives_for(
+        &admin,
+        "reentry:wd",
+        Duration::from_millis(2500),
+        "the key expired after the inner release while a watchdog guard holds it",
+    )
+    .await;
+    assert!(!outer.is_lost());
+    assert!(
+        admin.pttl("reentry:wd").await > 2_000,
+        "renewed to the watchdog timeout"
+    );
+    assert_eq!(outer.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(!admin.exists("reentry:wd").await);
+}
+
+/// Item 1: a leased hold (20 s) re-entered with a 1 s lease: the key then lives 1 s, and the
+/// outer guard must know it (its deadline comes closer), not report the lock valid for 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shorter_leased_re_entry_moves_the_outer_leased_deadline_closer() {
+    let s = RedisServer::start();
+    let c = client(&s.url(), Config::default()).await;
+    let admin = Admin::connect(&s.url()).await;
+    let lock = c.get_lock("reentry:leased");
+    let outer = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(20))
+        .await
+        .unwrap()
+        .expect("free");
+    let inner = lock
+        .try_lock_with_lease(Duration::ZERO, SECOND)
+        .await
+        .unwrap()
+        .expect("a re-entry");
+    let after = Instant::now();
+    assert!(
+        outer.valid_until() <= after + SECOND,
+        "the outer guard claims the lock {:?} past the inner lease",
+        outer.valid_until() - (after + SECOND)
+    );
+    assert_eq!(inner.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            !admin.exists("reentry:leased").await
+        })
+        .await,
+        "the key expires with the 1 s TTL the last calls set"
+    );
+    assert!(
+        outer.is_lost(),
+        "the key is gone but the outer guard says held until {:?} from now",
+        outer.valid_until() - Instant::now()
+    );
+    tokio::time::timeout(Duration::from_millis(100), outer.lost())
+        .await
+        .expect("lost() resolved");
+}
+
+/// Item 1: the `NotReplicated` undo of a leased re-entry releases with the inner lease (1 s):
+/// the watchdog hold it re-entered must still be renewed, and its guard stay honest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreplicated_leased_re_entry_undone_does_not_let_the_watchdog_hold_expire() {
+    let set = ReplicaSet::start().await;
+    let port = set.master.port();
+    let c = client(
+        &set.url(),
+        Config::default().replicas_sync_timeout(Duration::from_millis(300)),
+    )
+    .await;
+    let lock = c.get_lock("reentry:unreplicated");
+    let outer = lock.lock().await.unwrap();
+    set.proxy.freeze();
+    let err = lock
+        .try_lock_with_lease(Duration::ZERO, SECOND)
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::NotReplicated, "{err:?}");
+    assert_eq!(
+        lock.hold_count().await.unwrap(),
+        1,
+        "only the re-entry undone"
+    );
+    let end = Instant::now() + Duration::from_millis(2500);
+    while Instant::now() < end {
+        let exists = cli(port, &["EXISTS", "reentry:unreplicated"]).await;
+        assert_eq!(
+            exists,
+            "1",
+            "the key expired with the undo's 1 s TTL while a watchdog guard holds it (guard lost: \
+             {})",
+            outer.is_lost()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(!outer.is_lost());
+    set.proxy.unfreeze();
+    assert_eq!(outer.unlock().await.unwrap(), UnlockOutcome::Released);
+}
+
+/// Item 7: a guard whose hold was lost (deleted behind its back) and is dropped after its owner
+/// took the lock again must not stop the renewal of the new hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_guard_dropped_after_the_owner_took_the_lock_again_keeps_its_renewal() {
+    let s = RedisServer::start();
+    let c = client(
+        &s.url(),
+        Config::default().lock_watchdog_timeout(Duration::from_millis(1000)),
+    )
+    .await;
+    let admin = Admin::connect(&s.url()).await;
+    let lock = c.get_lock("stale:guard");
+    let stale = lock.lock().await.unwrap();
+    admin.cmd("DEL", vec!["stale:guard".into()]).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), stale.lost())
+        .await
+        .expect("the watchdog finds the hold gone");
+    let held = lock.lock().await.unwrap();
+    // A leased re-entry of the new hold (count 2), so the stale guard's release does not end it.
+    let leased = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("a re-entry");
+    drop(stale);
+    key_lives_for(
+        &admin,
+        "stale:guard",
+        Duration::from_secs(3),
+        "the new watchdog hold was not renewed after the stale guard's drop",
+    )
+    .await;
+    assert!(!held.is_lost());
+    assert_eq!(c.stats().watchdog_holds, 1);
+    drop(leased);
+    drop(held);
+}
+
+/// The fair lock's wait queue (a list of owner fields).
+async fn fair_queue(admin: &Admin, name: &str) -> Vec<String> {
+    admin
+        .cmd(
+            "LRANGE",
+            vec![
+                format!("redisson_lock_queue:{{{name}}}").into(),
+                0.into(),
+                (-1).into(),
+            ],
+        )
+        .await
+        .unwrap()
+        .into_array()
+        .into_iter()
+        .filter_map(|v| v.as_string())
+        .collect()
+}
+
+/// Item 7: a fair waiter whose wait ran out and which is cancelled while its give-up call is
+/// under way (here: between the give-up's `NOSCRIPT` and its `EVAL`) still leaves the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fair_waiter_cancelled_during_its_give_up_still_leaves_the_queue() {
+    let s = RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    let holder = client(&s.url(), Config::default()).await;
+    let waiting = client(&proxy.url(), Config::default()).await;
+    let admin = Admin::connect(&s.url()).await;
+    let name = "fair:give-up-cancelled";
+    let _held = holder.get_fair_lock(name).lock().await.unwrap();
+    let waiter = waiting.get_fair_lock(name);
+    let field = waiter.owner_field().to_owned();
+    let wait = Duration::from_secs(3);
+    let started = Instant::now();
+    let task = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.try_lock_for(wait).await })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            fair_queue(&admin, name).await.contains(&field) && waiting.stats().waiters == 1
+        })
+        .await,
+        "the waiter queued and subscribed"
+    );
+    // Past its attempt after the subscription: asleep until its deadline.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The scripts are gone from the server: the give-up's EVALSHA answers NOSCRIPT, and that
+    // reply is held until the waiter has been cancelled.
+    admin.cmd("SCRIPT", vec!["FLUSH".into()]).await.unwrap();
+    let noscript = proxy.hold_next_reply_matching(|b| b.windows(8).any(|w| w == b"NOSCRIPT"));
+    noscript
+        .wait_caught(Duration::from_secs(10))
+        .await
+        .expect("the give-up sent after the wait ran out");
+    assert!(
+        started.elapsed() >= wait,
+        "an attempt, not the give-up, met the flushed scripts"
+    );
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    assert!(
+        fair_queue(&admin, name).await.contains(&field),
+        "cancelled before its give-up ran"
+    );
+    noscript.release();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            !fair_queue(&admin, name).await.contains(&field)
+        })
+        .await,
+        "the cancelled waiter is still queued: {:?}",
+        fair_queue(&admin, name).await
+    );
+}
+
+/// Item 8: when the watchdog finds a local holder's field gone (deleted, evicted, lost in a
+/// failover: no unlock message), the local queue's head attempts at once instead of sleeping
+/// out the TTL it last saw.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_found_gone_by_the_watchdog_wakes_the_local_queue_head_at_once() {
+    let s = RedisServer::start();
+    // Renewal every 2 s; a busy head sleeps up to the 6 s TTL.
+    let c = client(
+        &s.url(),
+        Config::default().lock_watchdog_timeout(Duration::from_secs(6)),
+    )
+    .await;
+    let admin = Admin::connect(&s.url()).await;
+    let name = "queue:gone";
+    let first = c.get_lock(name);
+    let held = first.lock().await.unwrap();
+    let second = c.get_lock(name);
+    let task = tokio::spawn(async move { second.try_lock_for(Duration::from_secs(30)).await });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            first.local_waiters() == 1
+        })
+        .await
+    );
+    // The field vanishes without an unlock message (the hash empties, so the key goes).
+    admin
+        .cmd("HDEL", vec![name.into(), first.owner_field().into()])
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), held.lost())
+        .await
+        .expect("the watchdog finds the hold gone");
+    let found = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("acquired")
+        .unwrap()
+        .unwrap()
+        .expect("acquired within its wait");
+    assert!(
+        found.elapsed() < SECOND,
+        "the head acquired {:?} after the hold was found gone",
+        found.elapsed()
+    );
+    got.unlock().await.unwrap();
+}
