@@ -372,7 +372,8 @@ impl Watchdog {
         }
     }
 
-    /// Drops every registration of a lock (forced unlock); their holders are told it is lost.
+    /// Drops every registration of a lock (forced unlock); their holders, and the lock's leased
+    /// holders, are told it is lost.
     pub(crate) fn remove_lock(&self, name: &str) {
         let keys: Vec<HoldKey> = self
             .state
@@ -384,6 +385,12 @@ impl Watchdog {
         for key in keys {
             if let Some((_, hold)) = self.state.holds.remove(&key) {
                 hold.loss.mark_lost();
+            }
+        }
+        // The leased guards of the lock too (they stay followed until they go).
+        for signals in self.state.leased.iter().filter(|e| &*e.key().name == name) {
+            for loss in signals.iter() {
+                loss.mark_lost();
             }
         }
     }

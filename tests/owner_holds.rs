@@ -314,3 +314,23 @@ async fn a_hold_found_gone_by_the_watchdog_wakes_the_local_queue_head_at_once() 
     );
     got.unlock().await.unwrap();
 }
+
+/// Item 1 (beside it): `force_unlock` tells this client's holders their lock is lost — leased
+/// holders as well as watchdog ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_tells_leased_holders_of_this_client_at_once() {
+    let s = RedisServer::start();
+    let c = client(&s.url(), Config::default()).await;
+    let lock = c.get_lock("force:leased");
+    let leased = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("free");
+    let other = c.get_lock("force:leased");
+    assert!(other.force_unlock().await.unwrap());
+    assert!(
+        leased.is_lost(),
+        "the lock was deleted under a leased guard"
+    );
+}

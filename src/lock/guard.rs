@@ -36,7 +36,9 @@ use crate::{
 /// [`is_lost`](Self::is_lost) and [`lost`](Self::lost). For a watchdog lock that is when
 /// renewal finds the lock gone, or when the watchdog could not renew it before its deadline
 /// (last successful acquire/renew send time + timeout − drift); for a leased lock, when the
-/// lease (minus drift) has run out.
+/// lease (minus drift) has run out. A later call of the same owner on the same lock that sets
+/// the key's TTL (a re-entry or partial release with a shorter lease) brings every one of its
+/// guards' deadlines closer, never further; a watchdog hold is then renewed at once.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
