@@ -11,13 +11,29 @@ use common::{
     replica::{cli, ReplicaSet},
     Admin, RedisServer,
 };
-use redisson_lock::{Client, Config, ErrorKind, UnlockOutcome};
+use redisson_lock::{Client, Config, ErrorKind, LockGuard, RLock, UnlockOutcome};
 use tokio::time::Instant;
 
 const SECOND: Duration = Duration::from_secs(1);
 
 async fn client(url: &str, config: Config) -> Client {
     Client::connect(url, config).await.expect("connect")
+}
+
+/// One attempt with a lease, which must succeed (a free lock, or a re-entry).
+async fn leased(lock: &RLock, lease: Duration) -> LockGuard {
+    lock.try_lock_with_lease(Duration::ZERO, lease)
+        .await
+        .unwrap()
+        .expect("a free lock or a re-entry")
+}
+
+/// A server of the test's own, a client of it with `config`, and a raw connection.
+async fn standalone(config: Config) -> (RedisServer, Client, Admin) {
+    let s = RedisServer::start();
+    let c = client(&s.url(), config).await;
+    let admin = Admin::connect(&s.url()).await;
+    (s, c, admin)
 }
 
 /// Polls for `span`: the lock key must exist at every look (`why` names who should keep it).
@@ -35,17 +51,11 @@ async fn key_lives_for(admin: &Admin, name: &str, span: Duration, why: &str) {
 /// gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_leased_re_entry_does_not_let_a_watchdog_hold_expire() {
-    let s = RedisServer::start();
     // The default 30 s watchdog: its regular renewal comes 10 s after the last one.
-    let c = client(&s.url(), Config::default()).await;
-    let admin = Admin::connect(&s.url()).await;
+    let (_s, c, admin) = standalone(Config::default()).await;
     let lock = c.get_lock("reentry:wd");
     let outer = lock.lock().await.unwrap();
-    let inner = lock
-        .try_lock_with_lease(Duration::ZERO, SECOND)
-        .await
-        .unwrap()
-        .expect("a re-entry");
+    let inner = leased(&lock, SECOND).await;
     assert_eq!(lock.hold_count().await.unwrap(), 2);
     key_lives_for(
         &admin,
@@ -75,20 +85,10 @@ async fn a_shorter_leased_re_entry_does_not_let_a_watchdog_hold_expire() {
 /// outer guard must know it (its deadline comes closer), not report the lock valid for 20 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shorter_leased_re_entry_moves_the_outer_leased_deadline_closer() {
-    let s = RedisServer::start();
-    let c = client(&s.url(), Config::default()).await;
-    let admin = Admin::connect(&s.url()).await;
+    let (_s, c, admin) = standalone(Config::default()).await;
     let lock = c.get_lock("reentry:leased");
-    let outer = lock
-        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(20))
-        .await
-        .unwrap()
-        .expect("free");
-    let inner = lock
-        .try_lock_with_lease(Duration::ZERO, SECOND)
-        .await
-        .unwrap()
-        .expect("a re-entry");
+    let outer = leased(&lock, Duration::from_secs(20)).await;
+    let inner = leased(&lock, SECOND).await;
     let after = Instant::now();
     assert!(
         outer.valid_until() <= after + SECOND,
@@ -158,13 +158,8 @@ async fn an_unreplicated_leased_re_entry_undone_does_not_let_the_watchdog_hold_e
 /// took the lock again must not stop the renewal of the new hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_guard_dropped_after_the_owner_took_the_lock_again_keeps_its_renewal() {
-    let s = RedisServer::start();
-    let c = client(
-        &s.url(),
-        Config::default().lock_watchdog_timeout(Duration::from_millis(1000)),
-    )
-    .await;
-    let admin = Admin::connect(&s.url()).await;
+    let (_s, c, admin) =
+        standalone(Config::default().lock_watchdog_timeout(Duration::from_millis(1000))).await;
     let lock = c.get_lock("stale:guard");
     let stale = lock.lock().await.unwrap();
     admin.cmd("DEL", vec!["stale:guard".into()]).await.unwrap();
@@ -173,11 +168,7 @@ async fn a_stale_guard_dropped_after_the_owner_took_the_lock_again_keeps_its_ren
         .expect("the watchdog finds the hold gone");
     let held = lock.lock().await.unwrap();
     // A leased re-entry of the new hold (count 2), so the stale guard's release does not end it.
-    let leased = lock
-        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(60))
-        .await
-        .unwrap()
-        .expect("a re-entry");
+    let leased = leased(&lock, Duration::from_secs(60)).await;
     drop(stale);
     key_lives_for(
         &admin,
@@ -190,25 +181,6 @@ async fn a_stale_guard_dropped_after_the_owner_took_the_lock_again_keeps_its_ren
     assert_eq!(c.stats().watchdog_holds, 1);
     drop(leased);
     drop(held);
-}
-
-/// The fair lock's wait queue (a list of owner fields).
-async fn fair_queue(admin: &Admin, name: &str) -> Vec<String> {
-    admin
-        .cmd(
-            "LRANGE",
-            vec![
-                format!("redisson_lock_queue:{{{name}}}").into(),
-                0.into(),
-                (-1).into(),
-            ],
-        )
-        .await
-        .unwrap()
-        .into_array()
-        .into_iter()
-        .filter_map(|v| v.as_string())
-        .collect()
 }
 
 /// Item 7: a fair waiter whose wait ran out and which is cancelled while its give-up call is
@@ -232,7 +204,7 @@ async fn a_fair_waiter_cancelled_during_its_give_up_still_leaves_the_queue() {
     };
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            fair_queue(&admin, name).await.contains(&field) && waiting.stats().waiters == 1
+            admin.fair_queue(name).await.contains(&field) && waiting.stats().waiters == 1
         })
         .await,
         "the waiter queued and subscribed"
@@ -254,17 +226,17 @@ async fn a_fair_waiter_cancelled_during_its_give_up_still_leaves_the_queue() {
     task.abort();
     assert!(task.await.unwrap_err().is_cancelled());
     assert!(
-        fair_queue(&admin, name).await.contains(&field),
+        admin.fair_queue(name).await.contains(&field),
         "cancelled before its give-up ran"
     );
     noscript.release();
     assert!(
         common::eventually(Duration::from_secs(5), || async {
-            !fair_queue(&admin, name).await.contains(&field)
+            !admin.fair_queue(name).await.contains(&field)
         })
         .await,
         "the cancelled waiter is still queued: {:?}",
-        fair_queue(&admin, name).await
+        admin.fair_queue(name).await
     );
 }
 
@@ -273,14 +245,9 @@ async fn a_fair_waiter_cancelled_during_its_give_up_still_leaves_the_queue() {
 /// out the TTL it last saw.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hold_found_gone_by_the_watchdog_wakes_the_local_queue_head_at_once() {
-    let s = RedisServer::start();
     // Renewal every 2 s; a busy head sleeps up to the 6 s TTL.
-    let c = client(
-        &s.url(),
-        Config::default().lock_watchdog_timeout(Duration::from_secs(6)),
-    )
-    .await;
-    let admin = Admin::connect(&s.url()).await;
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(6));
+    let (_s, c, admin) = standalone(config).await;
     let name = "queue:gone";
     let first = c.get_lock(name);
     let held = first.lock().await.unwrap();
@@ -319,14 +286,9 @@ async fn a_hold_found_gone_by_the_watchdog_wakes_the_local_queue_head_at_once() 
 /// holders as well as watchdog ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn force_unlock_tells_leased_holders_of_this_client_at_once() {
-    let s = RedisServer::start();
-    let c = client(&s.url(), Config::default()).await;
+    let (_s, c, _admin) = standalone(Config::default()).await;
     let lock = c.get_lock("force:leased");
-    let leased = lock
-        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(60))
-        .await
-        .unwrap()
-        .expect("free");
+    let leased = leased(&lock, Duration::from_secs(60)).await;
     let other = c.get_lock("force:leased");
     assert!(other.force_unlock().await.unwrap());
     assert!(
