@@ -48,6 +48,9 @@ pub(crate) fn valid_until(sent_at: Instant, lease: Duration) -> Instant {
 #[derive(Debug)]
 pub(crate) struct LossSignal {
     lost: AtomicBool,
+    /// The hold is known gone (renewal found its field absent after every acquisition of it
+    /// was sent): releasing it would take a hold of a later acquisition of the same owner.
+    gone: AtomicBool,
     times: Mutex<Times>,
     notify: Notify,
 }
@@ -64,6 +67,7 @@ impl LossSignal {
     pub(crate) fn new(deadline: Instant) -> Arc<Self> {
         Arc::new(Self {
             lost: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
             times: Mutex::new(Times {
                 deadline,
                 shortened_at: None,
@@ -83,6 +87,18 @@ impl LossSignal {
     pub(crate) fn mark_lost(&self) {
         self.lost.store(true, Ordering::Release);
         self.notify.notify_waiters();
+    }
+
+    /// Lost, and known to hold nothing any more (see [`is_gone`](Self::is_gone)).
+    fn mark_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.mark_lost();
+    }
+
+    /// `true` when the hold is known gone from Redis: its guards release nothing (a release
+    /// would take a hold its owner acquired since).
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
     }
 
     /// Moves the deadline forward to `to` after a successful renewal (or acquisition) sent at
@@ -190,6 +206,8 @@ struct Hold {
     shape: RenewalShape,
     /// The kind's local hand-off queue, told when renewal finds the hold gone.
     queue: Option<&'static str>,
+    /// When the latest acquisition registered here was sent.
+    last_sent: Instant,
     epoch: u64,
     renewals: u64,
     loss: Arc<LossSignal>,
@@ -282,6 +300,7 @@ impl Watchdog {
                     count: 0,
                     shape,
                     queue,
+                    last_sent: sent_at,
                     epoch: self.state.next_epoch.fetch_add(1, Ordering::Relaxed),
                     renewals: 0,
                     loss: LossSignal::new(deadline),
@@ -298,6 +317,7 @@ impl Watchdog {
                 hold.loss.extend(sent_at, deadline);
             }
             hold.count += 1;
+            hold.last_sent = hold.last_sent.max(sent_at);
             Registration {
                 loss: hold.loss.clone(),
                 epoch: hold.epoch,
@@ -609,7 +629,13 @@ fn apply(
         .remove_if(&item.key, |_, h| h.epoch == item.epoch)
     {
         crate::observe::lock_lost(&item.key.name, &item.key.field, "renewal found it gone");
-        item.loss.mark_lost();
+        if hold.last_sent <= sent_at {
+            // Every acquisition of this registration ran before the renewal: all gone.
+            item.loss.mark_gone();
+        } else {
+            // One may have run after it (and be held): lost, but its guards still release.
+            item.loss.mark_lost();
+        }
         if let Some(tag) = hold.queue {
             (state.on_gone)(&item.key.name, tag);
         }
@@ -771,6 +797,34 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_hold_found_gone_is_gone_only_if_every_acquisition_ran_before_the_renewal() {
+        let wd = watchdog(Duration::from_secs(30));
+        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let shape = || RenewalShape::per_hold("n");
+        let collected = |r: &Registration| {
+            let mut it = item("n", "f", shape());
+            it.epoch = r.epoch;
+            it.loss = r.loss.clone();
+            it
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        let first = wd.register(&name, &field, shape(), None, Instant::now());
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let renewal_sent = Instant::now();
+        apply(&wd.state, &collected(&first), false, renewal_sent, until);
+        assert!(first.loss.is_gone(), "acquired before the renewal was sent");
+
+        let second = wd.register(&name, &field, shape(), None, Instant::now());
+        let renewal_sent = Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        // A re-entry sent while that renewal was in flight may have run after it.
+        wd.register(&name, &field, shape(), None, Instant::now());
+        apply(&wd.state, &collected(&second), false, renewal_sent, until);
+        assert!(second.loss.is_lost());
+        assert!(!second.loss.is_gone(), "its guards still release");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_ttl_set_reaches_every_guard_of_the_owner_and_hurries_the_watchdog() {
         let timeout = Duration::from_secs(30);
         let wd = watchdog(timeout);
@@ -902,6 +956,7 @@ mod tests {
                     count: 1,
                     shape: RenewalShape::per_hold(name),
                     queue: None,
+                    last_sent: now,
                     epoch: 1,
                     renewals,
                     loss: LossSignal::new(deadline),
@@ -931,6 +986,7 @@ mod tests {
                 count: 1,
                 shape: RenewalShape::per_hold("n"),
                 queue: None,
+                last_sent: Instant::now(),
                 epoch: 7,
                 renewals: 0,
                 loss: loss.clone(),

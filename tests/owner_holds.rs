@@ -180,8 +180,40 @@ async fn a_stale_guard_dropped_after_the_owner_took_the_lock_again_keeps_its_ren
     .await;
     assert!(!held.is_lost());
     assert_eq!(c.stats().watchdog_holds, 1);
+    assert_eq!(
+        lock.hold_count().await.unwrap(),
+        2,
+        "the stale guard released one of the new holds"
+    );
     drop(leased);
     drop(held);
+}
+
+/// Item 7 (beside it): the usual way to take a lost lock again, `guard = lock.lock().await?`,
+/// drops the lost guard after the new acquisition; its release must not free the new hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_guard_replaced_by_a_new_acquisition_does_not_release_it() {
+    let config = Config::default().lock_watchdog_timeout(Duration::from_millis(1000));
+    let (_s, c, admin) = standalone(config).await;
+    let lock = c.get_lock("stale:replaced");
+    let mut guard = lock.lock().await.unwrap();
+    admin
+        .cmd("DEL", vec!["stale:replaced".into()])
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("the watchdog finds the hold gone");
+    guard = lock.lock().await.unwrap();
+    // Another owner's attempt waits for the background releases of the lock first.
+    let other = c.get_lock("stale:replaced");
+    assert!(
+        other.try_lock().await.unwrap().is_none(),
+        "the lost guard's drop freed the lock its owner holds again"
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    assert!(!guard.is_lost());
+    assert_eq!(guard.unlock().await.unwrap(), UnlockOutcome::Released);
 }
 
 /// Item 7: a fair waiter whose wait ran out and which is cancelled while its give-up call is

@@ -143,7 +143,12 @@ impl Drop for Held {
     fn drop(&mut self) {
         crate::observe::guard_closed(self.kind, self.since.elapsed());
         if self.armed {
-            self.take().release_in_background();
+            let hold = self.take();
+            // A hold known gone is not released: the owner's count in Redis is that of a later
+            // acquisition now.
+            if !self.loss.is_gone() {
+                hold.release_in_background();
+            }
         }
         if !self.watchdog {
             self.hold.client.watchdog().untrack_leased(
@@ -219,14 +224,22 @@ impl<K: Kind> Guard<K> {
     ///
     /// # Errors
     /// [`NotHeld`](Error::NotHeld) if the owner no longer holds the lock (it expired or was
-    /// force-unlocked); a Redis or connection error after the configured retries.
+    /// force-unlocked), or without a call when the watchdog already found this hold gone (a
+    /// release would then take a hold its owner acquired since); a Redis or connection error
+    /// after the configured retries.
     ///
     /// # Cancel safety
     /// If the future is dropped, the release may or may not have reached Redis; the hold is
     /// no longer renewed either way, so it ends at the latest when its TTL runs out.
     pub async fn unlock(mut self) -> Result<UnlockOutcome> {
         let hold = self.held.take();
-        match hold.release().await? {
+        let outcome = if self.held.loss.is_gone() {
+            // Renewal found this hold gone: a release would take a later hold of its owner.
+            Release::NotHeld
+        } else {
+            hold.release().await?
+        };
+        match outcome {
             Release::NotHeld => Err(Error::NotHeld {
                 lock: hold.name().to_owned(),
                 owner: hold.field.to_string(),
