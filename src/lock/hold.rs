@@ -80,7 +80,7 @@ impl Hold {
         }
         // A release of this lock handed to the background (a dropped guard) goes first, so
         // the lock it frees is seen free; never longer than one command timeout.
-        let bound = Instant::now() + self.client.config().timeout;
+        let bound = crate::config::later(Instant::now(), self.client.config().timeout);
         let bound = deadline.map_or(bound, |d| d.min(bound));
         self.client
             .pending_releases()
@@ -224,7 +224,7 @@ impl Hold {
         barrier: Option<fred::clients::Client>,
     ) {
         let hold = self.clone();
-        let expires = sent_at + Duration::from_millis(hold.lease_ms);
+        let expires = crate::config::later(sent_at, Duration::from_millis(hold.lease_ms));
         drop(self.client.spawn(async move {
             let _release = release;
             if let Some(connection) = barrier {
@@ -242,7 +242,10 @@ impl Hold {
                         entry.set(Known::Count(after));
                         return;
                     }
-                    Err(e) if e.is_transient() && Instant::now() + retry < expires => {
+                    Err(e)
+                        if e.is_transient()
+                            && crate::config::later(Instant::now(), retry) < expires =>
+                    {
                         log::debug!(
                             "reconciling an attempt on {} failed ({e}); retrying",
                             hold.name()
@@ -388,7 +391,8 @@ impl Hold {
             // After the reconciliation of an attempt dropped with it (registered as a release
             // in flight): on a synced attempt's private connection its script could otherwise
             // run after this clean-up and queue the waiter again.
-            let bound = Instant::now() + hold.client.config().timeout * 2;
+            let timeout = hold.client.config().timeout;
+            let bound = crate::config::later(Instant::now(), timeout.saturating_mul(2));
             hold.client
                 .pending_releases()
                 .settle(hold.name(), bound)
