@@ -572,7 +572,8 @@ impl Config {
     /// is undone (the owner-checked release, so a re-entrant owner's count is back where it was)
     /// and fails with [`Error::NotReplicated`]. No `WAIT` is sent to a master without replicas
     /// (a lone server), nor where the server does not know `WAIT`. The replica count is read
-    /// from `INFO replication` (`connected_slaves`) and cached.
+    /// from `INFO replication` and cached; it counts the replicas with `state=online` only (one
+    /// still in its full sync cannot acknowledge).
     ///
     /// Standalone masters and Sentinel deployments only: on a Redis Cluster no `WAIT` is sent
     /// (README: safety). Unlike Redisson, `false` sends no `WAIT` at all (Redisson still waits,
@@ -806,7 +807,10 @@ mod tests {
     #[test]
     fn later_saturates_instead_of_panicking() {
         let now = tokio::time::Instant::now();
-        assert_eq!(later(now, Duration::from_secs(2)), now + Duration::from_secs(2));
+        assert_eq!(
+            later(now, Duration::from_secs(2)),
+            now + Duration::from_secs(2)
+        );
         assert!(later(now, Duration::MAX) > now + Duration::from_secs(365 * 86_400));
         assert!(later(now, Duration::MAX.saturating_mul(2)) >= later(now, Duration::MAX));
     }
