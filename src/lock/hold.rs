@@ -86,7 +86,10 @@ impl Hold {
             .pending_releases()
             .settle(self.name(), bound)
             .await;
-        let enter = self.client.ledgers().enter(&self.name, &self.field);
+        let enter = self
+            .client
+            .ledgers()
+            .enter(&self.name, &self.field, self.lease_ms);
         let mut entry = match deadline {
             None => enter.await,
             Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
@@ -304,7 +307,11 @@ impl Hold {
             hold: self,
             armed: self.proto.local_queue().is_some(),
         };
-        let mut entry = self.client.ledgers().enter(&self.name, &self.field).await;
+        let mut entry = self
+            .client
+            .ledgers()
+            .enter(&self.name, &self.field, self.lease_ms)
+            .await;
         let outcome = self.release_once().await;
         tell_queue.armed = false;
         entry.set(match (&outcome, entry.known()) {
@@ -369,6 +376,9 @@ impl Hold {
         let lease_ms = crate::config::lease_millis(lease)?;
         let shape = self.proto.renewal();
         let call = renewal_call(&[(&shape, vec![&*self.field])], lease_ms);
+        // The owner's ledger entry must outlive the TTL this call may set (even without reply).
+        let until = crate::config::later(Instant::now(), lease);
+        self.client.ledgers().extend(&self.name, &self.field, until);
         let flags = self.client.core().run_flags(call, self.name()).await?;
         Ok(flags.first() == Some(&1))
     }
