@@ -196,3 +196,86 @@ backend_tests!(
     a_future_dropped_mid_acquire_never_leaves_a_lock_behind,
     a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound,
 );
+
+/// A re-subscription after a reconnect that fails (here: the user may not listen on the channel
+/// for a while, so the server refuses the `SUBSCRIBE`) is retried with back-off on the same
+/// latch: the waiter already asleep, and one that joins meanwhile, are woken by the next
+/// release once the channel may be listened on again (not after the lock's 60 s TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_next_release() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let acl = |args: &[&str]| {
+        let mut v: Vec<fred::types::Value> = vec!["SETUSER".into(), "u".into()];
+        v.extend(args.iter().map(|a| fred::types::Value::from(*a)));
+        v
+    };
+    admin
+        .cmd("ACL", acl(&["on", ">pw", "~*", "&*", "+@all"]))
+        .await
+        .unwrap();
+    let url = format!("redis://u:pw@127.0.0.1:{}", s.port());
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let name = "resub:k";
+    let guard = holder_client
+        .get_lock(name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let first = client.get_lock(name);
+    let first = tokio::spawn(async move { first.lock().await.map(|g| (Instant::now(), g)) });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await
+    );
+    // Redis 7 disconnects a subscriber from channels its user may no longer listen on; the
+    // client reconnects and its re-subscription is refused.
+    admin.cmd("ACL", acl(&["resetchannels"])).await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 0
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A second waiter joins while the channel cannot be subscribed.
+    let second = client.get_lock(name);
+    let second = tokio::spawn(async move {
+        let g = second.lock().await;
+        g.map(|g| (Instant::now(), g))
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin.cmd("ACL", acl(&["allchannels"])).await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await,
+        "subscribed again once allowed"
+    );
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    // One of them is woken by the release, the other by the first one's release.
+    let (mut first, mut second) = (first, second);
+    let (result, was_first) = tokio::time::timeout(Duration::from_secs(5), async {
+        tokio::select! {
+            r = &mut first => (r, true),
+            r = &mut second => (r, false),
+        }
+    })
+    .await
+    .expect("a waiter woken by the release, not by the lock's 60 s TTL");
+    let (at, g) = result.unwrap().unwrap();
+    assert!(at - released < Duration::from_secs(5));
+    g.unlock().await.unwrap();
+    let other = if was_first { second } else { first };
+    let (_, g) = tokio::time::timeout(Duration::from_secs(5), other)
+        .await
+        .expect("the other waiter woken by that release")
+        .unwrap()
+        .unwrap();
+    g.unlock().await.unwrap();
+}
