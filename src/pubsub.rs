@@ -120,6 +120,8 @@ struct Channel {
     name: String,
     latch: Latch,
     status: watch::Sender<Status>,
+    /// A retry of its failed re-subscription is scheduled (one at a time per channel).
+    retrying: std::sync::atomic::AtomicBool,
 }
 
 enum Op {
@@ -209,6 +211,7 @@ impl PubSub {
             name: channel.to_owned(),
             latch: Latch::new(1),
             status,
+            retrying: Default::default(),
         });
         if map.insert(channel.to_owned(), entry.clone()).is_none() {
             crate::observe::subscriptions_changed(1);
@@ -354,6 +357,9 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
                     i += 1;
                     // Only the channels that still have waiters (the same entry: a channel left
                     // and joined again was subscribed by its new entry).
+                    for ch in channels {
+                        ch.retrying.store(false, Ordering::Release);
+                    }
                     let live: Vec<Arc<Channel>> = {
                         let map = shared.channels.lock();
                         channels
@@ -508,17 +514,27 @@ async fn resubscribe(shared: &Shared, channels: Vec<Arc<Channel>>) -> Vec<Arc<Ch
     } else {
         vec![channels]
     };
-    let mut failed = Vec::new();
-    for group in groups {
+    // The shards at once: one that does not answer does not hold up the others.
+    let outcomes = futures::future::join_all(groups.into_iter().map(|group| async move {
         let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
         // A refused SUBSCRIBE's error reply is not reliably tied to it on the subscriber
-        // connection: asked first on the command connection, as for a first subscription.
-        let outcome = match refused_channel(shared, &names).await {
+        // connection: asked first on the command connection, as for a first subscription
+        // (not on a cluster, where that script runs on any node, not the shard's).
+        let refused = match shared.clustered {
+            false => refused_channel(shared, &names).await,
+            true => None,
+        };
+        let outcome = match refused {
             Some(refused) => Err(format!("this Redis user may not listen on {refused}")),
             None => subscribe_names(shared, names)
                 .await
                 .map_err(|e| e.to_string()),
         };
+        (group, outcome)
+    }))
+    .await;
+    let mut failed = Vec::new();
+    for (group, outcome) in outcomes {
         match outcome {
             Ok(()) => {
                 for ch in &group {
@@ -546,7 +562,9 @@ async fn resubscribe(shared: &Shared, channels: Vec<Arc<Channel>>) -> Vec<Arc<Ch
 }
 
 /// Queues a retry of failed re-subscriptions after `pause`.
-fn retry_later(shared: &Shared, channels: Vec<Arc<Channel>>, pause: Duration) {
+fn retry_later(shared: &Shared, mut channels: Vec<Arc<Channel>>, pause: Duration) {
+    // A channel already due for a retry keeps that one.
+    channels.retain(|ch| !ch.retrying.swap(true, Ordering::AcqRel));
     if channels.is_empty() {
         return;
     }

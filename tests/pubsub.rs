@@ -279,3 +279,129 @@ async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_ne
         .unwrap();
     g.unlock().await.unwrap();
 }
+
+/// On a sharded cluster, a re-subscription is made per slot: a shard that refuses it (here its
+/// node stops letting the client's user listen) fails only its own channels, which are retried
+/// until it accepts again; the waiters of every other shard hear their releases at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_refuses_its_resubscription_does_not_deafen_the_others() {
+    use common::cluster::{RedisCluster, Reply};
+    let c = RedisCluster::shared();
+    let user = format!("resub{}", std::process::id());
+    let acl = |port: u16, args: &[&str]| {
+        let mut v = vec!["ACL".to_owned(), "SETUSER".to_owned(), user.clone()];
+        v.extend(args.iter().map(|a| a.to_string()));
+        let r = RedisCluster::cmd(port, &v);
+        assert!(!r.is_error(), "{}", r.text());
+    };
+    for port in c.live_ports() {
+        acl(port, &["on", ">pw", "~*", "&*", "+@all"]);
+    }
+    let shard_subscribers = |name: &str| {
+        let channel = channel(name);
+        let owner = c.master_for_key(name);
+        RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", channel.as_str()])
+            .items()
+            .get(1)
+            .and_then(Reply::int)
+            .unwrap_or(0)
+    };
+    let masters = c.masters();
+    let refusing = masters[0];
+    let prefix = format!("{user}-");
+    // Several channels on the other shards, one on the refusing shard: the channels are
+    // re-subscribed in no particular order.
+    let mut names: Vec<String> = masters[1..]
+        .iter()
+        .flat_map(|&m| c.names_on(m, &format!("{prefix}ok-"), 4))
+        .collect();
+    let refused = c.names_on(refusing, &format!("{prefix}no-"), 1).remove(0);
+    names.push(refused.clone());
+    let seeds: Vec<String> = c
+        .seed_urls()
+        .iter()
+        .map(|u| u.replacen("redis://", &format!("redis://{user}:pw@"), 1))
+        .collect();
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    let config =
+        Config::default().sharded_subscription_mode(redisson_lock::ShardedSubscriptionMode::On);
+    let client = Client::connect_cluster(&seeds, config.clone())
+        .await
+        .unwrap();
+    let plain = c.seed_urls();
+    let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+    let holder = Client::connect_cluster(&plain, config).await.unwrap();
+    let mut held = Vec::new();
+    let mut waiters = Vec::new();
+    for name in &names {
+        held.push(
+            holder
+                .get_lock(name)
+                .lock_with_lease(Duration::from_secs(60))
+                .await
+                .unwrap(),
+        );
+        let lock = client.get_lock(name);
+        waiters.push(tokio::spawn(async move {
+            lock.lock().await.map(|g| (Instant::now(), g))
+        }));
+    }
+    for name in &names {
+        assert!(
+            common::eventually(Duration::from_secs(10), || async {
+                shard_subscribers(name) == 1
+            })
+            .await,
+            "{name} subscribed"
+        );
+    }
+    // One node stops letting the user listen, and every node drops the client's connections
+    // (as after a network blip); the client reconnects and subscribes every channel again.
+    acl(refusing, &["resetchannels"]);
+    for port in c.live_ports() {
+        let killed = RedisCluster::cmd(port, &["CLIENT", "KILL", "USER", user.as_str()]);
+        assert!(!killed.is_error(), "{}", killed.text());
+    }
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            shard_subscribers(&refused) == 0
+        })
+        .await,
+        "the refused channel lost its subscription"
+    );
+    for name in &names[..names.len() - 1] {
+        assert!(
+            common::eventually(Duration::from_secs(10), || async {
+                shard_subscribers(name) == 1
+            })
+            .await,
+            "{name}, on a shard that accepts, subscribed after the reconnect"
+        );
+    }
+    let refused_guard = held.pop().unwrap();
+    let refused_waiter = waiters.pop().unwrap();
+    for (guard, waiter) in held.into_iter().zip(waiters) {
+        let released = Instant::now();
+        guard.unlock().await.unwrap();
+        let g = common::woke_within(waiter, released, Duration::from_secs(3)).await;
+        drop(g);
+    }
+    // The refusing shard accepts again (after a while): its channel is subscribed by a retry,
+    // and its waiter hears the release.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(shard_subscribers(&refused), 0, "still refused");
+    acl(refusing, &["allchannels"]);
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            shard_subscribers(&refused) == 1
+        })
+        .await,
+        "the refused channel subscribed by a retry"
+    );
+    let released = Instant::now();
+    refused_guard.unlock().await.unwrap();
+    drop(common::woke_within(refused_waiter, released, Duration::from_secs(3)).await);
+    for port in c.live_ports() {
+        let _ = RedisCluster::cmd(port, &["ACL", "DELUSER", user.as_str()]);
+    }
+}
