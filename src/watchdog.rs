@@ -268,6 +268,14 @@ impl Watchdog {
         }
     }
 
+    /// Whether `field`'s hold on `name` is being renewed.
+    pub(crate) fn renews(&self, name: &Arc<str>, field: &Arc<str>) -> bool {
+        self.state.holds.contains_key(&HoldKey {
+            name: name.clone(),
+            field: field.clone(),
+        })
+    }
+
     /// Number of (lock, owner) pairs being renewed.
     pub(crate) fn len(&self) -> usize {
         self.state.holds.len()
