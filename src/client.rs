@@ -35,6 +35,24 @@ pub(crate) struct ClientInner {
     closed: AtomicBool,
 }
 
+/// Drops the owner-ledger entries that can no longer matter (see `ledger`), every
+/// [`SWEEP_EVERY`](crate::ledger::SWEEP_EVERY) while the client lives.
+async fn sweep_ledger(inner: std::sync::Weak<ClientInner>) {
+    loop {
+        tokio::time::sleep(crate::ledger::SWEEP_EVERY).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        if inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let now = tokio::time::Instant::now();
+        inner
+            .ledgers
+            .sweep(now, |lock, field| inner.watchdog.renews(lock, field));
+    }
+}
+
 impl Drop for ClientInner {
     fn drop(&mut self) {
         let core = self.core.clone();
@@ -162,9 +180,9 @@ impl Client {
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
         };
-        Ok(Client {
-            inner: Arc::new(inner),
-        })
+        let inner = Arc::new(inner);
+        drop(inner.runtime.spawn(sweep_ledger(Arc::downgrade(&inner))));
+        Ok(Client { inner })
     }
 
     /// This client's id: the `<client uuid>` part of every owner field.
@@ -190,6 +208,7 @@ impl Client {
             subscribed_channels: self.inner.pubsub.active_channels(),
             waiters: channels.values().sum(),
             channels,
+            owner_entries: self.inner.ledgers.len(),
         }
     }
 

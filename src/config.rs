@@ -572,7 +572,8 @@ impl Config {
     /// is undone (the owner-checked release, so a re-entrant owner's count is back where it was)
     /// and fails with [`Error::NotReplicated`]. No `WAIT` is sent to a master without replicas
     /// (a lone server), nor where the server does not know `WAIT`. The replica count is read
-    /// from `INFO replication` (`connected_slaves`) and cached.
+    /// from `INFO replication` and cached; it counts the replicas with `state=online` only (one
+    /// still in its full sync cannot acknowledge).
     ///
     /// Standalone masters and Sentinel deployments only: on a Redis Cluster no `WAIT` is sent
     /// (README: safety). Unlike Redisson, `false` sends no `WAIT` at all (Redisson still waits,
@@ -766,6 +767,13 @@ impl Config {
     }
 }
 
+/// `from + d`, saturating: a sum past what an `Instant` can hold (a `Duration::MAX` setting,
+/// which means "no limit") gives an instant about 30 years ahead instead of a panic.
+pub(crate) fn later(from: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
+    const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
+    from.checked_add(d.min(FAR)).unwrap_or(from)
+}
+
 /// Whole milliseconds of `d`, at most [`MAX_MILLIS`].
 pub(crate) fn clamp_millis(d: Duration) -> u64 {
     d.as_millis().min(u128::from(MAX_MILLIS)) as u64
@@ -795,6 +803,17 @@ pub(crate) fn lease_millis(lease: Duration) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn later_saturates_instead_of_panicking() {
+        let now = tokio::time::Instant::now();
+        assert_eq!(
+            later(now, Duration::from_secs(2)),
+            now + Duration::from_secs(2)
+        );
+        assert!(later(now, Duration::MAX) > now + Duration::from_secs(365 * 86_400));
+        assert!(later(now, Duration::MAX.saturating_mul(2)) >= later(now, Duration::MAX));
+    }
 
     #[test]
     fn defaults_match_redisson() {

@@ -97,7 +97,8 @@ pub enum Error {
     NotReplicated {
         /// The raw lock name in Redis.
         lock: String,
-        /// The master's replicas (`connected_slaves`); one acknowledgement would have sufficed.
+        /// The master's replicas (those `online` in `INFO replication`); one acknowledgement
+        /// would have sufficed.
         wanted: u64,
         /// Replicas that acknowledged in time.
         acked: u64,

@@ -7,13 +7,28 @@
 //! reconciliation of an ambiguous attempt — holds the entry's gate while it runs, so the count
 //! before an attempt is known exactly and an ambiguous attempt can be undone by comparing the
 //! count with it (see `Hold::attempt`). Nothing of this is stored in Redis.
+//!
+//! An entry is dropped when its count is back to zero through this client, and otherwise once
+//! it can no longer matter: each entry knows until when a hold its calls made or re-armed can
+//! last (the end of the call + the hold's lease, or a later TTL set by an owner-checked
+//! renewal); past that, with nobody using the entry and the watchdog not renewing the hold,
+//! the hold has expired in Redis, whatever count the entry says (a kept leased guard left to
+//! expire, a count unknown after an error). [`Ledgers::sweep`] removes those; the client runs
+//! it every [`SWEEP_EVERY`].
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
-use tokio::sync::{Mutex as Gate, OwnedMutexGuard};
+use tokio::{
+    sync::{Mutex as Gate, OwnedMutexGuard},
+    time::Instant,
+};
+
+/// How often the client sweeps its ledger.
+pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// What the client knows of one owner's hold count on one lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,47 +42,106 @@ pub(crate) enum Known {
 /// The lock's raw name and the owner's field, shared with the hold (no copy per entry).
 type Key = (Arc<str>, Arc<str>);
 
-/// Every owner's entry, created on first use and dropped when back to a count of zero.
+/// One owner's entry: the gate around what is known of its count, and until when a hold of
+/// it can last unless the watchdog renews it.
+struct Slot {
+    gate: Arc<Gate<Known>>,
+    lasts_until: Mutex<Instant>,
+}
+
+impl Slot {
+    fn extend(&self, until: Instant) {
+        let mut t = self.lasts_until.lock().unwrap_or_else(|p| p.into_inner());
+        *t = (*t).max(until);
+    }
+}
+
+/// Every owner's entry, created on first use and dropped when back to a count of zero, or by a
+/// sweep once it can no longer matter.
 #[derive(Clone, Default)]
 pub(crate) struct Ledgers {
-    map: Arc<Mutex<HashMap<Key, Arc<Gate<Known>>>>>,
+    map: Arc<Mutex<HashMap<Key, Arc<Slot>>>>,
 }
 
 impl Ledgers {
     /// Waits for the entry of `field` on `lock` and holds its gate until the returned value is
-    /// dropped.
-    pub(crate) async fn enter(&self, lock: &Arc<str>, field: &Arc<str>) -> Entry {
+    /// dropped. `lease_ms`: the TTL the calls made under the gate may set; a hold they leave
+    /// lasts until at most `lease_ms` after the gate is let go (unless renewed).
+    pub(crate) async fn enter(&self, lock: &Arc<str>, field: &Arc<str>, lease_ms: u64) -> Entry {
         let key = (lock.clone(), field.clone());
-        let gate = {
+        let slot = {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             map.entry(key.clone())
-                .or_insert_with(|| Arc::new(Gate::new(Known::Count(0))))
+                .or_insert_with(|| {
+                    Arc::new(Slot {
+                        gate: Arc::new(Gate::new(Known::Count(0))),
+                        lasts_until: Mutex::new(Instant::now()),
+                    })
+                })
                 .clone()
         };
         // Cancelled while waiting for the gate: the entry's holder may have left meanwhile and
         // kept the entry for this waiter, so whoever is last out removes an idle one.
         let mut waiting = Waiting {
+            slot: Some(slot),
             key: Some(key),
             ledgers: self,
         };
+        let gate = waiting.slot.as_ref().expect("set above").gate.clone();
         let guard = gate.lock_owned().await;
         Entry {
             guard: Some(guard),
+            slot: waiting.slot.take().expect("taken once, here"),
+            lease: Duration::from_millis(lease_ms),
             key: waiting.key.take().expect("taken once, here"),
             ledgers: self.clone(),
         }
     }
 
     /// Removes the entry of `key` if it is idle: a count of zero, and nobody else holds or
-    /// waits for it (the map's reference is the only one).
-    fn forget_if_idle(&self, key: &Key) {
+    /// waits for it (the map's reference and `refs - 1` of the caller's are the only ones).
+    fn forget_if_idle(&self, key: &Key, refs: usize) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        let unused = map.get(key).is_some_and(|g| {
-            Arc::strong_count(g) == 1 && g.try_lock().is_ok_and(|k| *k == Known::Count(0))
+        let unused = map.get(key).is_some_and(|s| {
+            Arc::strong_count(s) == refs && s.gate.try_lock().is_ok_and(|k| *k == Known::Count(0))
         });
         if unused {
             map.remove(key);
         }
+    }
+
+    /// An owner-checked renewal set the TTL of `field`'s hold on `lock` to last until `until`.
+    pub(crate) fn extend(&self, lock: &Arc<str>, field: &Arc<str>, until: Instant) {
+        let key = (lock.clone(), field.clone());
+        let slot = self
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            .cloned();
+        if let Some(slot) = slot {
+            slot.extend(until);
+        }
+    }
+
+    /// Removes the entries that can no longer matter at `now`: nobody uses or waits for them,
+    /// every hold they may count has run out by then, and `renewed(lock, field)` (the
+    /// watchdog renews that hold) is false. Returns how many were removed.
+    pub(crate) fn sweep(
+        &self,
+        now: Instant,
+        renewed: impl Fn(&Arc<str>, &Arc<str>) -> bool,
+    ) -> usize {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let before = map.len();
+        // The map's reference is the only one: no entry is held or awaited (a new `enter`
+        // clones it under this lock first).
+        map.retain(|(lock, field), slot| {
+            let idle = Arc::strong_count(slot) == 1 && Arc::strong_count(&slot.gate) == 1;
+            let over = *slot.lasts_until.lock().unwrap_or_else(|p| p.into_inner()) <= now;
+            !(idle && over && !renewed(lock, field))
+        });
+        before - map.len()
     }
 
     /// `true` when this client may know of a hold of `field` on `lock`: an entry exists (a
@@ -80,9 +154,8 @@ impl Ledgers {
             .contains_key(&key)
     }
 
-    /// Number of entries kept (for tests).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// Number of entries kept.
+    pub(crate) fn len(&self) -> usize {
         self.map.lock().unwrap().len()
     }
 }
@@ -90,6 +163,8 @@ impl Ledgers {
 /// One owner's entry, gate held.
 pub(crate) struct Entry {
     guard: Option<OwnedMutexGuard<Known>>,
+    slot: Arc<Slot>,
+    lease: Duration,
     key: Key,
     ledgers: Ledgers,
 }
@@ -107,9 +182,12 @@ impl Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let idle = self.known() == Known::Count(0);
+        self.slot
+            .extend(crate::config::later(Instant::now(), self.lease));
         drop(self.guard.take());
         if idle {
-            self.ledgers.forget_if_idle(&self.key);
+            // The map's reference and this one.
+            self.ledgers.forget_if_idle(&self.key, 2);
         }
     }
 }
@@ -117,14 +195,16 @@ impl Drop for Entry {
 /// An `enter` waiting for its gate; dropped before it got it (cancelled), it removes the entry
 /// if that left it idle.
 struct Waiting<'a> {
+    slot: Option<Arc<Slot>>,
     key: Option<Key>,
     ledgers: &'a Ledgers,
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            self.ledgers.forget_if_idle(&key);
+        if let (Some(slot), Some(key)) = (self.slot.take(), self.key.take()) {
+            drop(slot);
+            self.ledgers.forget_if_idle(&key, 1);
         }
     }
 }
@@ -138,11 +218,11 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn an_enter_cancelled_while_queued_leaves_no_entry() {
         let ledgers = Ledgers::default();
-        let first = ledgers.enter(&"k".into(), &"f".into()).await;
+        let first = ledgers.enter(&"k".into(), &"f".into(), 0).await;
         let queued = {
             let ledgers = ledgers.clone();
             tokio::spawn(async move {
-                let _entry = ledgers.enter(&"k".into(), &"f".into()).await;
+                let _entry = ledgers.enter(&"k".into(), &"f".into(), 0).await;
             })
         };
         tokio::task::yield_now().await;
@@ -152,19 +232,19 @@ mod tests {
         drop(first);
         queued.abort();
         assert!(queued.await.unwrap_err().is_cancelled());
-        assert_eq!(ledgers.len(), 0, "an idle entry nobody will remove");
+        assert_eq!(ledgers.len(), 0, "an idle entry left for the next sweep");
         assert!(!ledgers.may_hold(&"k".into(), &"f".into()));
     }
 
     #[tokio::test]
     async fn entries_serialise_and_are_dropped_when_back_to_zero() {
         let ledgers = Ledgers::default();
-        let mut e = ledgers.enter(&"k".into(), &"f".into()).await;
+        let mut e = ledgers.enter(&"k".into(), &"f".into(), 0).await;
         assert_eq!(e.known(), Known::Count(0));
         e.set(Known::Count(2));
         let waiter = {
             let ledgers = ledgers.clone();
-            tokio::spawn(async move { ledgers.enter(&"k".into(), &"f".into()).await.known() })
+            tokio::spawn(async move { ledgers.enter(&"k".into(), &"f".into(), 0).await.known() })
         };
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "the gate is held");
@@ -172,9 +252,58 @@ mod tests {
         assert_eq!(waiter.await.unwrap(), Known::Count(2));
         assert_eq!(ledgers.len(), 1, "a non-zero count is kept");
         ledgers
-            .enter(&"k".into(), &"f".into())
+            .enter(&"k".into(), &"f".into(), 0)
             .await
             .set(Known::Count(0));
         assert_eq!(ledgers.len(), 0, "a zero count is forgotten");
+    }
+
+    /// A count left by a leased hold (or unknown after an error) is kept while that hold can
+    /// last, then swept; a renewed (watchdog) hold or an entry in use is never swept.
+    #[tokio::test(start_paused = true)]
+    async fn entries_are_swept_once_their_holds_can_have_expired() {
+        let ledgers = Ledgers::default();
+        let (lock, kept, unknown, renewed): (Arc<str>, Arc<str>, Arc<str>, Arc<str>) = (
+            "k".into(),
+            "kept".into(),
+            "unknown".into(),
+            "renewed".into(),
+        );
+        let never = |_: &Arc<str>, _: &Arc<str>| false;
+        ledgers
+            .enter(&lock, &kept, 1_000)
+            .await
+            .set(Known::Count(1));
+        ledgers
+            .enter(&lock, &unknown, 2_000)
+            .await
+            .set(Known::Unknown);
+        ledgers
+            .enter(&lock, &renewed, 1_000)
+            .await
+            .set(Known::Count(1));
+        assert_eq!(ledgers.len(), 3);
+        let start = Instant::now();
+        assert_eq!(ledgers.sweep(start + Duration::from_millis(999), never), 0);
+        // A renewal with a longer lease moves the bound.
+        ledgers.extend(&lock, &kept, start + Duration::from_millis(1_500));
+        let is_renewed = |_: &Arc<str>, f: &Arc<str>| &**f == "renewed";
+        assert_eq!(
+            ledgers.sweep(start + Duration::from_millis(1_000), is_renewed),
+            0
+        );
+        assert_eq!(
+            ledgers.sweep(start + Duration::from_millis(1_500), is_renewed),
+            1
+        );
+        // An entry in use is not swept, even past its bound.
+        let held = ledgers.enter(&lock, &unknown, 2_000).await;
+        assert_eq!(ledgers.sweep(start + Duration::from_secs(5), is_renewed), 0);
+        drop(held);
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert_eq!(ledgers.sweep(Instant::now(), is_renewed), 1);
+        assert!(ledgers.may_hold(&lock, &renewed), "the renewed hold stays");
+        assert_eq!(ledgers.sweep(Instant::now(), never), 1);
+        assert_eq!(ledgers.len(), 0);
     }
 }

@@ -12,6 +12,9 @@
 //!   loop. If the message stream lags (fred's broadcast channel overflowed) or the connection was
 //!   re-established, every waiter is woken once: a spurious wake costs one script call, a lost
 //!   one a whole TTL.
+//! * After a reconnect (or a slot move), every live channel is subscribed again, per slot when
+//!   messages are sharded; a channel whose re-subscription fails keeps its entry and latch and
+//!   is tried again with back-off until it succeeds or its last waiter leaves.
 
 use std::{
     collections::HashMap,
@@ -117,13 +120,26 @@ struct Channel {
     name: String,
     latch: Latch,
     status: watch::Sender<Status>,
+    /// A retry of its failed re-subscription is scheduled (one at a time per channel).
+    retrying: std::sync::atomic::AtomicBool,
 }
 
 enum Op {
     Subscribe(Arc<Channel>),
     Unsubscribe(String),
     Resubscribe,
+    /// Re-subscribe channels whose re-subscription failed; `pause` was waited before.
+    Retry {
+        channels: Vec<Arc<Channel>>,
+        pause: Duration,
+    },
 }
+
+/// The first pause before a failed re-subscription is tried again; it doubles up to
+/// [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+/// The longest pause between tries of a failed re-subscription.
+const RETRY_MAX: Duration = Duration::from_secs(2);
 
 struct Shared {
     sub: SubscriberClient,
@@ -195,6 +211,7 @@ impl PubSub {
             name: channel.to_owned(),
             latch: Latch::new(1),
             status,
+            retrying: Default::default(),
         });
         if map.insert(channel.to_owned(), entry.clone()).is_none() {
             crate::observe::subscriptions_changed(1);
@@ -331,9 +348,28 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
                     let all: Vec<Arc<Channel>> = shared.channels.lock().values().cloned().collect();
                     if !all.is_empty() {
                         crate::observe::resubscribed(all.len());
-                        subscribe_group(&shared, &all).await;
+                        let failed = resubscribe(&shared, all).await;
+                        retry_later(&shared, failed, RETRY_FIRST);
                     }
                     shared.wake_everyone();
+                }
+                Op::Retry { channels, pause } => {
+                    i += 1;
+                    // Only the channels that still have waiters (the same entry: a channel left
+                    // and joined again was subscribed by its new entry).
+                    for ch in channels {
+                        ch.retrying.store(false, Ordering::Release);
+                    }
+                    let live: Vec<Arc<Channel>> = {
+                        let map = shared.channels.lock();
+                        channels
+                            .iter()
+                            .filter(|c| map.get(&c.name).is_some_and(|m| Arc::ptr_eq(m, c)))
+                            .cloned()
+                            .collect()
+                    };
+                    let failed = resubscribe(&shared, live).await;
+                    retry_later(&shared, failed, (*pause * 2).min(RETRY_MAX));
                 }
             }
         }
@@ -453,6 +489,90 @@ async fn unsubscribe_names(
         }
     }
     Ok(())
+}
+
+/// Subscribes live channels again (after a reconnect or a topology change): per slot when the
+/// messages are sharded, so one unreachable shard fails only its own channels. A channel that
+/// could not be subscribed keeps its entry and latch (its waiters, asleep on that latch, hear
+/// the first message once a retry succeeded) and goes back to pending, so that waiters joining
+/// it wait for the retry instead of replacing it; a channel subscribed again is ready and all
+/// its waiters are woken (a message may have been missed meanwhile). Returns the failed ones.
+async fn resubscribe(shared: &Shared, channels: Vec<Arc<Channel>>) -> Vec<Arc<Channel>> {
+    if channels.is_empty() {
+        return channels;
+    }
+    let groups: Vec<Vec<Arc<Channel>>> = if shared.messaging.sharded {
+        let mut by: Vec<(u16, Vec<Arc<Channel>>)> = Vec::new();
+        for ch in channels {
+            let slot = fred::util::redis_keyslot(ch.name.as_bytes());
+            match by.iter_mut().find(|(s, _)| *s == slot) {
+                Some((_, g)) => g.push(ch),
+                None => by.push((slot, vec![ch])),
+            }
+        }
+        by.into_iter().map(|(_, g)| g).collect()
+    } else {
+        vec![channels]
+    };
+    // The shards at once: one that does not answer does not hold up the others.
+    let outcomes = futures::future::join_all(groups.into_iter().map(|group| async move {
+        let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+        // A refused SUBSCRIBE's error reply is not reliably tied to it on the subscriber
+        // connection: asked first on the command connection, as for a first subscription
+        // (not on a cluster, where that script runs on any node, not the shard's).
+        let refused = match shared.clustered {
+            false => refused_channel(shared, &names).await,
+            true => None,
+        };
+        let outcome = match refused {
+            Some(refused) => Err(format!("this Redis user may not listen on {refused}")),
+            None => subscribe_names(shared, names)
+                .await
+                .map_err(|e| e.to_string()),
+        };
+        (group, outcome)
+    }))
+    .await;
+    let mut failed = Vec::new();
+    for (group, outcome) in outcomes {
+        match outcome {
+            Ok(()) => {
+                for ch in &group {
+                    ch.status.send_replace(Status::Ready);
+                    ch.latch.wake_all();
+                }
+            }
+            Err(e) => {
+                log::warn!(
+                    "subscribing again to {} channel(s) failed ({e}); retrying",
+                    group.len()
+                );
+                for ch in &group {
+                    ch.status.send_if_modified(|s| {
+                        let was_ready = *s == Status::Ready;
+                        *s = Status::Pending;
+                        was_ready
+                    });
+                }
+                failed.extend(group);
+            }
+        }
+    }
+    failed
+}
+
+/// Queues a retry of failed re-subscriptions after `pause`.
+fn retry_later(shared: &Shared, mut channels: Vec<Arc<Channel>>, pause: Duration) {
+    // A channel already due for a retry keeps that one.
+    channels.retain(|ch| !ch.retrying.swap(true, Ordering::AcqRel));
+    if channels.is_empty() {
+        return;
+    }
+    let ops = shared.ops.clone();
+    drop(tokio::spawn(async move {
+        tokio::time::sleep(pause).await;
+        let _ = ops.send(Op::Retry { channels, pause });
+    }));
 }
 
 /// SUBSCRIBE then PING (the barrier), then marks the channels ready or failed.

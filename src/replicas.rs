@@ -18,9 +18,10 @@
 //! while the connection's last write is unacknowledged. The cost is one round trip per
 //! successful synced acquisition (the `WAIT` itself needs a replica round trip anyway).
 //!
-//! The replica count: read from `INFO replication` (`connected_slaves`) when unknown, cached per
-//! master (Sentinel: read again when the sentinels name another master), and forgotten when a
-//! `WAIT` answers another number or fails. A count of 0 (a lone server, or a master just
+//! The replica count: read from `INFO replication` (the `slave<i>` lines with `state=online`;
+//! `connected_slaves` also counts replicas in their full sync) when unknown, cached per master
+//! (Sentinel: read again when the sentinels name another master), and forgotten when a `WAIT`
+//! answers another number or fails. A count of 0 (a lone server, or a master just
 //! promoted whose replicas are not attached yet) is read again at most every [`ZERO_RECHECK`],
 //! so replicas that attach later are noticed. Before the first `WAIT`, `WAIT 0 0` probes
 //! whether the server knows (and lets this user run) `WAIT`; if not, the client never syncs
@@ -458,7 +459,7 @@ async fn read_count(
         .info::<String>(Some(InfoKind::Replication))
         .await;
     let n = match info {
-        Ok(text) => connected_replicas(&text),
+        Ok(text) => online_replicas(&text),
         Err(e) => {
             if !std::mem::replace(&mut state.lock().info_warned, true) {
                 log::warn!("cannot read INFO replication ({e}); not syncing with replicas");
@@ -488,12 +489,21 @@ fn refused(e: &fred::error::Error) -> bool {
     d.contains("unknown command") || d.contains("noperm") || d.contains("no permission")
 }
 
-/// `connected_slaves:<n>` from `INFO replication` (0 when absent).
-pub(crate) fn connected_replicas(info: &str) -> u64 {
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix("connected_slaves:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
+/// The replicas that can acknowledge a `WAIT`: the `slave<i>:` lines of `INFO replication` with
+/// `state=online`. `connected_slaves` also counts replicas still in their full sync
+/// (`wait_bgsave`, `send_bulk`), which acknowledge nothing until it ends; counting them would
+/// make every acquisition wait out the sync timeout and fail `NotReplicated`.
+pub(crate) fn online_replicas(info: &str) -> u64 {
+    let online = info
+        .lines()
+        .filter_map(|l| {
+            let (name, fields) = l.trim().split_once(':')?;
+            let index = name.strip_prefix("slave")?;
+            (!index.is_empty() && index.bytes().all(|b| b.is_ascii_digit())).then_some(fields)
+        })
+        .filter(|fields| fields.split(',').any(|f| f.trim() == "state=online"))
+        .count();
+    online as u64
 }
 
 #[cfg(test)]
@@ -502,10 +512,19 @@ mod tests {
 
     #[test]
     fn the_replica_count_is_read_from_info_replication() {
-        let info = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1\r\n";
-        assert_eq!(connected_replicas(info), 2);
-        assert_eq!(connected_replicas("role:master\r\n"), 0);
-        assert_eq!(connected_replicas("connected_slaves:x\r\n"), 0);
+        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
+            slave0:ip=127.0.0.1,port=7001,state=online,offset=42,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n\
+            slave2:ip=127.0.0.1,port=7003,state=send_bulk,offset=0,lag=1\r\n\
+            slave_read_repl_offset:42\r\nmaster_repl_offset:42\r\n";
+        assert_eq!(online_replicas(info), 1, "only the online replica");
+        assert_eq!(online_replicas("role:master\r\nconnected_slaves:0\r\n"), 0);
+        assert_eq!(
+            online_replicas(
+                "slave0:ip=a,port=1,state=online\r\nslave1:ip=b,port=2,state=online\r\n"
+            ),
+            2
+        );
     }
 
     #[test]

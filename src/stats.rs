@@ -32,6 +32,10 @@ pub struct Stats {
     /// `redisson_rwlock:{catalog}`, or a fair lock's per-waiter channel), queued waiters
     /// included: the waiters of one queue share one subscription.
     pub channels: BTreeMap<String, usize>,
+    /// (lock, owner) pairs whose hold count this client keeps in its owner ledger: owners
+    /// holding a lock through this client, and, until their last lease has run out, owners of
+    /// holds left to expire (a kept leased guard) or of a count unknown after an error.
+    pub owner_entries: usize,
 }
 
 impl Stats {

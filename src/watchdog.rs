@@ -385,7 +385,7 @@ impl Watchdog {
         let urgent = self.state.holds.get(&key).is_some_and(|hold| {
             hold.loss.shorten(answered_at, to);
             // The regular runs keep a deadline at least two periods ahead.
-            to < Instant::now() + self.timeout / 3 * 2
+            to < crate::config::later(Instant::now(), self.timeout / 3 * 2)
         });
         if urgent {
             self.state.urgent.notify_one();
@@ -413,6 +413,14 @@ impl Watchdog {
                 loss.mark_lost();
             }
         }
+    }
+
+    /// Whether `field`'s hold on `name` is being renewed.
+    pub(crate) fn renews(&self, name: &Arc<str>, field: &Arc<str>) -> bool {
+        self.state.holds.contains_key(&HoldKey {
+            name: name.clone(),
+            field: field.clone(),
+        })
     }
 
     /// Number of (lock, owner) pairs being renewed.

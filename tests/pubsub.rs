@@ -196,3 +196,212 @@ backend_tests!(
     a_future_dropped_mid_acquire_never_leaves_a_lock_behind,
     a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound,
 );
+
+/// A re-subscription after a reconnect that fails (here: the user may not listen on the channel
+/// for a while, so the server refuses the `SUBSCRIBE`) is retried with back-off on the same
+/// latch: the waiter already asleep, and one that joins meanwhile, are woken by the next
+/// release once the channel may be listened on again (not after the lock's 60 s TTL).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_next_release() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let acl = |args: &[&str]| {
+        let mut v: Vec<fred::types::Value> = vec!["SETUSER".into(), "u".into()];
+        v.extend(args.iter().map(|a| fred::types::Value::from(*a)));
+        v
+    };
+    admin
+        .cmd("ACL", acl(&["on", ">pw", "~*", "&*", "+@all"]))
+        .await
+        .unwrap();
+    let url = format!("redis://u:pw@127.0.0.1:{}", s.port());
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let name = "resub:k";
+    let guard = holder_client
+        .get_lock(name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let first = client.get_lock(name);
+    let first = tokio::spawn(async move { first.lock().await.map(|g| (Instant::now(), g)) });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await
+    );
+    // Redis 7 disconnects a subscriber from channels its user may no longer listen on; the
+    // client reconnects and its re-subscription is refused.
+    admin.cmd("ACL", acl(&["resetchannels"])).await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 0
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A second waiter joins while the channel cannot be subscribed.
+    let second = client.get_lock(name);
+    let second = tokio::spawn(async move {
+        let g = second.lock().await;
+        g.map(|g| (Instant::now(), g))
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    admin.cmd("ACL", acl(&["allchannels"])).await.unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await,
+        "subscribed again once allowed"
+    );
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    // One of them is woken by the release, the other by the first one's release.
+    let (mut first, mut second) = (first, second);
+    let (result, was_first) = tokio::time::timeout(Duration::from_secs(5), async {
+        tokio::select! {
+            r = &mut first => (r, true),
+            r = &mut second => (r, false),
+        }
+    })
+    .await
+    .expect("a waiter woken by the release, not by the lock's 60 s TTL");
+    let (at, g) = result.unwrap().unwrap();
+    assert!(at - released < Duration::from_secs(5));
+    g.unlock().await.unwrap();
+    let other = if was_first { second } else { first };
+    let (_, g) = tokio::time::timeout(Duration::from_secs(5), other)
+        .await
+        .expect("the other waiter woken by that release")
+        .unwrap()
+        .unwrap();
+    g.unlock().await.unwrap();
+}
+
+/// On a sharded cluster, a re-subscription is made per slot: a shard that refuses it (here its
+/// node stops letting the client's user listen) fails only its own channels, which are retried
+/// until it accepts again; the waiters of every other shard hear their releases at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_that_refuses_its_resubscription_does_not_deafen_the_others() {
+    use common::cluster::{RedisCluster, Reply};
+    let c = RedisCluster::shared();
+    let user = format!("resub{}", std::process::id());
+    let acl = |port: u16, args: &[&str]| {
+        let mut v = vec!["ACL".to_owned(), "SETUSER".to_owned(), user.clone()];
+        v.extend(args.iter().map(|a| a.to_string()));
+        let r = RedisCluster::cmd(port, &v);
+        assert!(!r.is_error(), "{}", r.text());
+    };
+    for port in c.live_ports() {
+        acl(port, &["on", ">pw", "~*", "&*", "+@all"]);
+    }
+    let shard_subscribers = |name: &str| {
+        let channel = channel(name);
+        let owner = c.master_for_key(name);
+        RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", channel.as_str()])
+            .items()
+            .get(1)
+            .and_then(Reply::int)
+            .unwrap_or(0)
+    };
+    let masters = c.masters();
+    let refusing = masters[0];
+    let prefix = format!("{user}-");
+    // Several channels on the other shards, one on the refusing shard: the channels are
+    // re-subscribed in no particular order.
+    let mut names: Vec<String> = masters[1..]
+        .iter()
+        .flat_map(|&m| c.names_on(m, &format!("{prefix}ok-"), 4))
+        .collect();
+    let refused = c.names_on(refusing, &format!("{prefix}no-"), 1).remove(0);
+    names.push(refused.clone());
+    let seeds: Vec<String> = c
+        .seed_urls()
+        .iter()
+        .map(|u| u.replacen("redis://", &format!("redis://{user}:pw@"), 1))
+        .collect();
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    let config =
+        Config::default().sharded_subscription_mode(redisson_lock::ShardedSubscriptionMode::On);
+    let client = Client::connect_cluster(&seeds, config.clone())
+        .await
+        .unwrap();
+    let plain = c.seed_urls();
+    let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+    let holder = Client::connect_cluster(&plain, config).await.unwrap();
+    let mut held = Vec::new();
+    let mut waiters = Vec::new();
+    for name in &names {
+        held.push(
+            holder
+                .get_lock(name)
+                .lock_with_lease(Duration::from_secs(60))
+                .await
+                .unwrap(),
+        );
+        let lock = client.get_lock(name);
+        waiters.push(tokio::spawn(async move {
+            lock.lock().await.map(|g| (Instant::now(), g))
+        }));
+    }
+    for name in &names {
+        assert!(
+            common::eventually(Duration::from_secs(10), || async {
+                shard_subscribers(name) == 1
+            })
+            .await,
+            "{name} subscribed"
+        );
+    }
+    // One node stops letting the user listen, and every node drops the client's connections
+    // (as after a network blip); the client reconnects and subscribes every channel again.
+    acl(refusing, &["resetchannels"]);
+    for port in c.live_ports() {
+        let killed = RedisCluster::cmd(port, &["CLIENT", "KILL", "USER", user.as_str()]);
+        assert!(!killed.is_error(), "{}", killed.text());
+    }
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            shard_subscribers(&refused) == 0
+        })
+        .await,
+        "the refused channel lost its subscription"
+    );
+    for name in &names[..names.len() - 1] {
+        assert!(
+            common::eventually(Duration::from_secs(10), || async {
+                shard_subscribers(name) == 1
+            })
+            .await,
+            "{name}, on a shard that accepts, subscribed after the reconnect"
+        );
+    }
+    let refused_guard = held.pop().unwrap();
+    let refused_waiter = waiters.pop().unwrap();
+    for (guard, waiter) in held.into_iter().zip(waiters) {
+        let released = Instant::now();
+        guard.unlock().await.unwrap();
+        let g = common::woke_within(waiter, released, Duration::from_secs(3)).await;
+        drop(g);
+    }
+    // The refusing shard accepts again (after a while): its channel is subscribed by a retry,
+    // and its waiter hears the release.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(shard_subscribers(&refused), 0, "still refused");
+    acl(refusing, &["allchannels"]);
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            shard_subscribers(&refused) == 1
+        })
+        .await,
+        "the refused channel subscribed by a retry"
+    );
+    let released = Instant::now();
+    refused_guard.unlock().await.unwrap();
+    drop(common::woke_within(refused_waiter, released, Duration::from_secs(3)).await);
+    for port in c.live_ports() {
+        let _ = RedisCluster::cmd(port, &["ACL", "DELUSER", user.as_str()]);
+    }
+}

@@ -343,3 +343,49 @@ async fn replica_pool_exhausted_is_a_timeout_with_nothing_sent() {
     set.proxy.unfreeze();
     c.shutdown().await;
 }
+
+/// A replica still in its full sync (`state=wait_bgsave`: the master delays the diskless
+/// transfer by a minute) cannot acknowledge a `WAIT`: it is not counted, so with no replica
+/// online an acquisition is not synced and succeeds at once instead of failing
+/// `NotReplicated` after the sync timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_in_full_sync_is_not_counted() {
+    let master = RedisServer::start_with(&[
+        "--repl-diskless-sync",
+        "yes",
+        "--repl-diskless-sync-delay",
+        "60",
+    ]);
+    let port = master.port();
+    let _replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port.to_string()]);
+    until("the replica waiting for its full sync", T, || async move {
+        cli(port, &["INFO", "replication"])
+            .await
+            .contains("state=wait_bgsave")
+    })
+    .await;
+    let c = client(&master.url(), Duration::from_secs(1)).await;
+    let lock = c.get_lock("replica-full-sync");
+    let started = tokio::time::Instant::now();
+    let guard = lock
+        .try_lock()
+        .await
+        .expect("not NotReplicated: the syncing replica is not counted")
+        .expect("free lock");
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "no WAIT for the sync timeout ({:?})",
+        started.elapsed()
+    );
+    assert_eq!(wait_calls(port).await, 0, "no WAIT sent");
+    let field = lock.owner_field().to_owned();
+    assert_eq!(count_in(port, "replica-full-sync", &field).await, 1);
+    assert!(
+        cli(port, &["INFO", "replication"])
+            .await
+            .contains("state=wait_bgsave"),
+        "the replica was still syncing throughout"
+    );
+    guard.unlock().await.unwrap();
+    assert_eq!(count_in(port, "replica-full-sync", &field).await, 0);
+}

@@ -465,3 +465,47 @@ async fn a_dropped_guard_is_released_before_a_later_acquisition_through_the_same
         drop(g);
     }
 }
+
+/// The Java idiom "lock with a lease and let it expire" on per-entity names: 100 000 distinct
+/// locks taken with a lease and kept (no unlock) leave nothing in the client's owner ledger once
+/// their leases have run out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leased_and_kept_locks_leave_the_owner_ledger_after_their_leases() {
+    const N: usize = 100_000;
+    const TASKS: usize = 64;
+    let (server, client) = setup().await;
+    let lease = Duration::from_secs(2);
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                for i in (t..N).step_by(TASKS) {
+                    let lock = client.get_lock(&format!("order:{{{i}}}"));
+                    lock.lock_with_lease(lease).await.unwrap().keep();
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let took = started.elapsed();
+    let entries = client.stats().owner_entries;
+    assert!(entries > 0, "holds within their lease are tracked");
+    println!("{N} leased acquisitions in {took:?}; {entries} entries right after");
+    let admin = common::Admin::connect(&server.url()).await;
+    assert!(
+        common::eventually(Duration::from_secs(60), || async {
+            client.stats().owner_entries == 0
+        })
+        .await,
+        "{} entries left after the leases",
+        client.stats().owner_entries
+    );
+    let keys: i64 = admin.cmd("DBSIZE", vec![]).await.unwrap().as_i64().unwrap();
+    assert!(
+        keys < N as i64,
+        "the leases ran out in Redis too ({keys} keys)"
+    );
+}

@@ -86,7 +86,7 @@ pub(crate) async fn acquire(hold: &Hold, wait: Wait, queue_ms: u64) -> Result<Op
         Wait::No => {
             // A single try waits at most one command timeout for an earlier ambiguous attempt's
             // reconciliation.
-            let bound = Instant::now() + hold.client.config().timeout;
+            let bound = crate::config::later(Instant::now(), hold.client.config().timeout);
             return Ok(match hold.attempt(Mode::Once, Some(bound)).await? {
                 Step::Done(acquired) => Some(acquired),
                 Step::Busy { .. } => None,
@@ -266,7 +266,10 @@ async fn wait_in_queue(
                 match hold.attempt(mode, deadline).await? {
                     Step::Done(acquired) => {
                         let lasts = Duration::from_millis(hold.lease_ms);
-                        ticket.acquired(hold.field.clone(), acquired.sent_at + lasts);
+                        ticket.acquired(
+                            hold.field.clone(),
+                            crate::config::later(acquired.sent_at, lasts),
+                        );
                         return Ok(Some(acquired));
                     }
                     Step::Busy { frees_in } => {

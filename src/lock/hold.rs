@@ -80,13 +80,16 @@ impl Hold {
         }
         // A release of this lock handed to the background (a dropped guard) goes first, so
         // the lock it frees is seen free; never longer than one command timeout.
-        let bound = Instant::now() + self.client.config().timeout;
+        let bound = crate::config::later(Instant::now(), self.client.config().timeout);
         let bound = deadline.map_or(bound, |d| d.min(bound));
         self.client
             .pending_releases()
             .settle(self.name(), bound)
             .await;
-        let enter = self.client.ledgers().enter(&self.name, &self.field);
+        let enter = self
+            .client
+            .ledgers()
+            .enter(&self.name, &self.field, self.lease_ms);
         let mut entry = match deadline {
             None => enter.await,
             Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
@@ -228,7 +231,7 @@ impl Hold {
         // The script may have run: a re-entry it made set the TTL.
         self.reentered(before, sent_at);
         let hold = self.clone();
-        let expires = sent_at + Duration::from_millis(hold.lease_ms);
+        let expires = crate::config::later(sent_at, Duration::from_millis(hold.lease_ms));
         drop(self.client.spawn(async move {
             let _release = release;
             if let Some(connection) = barrier {
@@ -246,7 +249,10 @@ impl Hold {
                         entry.set(Known::Count(after));
                         return;
                     }
-                    Err(e) if e.is_transient() && Instant::now() + retry < expires => {
+                    Err(e)
+                        if e.is_transient()
+                            && crate::config::later(Instant::now(), retry) < expires =>
+                    {
                         log::debug!(
                             "reconciling an attempt on {} failed ({e}); retrying",
                             hold.name()
@@ -305,7 +311,11 @@ impl Hold {
             hold: self,
             armed: self.proto.local_queue().is_some(),
         };
-        let mut entry = self.client.ledgers().enter(&self.name, &self.field).await;
+        let mut entry = self
+            .client
+            .ledgers()
+            .enter(&self.name, &self.field, self.lease_ms)
+            .await;
         let outcome = self.release_once().await;
         tell_queue.armed = false;
         entry.set(match (&outcome, entry.known()) {
@@ -400,6 +410,9 @@ impl Hold {
         let shape = self.proto.renewal();
         let call = renewal_call(&[(&shape, vec![&*self.field])], lease_ms);
         let sent_at = Instant::now();
+        // The owner's ledger entry must outlive the TTL this call may set (even without reply).
+        let until = crate::config::later(sent_at, lease);
+        self.client.ledgers().extend(&self.name, &self.field, until);
         let flags = self.client.core().run_flags(call, self.name()).await?;
         let renewed = flags.first() == Some(&1);
         if renewed {
@@ -426,7 +439,8 @@ impl Hold {
             // After the reconciliation of an attempt dropped with it (registered as a release
             // in flight): on a synced attempt's private connection its script could otherwise
             // run after this clean-up and queue the waiter again.
-            let bound = Instant::now() + hold.client.config().timeout * 2;
+            let timeout = hold.client.config().timeout;
+            let bound = crate::config::later(Instant::now(), timeout.saturating_mul(2));
             hold.client
                 .pending_releases()
                 .settle(hold.name(), bound)
