@@ -161,13 +161,20 @@ impl Client {
         let (core, sub) = Core::connect(target, config).await?;
 
         let core = Arc::new(core);
+        let local_queues: Arc<crate::lock::queue::LocalQueues> = Default::default();
+        // A hold the watchdog finds gone frees the lock without an unlock message: the local
+        // queue's head is told at once.
+        let gone = {
+            let queues = local_queues.clone();
+            Box::new(move |name: &str, tag: &'static str| queues.released(tag, name, true))
+        };
         let inner = ClientInner {
             pubsub: PubSub::start(sub, &core),
-            watchdog: Watchdog::start(core.clone()),
+            watchdog: Watchdog::start(core.clone(), gone),
             latches: LatchSweeper::start(core.clone()),
             ledgers: Default::default(),
             pending_releases: Default::default(),
-            local_queues: Default::default(),
+            local_queues,
             restarts: crate::restarts::Restarts::start(core.clone()).await,
             core,
             runtime: tokio::runtime::Handle::current(),

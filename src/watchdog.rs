@@ -48,25 +48,40 @@ pub(crate) fn valid_until(sent_at: Instant, lease: Duration) -> Instant {
 #[derive(Debug)]
 pub(crate) struct LossSignal {
     lost: AtomicBool,
-    deadline: Mutex<Instant>,
+    /// The hold is known gone (renewal found its field absent after every acquisition of it
+    /// was sent): releasing it would take a hold of a later acquisition of the same owner.
+    gone: AtomicBool,
+    times: Mutex<Times>,
     notify: Notify,
+}
+
+#[derive(Debug)]
+struct Times {
+    deadline: Instant,
+    /// When the latest call that shortened the deadline was answered: a renewal sent before
+    /// then may have run before that call, so it extends nothing.
+    shortened_at: Option<Instant>,
 }
 
 impl LossSignal {
     pub(crate) fn new(deadline: Instant) -> Arc<Self> {
         Arc::new(Self {
             lost: AtomicBool::new(false),
-            deadline: Mutex::new(deadline),
+            gone: AtomicBool::new(false),
+            times: Mutex::new(Times {
+                deadline,
+                shortened_at: None,
+            }),
             notify: Notify::new(),
         })
     }
 
     pub(crate) fn is_lost(&self) -> bool {
-        self.lost.load(Ordering::Acquire) || Instant::now() >= *self.deadline.lock()
+        self.lost.load(Ordering::Acquire) || Instant::now() >= self.times.lock().deadline
     }
 
     pub(crate) fn deadline(&self) -> Instant {
-        *self.deadline.lock()
+        self.times.lock().deadline
     }
 
     pub(crate) fn mark_lost(&self) {
@@ -74,15 +89,41 @@ impl LossSignal {
         self.notify.notify_waiters();
     }
 
-    /// Moves the deadline forward after a successful renewal; a hold whose deadline has already
-    /// passed stays lost.
-    pub(crate) fn extend(&self, to: Instant) {
-        let mut d = self.deadline.lock();
-        if Instant::now() >= *d {
-            drop(d);
+    /// Lost, and known to hold nothing any more (see [`is_gone`](Self::is_gone)).
+    fn mark_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.mark_lost();
+    }
+
+    /// `true` when the hold is known gone from Redis: its guards release nothing (a release
+    /// would take a hold its owner acquired since).
+    pub(crate) fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    /// Moves the deadline forward to `to` after a successful renewal (or acquisition) sent at
+    /// `sent_at`; a hold whose deadline has already passed stays lost, and a renewal sent
+    /// before a call that shortened the deadline was answered changes nothing.
+    pub(crate) fn extend(&self, sent_at: Instant, to: Instant) {
+        let mut t = self.times.lock();
+        if Instant::now() >= t.deadline {
+            drop(t);
             self.mark_lost();
-        } else if to > *d {
-            *d = to;
+        } else if to > t.deadline && t.shortened_at.is_none_or(|at| sent_at >= at) {
+            t.deadline = to;
+        }
+    }
+
+    /// A call answered at `at` set the lock's TTL so that the hold lasts only until `to`: the
+    /// deadline comes closer (never moves back) and waiters of [`wait_lost`](Self::wait_lost)
+    /// look again.
+    pub(crate) fn shorten(&self, at: Instant, to: Instant) {
+        let mut t = self.times.lock();
+        t.shortened_at = Some(t.shortened_at.map_or(at, |s| s.max(at)));
+        if to < t.deadline {
+            t.deadline = to;
+            drop(t);
+            self.notify.notify_waiters();
         }
     }
 
@@ -163,17 +204,59 @@ struct HoldKey {
 struct Hold {
     count: u32,
     shape: RenewalShape,
+    /// The kind's local hand-off queue, told when renewal finds the hold gone.
+    queue: Option<&'static str>,
+    /// When the latest acquisition registered here was sent.
+    last_sent: Instant,
     epoch: u64,
     renewals: u64,
     loss: Arc<LossSignal>,
 }
 
+/// What the watchdog calls when it finds a hold gone whose kind has a local hand-off queue:
+/// `(lock name, queue tag)`, so the queue's head attempts at once.
+pub(crate) type OnGone = Box<dyn Fn(&str, &'static str) + Send + Sync>;
+
 pub(crate) struct WatchdogState {
     holds: DashMap<HoldKey, Hold>,
+    /// The loss signals of the leased guards (no renewal) of each owner on each lock, told when
+    /// a call of that owner sets the lock's TTL.
+    leased: DashMap<HoldKey, Vec<Arc<LossSignal>>>,
     wake: Notify,
+    /// A hold's deadline came closer than the next regular run: run now.
+    urgent: Notify,
     next_epoch: AtomicU64,
     /// Script calls made by renewal runs (for tests and diagnostics).
     renew_calls: AtomicU64,
+    on_gone: OnGone,
+}
+
+impl WatchdogState {
+    fn new(on_gone: OnGone) -> Self {
+        Self {
+            holds: DashMap::new(),
+            leased: DashMap::new(),
+            wake: Notify::new(),
+            urgent: Notify::new(),
+            next_epoch: AtomicU64::new(1),
+            renew_calls: AtomicU64::new(0),
+            on_gone,
+        }
+    }
+}
+
+/// One watchdog registration of a guard: its owner's loss signal for the lock, and the epoch
+/// that names the registration (a guard of an earlier registration deregisters nothing).
+pub(crate) struct Registration {
+    pub(crate) loss: Arc<LossSignal>,
+    pub(crate) epoch: u64,
+}
+
+fn hold_key(name: &Arc<str>, field: &Arc<str>) -> HoldKey {
+    HoldKey {
+        name: name.clone(),
+        field: field.clone(),
+    }
 }
 
 /// The renewal service of one client.
@@ -184,13 +267,8 @@ pub(crate) struct Watchdog {
 }
 
 impl Watchdog {
-    pub(crate) fn start(core: Arc<Core>) -> Self {
-        let state = Arc::new(WatchdogState {
-            holds: DashMap::new(),
-            wake: Notify::new(),
-            next_epoch: AtomicU64::new(1),
-            renew_calls: AtomicU64::new(0),
-        });
+    pub(crate) fn start(core: Arc<Core>, on_gone: OnGone) -> Self {
+        let state = Arc::new(WatchdogState::new(on_gone));
         let timeout = core.config().lock_watchdog_timeout;
         let task = tokio::spawn(run(core, state.clone()));
         Self {
@@ -201,58 +279,121 @@ impl Watchdog {
     }
 
     /// Registers one watchdog-mode acquisition (re-entries included) whose script was sent at
-    /// `sent_at`, and returns the owner's loss signal for this lock.
+    /// `sent_at`, and returns the owner's loss signal for this lock with the registration's
+    /// epoch. `queue`: the kind's local hand-off queue (told if renewal finds the hold gone).
     pub(crate) fn register(
         &self,
         name: &Arc<str>,
         field: &Arc<str>,
         shape: RenewalShape,
+        queue: Option<&'static str>,
         sent_at: Instant,
-    ) -> Arc<LossSignal> {
+    ) -> Registration {
         let deadline = valid_until(sent_at, self.timeout);
         // The name and field are shared with the hold (no copy per registration).
-        let key = HoldKey {
-            name: name.clone(),
-            field: field.clone(),
-        };
-        let loss = {
-            let mut hold = self.state.holds.entry(key).or_insert_with(|| Hold {
-                count: 0,
-                shape,
-                epoch: self.state.next_epoch.fetch_add(1, Ordering::Relaxed),
-                renewals: 0,
-                loss: LossSignal::new(deadline),
-            });
-            hold.count += 1;
+        let registration = {
+            let mut hold = self
+                .state
+                .holds
+                .entry(hold_key(name, field))
+                .or_insert_with(|| Hold {
+                    count: 0,
+                    shape,
+                    queue,
+                    last_sent: sent_at,
+                    epoch: self.state.next_epoch.fetch_add(1, Ordering::Relaxed),
+                    renewals: 0,
+                    loss: LossSignal::new(deadline),
+                });
             if hold.loss.is_lost() {
                 // A hold already known lost (its deadline passed before the next run removed
-                // it) is not revived: this acquisition starts a new registration.
+                // it) is not revived: this acquisition starts a new registration, which the
+                // guards of the lost one (another epoch) no longer count in.
                 hold.loss = LossSignal::new(deadline);
                 hold.epoch = self.state.next_epoch.fetch_add(1, Ordering::Relaxed);
                 hold.renewals = 0;
+                hold.count = 0;
             } else {
-                hold.loss.extend(deadline);
+                hold.loss.extend(sent_at, deadline);
             }
-            hold.loss.clone()
+            hold.count += 1;
+            hold.last_sent = hold.last_sent.max(sent_at);
+            Registration {
+                loss: hold.loss.clone(),
+                epoch: hold.epoch,
+            }
         };
         self.state.wake.notify_one();
-        loss
+        registration
     }
 
     /// Removes one registration of an owner (every unlock attempt does this, whatever its
-    /// outcome, so a failed unlock lets the lock expire within one timeout).
-    pub(crate) fn deregister(&self, name: &Arc<str>, field: &Arc<str>) {
-        let key = HoldKey {
-            name: name.clone(),
-            field: field.clone(),
-        };
-        self.state.holds.remove_if_mut(&key, |_, hold| {
-            hold.count = hold.count.saturating_sub(1);
-            hold.count == 0
-        });
+    /// outcome, so a failed unlock lets the lock expire within one timeout). `epoch`: only from
+    /// that registration (a guard's own); `None`: from the current one (the Java-style unlock).
+    pub(crate) fn deregister(&self, name: &Arc<str>, field: &Arc<str>, epoch: Option<u64>) {
+        self.state
+            .holds
+            .remove_if_mut(&hold_key(name, field), |_, hold| {
+                if epoch.is_some_and(|e| e != hold.epoch) {
+                    return false;
+                }
+                hold.count = hold.count.saturating_sub(1);
+                hold.count == 0
+            });
     }
 
-    /// Drops every registration of a lock (forced unlock); their holders are told it is lost.
+    /// Follows a leased guard's loss signal, so calls of its owner that set the lock's TTL
+    /// reach it (see [`ttl_set`](Self::ttl_set)) until [`untrack_leased`](Self::untrack_leased).
+    pub(crate) fn track_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
+        self.state
+            .leased
+            .entry(hold_key(name, field))
+            .or_default()
+            .push(loss.clone());
+    }
+
+    /// Stops following a leased guard's loss signal.
+    pub(crate) fn untrack_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
+        self.state
+            .leased
+            .remove_if_mut(&hold_key(name, field), |_, signals| {
+                signals.retain(|s| !Arc::ptr_eq(s, loss));
+                signals.is_empty()
+            });
+    }
+
+    /// A call of the owner `field` on the lock `name`, sent at `sent_at` and answered at
+    /// `answered_at`, set the lock's TTL to `lease` (a re-entry, a partial release, an
+    /// explicit renewal): every guard of that owner on that lock now lasts at most until
+    /// `sent_at + lease − drift`. A watchdog hold whose deadline comes closer than its next
+    /// regular renewal is renewed at once.
+    pub(crate) fn ttl_set(
+        &self,
+        name: &Arc<str>,
+        field: &Arc<str>,
+        sent_at: Instant,
+        lease: Duration,
+        answered_at: Instant,
+    ) {
+        let key = hold_key(name, field);
+        let to = valid_until(sent_at, lease);
+        if let Some(signals) = self.state.leased.get(&key) {
+            for loss in signals.iter() {
+                loss.shorten(answered_at, to);
+            }
+        }
+        let urgent = self.state.holds.get(&key).is_some_and(|hold| {
+            hold.loss.shorten(answered_at, to);
+            // The regular runs keep a deadline at least two periods ahead.
+            to < crate::config::later(Instant::now(), self.timeout / 3 * 2)
+        });
+        if urgent {
+            self.state.urgent.notify_one();
+        }
+    }
+
+    /// Drops every registration of a lock (forced unlock); their holders, and the lock's leased
+    /// holders, are told it is lost.
     pub(crate) fn remove_lock(&self, name: &str) {
         let keys: Vec<HoldKey> = self
             .state
@@ -264,6 +405,12 @@ impl Watchdog {
         for key in keys {
             if let Some((_, hold)) = self.state.holds.remove(&key) {
                 hold.loss.mark_lost();
+            }
+        }
+        // The leased guards of the lock too (they stay followed until they go).
+        for signals in self.state.leased.iter().filter(|e| &*e.key().name == name) {
+            for loss in signals.iter() {
+                loss.mark_lost();
             }
         }
     }
@@ -314,7 +461,10 @@ async fn run(core: Arc<Core>, state: Arc<WatchdogState>) {
             delay = period;
             continue;
         }
-        tokio::time::sleep(delay).await;
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = state.urgent.notified() => {}
+        }
         let failed = renew_all(&core, &state, timeout).await;
         delay = if failed { retry } else { period };
     }
@@ -362,7 +512,7 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
                 let until = valid_until(sent_at, timeout);
                 for (entry, flag) in entries.iter().zip(flags) {
                     for &i in entry {
-                        apply(state, &items[i], flag == 1, until);
+                        apply(state, &items[i], flag == 1, sent_at, until);
                     }
                 }
             }
@@ -465,22 +615,38 @@ fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Bat
 
 /// Applies one entry's flag to one item: renewed moves its deadline, gone drops it and tells
 /// its holder. Only the registration the item was collected from is touched (epoch check).
-fn apply(state: &WatchdogState, item: &Item, renewed: bool, valid_until: Instant) {
+/// A hold found gone also tells its kind's local queue, whose head then attempts at once (no
+/// unlock message comes when a field is deleted, evicted or lost in a failover).
+fn apply(
+    state: &WatchdogState,
+    item: &Item,
+    renewed: bool,
+    sent_at: Instant,
+    valid_until: Instant,
+) {
     if renewed {
         if let Some(mut hold) = state.holds.get_mut(&item.key) {
             if hold.epoch == item.epoch {
                 hold.renewals += 1;
-                hold.loss.extend(valid_until);
+                hold.loss.extend(sent_at, valid_until);
                 crate::observe::renewed();
             }
         }
-    } else if state
+    } else if let Some((_, hold)) = state
         .holds
         .remove_if(&item.key, |_, h| h.epoch == item.epoch)
-        .is_some()
     {
         crate::observe::lock_lost(&item.key.name, &item.key.field, "renewal found it gone");
-        item.loss.mark_lost();
+        if hold.last_sent <= sent_at {
+            // Every acquisition of this registration ran before the renewal: all gone.
+            item.loss.mark_gone();
+        } else {
+            // One may have run after it (and be held): lost, but its guards still release.
+            item.loss.mark_lost();
+        }
+        if let Some(tag) = hold.queue {
+            (state.on_gone)(&item.key.name, tag);
+        }
     }
 }
 
@@ -490,12 +656,7 @@ mod tests {
     use crate::scripts::tests::assert_matches_header;
 
     fn state() -> WatchdogState {
-        WatchdogState {
-            holds: DashMap::new(),
-            wake: Notify::new(),
-            next_epoch: AtomicU64::new(1),
-            renew_calls: AtomicU64::new(0),
-        }
+        WatchdogState::new(Box::new(|_, _| {}))
     }
 
     fn item(name: &str, field: &str, shape: RenewalShape) -> Item {
@@ -538,9 +699,9 @@ mod tests {
     async fn a_loss_signal_extends_until_its_deadline_passes_and_never_comes_back() {
         let start = Instant::now();
         let loss = LossSignal::new(start + Duration::from_secs(1));
-        loss.extend(start + Duration::from_secs(2));
+        loss.extend(start, start + Duration::from_secs(2));
         assert_eq!(loss.deadline(), start + Duration::from_secs(2));
-        loss.extend(start + Duration::from_millis(1500));
+        loss.extend(start, start + Duration::from_millis(1500));
         assert_eq!(
             loss.deadline(),
             start + Duration::from_secs(2),
@@ -551,7 +712,7 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(loss.is_lost(), "lost at the deadline");
         // A renewal that arrives after the deadline does not revive the hold.
-        loss.extend(Instant::now() + Duration::from_secs(10));
+        loss.extend(Instant::now(), Instant::now() + Duration::from_secs(10));
         assert!(loss.is_lost());
         assert!(loss.lost.load(Ordering::Acquire), "marked lost for good");
     }
@@ -575,6 +736,141 @@ mod tests {
             .await
             .expect("woken by mark_lost")
             .unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shortened_deadline_wakes_wait_lost_and_ignores_renewals_sent_before_it() {
+        let start = Instant::now();
+        let loss = LossSignal::new(start + Duration::from_secs(30));
+        let waiter = {
+            let loss = loss.clone();
+            tokio::spawn(async move {
+                loss.wait_lost().await;
+                Instant::now()
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // A call sent at 100 ms, answered at 110 ms, set a 1 s TTL.
+        let sent = Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        loss.shorten(Instant::now(), sent + Duration::from_secs(1));
+        assert_eq!(loss.deadline(), sent + Duration::from_secs(1));
+        loss.shorten(Instant::now(), sent + Duration::from_secs(5));
+        assert_eq!(loss.deadline(), sent + Duration::from_secs(1), "never back");
+        // A renewal sent before the answer may have run before that call: it extends nothing.
+        loss.extend(sent, sent + Duration::from_secs(30));
+        assert_eq!(loss.deadline(), sent + Duration::from_secs(1));
+        // One sent after it does.
+        loss.extend(Instant::now(), Instant::now() + Duration::from_secs(30));
+        assert_eq!(loss.deadline(), Instant::now() + Duration::from_secs(30));
+        loss.shorten(Instant::now(), Instant::now() + Duration::from_millis(200));
+        let at = waiter.await.unwrap();
+        assert_eq!(
+            at - start,
+            Duration::from_millis(310),
+            "wait_lost follows the shortened deadline"
+        );
+    }
+
+    fn watchdog(timeout: Duration) -> Watchdog {
+        Watchdog {
+            state: Arc::new(state()),
+            timeout,
+            task: tokio::spawn(async {}),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_guard_of_a_lost_registration_deregisters_nothing_of_the_next() {
+        let wd = watchdog(Duration::from_secs(1));
+        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let shape = || RenewalShape::per_hold("n");
+        let stale = wd.register(&name, &field, shape(), None, Instant::now());
+        stale.loss.mark_lost();
+        let next = wd.register(&name, &field, shape(), None, Instant::now());
+        assert_ne!(stale.epoch, next.epoch);
+        assert!(!next.loss.is_lost());
+        wd.deregister(&name, &field, Some(stale.epoch));
+        assert_eq!(
+            wd.len(),
+            1,
+            "the stale guard leaves the new registration alone"
+        );
+        wd.deregister(&name, &field, Some(next.epoch));
+        assert_eq!(
+            wd.len(),
+            0,
+            "counted from one: the lost registration's guard is not"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hold_found_gone_is_gone_only_if_every_acquisition_ran_before_the_renewal() {
+        let wd = watchdog(Duration::from_secs(30));
+        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let shape = || RenewalShape::per_hold("n");
+        let collected = |r: &Registration| {
+            let mut it = item("n", "f", shape());
+            it.epoch = r.epoch;
+            it.loss = r.loss.clone();
+            it
+        };
+        let until = Instant::now() + Duration::from_secs(30);
+        let first = wd.register(&name, &field, shape(), None, Instant::now());
+        tokio::time::advance(Duration::from_millis(10)).await;
+        let renewal_sent = Instant::now();
+        apply(&wd.state, &collected(&first), false, renewal_sent, until);
+        assert!(first.loss.is_gone(), "acquired before the renewal was sent");
+
+        let second = wd.register(&name, &field, shape(), None, Instant::now());
+        let renewal_sent = Instant::now();
+        tokio::time::advance(Duration::from_millis(10)).await;
+        // A re-entry sent while that renewal was in flight may have run after it.
+        wd.register(&name, &field, shape(), None, Instant::now());
+        apply(&wd.state, &collected(&second), false, renewal_sent, until);
+        assert!(second.loss.is_lost());
+        assert!(!second.loss.is_gone(), "its guards still release");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ttl_set_reaches_every_guard_of_the_owner_and_hurries_the_watchdog() {
+        let timeout = Duration::from_secs(30);
+        let wd = watchdog(timeout);
+        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let other: Arc<str> = "g".into();
+        let held = wd.register(
+            &name,
+            &field,
+            RenewalShape::per_hold("n"),
+            None,
+            Instant::now(),
+        );
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(20));
+        let others = LossSignal::new(Instant::now() + Duration::from_secs(20));
+        wd.track_leased(&name, &field, &leased);
+        wd.track_leased(&name, &other, &others);
+        // A 25 s TTL: the regular runs still renew in time.
+        let sent = Instant::now();
+        wd.ttl_set(&name, &field, sent, Duration::from_secs(25), sent);
+        assert_eq!(leased.deadline(), sent + Duration::from_secs(20));
+        assert_eq!(
+            held.loss.deadline(),
+            valid_until(sent, Duration::from_secs(25))
+        );
+        assert!(futures::FutureExt::now_or_never(wd.state.urgent.notified()).is_none());
+        // A 1 s TTL: every guard of that owner learns it, the renewal comes at once.
+        wd.ttl_set(&name, &field, sent, Duration::from_secs(1), sent);
+        let to = valid_until(sent, Duration::from_secs(1));
+        assert_eq!((leased.deadline(), held.loss.deadline()), (to, to));
+        assert_eq!(
+            others.deadline(),
+            sent + Duration::from_secs(20),
+            "another owner's"
+        );
+        assert!(futures::FutureExt::now_or_never(wd.state.urgent.notified()).is_some());
+        wd.untrack_leased(&name, &field, &leased);
+        wd.untrack_leased(&name, &other, &others);
+        assert!(wd.state.leased.is_empty());
     }
 
     #[test]
@@ -667,6 +963,8 @@ mod tests {
                 Hold {
                     count: 1,
                     shape: RenewalShape::per_hold(name),
+                    queue: None,
+                    last_sent: now,
                     epoch: 1,
                     renewals,
                     loss: LossSignal::new(deadline),
@@ -695,6 +993,8 @@ mod tests {
             Hold {
                 count: 1,
                 shape: RenewalShape::per_hold("n"),
+                queue: None,
+                last_sent: Instant::now(),
                 epoch: 7,
                 renewals: 0,
                 loss: loss.clone(),
@@ -704,19 +1004,19 @@ mod tests {
         it.epoch = 7;
         it.loss = loss.clone();
         let later = Instant::now() + Duration::from_secs(5);
-        apply(&state, &it, true, later);
+        apply(&state, &it, true, Instant::now(), later);
         assert_eq!(loss.deadline(), later);
         assert_eq!(state.holds.get(&key).unwrap().renewals, 1);
 
         let mut stale = item("n", "f", RenewalShape::per_hold("n"));
         stale.epoch = 6; // collected from an earlier registration
-        apply(&state, &stale, false, later);
+        apply(&state, &stale, false, Instant::now(), later);
         assert!(
             state.holds.contains_key(&key),
             "a stale reply changes nothing"
         );
 
-        apply(&state, &it, false, later);
+        apply(&state, &it, false, Instant::now(), later);
         assert!(!state.holds.contains_key(&key));
         assert!(loss.is_lost());
     }

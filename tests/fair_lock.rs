@@ -21,17 +21,7 @@ fn timeouts_key(name: &str) -> String {
 }
 
 async fn queue(admin: &Admin, name: &str) -> Vec<String> {
-    admin
-        .cmd(
-            "LRANGE",
-            vec![queue_key(name).into(), 0.into(), (-1).into()],
-        )
-        .await
-        .unwrap()
-        .into_array()
-        .into_iter()
-        .filter_map(|v| v.as_string())
-        .collect()
+    admin.fair_queue(name).await
 }
 
 async fn deadlines(admin: &Admin, name: &str) -> Vec<(String, f64)> {

@@ -100,12 +100,13 @@ pub(crate) async fn acquire(hold: &Hold, wait: Wait, queue_ms: u64) -> Result<Op
         armed: true,
     };
     let outcome = wait_for(hold, deadline, queue_ms).await;
-    give_up.armed = false;
     if !matches!(outcome, Ok(Some(_))) {
+        // Still armed: cancelled during this call, the clean-up goes on in the background.
         if let Err(e) = hold.give_up(queue_ms).await {
             log::warn!("give-up clean-up of {} failed: {e}", hold.name());
         }
     }
+    give_up.armed = false;
     outcome
 }
 

@@ -185,7 +185,9 @@ impl Handle {
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
         let hold = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client.watchdog().deregister(&hold.name, &hold.field);
+        self.client
+            .watchdog()
+            .deregister(&hold.name, &hold.field, None);
         match hold.release().await? {
             Release::NotHeld => Err(Error::NotHeld {
                 lock: hold.name().to_owned(),

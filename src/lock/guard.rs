@@ -36,7 +36,9 @@ use crate::{
 /// [`is_lost`](Self::is_lost) and [`lost`](Self::lost). For a watchdog lock that is when
 /// renewal finds the lock gone, or when the watchdog could not renew it before its deadline
 /// (last successful acquire/renew send time + timeout − drift); for a leased lock, when the
-/// lease (minus drift) has run out.
+/// lease (minus drift) has run out. A later call of the same owner on the same lock that sets
+/// the key's TTL (a re-entry or partial release with a shorter lease) brings every one of its
+/// guards' deadlines closer, never further; a watchdog hold is then renewed at once.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
@@ -74,6 +76,8 @@ pub(crate) struct Held {
     hold: Hold,
     owner: Owner,
     watchdog: bool,
+    /// The epoch of this guard's watchdog registration (watchdog mode).
+    registration: u64,
     token: Option<u64>,
     loss: Arc<LossSignal>,
     armed: bool,
@@ -90,18 +94,29 @@ impl Held {
         kind: &'static str,
     ) -> Self {
         let (hold, sent_at, token) = acquired.disarm();
-        let loss = if watchdog {
-            hold.client
-                .watchdog()
-                .register(&hold.name, &hold.field, hold.proto.renewal(), sent_at)
+        let wd = hold.client.watchdog();
+        let (loss, registration) = if watchdog {
+            let r = wd.register(
+                &hold.name,
+                &hold.field,
+                hold.proto.renewal(),
+                hold.proto.local_queue(),
+                sent_at,
+            );
+            (r.loss, r.epoch)
         } else {
-            LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)))
+            // Followed until the guard goes, so its owner's later calls that set the lock's TTL
+            // (a shorter re-entry, a partial release) move its deadline.
+            let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)));
+            wd.track_leased(&hold.name, &hold.field, &loss);
+            (loss, 0)
         };
         crate::observe::guard_opened(kind);
         Self {
             hold,
             owner,
             watchdog,
+            registration,
             token,
             loss,
             armed: true,
@@ -114,10 +129,11 @@ impl Held {
     fn take(&mut self) -> Hold {
         self.armed = false;
         if self.watchdog {
-            self.hold
-                .client
-                .watchdog()
-                .deregister(&self.hold.name, &self.hold.field);
+            self.hold.client.watchdog().deregister(
+                &self.hold.name,
+                &self.hold.field,
+                Some(self.registration),
+            );
         }
         self.hold.clone()
     }
@@ -127,7 +143,19 @@ impl Drop for Held {
     fn drop(&mut self) {
         crate::observe::guard_closed(self.kind, self.since.elapsed());
         if self.armed {
-            self.take().release_in_background();
+            let hold = self.take();
+            // A hold known gone is not released: the owner's count in Redis is that of a later
+            // acquisition now.
+            if !self.loss.is_gone() {
+                hold.release_in_background();
+            }
+        }
+        if !self.watchdog {
+            self.hold.client.watchdog().untrack_leased(
+                &self.hold.name,
+                &self.hold.field,
+                &self.loss,
+            );
         }
     }
 }
@@ -196,14 +224,22 @@ impl<K: Kind> Guard<K> {
     ///
     /// # Errors
     /// [`NotHeld`](Error::NotHeld) if the owner no longer holds the lock (it expired or was
-    /// force-unlocked); a Redis or connection error after the configured retries.
+    /// force-unlocked), or without a call when the watchdog already found this hold gone (a
+    /// release would then take a hold its owner acquired since); a Redis or connection error
+    /// after the configured retries.
     ///
     /// # Cancel safety
     /// If the future is dropped, the release may or may not have reached Redis; the hold is
     /// no longer renewed either way, so it ends at the latest when its TTL runs out.
     pub async fn unlock(mut self) -> Result<UnlockOutcome> {
         let hold = self.held.take();
-        match hold.release().await? {
+        let outcome = if self.held.loss.is_gone() {
+            // Renewal found this hold gone: a release would take a later hold of its owner.
+            Release::NotHeld
+        } else {
+            hold.release().await?
+        };
+        match outcome {
             Release::NotHeld => Err(Error::NotHeld {
                 lock: hold.name().to_owned(),
                 owner: hold.field.to_string(),
@@ -241,7 +277,11 @@ impl<K: Kind> Guard<K> {
         }
         self.held.hold.lease_ms = lease.as_millis() as u64;
         if !self.held.watchdog {
+            let wd = self.held.hold.client.watchdog();
+            let (name, field) = (&self.held.hold.name, &self.held.hold.field);
+            wd.untrack_leased(name, field, &self.held.loss);
             self.held.loss = LossSignal::new(valid_until(sent_at, lease));
+            wd.track_leased(name, field, &self.held.loss);
         }
         Ok(())
     }

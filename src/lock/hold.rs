@@ -146,6 +146,7 @@ impl Hold {
             // owner's entry, so a caller dropped during the undo leaves it to a background
             // reconciliation (idempotent) instead of leaving a hold nobody tracks.
             let (wanted, acked) = (*wanted, *acked);
+            self.reentered(before, sent_at);
             self.undo_unreplicated(&mut in_flight).await;
             return Err(Error::NotReplicated {
                 lock: self.name().to_owned(),
@@ -166,6 +167,7 @@ impl Hold {
             Acquire::Acquired { token } => {
                 debug_assert!(!matches!(synced, Synced::Missing { .. }));
                 entry.set(Known::Count(before + 1));
+                self.reentered(before, sent_at);
                 Step::Done(Acquired {
                     hold: self.clone(),
                     sent_at,
@@ -226,6 +228,8 @@ impl Hold {
         release: Option<crate::lock::pending::InFlight>,
         barrier: Option<fred::clients::Client>,
     ) {
+        // The script may have run: a re-entry it made set the TTL.
+        self.reentered(before, sent_at);
         let hold = self.clone();
         let expires = crate::config::later(sent_at, Duration::from_millis(hold.lease_ms));
         drop(self.client.spawn(async move {
@@ -328,8 +332,37 @@ impl Hold {
         outcome
     }
 
-    /// The release call itself (the caller holds the owner's ledger entry).
+    /// Every guard of this owner on this lock learns that a call sent at `sent_at` set the
+    /// lock's TTL to this hold's lease (see `Watchdog::ttl_set`).
+    fn ttl_set(&self, sent_at: Instant, lease: Duration) {
+        self.client
+            .watchdog()
+            .ttl_set(&self.name, &self.field, sent_at, lease, Instant::now());
+    }
+
+    /// An attempt sent at `sent_at` re-entered (or may have) a hold of this owner, whose count
+    /// was `before`: where the kind's re-entry sets the TTL, the owner's guards learn it.
+    fn reentered(&self, before: u64, sent_at: Instant) {
+        if before > 0 && self.proto.reentry_sets_ttl() {
+            self.ttl_set(sent_at, Duration::from_millis(self.lease_ms));
+        }
+    }
+
+    /// The release call itself (the caller holds the owner's ledger entry). A partial release
+    /// (or one that may have run) re-arms the TTL to this hold's lease: the owner's guards
+    /// learn it.
     async fn release_once(&self) -> Result<Release> {
+        let sent_at = Instant::now();
+        let outcome = self.release_call().await;
+        if matches!(outcome, Ok(Release::StillHeld) | Err(_))
+            && self.proto.partial_release_sets_ttl()
+        {
+            self.ttl_set(sent_at, Duration::from_millis(self.lease_ms));
+        }
+        outcome
+    }
+
+    async fn release_call(&self) -> Result<Release> {
         let core = self.client.core();
         let config = core.config();
         let latch = names::unlock_latch(self.name(), &names::request_id());
@@ -376,11 +409,16 @@ impl Hold {
         let lease_ms = crate::config::lease_millis(lease)?;
         let shape = self.proto.renewal();
         let call = renewal_call(&[(&shape, vec![&*self.field])], lease_ms);
+        let sent_at = Instant::now();
         // The owner's ledger entry must outlive the TTL this call may set (even without reply).
-        let until = crate::config::later(Instant::now(), lease);
+        let until = crate::config::later(sent_at, lease);
         self.client.ledgers().extend(&self.name, &self.field, until);
         let flags = self.client.core().run_flags(call, self.name()).await?;
-        Ok(flags.first() == Some(&1))
+        let renewed = flags.first() == Some(&1);
+        if renewed {
+            self.ttl_set(sent_at, lease);
+        }
+        Ok(renewed)
     }
 
     /// A queued waiter's clean-up after it gave up (the fair lock leaves its queue).

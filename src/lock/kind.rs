@@ -159,6 +159,16 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn local_queue(&self) -> Option<&'static str> {
         None
     }
+    /// `true` (the default) when a re-entry sets the lock's TTL to its own lease, which may
+    /// bring the end of the owner's other holds closer; `false` when it only lengthens it.
+    fn reentry_sets_ttl(&self) -> bool {
+        true
+    }
+    /// `true` (the default) when a partial release sets the lock's TTL to the releasing hold's
+    /// lease; `false` when the TTL follows the holds that remain.
+    fn partial_release_sets_ttl(&self) -> bool {
+        true
+    }
     /// How the watchdog (and an explicit renewal) re-arms a hold.
     fn renewal(&self) -> RenewalShape;
     /// Deletes the lock whoever holds it; the reply is 1 if there was one.

@@ -37,8 +37,13 @@ impl PendingReleases {
     /// Records a background release of `name` that is about to start.
     pub(crate) fn begin(self: &Arc<Self>, name: &str) -> InFlight {
         self.total.fetch_add(1, Ordering::AcqRel);
-        let pending = self.locks.entry(name.to_owned()).or_default().clone();
-        pending.count.fetch_add(1, Ordering::AcqRel);
+        // Counted while the map's shard is locked: the last release of the name, which removes
+        // the entry under that lock when its count is zero, cannot remove it in between.
+        let pending = {
+            let entry = self.locks.entry(name.to_owned()).or_default();
+            entry.count.fetch_add(1, Ordering::AcqRel);
+            entry.clone()
+        };
         InFlight {
             name: name.to_owned(),
             pending,
@@ -86,6 +91,35 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// A release begun while the last one of the same lock ends stays visible to `settle`: its
+    /// entry is never removed while it is counted.
+    #[test]
+    fn a_release_begun_while_the_last_one_ends_stays_in_the_map() {
+        let pending = Arc::new(PendingReleases::default());
+        let rounds = 400_000;
+        let churn = {
+            let pending = pending.clone();
+            std::thread::spawn(move || {
+                for _ in 0..rounds {
+                    drop(pending.begin("n"));
+                }
+            })
+        };
+        let mut lost = 0;
+        for _ in 0..rounds {
+            let release = pending.begin("n");
+            let seen = pending
+                .locks
+                .get("n")
+                .is_some_and(|p| Arc::ptr_eq(&*p, &release.pending));
+            lost += usize::from(!seen);
+            drop(release);
+        }
+        churn.join().unwrap();
+        assert_eq!(lost, 0, "releases in flight whose entry was removed");
+        assert!(pending.locks.is_empty());
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_acquisition_waits_for_the_release_in_flight_and_no_longer() {

@@ -188,6 +188,16 @@ impl Protocol for ReadDesc {
         )
     }
 
+    /// A read hold lives by its own timeout key: a re-entry only lengthens the hash's TTL, and
+    /// a partial release sets it to the longest hold left.
+    fn reentry_sets_ttl(&self) -> bool {
+        false
+    }
+
+    fn partial_release_sets_ttl(&self) -> bool {
+        false
+    }
+
     /// R-RENEW: one entry per lock, `KEYS += [N, P]`, `ARGV += [count, F…]`.
     fn renewal(&self) -> RenewalShape {
         RenewalShape {
@@ -247,6 +257,11 @@ impl Protocol for WriteDesc {
             &self.0.channel,
             req,
         )
+    }
+
+    /// A write re-entry adds its lease to the TTL left (W-ACQ): it never shortens it.
+    fn reentry_sets_ttl(&self) -> bool {
+        false
     }
 
     fn renewal(&self) -> RenewalShape {

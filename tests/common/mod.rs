@@ -91,6 +91,18 @@ impl Admin {
         self.redis.pttl(key).await.unwrap()
     }
 
+    /// The fair lock `name`'s wait queue (a list of owner fields).
+    pub async fn fair_queue(&self, name: &str) -> Vec<String> {
+        let key = format!("redisson_lock_queue:{{{name}}}");
+        self.cmd("LRANGE", vec![key.into(), 0.into(), (-1).into()])
+            .await
+            .unwrap()
+            .into_array()
+            .into_iter()
+            .filter_map(|v| v.as_string())
+            .collect()
+    }
+
     pub async fn exists(&self, key: &str) -> bool {
         let n: i64 = self.redis.exists(key).await.unwrap();
         n == 1
