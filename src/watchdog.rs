@@ -33,6 +33,11 @@ use crate::{
     scripts::{ScriptCall, ScriptId},
 };
 
+mod doubt;
+pub use doubt::HoldState;
+#[allow(unused_imports)] // the entry point for other detectors of a stalled node
+pub(crate) use doubt::Node;
+
 /// Safety margin subtracted from a lease to get the holder-side deadline.
 pub(crate) fn drift(lease: Duration) -> Duration {
     lease / 100 + Duration::from_millis(2)
@@ -50,6 +55,8 @@ pub(crate) struct LossSignal {
     lost: AtomicBool,
     deadline: Mutex<Instant>,
     notify: Notify,
+    /// The epoch of the connection doubt the hold is in (0: none); see `doubt`.
+    doubt: AtomicU64,
 }
 
 impl LossSignal {
@@ -58,6 +65,7 @@ impl LossSignal {
             lost: AtomicBool::new(false),
             deadline: Mutex::new(deadline),
             notify: Notify::new(),
+            doubt: AtomicU64::new(0),
         })
     }
 
@@ -86,7 +94,8 @@ impl LossSignal {
         }
     }
 
-    /// Resolves once the hold is lost.
+    /// Resolves once the hold is lost (for good: a doubt does not end this wait).
+    #[allow(dead_code)] // guards wait with `wait_not_held` (see `doubt`)
     pub(crate) async fn wait_lost(&self) {
         loop {
             let notified = self.notify.notified();
@@ -174,6 +183,8 @@ pub(crate) struct WatchdogState {
     next_epoch: AtomicU64,
     /// Script calls made by renewal runs (for tests and diagnostics).
     renew_calls: AtomicU64,
+    /// Connection doubts: the epoch, the leased holds, the request for a run at once.
+    doubts: doubt::Doubts,
 }
 
 /// The renewal service of one client.
@@ -181,6 +192,9 @@ pub(crate) struct Watchdog {
     state: Arc<WatchdogState>,
     timeout: Duration,
     task: tokio::task::JoinHandle<()>,
+    core: Arc<Core>,
+    /// The listener of the connection's events (see `doubt`).
+    events: tokio::task::JoinHandle<()>,
 }
 
 impl Watchdog {
@@ -190,13 +204,17 @@ impl Watchdog {
             wake: Notify::new(),
             next_epoch: AtomicU64::new(1),
             renew_calls: AtomicU64::new(0),
+            doubts: Default::default(),
         });
         let timeout = core.config().lock_watchdog_timeout;
-        let task = tokio::spawn(run(core, state.clone()));
+        let task = tokio::spawn(run(core.clone(), state.clone()));
+        let events = tokio::spawn(doubt::watch_connection(core.clone(), state.clone()));
         Self {
             state,
             timeout,
             task,
+            core,
+            events,
         }
     }
 
@@ -281,6 +299,7 @@ impl Watchdog {
     /// Stops renewing everything (client shutdown): the locks expire one timeout later.
     pub(crate) fn stop(&self) {
         self.task.abort();
+        self.events.abort();
         self.state.holds.clear();
     }
 }
@@ -288,6 +307,7 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.task.abort();
+        self.events.abort();
     }
 }
 
@@ -306,7 +326,7 @@ async fn run(core: Arc<Core>, state: Arc<WatchdogState>) {
             delay = period;
             continue;
         }
-        tokio::time::sleep(delay).await;
+        doubt::pause(&state, delay).await;
         let failed = renew_all(&core, &state, timeout).await;
         delay = if failed { retry } else { period };
     }
@@ -344,17 +364,21 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         .fetch_add(batches.len() as u64, Ordering::Relaxed);
     let calls = batches.into_iter().map(|b| async move {
         let sent_at = Instant::now();
+        let sent_epoch = state.doubts.current();
         let reply = core.run_flags(b.call, "").await;
-        (b.entries, sent_at, reply)
+        (b.entries, sent_at, sent_epoch, reply)
     });
     let mut failed = false;
-    for (entries, sent_at, reply) in futures::future::join_all(calls).await {
+    for (entries, sent_at, sent_epoch, reply) in futures::future::join_all(calls).await {
         match reply {
             Ok(flags) if flags.len() == entries.len() => {
                 let until = valid_until(sent_at, timeout);
                 for (entry, flag) in entries.iter().zip(flags) {
                     for &i in entry {
                         apply(state, &items[i], flag == 1, until);
+                        if flag == 1 {
+                            doubt::confirmed(&items[i], sent_epoch);
+                        }
                     }
                 }
             }
@@ -369,6 +393,8 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
             Err(e) => {
                 failed = true;
                 crate::observe::renewal_failed(entries.len(), &e);
+                let batch: Vec<&Item> = entries.iter().flatten().map(|&i| &items[i]).collect();
+                doubt::renewal_failed(state, &batch, &e);
             }
         }
     }
@@ -481,12 +507,13 @@ mod tests {
     use super::*;
     use crate::scripts::tests::assert_matches_header;
 
-    fn state() -> WatchdogState {
+    pub(super) fn state() -> WatchdogState {
         WatchdogState {
             holds: DashMap::new(),
             wake: Notify::new(),
             next_epoch: AtomicU64::new(1),
             renew_calls: AtomicU64::new(0),
+            doubts: Default::default(),
         }
     }
 

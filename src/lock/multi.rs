@@ -14,8 +14,21 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    watchdog::drift,
+    watchdog::{drift, HoldState},
 };
+
+/// The worst of some states (lost before in doubt before held).
+fn worst(states: impl Iterator<Item = HoldState>) -> HoldState {
+    let mut out = HoldState::Held;
+    for s in states {
+        match s {
+            HoldState::Held => {}
+            HoldState::InDoubt => out = HoldState::InDoubt,
+            _ => return HoldState::Lost,
+        }
+    }
+    out
+}
 
 impl LockPart {
     /// One attempt on this part as its owner, as a type-erased guard.
@@ -55,9 +68,15 @@ impl MultiGuard {
         &self.parts
     }
 
-    /// `true` once any part is lost.
+    /// `true` once any part is lost or in doubt (see [`state`](Self::state)).
     pub fn is_lost(&self) -> bool {
         self.parts.iter().any(AnyGuard::is_lost)
+    }
+
+    /// The worst state of the parts: [`Lost`](HoldState::Lost) if any part is lost, else
+    /// [`InDoubt`](HoldState::InDoubt) if any is in doubt, else [`Held`](HoldState::Held).
+    pub fn state(&self) -> HoldState {
+        worst(self.parts.iter().map(AnyGuard::state))
     }
 
     /// Releases every part (all of them, even after an error) and returns the first error.
@@ -414,12 +433,33 @@ impl RedLockGuard {
         self.parts.iter().filter(|p| p.is_some()).count()
     }
 
-    /// `true` once the lock is no longer valid (validity over, or fewer than a quorum of parts
-    /// still held).
+    /// `true` unless the lock is [`Held`](HoldState::Held) (see [`state`](Self::state)).
     pub fn is_lost(&self) -> bool {
-        match self.deadline() {
-            Some(d) => Instant::now() >= d,
-            None => true,
+        self.state() != HoldState::Held
+    }
+
+    /// [`Lost`](HoldState::Lost) once the validity is over or fewer than a quorum of parts are
+    /// still held or in doubt; [`InDoubt`](HoldState::InDoubt) while fewer than a quorum of
+    /// parts are confirmed held (the connection to some nodes dropped); else
+    /// [`Held`](HoldState::Held).
+    pub fn state(&self) -> HoldState {
+        let live = match self.deadline() {
+            Some(d) if Instant::now() < d => self
+                .parts
+                .iter()
+                .flatten()
+                .map(AnyGuard::state)
+                .collect::<Vec<_>>(),
+            _ => return HoldState::Lost,
+        };
+        let held = live.iter().filter(|s| **s == HoldState::Held).count();
+        let standing = live.iter().filter(|s| **s != HoldState::Lost).count();
+        if held >= self.quorum {
+            HoldState::Held
+        } else if standing >= self.quorum {
+            HoldState::InDoubt
+        } else {
+            HoldState::Lost
         }
     }
 
@@ -522,7 +562,7 @@ fn quorum_deadline(parts: &[Option<AnyGuard>], quorum: usize) -> Option<Instant>
     let mut deadlines: Vec<Instant> = parts
         .iter()
         .flatten()
-        .filter(|g| !g.is_lost())
+        .filter(|g| g.state() != HoldState::Lost)
         .map(AnyGuard::valid_until)
         .collect();
     deadlines.sort_unstable_by(|a, b| b.cmp(a));

@@ -1,0 +1,532 @@
+//! Connection-aware hold state: a hold is *in doubt* from the moment the connection to its
+//! node drops (or a command to it times out) until a renewal sent after that moment confirms
+//! the owner's field; a renewal that finds the field gone makes it lost for good.
+//!
+//! The state machine lives in the [`LossSignal`] (a doubt *epoch* beside its lost flag and
+//! deadline); this module owns the client-wide epoch counter, the listener of the command
+//! connection's events (fred's error, reconnect, unresponsive and cluster-change streams), the
+//! registry of leased holds (no watchdog renewal: they are checked once after a reconnect) and
+//! the request for a renewal run right after a reconnect, so the doubt is short.
+//!
+//! Epochs: every doubt event takes a new epoch `e` and raises each affected signal's doubt to
+//! at least `e`; a renewal reads the counter when it is sent, and its success clears the doubt
+//! only if it was sent at or after the doubt's epoch. A renewal sent before the connection
+//! dropped (whose reply may come back after) never clears a doubt.
+//!
+//! No command is added to the hot path: doubts come from connection events and from renewals
+//! that already run; the only extra commands are one renewal run per reconnect and one
+//! `HEXISTS` per leased hold in doubt after a reconnect.
+
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Arc, Weak,
+};
+
+use fred::{
+    interfaces::{ClusterInterface, EventInterface},
+    types::{cluster::ClusterRouting, config::Server, ClusterStateChange},
+};
+use parking_lot::Mutex;
+use tokio::{
+    sync::{broadcast::error::RecvError, Notify},
+    time::Instant,
+};
+
+use super::{Item, LossSignal, Watchdog, WatchdogState};
+use crate::{core::Core, error::Error};
+
+/// Where a hold stands, as its holder is told (see [`Guard::state`](crate::Guard::state)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HoldState {
+    /// Held and confirmed: the last acquisition or renewal was acknowledged by the node, and
+    /// the connection to the node has not failed since.
+    Held,
+    /// The connection to the lock's node dropped (or a command to it timed out, or the node
+    /// left the cluster's routing) since the last confirmation: the node may have restarted
+    /// without its data or failed over, so another client may hold the lock. Back to
+    /// [`Held`](Self::Held) once a renewal sent after the doubt began confirms the owner (a
+    /// leased hold: once the owner's field is found after the reconnect), [`Lost`](Self::Lost)
+    /// if the field is gone or the deadline passes first.
+    InDoubt,
+    /// Lost for good: the owner's field was found gone, the lock was force-unlocked, or its
+    /// deadline passed unrenewed. Never changes again.
+    Lost,
+}
+
+/// Which holds a doubt event concerns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Node<'a> {
+    /// Every hold of the client (standalone, Sentinel, or a cluster event naming no node).
+    All,
+    /// The holds whose slot this node serves (any hold on a non-cluster deployment).
+    Server(&'a Server),
+}
+
+impl LossSignal {
+    /// The state of the hold: lost (flag or deadline) first, then in doubt, else held.
+    pub(crate) fn state(&self) -> HoldState {
+        if self.is_lost() {
+            HoldState::Lost
+        } else if self.doubt.load(Ordering::Acquire) != 0 {
+            HoldState::InDoubt
+        } else {
+            HoldState::Held
+        }
+    }
+
+    /// Puts the hold in doubt as of `epoch` (raising an earlier doubt's epoch). Returns `true`
+    /// when the hold was held until now (to report it once).
+    pub(crate) fn doubt(&self, epoch: u64) -> bool {
+        let before = self.doubt.fetch_max(epoch, Ordering::AcqRel);
+        self.notify.notify_waiters();
+        before == 0 && !self.is_lost()
+    }
+
+    /// A renewal sent at `sent_epoch` confirmed the owner: clears a doubt that began at or
+    /// before that epoch. Returns `true` when it cleared one.
+    pub(crate) fn confirm(&self, sent_epoch: u64) -> bool {
+        let mut current = self.doubt.load(Ordering::Acquire);
+        while current != 0 && current <= sent_epoch {
+            match self
+                .doubt
+                .compare_exchange(current, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    self.notify.notify_waiters();
+                    return !self.is_lost();
+                }
+                Err(now) => current = now,
+            }
+        }
+        false
+    }
+
+    /// Resolves once the hold is no longer [`HoldState::Held`] (in doubt or lost).
+    pub(crate) async fn wait_not_held(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state() != HoldState::Held {
+                return;
+            }
+            let deadline = self.deadline();
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
+
+/// A leased hold (not renewed by the watchdog), tracked so connection events reach it.
+struct Leased {
+    name: Arc<str>,
+    field: Arc<str>,
+    loss: Weak<LossSignal>,
+}
+
+/// The doubt bookkeeping of one client (a part of the watchdog's state).
+#[derive(Default)]
+pub(crate) struct Doubts {
+    /// The last doubt epoch taken (0: none yet).
+    epoch: AtomicU64,
+    /// Leased holds; entries whose guard is gone are pruned as the list grows.
+    leased: Mutex<LeasedList>,
+    /// Asks the renewal loop for a run at once (after a reconnect).
+    urgent: Notify,
+    /// The cluster routing as last seen (to tell which slots a dropped or removed node served).
+    routing: Mutex<Option<ClusterRouting>>,
+}
+
+#[derive(Default)]
+struct LeasedList {
+    entries: Vec<Leased>,
+    prune_at: usize,
+}
+
+impl Doubts {
+    /// The epoch a renewal sent now carries.
+    pub(crate) fn current(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    fn next(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::AcqRel) + 1
+    }
+}
+
+/// Sleeps `delay` before the next renewal run, or less if a run is asked for at once.
+pub(crate) async fn pause(state: &WatchdogState, delay: std::time::Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = state.doubts.urgent.notified() => {}
+    }
+}
+
+/// A renewal sent at `sent_epoch` found the item's owner field and renewed it.
+pub(crate) fn confirmed(item: &Item, sent_epoch: u64) {
+    if item.loss.confirm(sent_epoch) {
+        crate::observe::lock_confirmed(&item.key.name, &item.key.field);
+    }
+}
+
+/// A renewal call failed: a timeout or a lost connection puts the holds it was renewing in
+/// doubt (their node did not answer); other errors change nothing.
+pub(crate) fn renewal_failed(state: &WatchdogState, items: &[&Item], error: &Error) {
+    if !matches!(error, Error::Timeout(_) | Error::Connection(_)) {
+        return;
+    }
+    let epoch = state.doubts.next();
+    for item in items {
+        if item.loss.doubt(epoch) {
+            crate::observe::lock_in_doubt(&item.key.name, &item.key.field, "renewal got no reply");
+        }
+    }
+}
+
+/// The slot of a lock name.
+fn slot(name: &str) -> u16 {
+    fred::util::redis_keyslot(name.as_bytes())
+}
+
+/// Puts in doubt every hold of `state` for which `affected(name)` holds (watchdog-renewed and
+/// leased alike) and reports each that was held.
+fn doubt_where(state: &WatchdogState, affected: impl Fn(&str) -> bool, why: &'static str) {
+    let epoch = state.doubts.next();
+    for entry in state.holds.iter() {
+        let key = entry.key();
+        if affected(&key.name) && entry.value().loss.doubt(epoch) {
+            crate::observe::lock_in_doubt(&key.name, &key.field, why);
+        }
+    }
+    let mut leased = state.doubts.leased.lock();
+    leased.entries.retain(|l| {
+        let Some(loss) = l.loss.upgrade() else {
+            return false;
+        };
+        if affected(&l.name) && loss.doubt(epoch) {
+            crate::observe::lock_in_doubt(&l.name, &l.field, why);
+        }
+        true
+    });
+}
+
+impl Watchdog {
+    /// Puts in doubt every hold on `node` (its slots, on a cluster; every hold elsewhere):
+    /// the one entry point for "the connection to a node dropped, stalled or timed out",
+    /// whoever detects it (the connection events here, a stalled-connection check, a command
+    /// timeout). The holds return to held at the next renewal that confirms them; call
+    /// [`reconnected`](Self::reconnected) when the node answers again to make that at once.
+    #[allow(dead_code)] // for other detectors (a stalled-connection check, a command timeout)
+    pub(crate) fn connection_in_doubt(&self, node: Node<'_>, why: &'static str) {
+        in_doubt(&self.core, &self.state, node, why);
+    }
+
+    /// The connection to a node is back: renew at once (confirming or losing the holds in
+    /// doubt) and check the leased holds in doubt.
+    #[allow(dead_code)] // for other detectors (a stalled-connection check)
+    pub(crate) fn reconnected(&self) {
+        reconnected(&self.core, &self.state);
+    }
+
+    /// Tracks a leased hold's signal so that connection events reach it.
+    pub(crate) fn track_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
+        let mut list = self.state.doubts.leased.lock();
+        if list.entries.len() >= list.prune_at {
+            list.entries.retain(|l| l.loss.strong_count() > 0);
+            list.prune_at = (list.entries.len() * 2).max(64);
+        }
+        list.entries.push(Leased {
+            name: name.clone(),
+            field: field.clone(),
+            loss: Arc::downgrade(loss),
+        });
+    }
+}
+
+fn in_doubt(core: &Core, state: &WatchdogState, node: Node<'_>, why: &'static str) {
+    let server = match node {
+        Node::Server(s) if core.is_clustered() => s,
+        _ => return doubt_where(state, |_| true, why),
+    };
+    let current = core.redis().cached_cluster_state();
+    let last = state.doubts.routing.lock().clone();
+    if current.is_none() && last.is_none() {
+        return doubt_where(state, |_| true, why);
+    }
+    let serves = |routing: &Option<ClusterRouting>, name: &str| {
+        routing
+            .as_ref()
+            .and_then(|r| r.get_server(slot(name)))
+            .is_some_and(|s| s == server)
+    };
+    doubt_where(
+        state,
+        |name| serves(&current, name) || serves(&last, name),
+        why,
+    );
+}
+
+/// The cluster's routing changed: holds whose slot moved to another node are in doubt (a
+/// failover may have lost the last writes; a migration keeps them, and the renewal that
+/// follows confirms them at once).
+fn routing_changed(core: &Core, state: &WatchdogState) {
+    let current = core.redis().cached_cluster_state();
+    let last = std::mem::replace(&mut *state.doubts.routing.lock(), current.clone());
+    let (Some(current), Some(last)) = (current, last) else {
+        return;
+    };
+    doubt_where(
+        state,
+        |name| {
+            let s = slot(name);
+            last.get_server(s) != current.get_server(s)
+        },
+        "the cluster moved its slot",
+    );
+    state.doubts.urgent.notify_one();
+}
+
+fn reconnected(core: &Arc<Core>, state: &Arc<WatchdogState>) {
+    state.doubts.urgent.notify_one();
+    let leased: Vec<(Arc<str>, Arc<str>, Arc<LossSignal>)> = state
+        .doubts
+        .leased
+        .lock()
+        .entries
+        .iter()
+        .filter_map(|l| Some((l.name.clone(), l.field.clone(), l.loss.upgrade()?)))
+        .filter(|(_, _, loss)| loss.state() == HoldState::InDoubt)
+        .collect();
+    for (name, field, loss) in leased {
+        tokio::spawn(verify_leased(
+            core.clone(),
+            state.clone(),
+            name,
+            field,
+            loss,
+        ));
+    }
+}
+
+/// Checks one leased hold in doubt after a reconnect: its owner's field present confirms it,
+/// absent loses it; an error is retried until the hold is no longer in doubt (its deadline
+/// passes at the latest).
+async fn verify_leased(
+    core: Arc<Core>,
+    state: Arc<WatchdogState>,
+    name: Arc<str>,
+    field: Arc<str>,
+    loss: Arc<LossSignal>,
+) {
+    let retry = core
+        .config()
+        .retry_delay
+        .max(std::time::Duration::from_millis(10));
+    while loss.state() == HoldState::InDoubt {
+        let sent_epoch = state.doubts.current();
+        match core.has_field(&name, &field).await {
+            Ok(true) => {
+                if loss.confirm(sent_epoch) {
+                    crate::observe::lock_confirmed(&name, &field);
+                }
+                if loss.state() == HoldState::InDoubt {
+                    // A newer doubt began while the check was in flight: check again.
+                    tokio::time::sleep(retry).await;
+                }
+            }
+            Ok(false) => {
+                if !loss.is_lost() {
+                    crate::observe::lock_lost(&name, &field, "gone after a reconnect");
+                }
+                loss.mark_lost();
+            }
+            Err(_) => {
+                let deadline = loss.deadline();
+                tokio::time::sleep_until(deadline.min(Instant::now() + retry)).await;
+            }
+        }
+    }
+}
+
+/// Listens to the command connection's events for as long as the client lives.
+pub(crate) async fn watch_connection(core: Arc<Core>, state: Arc<WatchdogState>) {
+    let redis = core.redis().clone();
+    let mut errors = redis.error_rx();
+    let mut reconnects = redis.reconnect_rx();
+    let mut unresponsive = redis.unresponsive_rx();
+    let mut changes = redis.cluster_change_rx();
+    if core.is_clustered() {
+        *state.doubts.routing.lock() = redis.cached_cluster_state();
+    }
+    loop {
+        tokio::select! {
+            e = errors.recv() => match e {
+                Ok((_, Some(server))) => {
+                    in_doubt(&core, &state, Node::Server(&server), "connection to its node lost")
+                }
+                Ok((_, None)) | Err(RecvError::Lagged(_)) => {
+                    in_doubt(&core, &state, Node::All, "connection lost")
+                }
+                Err(RecvError::Closed) => return,
+            },
+            e = unresponsive.recv() => match e {
+                Ok(server) => in_doubt(&core, &state, Node::Server(&server), "its node stopped answering"),
+                Err(RecvError::Lagged(_)) => in_doubt(&core, &state, Node::All, "a node stopped answering"),
+                Err(RecvError::Closed) => return,
+            },
+            e = changes.recv() => match e {
+                Ok(list) => {
+                    for change in &list {
+                        if let ClusterStateChange::Remove(server) = change {
+                            in_doubt(&core, &state, Node::Server(server), "its node left the cluster");
+                        }
+                    }
+                    routing_changed(&core, &state);
+                }
+                Err(RecvError::Lagged(_)) => {
+                    in_doubt(&core, &state, Node::All, "cluster changes missed");
+                    routing_changed(&core, &state);
+                }
+                Err(RecvError::Closed) => return,
+            },
+            e = reconnects.recv() => match e {
+                Ok(_) | Err(RecvError::Lagged(_)) => reconnected(&core, &state),
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_doubt_clears_only_by_a_renewal_sent_after_it_began() {
+        let doubts = Doubts::default();
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        assert_eq!(loss.state(), HoldState::Held);
+
+        // A renewal is sent, then the connection drops before its reply is applied.
+        let before_drop = doubts.current();
+        let e = doubts.next();
+        assert!(loss.doubt(e), "reported once");
+        assert_eq!(loss.state(), HoldState::InDoubt);
+        assert!(!loss.is_lost(), "in doubt is not lost for good");
+        assert!(
+            !loss.confirm(before_drop),
+            "a reply to a renewal sent before the drop does not clear the doubt"
+        );
+        assert_eq!(loss.state(), HoldState::InDoubt);
+
+        // A second drop while in doubt: not reported again, and moves the epoch on.
+        let after_first = doubts.current();
+        let e2 = doubts.next();
+        assert!(!loss.doubt(e2));
+        assert!(
+            !loss.confirm(after_first),
+            "a renewal sent between the two drops does not clear the later doubt"
+        );
+
+        // The renewal on the new connection confirms it.
+        assert!(loss.confirm(doubts.current()));
+        assert_eq!(loss.state(), HoldState::Held);
+        assert!(!loss.confirm(doubts.current()), "nothing left to clear");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_doubt_that_outlasts_the_deadline_is_a_loss_for_good() {
+        let doubts = Doubts::default();
+        let start = Instant::now();
+        let loss = LossSignal::new(start + Duration::from_secs(2));
+        loss.doubt(doubts.next());
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(loss.state(), HoldState::Lost);
+        // A late confirmation does not revive it.
+        loss.confirm(doubts.current());
+        loss.extend(Instant::now() + Duration::from_secs(10));
+        assert_eq!(loss.state(), HoldState::Lost);
+
+        // A hold found gone while in doubt is lost, whatever comes after.
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        loss.doubt(doubts.next());
+        loss.mark_lost();
+        assert!(!loss.confirm(doubts.current()));
+        assert_eq!(loss.state(), HoldState::Lost);
+        assert!(
+            !loss.doubt(doubts.next()),
+            "a lost hold is not reported in doubt"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_not_held_resolves_on_doubt_and_wait_lost_does_not() {
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(60));
+        let not_held = {
+            let loss = loss.clone();
+            tokio::spawn(async move { loss.wait_not_held().await })
+        };
+        let lost = {
+            let loss = loss.clone();
+            tokio::spawn(async move { loss.wait_lost().await })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!not_held.is_finished());
+        loss.doubt(1);
+        tokio::time::timeout(Duration::from_millis(1), not_held)
+            .await
+            .expect("woken by the doubt")
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!lost.is_finished(), "a doubt is not a loss");
+        loss.confirm(1);
+        // Held again: a new wait waits again, until the deadline.
+        let start = Instant::now();
+        loss.wait_not_held().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(58));
+        lost.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn doubts_reach_watchdog_and_leased_holds_and_dead_leases_are_pruned() {
+        let state = super::super::tests::state();
+        let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        state.holds.insert(
+            super::super::HoldKey {
+                name: "a".into(),
+                field: "f".into(),
+            },
+            super::super::Hold {
+                count: 1,
+                shape: super::super::RenewalShape::per_hold("a"),
+                epoch: 1,
+                renewals: 0,
+                loss: renewed.clone(),
+            },
+        );
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        let gone = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        {
+            let mut list = state.doubts.leased.lock();
+            for (name, loss) in [("b", &leased), ("c", &gone)] {
+                list.entries.push(Leased {
+                    name: name.into(),
+                    field: "f".into(),
+                    loss: Arc::downgrade(loss),
+                });
+            }
+        }
+        drop(gone);
+        doubt_where(&state, |name| name != "b", "test");
+        assert_eq!(renewed.state(), HoldState::InDoubt);
+        assert_eq!(leased.state(), HoldState::Held, "not on the affected node");
+        assert_eq!(state.doubts.leased.lock().entries.len(), 1, "pruned");
+        doubt_where(&state, |_| true, "test");
+        assert_eq!(leased.state(), HoldState::InDoubt);
+    }
+}
