@@ -367,6 +367,10 @@ pub(crate) async fn watch_connection(core: Arc<Core>, state: Arc<WatchdogState>)
                 Ok((_, Some(server))) => {
                     in_doubt(&core, &state, Node::Server(&server), "connection to its node lost")
                 }
+                // On a cluster, an error naming no node is a failed attempt to reconnect: the
+                // node that dropped was named by its reader's error (and nodes still connected
+                // did not restart), so it puts nothing more in doubt.
+                Ok((_, None)) if core.is_clustered() => {}
                 Ok((_, None)) | Err(RecvError::Lagged(_)) => {
                     in_doubt(&core, &state, Node::All, "connection lost")
                 }
