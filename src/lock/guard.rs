@@ -282,9 +282,15 @@ impl<K: Kind> Guard<K> {
         Ok(())
     }
 
-    /// Owner-checked renewal to `lease` from now, without touching the guard's state.
+    /// Owner-checked renewal to `lease` from now (a RedLock's extension). A leased hold's
+    /// deadline moves with it (never back), so the part does not count as lost at its old one.
     pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
-        self.held.hold.renew(lease).await
+        let sent_at = Instant::now();
+        let renewed = self.held.hold.renew(lease).await?;
+        if renewed && !self.held.watchdog {
+            self.held.loss.extend(valid_until(sent_at, lease));
+        }
+        Ok(renewed)
     }
 
     pub(crate) fn token_value(&self) -> Option<u64> {

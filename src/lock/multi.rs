@@ -433,33 +433,35 @@ impl RedLockGuard {
         self.parts.iter().filter(|p| p.is_some()).count()
     }
 
-    /// `true` unless the lock is [`Held`](HoldState::Held) (see [`state`](Self::state)).
+    /// `true` once the lock is no longer valid (validity over, or fewer than a quorum of parts
+    /// still held or in doubt). A part lost because its node restarted without the key does not
+    /// by itself end a leased RedLock's validity: the delayed-restart rule keeps that node out
+    /// of every quorum for one lease. See [`state`](Self::state) for parts in doubt.
     pub fn is_lost(&self) -> bool {
-        self.state() != HoldState::Held
+        match self.deadline() {
+            Some(d) => Instant::now() >= d,
+            None => true,
+        }
     }
 
-    /// [`Lost`](HoldState::Lost) once the validity is over or fewer than a quorum of parts are
-    /// still held or in doubt; [`InDoubt`](HoldState::InDoubt) while fewer than a quorum of
-    /// parts are confirmed held (the connection to some nodes dropped); else
+    /// [`Lost`](HoldState::Lost) when [`is_lost`](Self::is_lost);
+    /// [`InDoubt`](HoldState::InDoubt) while fewer than a quorum of parts are confirmed held
+    /// (the connection to some of their nodes dropped, or a node lost the key); else
     /// [`Held`](HoldState::Held).
     pub fn state(&self) -> HoldState {
-        let live = match self.deadline() {
-            Some(d) if Instant::now() < d => self
-                .parts
-                .iter()
-                .flatten()
-                .map(AnyGuard::state)
-                .collect::<Vec<_>>(),
-            _ => return HoldState::Lost,
-        };
-        let held = live.iter().filter(|s| **s == HoldState::Held).count();
-        let standing = live.iter().filter(|s| **s != HoldState::Lost).count();
+        if self.is_lost() {
+            return HoldState::Lost;
+        }
+        let held = self
+            .parts
+            .iter()
+            .flatten()
+            .filter(|g| g.state() == HoldState::Held)
+            .count();
         if held >= self.quorum {
             HoldState::Held
-        } else if standing >= self.quorum {
-            HoldState::InDoubt
         } else {
-            HoldState::Lost
+            HoldState::InDoubt
         }
     }
 
