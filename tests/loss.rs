@@ -353,3 +353,139 @@ async fn under_restarts_no_holder_is_held_while_another_client_holds_the_lock() 
         "every overlap was announced to the earlier holder"
     );
 }
+
+// `Lock::run` (what `#[locked]` expands to) drops the body when its hold is in doubt.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_drops_the_body_when_its_node_goes_away() {
+    let mut s = RedisServer::start();
+    let client = Client::connect(&s.url(), config(Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let lock = client.get_lock("loss:run");
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let task = tokio::spawn({
+        let entered = entered.clone();
+        async move {
+            lock.run(|| async move {
+                entered.notify_one();
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<_, redisson_lock::Error>(())
+            })
+            .await
+        }
+    });
+    tokio::time::timeout(T, entered.notified()).await.unwrap();
+    s.kill();
+    let killed = Instant::now();
+    let outcome = tokio::time::timeout(T, task).await.unwrap().unwrap();
+    assert!(
+        matches!(outcome, Err(redisson_lock::Error::LockLost { .. })),
+        "{outcome:?}"
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(2),
+        "dropped at the drop ({:?}), not at the 30 s deadline",
+        killed.elapsed()
+    );
+}
+
+// The blocking facade's guard sees the same state.
+
+#[test]
+fn the_blocking_guard_is_in_doubt_when_its_node_goes_away() {
+    let mut s = RedisServer::start();
+    let client =
+        redisson_lock::blocking::Client::connect(&s.url(), config(Duration::from_secs(30)))
+            .unwrap();
+    let guard = client.get_lock("loss:blocking").lock().unwrap();
+    assert_eq!(guard.state(), HoldState::Held);
+    s.kill();
+    let deadline = std::time::Instant::now() + T;
+    while guard.state() == HoldState::Held {
+        assert!(std::time::Instant::now() < deadline, "never in doubt");
+        std::thread::sleep(10 * MS);
+    }
+    assert_eq!(guard.state(), HoldState::InDoubt);
+    assert!(guard.is_lost());
+    s.restart();
+    let deadline = std::time::Instant::now() + T;
+    while guard.state() == HoldState::InDoubt {
+        assert!(std::time::Instant::now() < deadline, "never decided");
+        std::thread::sleep(10 * MS);
+    }
+    assert_eq!(guard.state(), HoldState::Lost, "restarted without the key");
+}
+
+// Every kind: in doubt at the drop, held again after a restart that kept the keys (AOF), lost
+// after a restart without them. The read lock is renewed per lock (R-RENEW), the others per hold.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_is_in_doubt_at_the_drop_and_decided_by_the_renewal_after_it() {
+    let mut s = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let client = Client::connect(&s.url(), config(Duration::from_secs(3)))
+        .await
+        .unwrap();
+    let guards: Vec<redisson_lock::AnyGuard> = vec![
+        client.get_lock("kind:r").lock().await.unwrap().erase(),
+        client.get_fair_lock("kind:f").lock().await.unwrap().erase(),
+        client
+            .get_read_write_lock("kind:rw1")
+            .read_lock()
+            .lock()
+            .await
+            .unwrap()
+            .erase(),
+        client
+            .get_read_write_lock("kind:rw2")
+            .write_lock()
+            .lock()
+            .await
+            .unwrap()
+            .erase(),
+        client
+            .get_fenced_lock("kind:x")
+            .lock()
+            .await
+            .unwrap()
+            .erase(),
+        client.get_spin_lock("kind:s").lock().await.unwrap().erase(),
+        client
+            .get_lock("kind:leased")
+            .lock_with_lease(Duration::from_secs(30))
+            .await
+            .unwrap()
+            .erase(),
+    ];
+    let states = |g: &[redisson_lock::AnyGuard]| g.iter().map(|g| g.state()).collect::<Vec<_>>();
+    let all = |want: HoldState| {
+        let guards = &guards;
+        move || async move { guards.iter().all(|g| g.state() == want) }
+    };
+    s.kill();
+    assert!(
+        eventually(T, all(HoldState::InDoubt)).await,
+        "{:?}",
+        states(&guards)
+    );
+    s.restart();
+    assert!(
+        eventually(T, all(HoldState::Held)).await,
+        "{:?}",
+        states(&guards)
+    );
+
+    s.kill();
+    assert!(
+        eventually(T, all(HoldState::InDoubt)).await,
+        "{:?}",
+        states(&guards)
+    );
+    std::fs::remove_dir_all(s.dir().join("appendonlydir")).unwrap();
+    s.restart();
+    assert!(
+        eventually(T, all(HoldState::Lost)).await,
+        "{:?}",
+        states(&guards)
+    );
+}
