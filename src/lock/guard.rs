@@ -105,6 +105,9 @@ impl Held {
                 .track_leased(&hold.name, &hold.field, &loss);
             loss
         };
+        hold.client
+            .watchdog()
+            .doubted_since(&hold.name, &hold.field, &loss, sent_at, !watchdog);
         crate::observe::guard_opened(kind);
         Self {
             hold,

@@ -18,7 +18,7 @@
 //! `HEXISTS` per leased hold in doubt after a reconnect.
 
 use std::sync::{
-    atomic::{AtomicU64, Ordering},
+    atomic::{AtomicBool, AtomicU64, Ordering},
     Arc, Weak,
 };
 
@@ -125,6 +125,8 @@ struct Leased {
     name: Arc<str>,
     field: Arc<str>,
     loss: Weak<LossSignal>,
+    /// A check of this hold is running (one at a time, however many reconnects ask).
+    checking: Arc<AtomicBool>,
 }
 
 /// The doubt bookkeeping of one client (a part of the watchdog's state).
@@ -138,6 +140,9 @@ pub(crate) struct Doubts {
     urgent: Notify,
     /// The cluster routing as last seen (to tell which slots a dropped or removed node served).
     routing: Mutex<Option<ClusterRouting>>,
+    /// When the last connection event put holds in doubt (for an acquisition sent before it
+    /// and registered after it).
+    last_at: Mutex<Option<Instant>>,
 }
 
 #[derive(Default)]
@@ -194,6 +199,7 @@ fn slot(name: &str) -> u16 {
 /// Puts in doubt every hold of `state` for which `affected(name)` holds (watchdog-renewed and
 /// leased alike) and reports each that was held.
 fn doubt_where(state: &WatchdogState, affected: impl Fn(&str) -> bool, why: &'static str) {
+    *state.doubts.last_at.lock() = Some(Instant::now());
     let epoch = state.doubts.next();
     for entry in state.holds.iter() {
         let key = entry.key();
@@ -242,7 +248,43 @@ impl Watchdog {
             name: name.clone(),
             field: field.clone(),
             loss: Arc::downgrade(loss),
+            checking: Arc::default(),
         });
+    }
+
+    /// A hold whose acquisition was sent at `sent_at` and registered just now: if a connection
+    /// event put holds in doubt since it was sent (the reply came, then the connection
+    /// dropped, before the guard existed), the hold starts in doubt, and is renewed (watchdog)
+    /// or checked (leased) at once.
+    pub(crate) fn doubted_since(
+        &self,
+        name: &Arc<str>,
+        field: &Arc<str>,
+        loss: &Arc<LossSignal>,
+        sent_at: Instant,
+        leased: bool,
+    ) {
+        let doubts = &self.state.doubts;
+        if !doubts.last_at.lock().is_some_and(|at| at >= sent_at) {
+            return;
+        }
+        if loss.doubt(doubts.next()) {
+            crate::observe::lock_in_doubt(name, field, "connection lost while acquiring");
+        }
+        if leased {
+            let (core, state) = (self.core.clone(), self.state.clone());
+            let (name, field, loss) = (name.clone(), field.clone(), loss.clone());
+            tokio::spawn(verify_leased(
+                core,
+                state,
+                name,
+                field,
+                loss,
+                Arc::default(),
+            ));
+        } else {
+            doubts.urgent.notify_one();
+        }
     }
 }
 
@@ -291,22 +333,30 @@ fn routing_changed(core: &Core, state: &WatchdogState) {
 
 fn reconnected(core: &Arc<Core>, state: &Arc<WatchdogState>) {
     state.doubts.urgent.notify_one();
-    let leased: Vec<(Arc<str>, Arc<str>, Arc<LossSignal>)> = state
+    type Check = (Arc<str>, Arc<str>, Arc<LossSignal>, Arc<AtomicBool>);
+    let leased: Vec<Check> = state
         .doubts
         .leased
         .lock()
         .entries
         .iter()
-        .filter_map(|l| Some((l.name.clone(), l.field.clone(), l.loss.upgrade()?)))
-        .filter(|(_, _, loss)| loss.state() == HoldState::InDoubt)
+        .filter_map(|l| {
+            let loss = l.loss.upgrade()?;
+            (loss.state() == HoldState::InDoubt
+                && l.checking
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok())
+            .then(|| (l.name.clone(), l.field.clone(), loss, l.checking.clone()))
+        })
         .collect();
-    for (name, field, loss) in leased {
+    for (name, field, loss, checking) in leased {
         tokio::spawn(verify_leased(
             core.clone(),
             state.clone(),
             name,
             field,
             loss,
+            checking,
         ));
     }
 }
@@ -320,6 +370,7 @@ async fn verify_leased(
     name: Arc<str>,
     field: Arc<str>,
     loss: Arc<LossSignal>,
+    checking: Arc<AtomicBool>,
 ) {
     let retry = core
         .config()
@@ -349,6 +400,7 @@ async fn verify_leased(
             }
         }
     }
+    checking.store(false, Ordering::Release);
 }
 
 /// Listens to the command connection's events for as long as the client lives.
@@ -522,6 +574,7 @@ mod tests {
                     name: name.into(),
                     field: "f".into(),
                     loss: Arc::downgrade(loss),
+                    checking: Arc::default(),
                 });
             }
         }
