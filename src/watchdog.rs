@@ -322,6 +322,7 @@ async fn run(core: Arc<Core>, state: Arc<WatchdogState>) {
     let mut delay = period;
     loop {
         if state.holds.is_empty() {
+            doubt::forget_urgent(&state);
             state.wake.notified().await;
             delay = period;
             continue;

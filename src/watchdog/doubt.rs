@@ -162,6 +162,24 @@ impl Doubts {
     }
 }
 
+/// Forgets a request for a run at once made while there was nothing to renew (the renewal
+/// loop calls this when it goes idle), so the next hold's first renewal comes on time.
+pub(crate) fn forget_urgent(state: &WatchdogState) {
+    use futures::FutureExt;
+    let _ = state.doubts.urgent.notified().now_or_never();
+}
+
+/// Asks for a renewal run at once if some renewed hold is in doubt.
+fn renew_doubted_now(state: &WatchdogState) {
+    if state
+        .holds
+        .iter()
+        .any(|h| h.value().loss.state() == HoldState::InDoubt)
+    {
+        state.doubts.urgent.notify_one();
+    }
+}
+
 /// Sleeps `delay` before the next renewal run, or less if a run is asked for at once.
 pub(crate) async fn pause(state: &WatchdogState, delay: std::time::Duration) {
     tokio::select! {
@@ -328,11 +346,11 @@ fn routing_changed(core: &Core, state: &WatchdogState) {
         },
         "the cluster moved its slot",
     );
-    state.doubts.urgent.notify_one();
+    renew_doubted_now(state);
 }
 
 fn reconnected(core: &Arc<Core>, state: &Arc<WatchdogState>) {
-    state.doubts.urgent.notify_one();
+    renew_doubted_now(state);
     type Check = (Arc<str>, Arc<str>, Arc<LossSignal>, Arc<AtomicBool>);
     let leased: Vec<Check> = state
         .doubts
@@ -546,6 +564,28 @@ mod tests {
         loss.wait_not_held().await;
         assert_eq!(Instant::now(), start + Duration::from_secs(58));
         lost.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_asked_for_at_once_cuts_the_pause_unless_it_was_forgotten_when_idle() {
+        let state = super::super::tests::state();
+        let start = Instant::now();
+        state.doubts.urgent.notify_one();
+        pause(&state, Duration::from_secs(10)).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "a reconnect: renew at once"
+        );
+
+        state.doubts.urgent.notify_one();
+        forget_urgent(&state);
+        pause(&state, Duration::from_secs(10)).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(10),
+            "a request made while idle does not cut the next hold's first period"
+        );
     }
 
     #[tokio::test(start_paused = true)]
