@@ -442,9 +442,14 @@ impl<K: Kind> Guard<K> {
         self.get().owner()
     }
 
-    /// `true` once the lock is known or presumed lost.
+    /// `true` once the lock is lost or while it is in doubt (as [`crate::Guard::is_lost`]).
     pub fn is_lost(&self) -> bool {
         self.get().is_lost()
+    }
+
+    /// Where the hold stands (as [`crate::Guard::state`]).
+    pub fn state(&self) -> crate::HoldState {
+        self.get().state()
     }
 
     /// Releases this hold and reports the outcome (from any thread).

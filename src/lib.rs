@@ -71,6 +71,7 @@ pub use lock::{
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
 pub use owner::Owner;
+pub use watchdog::HoldState;
 
 /// Support for the `redisson-lock` binary (feature `cli`). Not part of the stable API.
 #[cfg(feature = "cli")]

@@ -34,6 +34,8 @@ pub(crate) mod names {
     pub(crate) const RENEWAL_FAILURES: &str = "redisson_lock_renewal_failures_total";
     /// Counter: holds found lost by the watchdog (gone, or not renewed before the deadline).
     pub(crate) const LOST: &str = "redisson_lock_lost_total";
+    /// Counter: holds put in doubt (their node's connection dropped or timed out).
+    pub(crate) const IN_DOUBT: &str = "redisson_lock_in_doubt_total";
     /// Counter: re-subscriptions of every live channel after a reconnect.
     pub(crate) const RESUBSCRIPTIONS: &str = "redisson_lock_resubscriptions_total";
 }
@@ -58,6 +60,10 @@ pub(crate) fn describe() {
             describe_counter!(names::RENEWALS, "Holds renewed by the watchdog");
             describe_counter!(names::RENEWAL_FAILURES, "Failed watchdog renewal calls");
             describe_counter!(names::LOST, "Holds found lost by the watchdog");
+            describe_counter!(
+                names::IN_DOUBT,
+                "Holds put in doubt by a connection failure"
+            );
             describe_counter!(names::RESUBSCRIPTIONS, "Re-subscriptions after a reconnect");
         });
     }
@@ -218,6 +224,25 @@ pub(crate) fn lock_lost(lock: &str, owner: &str, reason: &'static str) {
     tracing::warn!(target: "redisson_lock", lock, owner, reason, "lock lost");
     #[cfg(not(feature = "tracing"))]
     log::info!("lock {lock} is no longer held by {owner} ({reason}); renewal stopped");
+}
+
+/// A hold is in doubt: the connection to its node dropped or timed out (`reason`); its holder's
+/// `lost()` fires and its state is `InDoubt` until a renewal confirms it.
+pub(crate) fn lock_in_doubt(lock: &str, owner: &str, reason: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::IN_DOUBT).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::warn!(target: "redisson_lock", lock, owner, reason, "lock in doubt");
+    #[cfg(not(feature = "tracing"))]
+    log::warn!("lock {lock} held by {owner} is in doubt ({reason}); its holder is told");
+}
+
+/// A hold in doubt was confirmed by a renewal on the new connection: held again.
+pub(crate) fn lock_confirmed(lock: &str, owner: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "redisson_lock", lock, owner, "lock confirmed after a doubt");
+    #[cfg(not(feature = "tracing"))]
+    log::info!("lock {lock} held by {owner} is confirmed held again");
 }
 
 /// A lock channel was subscribed (`+1`) or left (`-1`).

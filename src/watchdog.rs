@@ -18,7 +18,7 @@
 use std::{
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
-        Arc,
+        Arc, Weak,
     },
     time::Duration,
 };
@@ -32,6 +32,11 @@ use crate::{
     core::Core,
     scripts::{ScriptCall, ScriptId},
 };
+
+mod doubt;
+pub use doubt::HoldState;
+#[allow(unused_imports)] // the entry point for other detectors of a stalled node
+pub(crate) use doubt::Node;
 
 /// Safety margin subtracted from a lease to get the holder-side deadline.
 pub(crate) fn drift(lease: Duration) -> Duration {
@@ -53,6 +58,8 @@ pub(crate) struct LossSignal {
     gone: AtomicBool,
     times: Mutex<Times>,
     notify: Notify,
+    /// The epoch of the connection doubt the hold is in (0: none); see `doubt`.
+    doubt: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -73,6 +80,7 @@ impl LossSignal {
                 shortened_at: None,
             }),
             notify: Notify::new(),
+            doubt: AtomicU64::new(0),
         })
     }
 
@@ -114,6 +122,22 @@ impl LossSignal {
         }
     }
 
+    /// An owner-checked renewal of this very hold, answered at `at`, set the lock's TTL so that
+    /// the hold lasts until `to`, later or sooner than before (a RedLock part's extension): the
+    /// deadline is `to`, unless the hold is already lost.
+    pub(crate) fn renewed_to(&self, at: Instant, to: Instant) {
+        let mut t = self.times.lock();
+        if Instant::now() >= t.deadline {
+            drop(t);
+            self.mark_lost();
+            return;
+        }
+        t.shortened_at = Some(t.shortened_at.map_or(at, |s| s.max(at)));
+        t.deadline = to;
+        drop(t);
+        self.notify.notify_waiters();
+    }
+
     /// A call answered at `at` set the lock's TTL so that the hold lasts only until `to`: the
     /// deadline comes closer (never moves back) and waiters of [`wait_lost`](Self::wait_lost)
     /// look again.
@@ -127,7 +151,8 @@ impl LossSignal {
         }
     }
 
-    /// Resolves once the hold is lost.
+    /// Resolves once the hold is lost (for good: a doubt does not end this wait).
+    #[allow(dead_code)] // guards wait with `wait_not_held` (see `doubt`)
     pub(crate) async fn wait_lost(&self) {
         loop {
             let notified = self.notify.notified();
@@ -229,6 +254,8 @@ pub(crate) struct WatchdogState {
     /// Script calls made by renewal runs (for tests and diagnostics).
     renew_calls: AtomicU64,
     on_gone: OnGone,
+    /// Connection doubts: the epoch, the leased holds, the routing last seen.
+    doubts: doubt::Doubts,
 }
 
 impl WatchdogState {
@@ -241,6 +268,7 @@ impl WatchdogState {
             next_epoch: AtomicU64::new(1),
             renew_calls: AtomicU64::new(0),
             on_gone,
+            doubts: Default::default(),
         }
     }
 }
@@ -264,17 +292,24 @@ pub(crate) struct Watchdog {
     state: Arc<WatchdogState>,
     timeout: Duration,
     task: tokio::task::JoinHandle<()>,
+    /// The client's core, not kept alive by the watchdog (the doubt checks use it).
+    core: Weak<Core>,
+    /// The listener of the connection's events (see `doubt`).
+    events: tokio::task::JoinHandle<()>,
 }
 
 impl Watchdog {
     pub(crate) fn start(core: Arc<Core>, on_gone: OnGone) -> Self {
         let state = Arc::new(WatchdogState::new(on_gone));
         let timeout = core.config().lock_watchdog_timeout;
-        let task = tokio::spawn(run(core, state.clone()));
+        let task = tokio::spawn(run(core.clone(), state.clone()));
+        let events = tokio::spawn(doubt::watch_connection(core.clone(), state.clone()));
         Self {
             state,
             timeout,
             task,
+            core: Arc::downgrade(&core),
+            events,
         }
     }
 
@@ -436,6 +471,7 @@ impl Watchdog {
     /// Stops renewing everything (client shutdown): the locks expire one timeout later.
     pub(crate) fn stop(&self) {
         self.task.abort();
+        self.events.abort();
         self.state.holds.clear();
     }
 }
@@ -443,6 +479,7 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.task.abort();
+        self.events.abort();
     }
 }
 
@@ -457,14 +494,12 @@ async fn run(core: Arc<Core>, state: Arc<WatchdogState>) {
     let mut delay = period;
     loop {
         if state.holds.is_empty() {
+            doubt::forget_urgent(&state);
             state.wake.notified().await;
             delay = period;
             continue;
         }
-        tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = state.urgent.notified() => {}
-        }
+        doubt::pause(&state, delay).await;
         let failed = renew_all(&core, &state, timeout).await;
         delay = if failed { retry } else { period };
     }
@@ -502,17 +537,21 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         .fetch_add(batches.len() as u64, Ordering::Relaxed);
     let calls = batches.into_iter().map(|b| async move {
         let sent_at = Instant::now();
+        let sent_epoch = state.doubts.current();
         let reply = core.run_flags(b.call, "").await;
-        (b.entries, sent_at, reply)
+        (b.entries, sent_at, sent_epoch, reply)
     });
     let mut failed = false;
-    for (entries, sent_at, reply) in futures::future::join_all(calls).await {
+    for (entries, sent_at, sent_epoch, reply) in futures::future::join_all(calls).await {
         match reply {
             Ok(flags) if flags.len() == entries.len() => {
                 let until = valid_until(sent_at, timeout);
                 for (entry, flag) in entries.iter().zip(flags) {
                     for &i in entry {
                         apply(state, &items[i], flag == 1, sent_at, until);
+                        if flag == 1 {
+                            doubt::confirmed(&items[i], sent_epoch);
+                        }
                     }
                 }
             }
@@ -527,6 +566,8 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
             Err(e) => {
                 failed = true;
                 crate::observe::renewal_failed(entries.len(), &e);
+                let batch: Vec<&Item> = entries.iter().flatten().map(|&i| &items[i]).collect();
+                doubt::renewal_failed(state, &batch, &e);
             }
         }
     }
@@ -655,7 +696,7 @@ mod tests {
     use super::*;
     use crate::scripts::tests::assert_matches_header;
 
-    fn state() -> WatchdogState {
+    pub(super) fn state() -> WatchdogState {
         WatchdogState::new(Box::new(|_, _| {}))
     }
 
@@ -777,6 +818,8 @@ mod tests {
             state: Arc::new(state()),
             timeout,
             task: tokio::spawn(async {}),
+            core: Weak::new(),
+            events: tokio::spawn(async {}),
         }
     }
 

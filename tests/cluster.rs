@@ -563,3 +563,66 @@ async fn cluster_replica_sync_waits_on_the_keys_master_and_undoes_without_an_ack
     g.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// Issue 23: `kill -9` of one master puts in doubt the holds on its slots at once (before the
+/// failover), not the holds on the other masters; after the failover the promoted replica's
+/// copy confirms the hold and it is held again. (While fred reconnects the cluster, commands to
+/// every node wait: a renewal that times out then puts its holds in doubt too, until the next
+/// renewal confirms them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_puts_its_slots_holds_in_doubt_until_the_new_master_confirms() {
+    use redisson_lock::HoldState;
+    let c = RedisCluster::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(15));
+    let holder = client(&c, config).await;
+    let names = c.name_per_master("doubt-");
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(holder.get_lock(name).lock().await.unwrap());
+    }
+    let victim = c.master_for_key(&names[1]);
+    // The hold reached the victim's replica (replication is asynchronous).
+    let replica = c.replica_for_key(&names[1]);
+    let field = guards[1].owner_field().to_owned();
+    assert!(
+        eventually(WITHIN, || async {
+            replica_hget(replica, &names[1], &field) == "1"
+        })
+        .await
+    );
+    let idx = c.masters().iter().position(|m| *m == victim).unwrap();
+    let killed = Instant::now();
+    let kill = c.kill_master(idx);
+    let told = async {
+        guards[1].lost().await;
+        (killed.elapsed(), guards[0].state(), guards[2].state())
+    };
+    let ((_, promoted), (told, first, third)) = tokio::join!(kill, told);
+    let failed_over = killed.elapsed();
+    assert_eq!(c.master_for_key(&names[1]), promoted);
+    assert!(
+        told < failed_over,
+        "told {told:?}, failover {failed_over:?}"
+    );
+    assert_eq!(
+        (first, third),
+        (HoldState::Held, HoldState::Held),
+        "the dropped connection put in doubt only the holds on the killed master's slots"
+    );
+    assert!(
+        eventually(Duration::from_secs(20), || async {
+            guards.iter().all(|g| g.state() == HoldState::Held)
+        })
+        .await,
+        "confirmed on the promoted replica: {:?}",
+        guards.iter().map(|g| g.state()).collect::<Vec<_>>()
+    );
+    println!(
+        "in doubt {told:?} after the kill; failover after {failed_over:?}; all held again after \
+         {:?}",
+        killed.elapsed()
+    );
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+}

@@ -608,3 +608,55 @@ async fn a_node_restarted_empty_is_not_counted_until_one_lease_after_it_went_dow
         }
     }
 }
+
+/// Issue 23, per instance: a RedLock stays held while a quorum of its parts is confirmed, is in
+/// doubt the moment fewer are (a second node's connection dropped), and lost once fewer than a
+/// quorum can still be held (a node restarted without the key, another past its deadline).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_is_in_doubt_when_a_quorum_is_no_longer_confirmed() {
+    use redisson_lock::HoldState;
+    let mut nodes = Nodes::start(3);
+    let cfg = Config::default()
+        .timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(100))
+        .reconnect_max_delay(Duration::from_millis(100))
+        .lock_watchdog_timeout(Duration::from_secs(3));
+    let mut clients = Vec::new();
+    for s in &nodes.servers {
+        clients.push(Client::connect(&s.url(), cfg.clone()).await.unwrap());
+    }
+    let g = redlock(&clients, "rl-doubt", fast())
+        .try_lock_for(Duration::from_secs(1))
+        .await
+        .unwrap()
+        .expect("acquired");
+    assert_eq!(g.state(), HoldState::Held);
+    nodes.servers[0].kill();
+    // Its part is in doubt at once; the quorum is not.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(g.state(), HoldState::Held, "2 of 3 parts are confirmed");
+    nodes.servers[1].kill();
+    let killed = Instant::now();
+    assert!(
+        common::eventually(Duration::from_secs(2), || async {
+            g.state() == HoldState::InDoubt
+        })
+        .await,
+        "{:?}",
+        g.state()
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(1),
+        "told at the drop, not at a deadline"
+    );
+    assert!(!g.is_lost(), "still valid: two parts are held or in doubt");
+    nodes.servers[1].restart();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            g.state() == HoldState::Lost
+        })
+        .await,
+        "{:?}",
+        g.state()
+    );
+}

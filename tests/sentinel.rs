@@ -334,3 +334,85 @@ async fn sentinel_a_paused_replica_never_blocks_lock_operations() {
     );
     client.shutdown().await;
 }
+
+// Issue 23: a hold is in doubt from the master's kill (before the sentinels promote a replica)
+// until a renewal on the new master confirms it; meanwhile nobody else gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_hold_is_in_doubt_from_the_master_kill_until_the_new_master_confirms_it() {
+    use redisson_lock::HoldState;
+    let mut set = SentinelSet::start();
+    let config = config().lock_watchdog_timeout(Duration::from_secs(12));
+    let a = connect(&set, config.clone()).await;
+    let b = connect(&set, config).await;
+    let lock = a.get_lock("sentinel:doubt");
+    let field = lock.owner_field().to_owned();
+    let guard = lock.lock().await.expect("lock");
+    let old = set.master_port();
+    // The hold reached the replicas before the kill (so the new master has it).
+    let replicas: Vec<u16> = set
+        .servers
+        .iter()
+        .flatten()
+        .map(|s| s.port())
+        .filter(|&p| p != old)
+        .collect();
+    sentinel_rig::wait_for("the hold replicated", Duration::from_secs(10), || {
+        replicas.iter().all(|&p| {
+            set.data_cli(p, &["HEXISTS", "sentinel:doubt", &field])
+                .trim()
+                == "1"
+        })
+    });
+    assert_eq!(guard.state(), HoldState::Held);
+
+    set.kill_port(old);
+    let killed = Instant::now();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("in doubt when the master's connection drops");
+    let told = killed.elapsed();
+    assert_eq!(guard.state(), HoldState::InDoubt);
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    let failed_over = killed.elapsed();
+    assert!(
+        told < failed_over,
+        "told {told:?}, failover {failed_over:?}"
+    );
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while guard.state() == HoldState::InDoubt && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let confirmed = killed.elapsed();
+    assert_eq!(
+        guard.state(),
+        HoldState::Held,
+        "confirmed on the new master"
+    );
+    assert_eq!(
+        set.data_cli(new, &["HEXISTS", "sentinel:doubt", &field])
+            .trim(),
+        "1"
+    );
+    println!(
+        "in doubt {told:?} after the kill; new master {new} after {failed_over:?}; held again \
+         after {confirmed:?}"
+    );
+    // Nobody else gets in while it is held.
+    let other = b.get_lock("sentinel:doubt");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match other.try_lock().await {
+            Ok(None) => break,
+            Ok(Some(_)) => panic!("another client acquired a held lock after the failover"),
+            Err(e) => {
+                not_readonly(&e);
+                assert!(Instant::now() < deadline, "{e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    guard.unlock().await.expect("unlock on the new master");
+    a.shutdown().await;
+    b.shutdown().await;
+}

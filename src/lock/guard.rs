@@ -12,7 +12,7 @@ use super::{
 use crate::{
     error::{Error, Result},
     owner::Owner,
-    watchdog::{valid_until, LossSignal},
+    watchdog::{valid_until, HoldState, LossSignal},
 };
 
 /// One hold of an acquired lock of kind `K`. The aliases name the usual ones:
@@ -33,12 +33,17 @@ use crate::{
 /// the task or thread that drops it.
 ///
 /// # Knowing when the lock is lost
-/// [`is_lost`](Self::is_lost) and [`lost`](Self::lost). For a watchdog lock that is when
-/// renewal finds the lock gone, or when the watchdog could not renew it before its deadline
-/// (last successful acquire/renew send time + timeout − drift); for a leased lock, when the
-/// lease (minus drift) has run out. A later call of the same owner on the same lock that sets
-/// the key's TTL (a re-entry or partial release with a shorter lease) brings every one of its
-/// guards' deadlines closer, never further; a watchdog hold is then renewed at once.
+/// [`state`](Self::state), [`is_lost`](Self::is_lost) and [`lost`](Self::lost). A hold is
+/// *lost* for a watchdog lock when renewal finds the lock gone, or when the watchdog could not
+/// renew it before its deadline (last successful acquire/renew send time + timeout − drift);
+/// for a leased lock, when the lease (minus drift) has run out. A later call of the same owner
+/// on the same lock that sets the key's TTL (a re-entry or partial release with a shorter
+/// lease) brings every one of its guards' deadlines closer, never further; a watchdog hold is
+/// then renewed at once. A hold is *in doubt* from the moment the connection to the lock's
+/// node drops or a command to it times out (the node may have restarted without its data, or
+/// failed over), until a renewal sent on the new connection confirms the owner (a leased hold:
+/// the owner's field is found after the reconnect). `lost()` fires and `is_lost()` answers
+/// `true` in both cases.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
@@ -111,6 +116,9 @@ impl Held {
             wd.track_leased(&hold.name, &hold.field, &loss);
             (loss, 0)
         };
+        hold.client
+            .watchdog()
+            .doubted_since(&hold.name, &hold.field, &loss, sent_at, !watchdog);
         crate::observe::guard_opened(kind);
         Self {
             hold,
@@ -199,9 +207,33 @@ impl<K: Kind> Guard<K> {
         self.held.watchdog
     }
 
-    /// `true` once the lock is known or presumed lost; never turns back to `false`.
+    /// `true` unless the hold is [`Held`](HoldState::Held): `true` while it is
+    /// [`InDoubt`](HoldState::InDoubt) (the connection to its node dropped or timed out, so
+    /// another client may hold the lock) and once it is [`Lost`](HoldState::Lost). A hold in
+    /// doubt that a renewal confirms turns back to `false`; a lost one never does.
     pub fn is_lost(&self) -> bool {
-        self.held.loss.is_lost()
+        self.state() != HoldState::Held
+    }
+
+    /// Where the hold stands: [`Held`](HoldState::Held), [`InDoubt`](HoldState::InDoubt)
+    /// from the moment the connection to the lock's node drops (or a command to it times out)
+    /// until a renewal sent on the new connection confirms the owner, or
+    /// [`Lost`](HoldState::Lost) for good (the owner's field was found gone, the lock was
+    /// force-unlocked, or the deadline passed unrenewed).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::HoldState;
+    /// let guard = client.get_lock("report").lock().await?;
+    /// match guard.state() {
+    ///     HoldState::Held => { /* write */ }
+    ///     HoldState::InDoubt => { /* pause writes until it is confirmed or lost */ }
+    ///     _ => return Ok(()), // lost: stop
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn state(&self) -> HoldState {
+        self.held.loss.state()
     }
 
     /// The instant (monotonic clock) until which the lock is known to be held, unless lost
@@ -210,13 +242,13 @@ impl<K: Kind> Guard<K> {
         self.held.loss.deadline()
     }
 
-    /// Resolves when the lock is lost. Use it with `select!` to abort work that must not
-    /// continue without the lock.
+    /// Resolves when the lock is lost or in doubt (when [`is_lost`](Self::is_lost) turns
+    /// `true`). Use it with `select!` to abort work that must not continue without the lock.
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future has no effect on the lock.
     pub async fn lost(&self) {
-        self.held.loss.wait_lost().await
+        self.held.loss.wait_not_held().await
     }
 
     /// Releases this hold and reports the outcome. Watchdog renewal for this hold stops
@@ -286,9 +318,17 @@ impl<K: Kind> Guard<K> {
         Ok(())
     }
 
-    /// Owner-checked renewal to `lease` from now, without touching the guard's state.
+    /// Owner-checked renewal to `lease` from now (a RedLock's extension). A leased hold's
+    /// deadline moves with it (never back), so the part does not count as lost at its old one.
     pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
-        self.held.hold.renew(lease).await
+        let sent_at = Instant::now();
+        let renewed = self.held.hold.renew(lease).await?;
+        if renewed && !self.held.watchdog {
+            self.held
+                .loss
+                .renewed_to(Instant::now(), valid_until(sent_at, lease));
+        }
+        Ok(renewed)
     }
 
     pub(crate) fn token_value(&self) -> Option<u64> {

@@ -14,8 +14,21 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    watchdog::drift,
+    watchdog::{drift, HoldState},
 };
+
+/// The worst of some states (lost before in doubt before held).
+fn worst(states: impl Iterator<Item = HoldState>) -> HoldState {
+    let mut out = HoldState::Held;
+    for s in states {
+        match s {
+            HoldState::Held => {}
+            HoldState::InDoubt => out = HoldState::InDoubt,
+            _ => return HoldState::Lost,
+        }
+    }
+    out
+}
 
 impl LockPart {
     /// One attempt on this part as its owner, as a type-erased guard.
@@ -55,9 +68,15 @@ impl MultiGuard {
         &self.parts
     }
 
-    /// `true` once any part is lost.
+    /// `true` once any part is lost or in doubt (see [`state`](Self::state)).
     pub fn is_lost(&self) -> bool {
         self.parts.iter().any(AnyGuard::is_lost)
+    }
+
+    /// The worst state of the parts: [`Lost`](HoldState::Lost) if any part is lost, else
+    /// [`InDoubt`](HoldState::InDoubt) if any is in doubt, else [`Held`](HoldState::Held).
+    pub fn state(&self) -> HoldState {
+        worst(self.parts.iter().map(AnyGuard::state))
     }
 
     /// Releases every part (all of them, even after an error) and returns the first error.
@@ -415,11 +434,34 @@ impl RedLockGuard {
     }
 
     /// `true` once the lock is no longer valid (validity over, or fewer than a quorum of parts
-    /// still held).
+    /// still held or in doubt). A part lost because its node restarted without the key does not
+    /// by itself end a leased RedLock's validity: the delayed-restart rule keeps that node out
+    /// of every quorum for one lease. See [`state`](Self::state) for parts in doubt.
     pub fn is_lost(&self) -> bool {
         match self.deadline() {
             Some(d) => Instant::now() >= d,
             None => true,
+        }
+    }
+
+    /// [`Lost`](HoldState::Lost) when [`is_lost`](Self::is_lost);
+    /// [`InDoubt`](HoldState::InDoubt) while fewer than a quorum of parts are confirmed held
+    /// (the connection to some of their nodes dropped, or a node lost the key); else
+    /// [`Held`](HoldState::Held).
+    pub fn state(&self) -> HoldState {
+        if self.is_lost() {
+            return HoldState::Lost;
+        }
+        let held = self
+            .parts
+            .iter()
+            .flatten()
+            .filter(|g| g.state() == HoldState::Held)
+            .count();
+        if held >= self.quorum {
+            HoldState::Held
+        } else {
+            HoldState::InDoubt
         }
     }
 
@@ -522,7 +564,7 @@ fn quorum_deadline(parts: &[Option<AnyGuard>], quorum: usize) -> Option<Instant>
     let mut deadlines: Vec<Instant> = parts
         .iter()
         .flatten()
-        .filter(|g| !g.is_lost())
+        .filter(|g| g.state() != HoldState::Lost)
         .map(AnyGuard::valid_until)
         .collect();
     deadlines.sort_unstable_by(|a, b| b.cmp(a));

@@ -19,8 +19,10 @@ impl<K: Kind> Lock<K> {
     /// expands to.
     ///
     /// If the lock is lost while the body runs (renewal found it gone, it was force-unlocked,
-    /// or it could not be renewed before its deadline), the body's future is dropped at once —
-    /// it is not polled again — and the call returns [`Error::LockLost`] through `E::from`.
+    /// or it could not be renewed before its deadline) or is in doubt (the connection to its
+    /// node dropped or timed out: see [`Guard::state`](crate::Guard::state)), the body's
+    /// future is dropped at once — it is not polled again — and the call returns
+    /// [`Error::LockLost`] through `E::from`.
     /// When the body ends first, its result is returned whatever it is; the lock is released
     /// before the call returns (a failed release is logged, not returned: the body's work is
     /// done, and the hold ends at the latest when its TTL runs out).

@@ -114,6 +114,11 @@ impl RedisServer {
         self.port
     }
 
+    /// The server's working directory (its AOF and RDB files).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// The server's PID.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(|c| c.id())

@@ -1,0 +1,603 @@
+//! Connection-aware hold state: a hold is *in doubt* from the moment the connection to its
+//! node drops (or a command to it times out) until a renewal sent after that moment confirms
+//! the owner's field; a renewal that finds the field gone makes it lost for good.
+//!
+//! The state machine lives in the [`LossSignal`] (a doubt *epoch* beside its lost flag and
+//! deadline); this module owns the client-wide epoch counter, the listener of the command
+//! connection's events (fred's error, reconnect, unresponsive and cluster-change streams), the
+//! registry of leased holds (no watchdog renewal: they are checked once after a reconnect) and
+//! the request for a renewal run right after a reconnect, so the doubt is short.
+//!
+//! Epochs: every doubt event takes a new epoch `e` and raises each affected signal's doubt to
+//! at least `e`; a renewal reads the counter when it is sent, and its success clears the doubt
+//! only if it was sent at or after the doubt's epoch. A renewal sent before the connection
+//! dropped (whose reply may come back after) never clears a doubt.
+//!
+//! No command is added to the hot path: doubts come from connection events and from renewals
+//! that already run; the only extra commands are one renewal run per reconnect and one
+//! `HEXISTS` per leased hold in doubt after a reconnect.
+
+use std::{
+    collections::HashSet,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+};
+
+use fred::{
+    interfaces::{ClusterInterface, EventInterface},
+    types::{cluster::ClusterRouting, config::Server, ClusterStateChange},
+};
+use parking_lot::Mutex;
+use tokio::{sync::broadcast::error::RecvError, time::Instant};
+
+use super::{HoldKey, Item, LossSignal, Watchdog, WatchdogState};
+use crate::{core::Core, error::Error};
+
+/// Where a hold stands, as its holder is told (see [`Guard::state`](crate::Guard::state)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HoldState {
+    /// Held and confirmed: the last acquisition or renewal was acknowledged by the node, and
+    /// the connection to the node has not failed since.
+    Held,
+    /// The connection to the lock's node dropped (or a command to it timed out, or the node
+    /// left the cluster's routing) since the last confirmation: the node may have restarted
+    /// without its data or failed over, so another client may hold the lock. Back to
+    /// [`Held`](Self::Held) once a renewal sent after the doubt began confirms the owner (a
+    /// leased hold: once the owner's field is found after the reconnect), [`Lost`](Self::Lost)
+    /// if the field is gone or the deadline passes first.
+    InDoubt,
+    /// Lost for good: the owner's field was found gone, the lock was force-unlocked, or its
+    /// deadline passed unrenewed. Never changes again.
+    Lost,
+}
+
+/// Which holds a doubt event concerns.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Node<'a> {
+    /// Every hold of the client (standalone, Sentinel, or a cluster event naming no node).
+    All,
+    /// The holds whose slot this node serves (any hold on a non-cluster deployment).
+    Server(&'a Server),
+}
+
+impl LossSignal {
+    /// The state of the hold: lost (flag or deadline) first, then in doubt, else held.
+    pub(crate) fn state(&self) -> HoldState {
+        if self.is_lost() {
+            HoldState::Lost
+        } else if self.doubt.load(Ordering::Acquire) != 0 {
+            HoldState::InDoubt
+        } else {
+            HoldState::Held
+        }
+    }
+
+    /// Puts the hold in doubt as of `epoch` (raising an earlier doubt's epoch). Returns `true`
+    /// when the hold was held until now (to report it once).
+    pub(crate) fn doubt(&self, epoch: u64) -> bool {
+        let before = self.doubt.fetch_max(epoch, Ordering::AcqRel);
+        self.notify.notify_waiters();
+        before == 0 && !self.is_lost()
+    }
+
+    /// A renewal sent at `sent_epoch` confirmed the owner: clears a doubt that began at or
+    /// before that epoch. Returns `true` when it cleared one.
+    pub(crate) fn confirm(&self, sent_epoch: u64) -> bool {
+        let mut current = self.doubt.load(Ordering::Acquire);
+        while current != 0 && current <= sent_epoch {
+            match self
+                .doubt
+                .compare_exchange(current, 0, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => {
+                    self.notify.notify_waiters();
+                    return !self.is_lost();
+                }
+                Err(now) => current = now,
+            }
+        }
+        false
+    }
+
+    /// Resolves once the hold is no longer [`HoldState::Held`] (in doubt or lost).
+    pub(crate) async fn wait_not_held(&self) {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state() != HoldState::Held {
+                return;
+            }
+            let deadline = self.deadline();
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+}
+
+/// The doubt bookkeeping of one client (a part of the watchdog's state).
+#[derive(Default)]
+pub(crate) struct Doubts {
+    /// The last doubt epoch taken (0: none yet).
+    epoch: AtomicU64,
+    /// The (lock, owner) pairs of leased holds whose check is running (one at a time, however
+    /// many reconnects ask). The leased holds themselves are the watchdog's `leased` registry.
+    checking: Mutex<HashSet<HoldKey>>,
+    /// The cluster routing as last seen (to tell which slots a dropped or removed node served).
+    routing: Mutex<Option<ClusterRouting>>,
+    /// When the last connection event put holds in doubt (for an acquisition sent before it
+    /// and registered after it).
+    last_at: Mutex<Option<Instant>>,
+}
+
+impl Doubts {
+    /// The epoch a renewal sent now carries.
+    pub(crate) fn current(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    fn next(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::AcqRel) + 1
+    }
+}
+
+/// Forgets a request for a run at once made while there was nothing to renew (the renewal
+/// loop calls this when it goes idle), so the next hold's first renewal comes on time.
+pub(crate) fn forget_urgent(state: &WatchdogState) {
+    use futures::FutureExt;
+    let _ = state.urgent.notified().now_or_never();
+}
+
+/// Asks for a renewal run at once if some renewed hold is in doubt.
+fn renew_doubted_now(state: &WatchdogState) {
+    if state
+        .holds
+        .iter()
+        .any(|h| h.value().loss.state() == HoldState::InDoubt)
+    {
+        state.urgent.notify_one();
+    }
+}
+
+/// Sleeps `delay` before the next renewal run, or less if a run is asked for at once.
+pub(crate) async fn pause(state: &WatchdogState, delay: std::time::Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(delay) => {}
+        _ = state.urgent.notified() => {}
+    }
+}
+
+/// A renewal sent at `sent_epoch` found the item's owner field and renewed it.
+pub(crate) fn confirmed(item: &Item, sent_epoch: u64) {
+    if item.loss.confirm(sent_epoch) {
+        crate::observe::lock_confirmed(&item.key.name, &item.key.field);
+    }
+}
+
+/// A renewal call failed: a timeout or a lost connection puts the holds it was renewing in
+/// doubt (their node did not answer); other errors change nothing.
+pub(crate) fn renewal_failed(state: &WatchdogState, items: &[&Item], error: &Error) {
+    if !matches!(error, Error::Timeout(_) | Error::Connection(_)) {
+        return;
+    }
+    let epoch = state.doubts.next();
+    for item in items {
+        if item.loss.doubt(epoch) {
+            crate::observe::lock_in_doubt(&item.key.name, &item.key.field, "renewal got no reply");
+        }
+    }
+}
+
+/// The slot of a lock name.
+fn slot(name: &str) -> u16 {
+    fred::util::redis_keyslot(name.as_bytes())
+}
+
+/// Puts in doubt every hold of `state` for which `affected(name)` holds (watchdog-renewed and
+/// leased alike) and reports each that was held.
+fn doubt_where(state: &WatchdogState, affected: impl Fn(&str) -> bool, why: &'static str) {
+    *state.doubts.last_at.lock() = Some(Instant::now());
+    let epoch = state.doubts.next();
+    for entry in state.holds.iter() {
+        let key = entry.key();
+        if affected(&key.name) && entry.value().loss.doubt(epoch) {
+            crate::observe::lock_in_doubt(&key.name, &key.field, why);
+        }
+    }
+    for entry in state.leased.iter() {
+        let key = entry.key();
+        if !affected(&key.name) {
+            continue;
+        }
+        for loss in entry.value() {
+            if loss.doubt(epoch) {
+                crate::observe::lock_in_doubt(&key.name, &key.field, why);
+            }
+        }
+    }
+}
+
+impl Watchdog {
+    /// Puts in doubt every hold on `node` (its slots, on a cluster; every hold elsewhere):
+    /// the one entry point for "the connection to a node dropped, stalled or timed out",
+    /// whoever detects it (the connection events here, a stalled-connection check, a command
+    /// timeout). The holds return to held at the next renewal that confirms them; call
+    /// [`reconnected`](Self::reconnected) when the node answers again to make that at once.
+    #[allow(dead_code)] // for other detectors (a stalled-connection check, a command timeout)
+    pub(crate) fn connection_in_doubt(&self, node: Node<'_>, why: &'static str) {
+        if let Some(core) = self.core.upgrade() {
+            in_doubt(&core, &self.state, node, why);
+        }
+    }
+
+    /// The connection to a node is back: renew at once (confirming or losing the holds in
+    /// doubt) and check the leased holds in doubt.
+    #[allow(dead_code)] // for other detectors (a stalled-connection check)
+    pub(crate) fn reconnected(&self) {
+        if let Some(core) = self.core.upgrade() {
+            reconnected(&core, &self.state);
+        }
+    }
+
+    /// A hold whose acquisition was sent at `sent_at` and registered just now: if a connection
+    /// event put holds in doubt since it was sent (the reply came, then the connection
+    /// dropped, before the guard existed), the hold starts in doubt, and is renewed (watchdog)
+    /// or checked (leased) at once.
+    pub(crate) fn doubted_since(
+        &self,
+        name: &Arc<str>,
+        field: &Arc<str>,
+        loss: &Arc<LossSignal>,
+        sent_at: Instant,
+        leased: bool,
+    ) {
+        let doubts = &self.state.doubts;
+        if !doubts.last_at.lock().is_some_and(|at| at >= sent_at) {
+            return;
+        }
+        if loss.doubt(doubts.next()) {
+            crate::observe::lock_in_doubt(name, field, "connection lost while acquiring");
+        }
+        if leased {
+            let Some(core) = self.core.upgrade() else {
+                return;
+            };
+            check_leased(
+                &core,
+                &self.state,
+                HoldKey {
+                    name: name.clone(),
+                    field: field.clone(),
+                },
+            );
+        } else {
+            self.state.urgent.notify_one();
+        }
+    }
+}
+
+fn in_doubt(core: &Core, state: &WatchdogState, node: Node<'_>, why: &'static str) {
+    let server = match node {
+        Node::Server(s) if core.is_clustered() => s,
+        _ => return doubt_where(state, |_| true, why),
+    };
+    let current = core.redis().cached_cluster_state();
+    let last = state.doubts.routing.lock().clone();
+    if current.is_none() && last.is_none() {
+        return doubt_where(state, |_| true, why);
+    }
+    let serves = |routing: &Option<ClusterRouting>, name: &str| {
+        routing
+            .as_ref()
+            .and_then(|r| r.get_server(slot(name)))
+            .is_some_and(|s| s == server)
+    };
+    doubt_where(
+        state,
+        |name| serves(&current, name) || serves(&last, name),
+        why,
+    );
+}
+
+/// The cluster's routing changed: holds whose slot moved to another node are in doubt (a
+/// failover may have lost the last writes; a migration keeps them, and the renewal that
+/// follows confirms them at once).
+fn routing_changed(core: &Core, state: &WatchdogState) {
+    let current = core.redis().cached_cluster_state();
+    let last = std::mem::replace(&mut *state.doubts.routing.lock(), current.clone());
+    let (Some(current), Some(last)) = (current, last) else {
+        return;
+    };
+    doubt_where(
+        state,
+        |name| {
+            let s = slot(name);
+            last.get_server(s) != current.get_server(s)
+        },
+        "the cluster moved its slot",
+    );
+    renew_doubted_now(state);
+}
+
+fn reconnected(core: &Arc<Core>, state: &Arc<WatchdogState>) {
+    renew_doubted_now(state);
+    let doubted: Vec<HoldKey> = state
+        .leased
+        .iter()
+        .filter(|e| e.value().iter().any(|l| l.state() == HoldState::InDoubt))
+        .map(|e| e.key().clone())
+        .collect();
+    for key in doubted {
+        check_leased(core, state, key);
+    }
+}
+
+/// Starts the check of one owner's leased holds of one lock, unless one is running.
+fn check_leased(core: &Arc<Core>, state: &Arc<WatchdogState>, key: HoldKey) {
+    if state.doubts.checking.lock().insert(key.clone()) {
+        tokio::spawn(verify_leased(core.clone(), state.clone(), key));
+    }
+}
+
+/// The leased holds of `key` now in doubt.
+fn doubted_leases(state: &WatchdogState, key: &HoldKey) -> Vec<Arc<LossSignal>> {
+    state.leased.get(key).map_or_else(Vec::new, |e| {
+        e.value()
+            .iter()
+            .filter(|l| l.state() == HoldState::InDoubt)
+            .cloned()
+            .collect()
+    })
+}
+
+/// Checks one owner's leased holds of one lock in doubt after a reconnect: the owner's field
+/// present confirms them, absent loses them; an error is retried until none is in doubt any
+/// more (their deadlines pass at the latest).
+async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey) {
+    let retry = core
+        .config()
+        .retry_delay
+        .max(std::time::Duration::from_millis(10));
+    let (name, field) = (&key.name, &key.field);
+    loop {
+        let doubted = doubted_leases(&state, &key);
+        if doubted.is_empty() {
+            break;
+        }
+        let sent_epoch = state.doubts.current();
+        match core.has_field(name, field).await {
+            Ok(true) => {
+                for loss in &doubted {
+                    if loss.confirm(sent_epoch) {
+                        crate::observe::lock_confirmed(name, field);
+                    }
+                }
+                if doubted.iter().any(|l| l.state() == HoldState::InDoubt) {
+                    // A newer doubt began while the check was in flight: check again.
+                    tokio::time::sleep(retry).await;
+                }
+            }
+            Ok(false) => {
+                for loss in &doubted {
+                    if !loss.is_lost() {
+                        crate::observe::lock_lost(name, field, "gone after a reconnect");
+                    }
+                    loss.mark_lost();
+                }
+            }
+            Err(_) => {
+                let deadline = doubted.iter().map(|l| l.deadline()).min();
+                let next = Instant::now() + retry;
+                tokio::time::sleep_until(deadline.map_or(next, |d| d.min(next))).await;
+            }
+        }
+    }
+    state.doubts.checking.lock().remove(&key);
+}
+
+/// Listens to the command connection's events for as long as the client lives.
+pub(crate) async fn watch_connection(core: Arc<Core>, state: Arc<WatchdogState>) {
+    let redis = core.redis().clone();
+    let mut errors = redis.error_rx();
+    let mut reconnects = redis.reconnect_rx();
+    let mut unresponsive = redis.unresponsive_rx();
+    let mut changes = redis.cluster_change_rx();
+    if core.is_clustered() {
+        *state.doubts.routing.lock() = redis.cached_cluster_state();
+    }
+    loop {
+        tokio::select! {
+            e = errors.recv() => match e {
+                Ok((_, Some(server))) => {
+                    in_doubt(&core, &state, Node::Server(&server), "connection to its node lost")
+                }
+                // On a cluster, an error naming no node is a failed attempt to reconnect: the
+                // node that dropped was named by its reader's error (and nodes still connected
+                // did not restart), so it puts nothing more in doubt.
+                Ok((_, None)) if core.is_clustered() => {}
+                Ok((_, None)) | Err(RecvError::Lagged(_)) => {
+                    in_doubt(&core, &state, Node::All, "connection lost")
+                }
+                Err(RecvError::Closed) => return,
+            },
+            e = unresponsive.recv() => match e {
+                Ok(server) => in_doubt(&core, &state, Node::Server(&server), "its node stopped answering"),
+                Err(RecvError::Lagged(_)) => in_doubt(&core, &state, Node::All, "a node stopped answering"),
+                Err(RecvError::Closed) => return,
+            },
+            e = changes.recv() => match e {
+                Ok(list) => {
+                    for change in &list {
+                        if let ClusterStateChange::Remove(server) = change {
+                            in_doubt(&core, &state, Node::Server(server), "its node left the cluster");
+                        }
+                    }
+                    routing_changed(&core, &state);
+                }
+                Err(RecvError::Lagged(_)) => {
+                    in_doubt(&core, &state, Node::All, "cluster changes missed");
+                    routing_changed(&core, &state);
+                }
+                Err(RecvError::Closed) => return,
+            },
+            e = reconnects.recv() => match e {
+                Ok(_) | Err(RecvError::Lagged(_)) => reconnected(&core, &state),
+                Err(RecvError::Closed) => return,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_doubt_clears_only_by_a_renewal_sent_after_it_began() {
+        let doubts = Doubts::default();
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        assert_eq!(loss.state(), HoldState::Held);
+
+        // A renewal is sent, then the connection drops before its reply is applied.
+        let before_drop = doubts.current();
+        let e = doubts.next();
+        assert!(loss.doubt(e), "reported once");
+        assert_eq!(loss.state(), HoldState::InDoubt);
+        assert!(!loss.is_lost(), "in doubt is not lost for good");
+        assert!(
+            !loss.confirm(before_drop),
+            "a reply to a renewal sent before the drop does not clear the doubt"
+        );
+        assert_eq!(loss.state(), HoldState::InDoubt);
+
+        // A second drop while in doubt: not reported again, and moves the epoch on.
+        let after_first = doubts.current();
+        let e2 = doubts.next();
+        assert!(!loss.doubt(e2));
+        assert!(
+            !loss.confirm(after_first),
+            "a renewal sent between the two drops does not clear the later doubt"
+        );
+
+        // The renewal on the new connection confirms it.
+        assert!(loss.confirm(doubts.current()));
+        assert_eq!(loss.state(), HoldState::Held);
+        assert!(!loss.confirm(doubts.current()), "nothing left to clear");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_doubt_that_outlasts_the_deadline_is_a_loss_for_good() {
+        let doubts = Doubts::default();
+        let start = Instant::now();
+        let loss = LossSignal::new(start + Duration::from_secs(2));
+        loss.doubt(doubts.next());
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert_eq!(loss.state(), HoldState::Lost);
+        // A late confirmation does not revive it.
+        loss.confirm(doubts.current());
+        loss.extend(Instant::now(), Instant::now() + Duration::from_secs(10));
+        assert_eq!(loss.state(), HoldState::Lost);
+
+        // A hold found gone while in doubt is lost, whatever comes after.
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        loss.doubt(doubts.next());
+        loss.mark_lost();
+        assert!(!loss.confirm(doubts.current()));
+        assert_eq!(loss.state(), HoldState::Lost);
+        assert!(
+            !loss.doubt(doubts.next()),
+            "a lost hold is not reported in doubt"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn wait_not_held_resolves_on_doubt_and_wait_lost_does_not() {
+        let loss = LossSignal::new(Instant::now() + Duration::from_secs(60));
+        let not_held = {
+            let loss = loss.clone();
+            tokio::spawn(async move { loss.wait_not_held().await })
+        };
+        let lost = {
+            let loss = loss.clone();
+            tokio::spawn(async move { loss.wait_lost().await })
+        };
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!not_held.is_finished());
+        loss.doubt(1);
+        tokio::time::timeout(Duration::from_millis(1), not_held)
+            .await
+            .expect("woken by the doubt")
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!lost.is_finished(), "a doubt is not a loss");
+        loss.confirm(1);
+        // Held again: a new wait waits again, until the deadline.
+        let start = Instant::now();
+        loss.wait_not_held().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(58));
+        lost.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_asked_for_at_once_cuts_the_pause_unless_it_was_forgotten_when_idle() {
+        let state = super::super::tests::state();
+        let start = Instant::now();
+        state.urgent.notify_one();
+        pause(&state, Duration::from_secs(10)).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "a reconnect: renew at once"
+        );
+
+        state.urgent.notify_one();
+        forget_urgent(&state);
+        pause(&state, Duration::from_secs(10)).await;
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_secs(10),
+            "a request made while idle does not cut the next hold's first period"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn doubts_reach_watchdog_and_leased_holds_of_the_affected_node() {
+        let state = super::super::tests::state();
+        let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        state.holds.insert(
+            super::super::HoldKey {
+                name: "a".into(),
+                field: "f".into(),
+            },
+            super::super::Hold {
+                count: 1,
+                shape: super::super::RenewalShape::per_hold("a"),
+                queue: None,
+                last_sent: Instant::now(),
+                epoch: 1,
+                renewals: 0,
+                loss: renewed.clone(),
+            },
+        );
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        state.leased.insert(
+            super::super::HoldKey {
+                name: "b".into(),
+                field: "f".into(),
+            },
+            vec![leased.clone()],
+        );
+        doubt_where(&state, |name| name != "b", "test");
+        assert_eq!(renewed.state(), HoldState::InDoubt);
+        assert_eq!(leased.state(), HoldState::Held, "not on the affected node");
+        doubt_where(&state, |_| true, "test");
+        assert_eq!(leased.state(), HoldState::InDoubt);
+    }
+}
