@@ -149,7 +149,9 @@ impl Client {
             latches: LatchSweeper::start(core.clone()),
             ledgers: Default::default(),
             pending_releases: Default::default(),
-            local_queues: Default::default(),
+            local_queues: Arc::new(crate::lock::queue::LocalQueues::new(
+                core.config().local_hand_off,
+            )),
             restarts: crate::restarts::Restarts::start(core.clone()).await,
             core,
             runtime: tokio::runtime::Handle::current(),
@@ -183,6 +185,8 @@ impl Client {
             subscribed_channels: self.inner.pubsub.active_channels(),
             waiters: channels.values().sum(),
             channels,
+            local_hand_overs: self.inner.local_queues.hand_overs(),
+            hand_off_contests: self.inner.local_queues.contests(),
         }
     }
 

@@ -32,6 +32,13 @@ pub struct Stats {
     /// `redisson_rwlock:{catalog}`, or a fair lock's per-waiter channel), queued waiters
     /// included: the waiters of one queue share one subscription.
     pub channels: BTreeMap<String, usize>,
+    /// Releases since the client connected that handed the lock to a local waiter at once
+    /// (the local hand-off queue; see `Config::local_hand_off`).
+    pub local_hand_overs: u64,
+    /// Releases since the client connected after which the local waiters raced for the lock
+    /// like every other client's waiters, on the unlock message, instead (the hand-off
+    /// policy's contests, while another client waits; every release with `LocalHandOff::Off`).
+    pub hand_off_contests: u64,
 }
 
 impl Stats {
