@@ -17,8 +17,10 @@
 //! * While an owner of this queue holds the lock (the head that acquired it last), the next
 //!   head makes no attempt until that owner's release hands over (or that hold's lease has run
 //!   out): an unlock message within [`ECHO_WINDOW`] of that owner's acquisition is the previous
-//!   release's echo. A later unlock message is news (a remote `force_unlock`, a Java peer's
-//!   forced release): the head attempts at once, as any waiter would.
+//!   release's echo, and so is one that comes while that owner's own release is under way
+//!   (the release's end wakes the head). Any other unlock message is news (a remote
+//!   `force_unlock`, a Java peer's forced release): the head attempts at once, as any waiter
+//!   would.
 //!
 //! The hand-off policy ([`LocalHandOff`], `Config::local_hand_off`) — bounded in time while
 //! another client waits, never in count:
@@ -83,7 +85,7 @@ pub(crate) const CONTEST_WINS: u32 = 2;
 /// How long a head that stands back waits after the release's unlock message before its own
 /// attempt: long enough for a waiter of another client woken by that message to have sent its
 /// attempt (a loopback round trip is well under 1 ms; this leaves room for a loaded machine).
-pub(crate) const STAND_BACK: Duration = Duration::from_millis(10);
+pub(crate) const STAND_BACK: Duration = Duration::from_millis(50);
 /// How long a contest's head waits for the release's own unlock message before it attempts
 /// anyway (the message is never lost silently: a lag or a reconnect counts as a message too).
 pub(crate) const MESSAGE_WAIT: Duration = Duration::from_millis(100);
@@ -136,8 +138,10 @@ struct State {
     others: Option<(bool, Instant)>,
     /// How long the next "nobody came" holds (see [`QUIET_START`]); zero: not set yet.
     quiet: Duration,
-    /// The queue subscription's message count when the last local release began.
+    /// The queue subscription's message count when the last local release began, and when it
+    /// began (the run's age is judged then: the question, if any, was decided then).
     release_mark: Option<u64>,
+    release_began: Option<Instant>,
     /// The contest, while one is on.
     contest: Option<Contest>,
     /// The queue's one subscription to the lock's channel.
@@ -227,13 +231,14 @@ impl LocalQueues {
         let queue = self.get(tag, name)?;
         let mut st = queue.state.lock();
         st.release_mark = st.subscription.as_ref().map(|s| s.messages());
+        let now = Instant::now();
+        st.release_began = Some(now);
         let LocalHandOff::Bounded(budget) = self.policy else {
             return None;
         };
         if st.waiters.is_empty() || st.contest.is_some() {
             return None;
         }
-        let now = Instant::now();
         let spent = st
             .run_since
             .is_some_and(|since| now.saturating_duration_since(since) >= budget);
@@ -245,7 +250,7 @@ impl LocalQueues {
     /// an error); `others`: the answer to "does another client listen?" asked with it. Hands the
     /// lock to the head at once, or starts (or goes on with) a contest, as the policy says.
     pub(crate) fn released(&self, tag: &str, name: &str, freed: bool, others: Option<bool>) {
-        if !freed || self.live.load(Ordering::Acquire) == 0 {
+        if self.live.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut map = self.map.lock();
@@ -253,6 +258,10 @@ impl LocalQueues {
             return;
         };
         let mut st = queue.state.lock();
+        if !freed {
+            st.release_began = None;
+            return;
+        }
         // Whoever freed it, no owner of this queue holds it now.
         st.holder = None;
         let now = Instant::now();
@@ -260,6 +269,7 @@ impl LocalQueues {
             st.others = Some((answer, now.checked_add(budget).unwrap_or(now)));
         }
         let mark = st.release_mark.take();
+        let began = st.release_began.take().unwrap_or(now);
         let Some((_, head)) = st.waiters.front() else {
             // Nobody waits and nobody holds: the queue ends.
             self.remove(&mut map, &queue);
@@ -270,12 +280,12 @@ impl LocalQueues {
             LocalHandOff::Unbounded => true,
             LocalHandOff::Off => false,
             LocalHandOff::Bounded(budget) => {
-                let within = |at: Instant| now.saturating_duration_since(at) < budget;
+                let within = |at: Instant| began.saturating_duration_since(at) < budget;
                 if st.contest.is_some() {
                     false
                 } else if st.run_since.is_none_or(within) {
                     true
-                } else if matches!(st.others, Some((false, until)) if until > now) {
+                } else if matches!(st.others, Some((false, until)) if until > began) {
                     // Nobody else listens: a new run starts with the next acquisition.
                     st.run_since = None;
                     true
@@ -474,6 +484,11 @@ impl Ticket {
     pub(crate) fn held_for(&self) -> Option<Duration> {
         let st = self.queue.state.lock();
         st.holder.as_ref()?;
+        if st.release_began.is_some() {
+            // That owner's release is under way: a message now is its own, no news, and the
+            // release's end (`released`) wakes the head.
+            return None;
+        }
         st.holder_since.map(|since| since.elapsed())
     }
 
@@ -643,7 +658,11 @@ mod tests {
     ) -> Round {
         let next = q.join("lock", "n", "ch");
         assert!(current.wait_head(Some(Instant::now())).await);
-        assert_ne!(current.plan(), Plan::Wait(30_000 * MS), "nobody local holds");
+        assert_ne!(
+            current.plan(),
+            Plan::Wait(30_000 * MS),
+            "nobody local holds"
+        );
         current.acquired("u:1".into(), Instant::now() + 30_000 * MS);
         tokio::time::sleep(hold).await;
         let asked = q.releasing("lock", "n").is_some();
@@ -676,7 +695,11 @@ mod tests {
             assert!(r.handed, "round {i}: within the budget, a hand-over");
             assert_eq!(r.plan, Plan::Attempt);
         }
-        assert_eq!(asked_at, Some(9), "asked once the run lasted 10 ms, not before");
+        assert_eq!(
+            asked_at,
+            Some(9),
+            "asked once the run lasted 10 ms, not before"
+        );
         // A race won (the head's own attempt), then the answer "nobody else": a new run of
         // hand-overs, and no question for another budget.
         t.busy();
@@ -695,8 +718,15 @@ mod tests {
         // A 100 ms hold spends the run at once; someone else listens.
         let r = hold_and_release(&q, t, 100 * MS, Some(true)).await;
         assert!(r.asked);
-        assert!(!r.handed, "no hand-over while another client waits past the budget");
-        assert_eq!(r.plan, Plan::Attempt, "a race (no message to wait for without a channel)");
+        assert!(
+            !r.handed,
+            "no hand-over while another client waits past the budget"
+        );
+        assert_eq!(
+            r.plan,
+            Plan::Attempt,
+            "a race (no message to wait for without a channel)"
+        );
         assert_eq!(contest(&q).unwrap().wins, 0);
         // Races won: the contest goes on, with no question asked.
         let r = hold_and_release(&q, r.next, 100 * MS, None).await;
@@ -715,6 +745,36 @@ mod tests {
         assert!(contest(&q).is_none());
         let r = hold_and_release(&q, r.next, MS, None).await;
         assert!(r.handed, "a new run hands over within its budget");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_nobody_takes_the_lock_from_a_head_standing_back_the_client_is_alone_a_while() {
+        let q = with(LocalHandOff::Bounded(10 * MS));
+        let mut r = hold_and_release(&q, q.join("lock", "n", "ch"), 100 * MS, Some(true)).await;
+        for _ in 0..CONTEST_WINS {
+            r = hold_and_release(&q, r.next, 100 * MS, None).await;
+        }
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        tokio::time::sleep(STAND_BACK).await;
+        assert_eq!(r.next.plan(), Plan::Attempt);
+        // Its attempt wins: the listener was no waiter. Hand-overs without a question for
+        // QUIET_START, then the question again.
+        let r = hold_and_release(&q, r.next, 60 * MS, None).await;
+        assert!(contest(&q).is_none());
+        assert!(!r.asked && r.handed, "alone for a while");
+        let r = hold_and_release(&q, r.next, 60 * MS, None).await;
+        assert!(r.asked, "asked again after {QUIET_START:?}");
+        // The next stand-back without a taker keeps the client alone twice as long.
+        assert_eq!(
+            q.map
+                .lock()
+                .get(&key("lock", "n"))
+                .unwrap()
+                .state
+                .lock()
+                .quiet,
+            2 * QUIET_START
+        );
     }
 
     #[tokio::test(start_paused = true)]
