@@ -288,10 +288,9 @@ pub enum LocalHandOff {
     Off,
     /// Local hand-overs while no other client waits; while one does (a subscriber on the lock's
     /// channel beyond this client, `PUBSUB NUMSUB`/`SHARDNUMSUB`, asked at most once per budget
-    /// together with a release), a run of local hand-overs ends once it has lasted this long
-    /// (or, for a run won back from other clients, as long as they had held the lock in a row,
-    /// at most 1 s). The next local owner then races like everyone else, and after two such
-    /// races won in a row stands back until another client has had the lock. The default, with 10 ms; the
+    /// together with a release), a run of local hand-overs ends once it has lasted this long.
+    /// The next local owner then races like everyone else, and after two such races won in a
+    /// row stands back until another client has had the lock. The default, with 10 ms; the
     /// worst case in holds is in README's Performance section.
     Bounded(Duration),
     /// Always hand over locally, never ask who else listens: for a service that knows it is

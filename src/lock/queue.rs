@@ -27,10 +27,7 @@
 //! * A *run* is a sequence of local hand-overs; it starts with a local acquisition that was not
 //!   a hand-over (the head's own attempt won).
 //! * `Bounded(budget)` (the default, 10 ms): a local release hands over while the run has
-//!   lasted less than `budget` — or, for a run that began when the head won the lock back from
-//!   other clients, less than the time those clients had held it in a row (turn-taking by
-//!   time, at most [`EARNED_MAX`]), so a client slower to win races still gets its share of
-//!   the time. Once the run has lasted longer, the release asks whether another
+//!   lasted less than `budget`. Once it has lasted longer, the release asks whether another
 //!   client listens on the lock's channel (`PUBSUB NUMSUB`/`SHARDNUMSUB`, sent together with
 //!   the release script, so no round trip of its own; the answer is kept for one budget, so at
 //!   most one question per budget). Nobody: the hand-over happens and a new run starts.
@@ -48,8 +45,7 @@
 //!   `b` of its start, plus those that start within one budget of its subscribing, while the
 //!   last answer was still "nobody"), and then at most [`CONTEST_WINS`] holds won in races:
 //!   with `h >= b`, at most 1 + 1 + 2 = 4 local holds in a row; with short holds, about
-//!   `2b + 3h` of local holds. After other clients held the lock for a time `t` in a row, the
-//!   run may last `t` (at most [`EARNED_MAX`]) instead of `b`: no longer than they had it.
+//!   `2b + 3h` of local holds.
 //! * `Off`: every local release is a contest without standing back (Redisson's behaviour: the
 //!   head waits for the unlock message like any other waiter). `Unbounded`: every local
 //!   release hands over, nobody is asked.
@@ -100,9 +96,6 @@ pub(crate) const MESSAGE_WAIT: Duration = Duration::from_millis(100);
 pub(crate) const QUIET_START: Duration = Duration::from_millis(100);
 /// See [`QUIET_START`].
 pub(crate) const QUIET_MAX: Duration = Duration::from_secs(1);
-/// Turn-taking: a run that starts after other clients held the lock in a row for some time may
-/// last that long (rather than only the budget), at most this long.
-pub(crate) const EARNED_MAX: Duration = Duration::from_secs(1);
 
 /// See [`Ticket::held_for`]: an unlock message this soon after a local hand-over is that
 /// hand-over's own echo (the release published it before the head's attempt was even sent).
@@ -138,11 +131,6 @@ struct State {
     holder_since: Option<Instant>,
     /// When the current run of local hand-overs started (`None`: no run).
     run_since: Option<Instant>,
-    /// How long the current run may last beyond the budget: as long as other clients held the
-    /// lock in a row before it started (at most [`EARNED_MAX`]).
-    earned: Duration,
-    /// Since when other clients hold the lock (the head's first attempt that found it busy).
-    others_since: Option<Instant>,
     /// The last release handed over: the head's next acquisition continues the run.
     handed: bool,
     /// The last answer to "does another client listen on the lock's channel?", and until
@@ -251,7 +239,6 @@ impl LocalQueues {
         if st.waiters.is_empty() || st.contest.is_some() {
             return None;
         }
-        let budget = budget.max(st.earned);
         let spent = st
             .run_since
             .is_some_and(|since| now.saturating_duration_since(since) >= budget);
@@ -293,7 +280,6 @@ impl LocalQueues {
             LocalHandOff::Unbounded => true,
             LocalHandOff::Off => false,
             LocalHandOff::Bounded(budget) => {
-                let budget = budget.max(st.earned);
                 let within = |at: Instant| began.saturating_duration_since(at) < budget;
                 if st.contest.is_some() {
                     false
@@ -302,7 +288,6 @@ impl LocalQueues {
                 } else if matches!(st.others, Some((false, until)) if until > began) {
                     // Nobody else listens: a new run starts with the next acquisition.
                     st.run_since = None;
-                    st.earned = Duration::ZERO;
                     true
                 } else {
                     false
@@ -314,7 +299,6 @@ impl LocalQueues {
             self.hand_overs.fetch_add(1, Ordering::Relaxed);
         } else {
             self.contests.fetch_add(1, Ordering::Relaxed);
-            st.earned = Duration::ZERO;
             let wins = st.contest.map_or(0, |c| c.wins);
             st.contest = Some(Contest {
                 after: mark,
@@ -464,7 +448,6 @@ impl Ticket {
         st.contest = None;
         st.run_since = None;
         st.quiet = Duration::ZERO;
-        st.others_since.get_or_insert_with(Instant::now);
     }
 
     /// The head acquired the lock as `field`, its hold lasting at least until `until`; it leaves
@@ -490,12 +473,6 @@ impl Ticket {
                 st.run_since = Some(now);
             }
         } else {
-            // A run of the head's own: as long as the other clients' turn lasted (turn-taking
-            // by time), or the budget.
-            st.earned = st
-                .others_since
-                .take()
-                .map_or(Duration::ZERO, |since| (now - since).min(EARNED_MAX));
             st.run_since = Some(now);
         }
     }
@@ -797,29 +774,6 @@ mod tests {
                 .lock()
                 .quiet,
             2 * QUIET_START
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_run_won_back_from_other_clients_lasts_as_long_as_their_turn() {
-        let q = with(LocalHandOff::Bounded(10 * MS));
-        let t = q.join("lock", "n", "ch");
-        // Another client holds it for 300 ms (the head's attempt found it busy), then the head
-        // wins it back: its run may last 300 ms, not 10.
-        t.busy();
-        tokio::time::sleep(300 * MS).await;
-        let mut r = hold_and_release(&q, t, 100 * MS, Some(true)).await;
-        assert!(!r.asked && r.handed, "100 ms into a 300 ms turn");
-        r = hold_and_release(&q, r.next, 100 * MS, Some(true)).await;
-        assert!(r.handed, "200 ms into it");
-        r = hold_and_release(&q, r.next, 100 * MS, Some(true)).await;
-        assert!(r.asked && !r.handed, "the turn is over: a contest");
-        // The contest's races earn nothing: the next run is back to the budget.
-        r.next.busy();
-        let r = hold_and_release(&q, r.next, 20 * MS, Some(true)).await;
-        assert!(
-            r.asked && !r.handed,
-            "a run won at once after its turn lasts the budget"
         );
     }
 
