@@ -41,13 +41,7 @@ fn main() {
     println!("redisson-lock demo against {url}: two processes, three workers each, one lock");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let redis = runtime.block_on(async {
-        let redis = fred::clients::Client::new(
-            fred::types::config::Config::from_url(&url).unwrap(),
-            None,
-            None,
-            None,
-        );
-        redis.init().await.unwrap();
+        let redis = plain_connection(&url).await;
         let _: i64 = redis.del(vec![ORDER, STAMP]).await.unwrap();
         redis
     });
@@ -106,16 +100,22 @@ fn main() {
     println!("done: every worker held the lock alone; see the wake-up latencies above");
 }
 
-async fn worker(url: String, process: String) {
-    let config = Config::default().lock_watchdog_timeout(Duration::from_millis(1500));
-    let client = Client::connect(&url, config).await.expect("connect");
-    let stamps = fred::clients::Client::new(
-        fred::types::config::Config::from_url(&url).unwrap(),
+/// A plain Redis connection for the demo's own bookkeeping (stamps, order).
+async fn plain_connection(url: &str) -> fred::clients::Client {
+    let redis = fred::clients::Client::new(
+        fred::types::config::Config::from_url(url).unwrap(),
         None,
         None,
         None,
     );
-    stamps.init().await.unwrap();
+    redis.init().await.unwrap();
+    redis
+}
+
+async fn worker(url: String, process: String) {
+    let config = Config::default().lock_watchdog_timeout(Duration::from_millis(1500));
+    let client = Client::connect(&url, config).await.expect("connect");
+    let stamps = plain_connection(&url).await;
     let pid = std::process::id();
     let mut tasks = Vec::new();
     for w in 1..=3 {

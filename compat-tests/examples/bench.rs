@@ -349,15 +349,20 @@ async fn main() {
     }
 }
 
-async fn standalone_figures() {
-    let _server;
-    let url = match std::env::var("REDIS_URL") {
-        Ok(u) => u,
+/// `REDIS_URL`, or a throwaway server of this run (kept running while the value lives).
+fn server_url() -> (Option<redis_server::RedisServer>, String) {
+    match std::env::var("REDIS_URL") {
+        Ok(u) => (None, u),
         Err(_) => {
-            _server = redis_server::RedisServer::start();
-            _server.url()
+            let server = redis_server::RedisServer::start();
+            let url = server.url();
+            (Some(server), url)
         }
-    };
+    }
+}
+
+async fn standalone_figures() {
+    let (_server, url) = server_url();
     let client = Client::connect(&url, Config::default()).await.unwrap();
     let raw = fred::clients::Client::new(FredConfig::from_url(&url).unwrap(), None, None, None);
     raw.init().await.unwrap();
@@ -987,14 +992,7 @@ async fn fairness_run(url: &str, sides: [Side; 2], tag: &str) -> Fairness {
 
 /// The fairness rows (see the module doc).
 async fn fairness_figures() {
-    let _server;
-    let url = match std::env::var("REDIS_URL") {
-        Ok(u) => u,
-        Err(_) => {
-            _server = redis_server::RedisServer::start();
-            _server.url()
-        }
-    };
+    let (_server, url) = server_url();
     let exe = std::env::current_exe().unwrap();
     let peer = exe.parent().unwrap().parent().unwrap().join("lock-peer");
     if !peer.exists() {
