@@ -39,7 +39,9 @@
 //!   receives at the same moment) and then attempts: it races like everyone else, with no head
 //!   start. After [`CONTEST_WINS`] races won in a row it stands back: it attempts only
 //!   [`STAND_BACK`] after that message (a remote waiter woken by it has sent its attempt by
-//!   then), so another client gets the lock.
+//!   then), so another client gets the lock. If nobody takes it meanwhile (the listener was no
+//!   waiter, or the server could not tell), the client takes itself for alone for
+//!   [`QUIET_START`], doubling up to [`QUIET_MAX`] while that goes on.
 //! * Worst case, `Bounded(b)` with holds of `h`: a waiter of another client that is already
 //!   subscribed waits for the hold in progress, the rest of the run (holds that start within
 //!   `b` of its start, plus those that start within one budget of its subscribing, while the
