@@ -161,12 +161,14 @@ impl Client {
         let (core, sub) = Core::connect(target, config).await?;
 
         let core = Arc::new(core);
-        let local_queues: Arc<crate::lock::queue::LocalQueues> = Default::default();
+        let local_queues = Arc::new(crate::lock::queue::LocalQueues::new(
+            core.config().local_hand_off,
+        ));
         // A hold the watchdog finds gone frees the lock without an unlock message: the local
         // queue's head is told at once.
         let gone = {
             let queues = local_queues.clone();
-            Box::new(move |name: &str, tag: &'static str| queues.released(tag, name, true))
+            Box::new(move |name: &str, tag: &'static str| queues.released(tag, name, true, None))
         };
         let inner = ClientInner {
             pubsub: PubSub::start(sub, &core),
@@ -209,6 +211,8 @@ impl Client {
             waiters: channels.values().sum(),
             channels,
             owner_entries: self.inner.ledgers.len(),
+            local_hand_overs: self.inner.local_queues.hand_overs(),
+            hand_off_contests: self.inner.local_queues.contests(),
         }
     }
 

@@ -264,6 +264,47 @@ impl fmt::Debug for TlsSettings {
     }
 }
 
+/// How the owners of one client hand a contended lock to one another (crate only: Redisson has
+/// no local hand-off; every release there is announced and every waiter of every client races).
+///
+/// Owners of one client that wait for the same lock (reentrant, fenced or write lock) queue
+/// locally; a local release hands the lock to the next of them at once, without the unlock
+/// message's round trip. That is fast, and unfair to waiters of other clients (Java services,
+/// other processes), whose only chance is the unlock message. This setting bounds it.
+///
+/// ```
+/// use std::time::Duration;
+/// use redisson_lock::{Config, LocalHandOff};
+/// // The default: runs of local hand-overs last at most 10 ms while another client waits.
+/// assert_eq!(Config::default().get_local_hand_off(), LocalHandOff::Bounded(Duration::from_millis(10)));
+/// // A service alone on its locks keeps every hand-over local.
+/// let alone = Config::default().local_hand_off(LocalHandOff::Unbounded);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalHandOff {
+    /// No local hand-over: after every release the next local owner waits for the release's
+    /// unlock message and races for the lock like the waiters of every other client (Redisson's
+    /// behaviour; one pub/sub round trip per hand-over).
+    Off,
+    /// Local hand-overs while no other client waits; while one does (a subscriber on the lock's
+    /// channel beyond this client, `PUBSUB NUMSUB`/`SHARDNUMSUB`, asked at most once per budget
+    /// together with a release), a run of local hand-overs ends once it has lasted this long.
+    /// The next local owner then races like everyone else, and after two such races won in a
+    /// row stands back until another client has had the lock. The default, with 10 ms; the
+    /// worst case in holds is in README's Performance section.
+    Bounded(Duration),
+    /// Always hand over locally, never ask who else listens: for a service that knows it is
+    /// alone on its locks. Waiters of other clients may then wait as long as this client's
+    /// owners keep the lock busy.
+    Unbounded,
+}
+
+impl Default for LocalHandOff {
+    fn default() -> Self {
+        LocalHandOff::Bounded(Duration::from_millis(10))
+    }
+}
+
 /// Configuration of a [`Client`](crate::Client).
 ///
 /// | Redisson `Config` | here | default |
@@ -287,6 +328,7 @@ impl fmt::Debug for TlsSettings {
 /// | `sslTruststore`, `sslKeystore`, `sslEnableEndpointIdentification` | [`tls`](Self::tls) | platform roots, name checked |
 /// | `checkLockSyncedSlaves` | [`check_lock_synced_replicas`](Self::check_lock_synced_replicas) | `true` (no `WAIT` without replicas) |
 /// | `slavesSyncTimeout` | [`replicas_sync_timeout`](Self::replicas_sync_timeout) | 1 s |
+/// | (crate only) | [`local_hand_off`](Self::local_hand_off) | [`LocalHandOff::Bounded`] (10 ms) |
 ///
 /// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
 /// Settings are checked by [`validate`](Self::validate) when the client connects.
@@ -326,6 +368,7 @@ pub struct Config {
     pub(crate) tls: Option<TlsSettings>,
     pub(crate) check_lock_synced_replicas: bool,
     pub(crate) replicas_sync_timeout: Duration,
+    pub(crate) local_hand_off: LocalHandOff,
 }
 
 impl Default for Config {
@@ -353,6 +396,7 @@ impl Default for Config {
             tls: None,
             check_lock_synced_replicas: true,
             replicas_sync_timeout: Duration::from_secs(1),
+            local_hand_off: LocalHandOff::default(),
         }
     }
 }
@@ -385,6 +429,7 @@ impl fmt::Debug for Config {
                 &self.check_lock_synced_replicas,
             )
             .field("replicas_sync_timeout", &self.replicas_sync_timeout)
+            .field("local_hand_off", &self.local_hand_off)
             .finish()
     }
 }
@@ -399,6 +444,14 @@ impl Config {
     #[must_use = "a Config builder method returns the changed Config"]
     pub fn lock_watchdog_timeout(mut self, timeout: Duration) -> Self {
         self.lock_watchdog_timeout = timeout;
+        self
+    }
+
+    /// How the owners of this client hand a contended lock to one another (crate only; see
+    /// [`LocalHandOff`]). Default: [`LocalHandOff::Bounded`] with 10 ms.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn local_hand_off(mut self, policy: LocalHandOff) -> Self {
+        self.local_hand_off = policy;
         self
     }
 
@@ -635,6 +688,11 @@ impl Config {
     /// See [`lock_watchdog_timeout`](Self::lock_watchdog_timeout).
     pub fn get_lock_watchdog_timeout(&self) -> Duration {
         self.lock_watchdog_timeout
+    }
+
+    /// See [`local_hand_off`](Self::local_hand_off).
+    pub fn get_local_hand_off(&self) -> LocalHandOff {
+        self.local_hand_off
     }
 
     /// See [`lock_watchdog_batch_size`](Self::lock_watchdog_batch_size).

@@ -60,7 +60,8 @@ mod watchdog;
 
 pub use client::Client;
 pub use config::{
-    Config, NameMapper, PrefixNameMapper, Secret, ShardedSubscriptionMode, TlsSettings, MAX_MILLIS,
+    Config, LocalHandOff, NameMapper, PrefixNameMapper, Secret, ShardedSubscriptionMode,
+    TlsSettings, MAX_MILLIS,
 };
 pub use credentials::Credentials;
 pub use error::{Error, ErrorKind, Failure, Result};

@@ -19,7 +19,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc,
     },
     time::Duration,
@@ -122,6 +122,21 @@ struct Channel {
     status: watch::Sender<Status>,
     /// A retry of its failed re-subscription is scheduled (one at a time per channel).
     retrying: std::sync::atomic::AtomicBool,
+    /// Messages (and wake-everyone events) seen on the channel so far: a waiter that must act on
+    /// a message sent after some moment compares counts (see [`Subscription::messages`]).
+    messages: AtomicU64,
+}
+
+impl Channel {
+    /// Counts one message (or event), then wakes one waiter (`false`) or all of them.
+    fn signal(&self, all: bool) {
+        self.messages.fetch_add(1, Ordering::AcqRel);
+        if all {
+            self.latch.wake_all();
+        } else {
+            self.latch.wake_one();
+        }
+    }
 }
 
 enum Op {
@@ -154,7 +169,7 @@ impl Shared {
     fn wake_everyone(&self) {
         let all: Vec<Arc<Channel>> = self.channels.lock().values().cloned().collect();
         for ch in all {
-            ch.latch.wake_all();
+            ch.signal(true);
         }
     }
 }
@@ -212,6 +227,7 @@ impl PubSub {
             latch: Latch::new(1),
             status,
             retrying: Default::default(),
+            messages: AtomicU64::new(0),
         });
         if map.insert(channel.to_owned(), entry.clone()).is_none() {
             crate::observe::subscriptions_changed(1);
@@ -292,6 +308,12 @@ impl Subscription {
     /// Returns `true` when woken by a message.
     pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
         self.channel.latch.wait(max).await
+    }
+
+    /// How many messages (and wake-everyone events: a lag, a reconnect) the channel has seen
+    /// since this client subscribed to it. Every waiter of the channel sees the same count.
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
     }
 }
 
@@ -539,7 +561,7 @@ async fn resubscribe(shared: &Shared, channels: Vec<Arc<Channel>>) -> Vec<Arc<Ch
             Ok(()) => {
                 for ch in &group {
                     ch.status.send_replace(Status::Ready);
-                    ch.latch.wake_all();
+                    ch.signal(true);
                 }
             }
             Err(e) => {
@@ -631,8 +653,8 @@ async fn run_messages(shared: Arc<Shared>) {
                 let channel = shared.channels.lock().get(&*msg.channel).cloned();
                 let Some(channel) = channel else { continue };
                 match message_value(&msg.value) {
-                    Some(0) => channel.latch.wake_one(),
-                    Some(1) => channel.latch.wake_all(),
+                    Some(0) => channel.signal(false),
+                    Some(1) => channel.signal(true),
                     _ => log::debug!("ignoring message {:?} on {}", msg.value, channel.name),
                 }
             }

@@ -36,6 +36,13 @@ pub struct Stats {
     /// holding a lock through this client, and, until their last lease has run out, owners of
     /// holds left to expire (a kept leased guard) or of a count unknown after an error.
     pub owner_entries: usize,
+    /// Releases since the client connected that handed the lock to a local waiter at once
+    /// (the local hand-off queue; see `Config::local_hand_off`).
+    pub local_hand_overs: u64,
+    /// Releases since the client connected after which the local waiters raced for the lock
+    /// like every other client's waiters, on the unlock message, instead (the hand-off
+    /// policy's contests, while another client waits; every release with `LocalHandOff::Off`).
+    pub hand_off_contests: u64,
 }
 
 impl Stats {

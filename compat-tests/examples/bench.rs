@@ -18,6 +18,15 @@
 //! The cross-process row starts two `lock-peer` processes (built beside this example:
 //! `cargo build --release -p compat-tests --bin lock-peer`) and has each run `bench contended 8`
 //! at the same time on the same lock name.
+//!
+//! The fairness section (`BENCH_ONLY=fairness`) puts two clients with 3 owners each on one lock,
+//! every owner looping lock → hold 100 ms → unlock, all starting together, and prints each
+//! side's share of the acquisitions while both still had owners waiting and each side's longest
+//! single wait in holds: two `lock-peer` processes; a `lock-peer` beside a Redisson-like client
+//! (raw commands: a waiter attempts only on an unlock message or when the TTL it was told runs
+//! out, no local queue: Java Redisson's behaviour); and the reference, two Redisson-like clients.
+//! `BENCH_PEER_BEFORE=<path of another lock-peer>` adds the first two rows with that binary
+//! (e.g. one built before a change), in the same run.
 
 #[path = "../../tests/common/redis_server.rs"]
 mod redis_server;
@@ -34,14 +43,19 @@ mod replica;
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
     process::{Command, Stdio},
-    sync::atomic::{AtomicI64, AtomicU64, Ordering},
-    time::{Duration, Instant},
+    sync::{
+        atomic::{AtomicI64, AtomicU64, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
 use compat_tests::bench::{self, Mode, Stats};
 use fred::{
-    interfaces::{ClientLike, LuaInterface},
+    clients::SubscriberClient,
+    interfaces::{ClientLike, EventInterface, LuaInterface, PubsubInterface},
     types::{config::Config as FredConfig, Value},
 };
 use redisson_lock::{Client, Config};
@@ -330,17 +344,25 @@ async fn main() {
     if runs("replica") {
         replica_figures().await;
     }
+    if runs("fairness") {
+        fairness_figures().await;
+    }
+}
+
+/// `REDIS_URL`, or a throwaway server of this run (kept running while the value lives).
+fn server_url() -> (Option<redis_server::RedisServer>, String) {
+    match std::env::var("REDIS_URL") {
+        Ok(u) => (None, u),
+        Err(_) => {
+            let server = redis_server::RedisServer::start();
+            let url = server.url();
+            (Some(server), url)
+        }
+    }
 }
 
 async fn standalone_figures() {
-    let _server;
-    let url = match std::env::var("REDIS_URL") {
-        Ok(u) => u,
-        Err(_) => {
-            _server = redis_server::RedisServer::start();
-            _server.url()
-        }
-    };
+    let (_server, url) = server_url();
     let client = Client::connect(&url, Config::default()).await.unwrap();
     let raw = fred::clients::Client::new(FredConfig::from_url(&url).unwrap(), None, None, None);
     raw.init().await.unwrap();
@@ -667,4 +689,365 @@ async fn replica_figures() {
     );
     synced.shutdown().await;
     unsynced.shutdown().await;
+}
+
+/// Owners per side in the fairness rows.
+const FAIR_OWNERS: usize = 3;
+/// Rounds (lock → hold → unlock) per owner in the fairness rows.
+const FAIR_ROUNDS: usize = 25;
+/// The hold of every owner in the fairness rows.
+const FAIR_HOLD: Duration = Duration::from_millis(100);
+/// The pause of every owner between its unlock and its next lock in the fairness rows. Java's
+/// `unlock()` returns to the calling thread through a hop from the I/O thread, and its next
+/// `lock()` goes back through one, about as long as a waiter's wake-up by the unlock message
+/// takes; a raw client's owner would otherwise re-take the lock it just released every time
+/// (its next attempt reaches Redis before any woken waiter's), which no Java client does.
+const FAIR_PAUSE_MS: u64 = 1;
+
+/// One acquisition of a fairness run: when (ms since the epoch), and how long the owner waited.
+#[derive(Debug, Clone, Copy)]
+struct Got {
+    at_ms: f64,
+    waited_ms: f64,
+}
+
+fn epoch_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+        * 1000.0
+}
+
+/// One side of a fairness run.
+#[derive(Clone)]
+enum Side {
+    /// A `lock-peer` process (the crate), this binary.
+    Peer(PathBuf),
+    /// A Redisson-like client in this process (raw commands).
+    RedissonLike,
+}
+
+/// A started `lock-peer`, ready for commands.
+struct Peer {
+    child: std::process::Child,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+fn start_peer(exe: &Path, url: &str) -> Peer {
+    let mut child = Command::new(exe)
+        .arg(url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start lock-peer");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut ready = String::new();
+    out.read_line(&mut ready).unwrap();
+    assert!(
+        ready.contains("ready OK"),
+        "lock-peer did not start: {ready}"
+    );
+    Peer { child, out }
+}
+
+/// Drives a started peer: its owners `t1..t3` loop lock → sleep → unlock; returns every
+/// acquisition (read from the `lock` replies: `at=` is when it completed, `elapsed_ms=` how
+/// long it waited).
+fn drive_peer(mut peer: Peer, name: &str) -> Vec<Got> {
+    let stdin = peer.child.stdin.as_mut().unwrap();
+    let mut script = String::new();
+    for round in 0..FAIR_ROUNDS {
+        for t in 1..=FAIR_OWNERS {
+            let _ = round;
+            script.push_str(&format!(
+                "t{t} lock {name}\nt{t} sleep {}\nt{t} unlock {name}\nt{t} sleep {FAIR_PAUSE_MS}\n",
+                FAIR_HOLD.as_millis()
+            ));
+        }
+    }
+    stdin.write_all(script.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    let mut got = Vec::new();
+    let mut unlocks = 0;
+    let mut line = String::new();
+    while unlocks < FAIR_OWNERS * FAIR_ROUNDS {
+        line.clear();
+        if peer.out.read_line(&mut line).unwrap() == 0 {
+            panic!("lock-peer ended early");
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        assert!(
+            words.get(2) == Some(&"OK"),
+            "fairness run: lock-peer failed: {line}"
+        );
+        match words.get(1) {
+            Some(&"lock") => got.push(Got {
+                at_ms: field(&line, "at"),
+                waited_ms: field(&line, "elapsed_ms"),
+            }),
+            Some(&"unlock") => unlocks += 1,
+            _ => {}
+        }
+    }
+    let _ = writeln!(stdin, "quit");
+    let _ = peer.child.wait();
+    got
+}
+
+/// A client that behaves as Java Redisson's `RLock.lock()` does, from raw commands: one
+/// subscription to the lock's channel, a semaphore that every unlock message gives one permit,
+/// and owners that attempt, and when busy sleep on the semaphore for at most the TTL the
+/// attempt returned, then attempt again. No local queue, no hand-over.
+struct RedissonLike {
+    redis: fred::clients::Client,
+    sub: SubscriberClient,
+    permits: Arc<tokio::sync::Semaphore>,
+    acquire: String,
+    release: String,
+    id: String,
+}
+
+impl RedissonLike {
+    async fn connect(url: &str, name: &str, id: &str) -> RedissonLike {
+        let config = FredConfig::from_url(url).unwrap();
+        let redis = fred::clients::Client::new(config.clone(), None, None, None);
+        redis.init().await.unwrap();
+        let sub = SubscriberClient::new(config, None, None, None);
+        sub.init().await.unwrap();
+        let acquire: String = redis.script_load(ACQUIRE).await.unwrap();
+        let release: String = redis.script_load(RELEASE).await.unwrap();
+        let permits = Arc::new(tokio::sync::Semaphore::new(0));
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let mut messages = sub.message_rx();
+        sub.subscribe(channel.clone()).await.unwrap();
+        let _: Value = sub.ping(None).await.unwrap();
+        let p = permits.clone();
+        tokio::spawn(async move {
+            while let Ok(msg) = messages.recv().await {
+                // Redisson releases one permit per message whether or not a thread waits at
+                // that moment (a waiter between its failed attempt and its wait must not miss
+                // it); capped here so stale permits stay few.
+                if *msg.channel == *channel && p.available_permits() < FAIR_OWNERS {
+                    p.add_permits(1);
+                }
+            }
+        });
+        RedissonLike {
+            redis,
+            sub,
+            permits,
+            acquire,
+            release,
+            id: id.to_owned(),
+        }
+    }
+
+    /// Runs the owners; returns every acquisition.
+    async fn run(self, name: &str) -> Vec<Got> {
+        let me = Arc::new(self);
+        let mut tasks = Vec::new();
+        for owner in 1..=FAIR_OWNERS {
+            let (me, name) = (me.clone(), name.to_owned());
+            tasks.push(tokio::spawn(async move {
+                let field = format!("{}:{owner}", me.id);
+                let channel = format!("redisson_lock__channel:{{{name}}}");
+                let mut got = Vec::new();
+                for round in 0..FAIR_ROUNDS {
+                    let started = Instant::now();
+                    loop {
+                        let reply: Value = me
+                            .redis
+                            .evalsha(&me.acquire, vec![name.as_str()], vec!["30000", &field])
+                            .await
+                            .unwrap();
+                        let Some(ttl) = reply.as_i64() else { break };
+                        let wait = Duration::from_millis(ttl.max(1) as u64);
+                        if let Ok(Ok(permit)) =
+                            tokio::time::timeout(wait, me.permits.acquire()).await
+                        {
+                            permit.forget();
+                        }
+                    }
+                    got.push(Got {
+                        at_ms: epoch_ms(),
+                        waited_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    });
+                    tokio::time::sleep(FAIR_HOLD).await;
+                    let latch =
+                        format!("redisson_unlock_latch:{{{name}}}:{}:{owner}:{round}", me.id);
+                    let _: Value = me
+                        .redis
+                        .evalsha(
+                            &me.release,
+                            vec![name.as_str(), channel.as_str(), latch.as_str()],
+                            vec!["0", "30000", field.as_str(), "publish", "1000"],
+                        )
+                        .await
+                        .unwrap();
+                    tokio::time::sleep(Duration::from_millis(FAIR_PAUSE_MS)).await;
+                }
+                got
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        let _ = me.sub.quit().await;
+        let _ = me.redis.quit().await;
+        all
+    }
+}
+
+/// What one fairness run measured, per side.
+struct Fairness {
+    /// Share of the acquisitions (%) while both sides still had owners waiting.
+    share: [f64; 2],
+    /// Longest single wait, in holds.
+    longest: [f64; 2],
+    /// Longest run of consecutive acquisitions by one side.
+    run: [usize; 2],
+}
+
+impl Fairness {
+    fn of(sides: [Vec<Got>; 2]) -> Fairness {
+        let hold = FAIR_HOLD.as_secs_f64() * 1000.0;
+        // Both still had owners waiting until the first side's last acquisition.
+        let end = sides
+            .iter()
+            .map(|g| g.iter().map(|x| x.at_ms).fold(0.0, f64::max))
+            .fold(f64::MAX, f64::min);
+        let mut all: Vec<(f64, usize)> = Vec::new();
+        for (i, got) in sides.iter().enumerate() {
+            all.extend(got.iter().filter(|g| g.at_ms <= end).map(|g| (g.at_ms, i)));
+        }
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let counts = [0, 1].map(|i| all.iter().filter(|(_, s)| *s == i).count() as f64);
+        let total = (counts[0] + counts[1]).max(1.0);
+        let mut run = [0usize; 2];
+        let mut current = (usize::MAX, 0usize);
+        for (_, side) in &all {
+            current = if current.0 == *side {
+                (*side, current.1 + 1)
+            } else {
+                (*side, 1)
+            };
+            run[*side] = run[*side].max(current.1);
+        }
+        Fairness {
+            share: [counts[0] / total * 100.0, counts[1] / total * 100.0],
+            longest: [0, 1]
+                .map(|i| sides[i].iter().map(|g| g.waited_ms).fold(0.0, f64::max) / hold),
+            run,
+        }
+    }
+
+    fn render(&self) -> String {
+        format!(
+            "share {:.0} % / {:.0} %; longest wait {:.1} / {:.1} holds; longest run {} / {}",
+            self.share[0],
+            self.share[1],
+            self.longest[0],
+            self.longest[1],
+            self.run[0],
+            self.run[1]
+        )
+    }
+}
+
+/// One fairness run of two sides on a fresh lock name.
+async fn fairness_run(url: &str, sides: [Side; 2], tag: &str) -> Fairness {
+    let name = format!("bench:fair:{tag}:{}", epoch_ms() as u64);
+    // Everyone connects first; then all owners start together.
+    let mut peers = Vec::new();
+    let mut likes = Vec::new();
+    for (i, side) in sides.iter().enumerate() {
+        match side {
+            Side::Peer(exe) => peers.push((i, start_peer(exe, url))),
+            Side::RedissonLike => likes.push((
+                i,
+                RedissonLike::connect(url, &name, &format!("java-{tag}-{i}")).await,
+            )),
+        }
+    }
+    let mut handles = Vec::new();
+    for (i, peer) in peers {
+        let name = name.clone();
+        handles.push((
+            i,
+            tokio::task::spawn_blocking(move || drive_peer(peer, &name)),
+        ));
+    }
+    for (i, like) in likes {
+        let name = name.clone();
+        handles.push((i, tokio::spawn(async move { like.run(&name).await })));
+    }
+    let mut got: [Vec<Got>; 2] = [Vec::new(), Vec::new()];
+    for (i, h) in handles {
+        got[i] = h.await.unwrap();
+    }
+    Fairness::of(got)
+}
+
+/// The fairness rows (see the module doc).
+async fn fairness_figures() {
+    let (_server, url) = server_url();
+    let exe = std::env::current_exe().unwrap();
+    let peer = exe.parent().unwrap().parent().unwrap().join("lock-peer");
+    if !peer.exists() {
+        println!(
+            "fairness rows skipped: {} not built (cargo build --release -p compat-tests --bin lock-peer)",
+            peer.display()
+        );
+        return;
+    }
+    println!(
+        "fairness: two clients x {FAIR_OWNERS} owners, each looping lock -> hold {} ms -> unlock {FAIR_ROUNDS} times, one lock, all starting together",
+        FAIR_HOLD.as_millis()
+    );
+    println!("  (share of the acquisitions while both sides had owners waiting; longest single wait in holds; longest run of consecutive acquisitions by one side)");
+    let mut rows: Vec<(String, [Side; 2])> = vec![
+        (
+            "crate beside crate                  ".into(),
+            [Side::Peer(peer.clone()), Side::Peer(peer.clone())],
+        ),
+        (
+            "crate beside Redisson-like          ".into(),
+            [Side::Peer(peer.clone()), Side::RedissonLike],
+        ),
+        (
+            "Redisson-like beside Redisson-like  ".into(),
+            [Side::RedissonLike, Side::RedissonLike],
+        ),
+    ];
+    if let Ok(before) = std::env::var("BENCH_PEER_BEFORE") {
+        let before = PathBuf::from(before);
+        rows.push((
+            "before: crate beside crate          ".into(),
+            [Side::Peer(before.clone()), Side::Peer(before.clone())],
+        ));
+        rows.push((
+            "before: crate beside Redisson-like  ".into(),
+            [Side::Peer(before), Side::RedissonLike],
+        ));
+    }
+    let mut results = Vec::new();
+    for (i, (label, sides)) in rows.into_iter().enumerate() {
+        let f = fairness_run(&url, sides, &format!("r{i}")).await;
+        println!("  {label}: {}", f.render());
+        results.push(f);
+    }
+    let reference = results[2].longest[0].max(results[2].longest[1]);
+    for (label, f) in [
+        ("crate beside crate", &results[0]),
+        ("crate beside Redisson-like", &results[1]),
+    ] {
+        let smaller = f.share[0].min(f.share[1]);
+        let longest = f.longest[0].max(f.longest[1]);
+        println!(
+            "  {label}: smaller share {smaller:.0} % (target >= 40 %); longest wait {longest:.1} holds vs the reference's {reference:.1} (target <= 1.25x = {:.1})",
+            reference * 1.25
+        );
+    }
 }

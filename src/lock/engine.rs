@@ -20,7 +20,7 @@ use super::{
     backoff::BackOff,
     hold::{Acquired, Hold},
     kind::{Mode, Waiting},
-    queue::{Plan, Ticket, ECHO_WINDOW, GRACE},
+    queue::{Plan, Ticket, ECHO_WINDOW},
 };
 use crate::{
     error::{Error, Result},
@@ -234,7 +234,8 @@ fn subscription_wait(hold: &Hold, deadline: Option<Instant>) -> Duration {
 /// the head, contends on Redis — attempting when the lock may be free, and otherwise sleeping
 /// until a local hand-over, an unlock message or the lock's TTL (the holder's lease when the
 /// holder is an owner of this queue). Every wake-up, whatever its source, leads to an attempt
-/// unless an owner of this queue still holds the lock. The deadline rule is
+/// unless an owner of this queue still holds the lock or the queue is in a contest (the
+/// hand-off policy: the head then waits for the release's own unlock message first). The deadline rule is
 /// [`wait_on_latch`]'s: a waiter woken at its deadline still tries once.
 async fn wait_in_queue(
     hold: &Hold,
@@ -258,26 +259,22 @@ async fn wait_in_queue(
         let news = by_message && ticket.held_for().is_some_and(|held| held >= ECHO_WINDOW);
         let bound = match ticket.plan() {
             Plan::Wait(holder_lasts) if !news => holder_lasts,
-            plan => {
-                if plan == Plan::Yield && hold.client.core().others_listen(ticket.channel()).await {
-                    let grace = left(deadline).map_or(GRACE, |l| l.min(GRACE));
-                    tokio::time::sleep(grace).await;
+            // A contest: the release's message has not come yet, or the head stands back.
+            Plan::Defer(wait) => wait,
+            _ => match hold.attempt(mode, deadline).await? {
+                Step::Done(acquired) => {
+                    let lasts = Duration::from_millis(hold.lease_ms);
+                    ticket.acquired(
+                        hold.field.clone(),
+                        crate::config::later(acquired.sent_at, lasts),
+                    );
+                    return Ok(Some(acquired));
                 }
-                match hold.attempt(mode, deadline).await? {
-                    Step::Done(acquired) => {
-                        let lasts = Duration::from_millis(hold.lease_ms);
-                        ticket.acquired(
-                            hold.field.clone(),
-                            crate::config::later(acquired.sent_at, lasts),
-                        );
-                        return Ok(Some(acquired));
-                    }
-                    Step::Busy { frees_in } => {
-                        ticket.busy();
-                        frees_in.unwrap_or(fallback)
-                    }
+                Step::Busy { frees_in } => {
+                    ticket.busy();
+                    frees_in.unwrap_or(fallback)
                 }
-            }
+            },
         };
         let remaining = left(deadline);
         if remaining == Some(Duration::ZERO) {

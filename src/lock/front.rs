@@ -227,7 +227,7 @@ impl Handle {
             // A local holder no longer holds it: the local queue's head tries at once.
             self.client
                 .local_queues()
-                .released(tag, self.raw_name(), true);
+                .released(tag, self.raw_name(), true, None);
         }
         decode_flag(reply, self.raw_name())
     }

@@ -316,7 +316,24 @@ impl Hold {
             .ledgers()
             .enter(&self.name, &self.field, self.lease_ms)
             .await;
-        let outcome = self.release_once().await;
+        // A release that may free the lock tells the local queue first (its hand-off policy
+        // may want to know, with this very release, whether another client listens).
+        let ask = match (self.proto.local_queue(), entry.known()) {
+            (_, Known::Count(n)) if n > 1 => None,
+            (Some(tag), _) => self.client.local_queues().releasing(tag, self.name()),
+            (None, _) => None,
+        };
+        let (outcome, others) = match ask {
+            // Sent together: the question costs no round trip of its own.
+            Some(channel) => {
+                let (outcome, others) = futures::join!(
+                    self.release_once(),
+                    self.client.core().others_listen(&channel)
+                );
+                (outcome, Some(others))
+            }
+            None => (self.release_once().await, None),
+        };
         tell_queue.armed = false;
         entry.set(match (&outcome, entry.known()) {
             (Ok(Release::StillHeld), Known::Count(n)) if n > 0 => Known::Count(n - 1),
@@ -327,7 +344,9 @@ impl Hold {
         if let Some(tag) = self.proto.local_queue() {
             // The next local waiter tries at once, without waiting for the unlock message.
             let freed = !matches!(outcome, Ok(Release::StillHeld));
-            self.client.local_queues().released(tag, self.name(), freed);
+            self.client
+                .local_queues()
+                .released(tag, self.name(), freed, others);
         }
         outcome
     }
@@ -464,7 +483,7 @@ impl Drop for TellQueue<'_> {
             self.hold
                 .client
                 .local_queues()
-                .released(tag, self.hold.name(), true);
+                .released(tag, self.hold.name(), true, None);
         }
     }
 }

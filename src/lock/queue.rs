@@ -17,14 +17,43 @@
 //! * While an owner of this queue holds the lock (the head that acquired it last), the next
 //!   head makes no attempt until that owner's release hands over (or that hold's lease has run
 //!   out): an unlock message within [`ECHO_WINDOW`] of that owner's acquisition is the previous
-//!   release's echo. A later unlock message is news (a remote `force_unlock`, a Java peer's
-//!   forced release): the head attempts at once, as any waiter would.
-//! * No starvation: after [`RUN_LIMIT`] consecutive local hand-overs the next head first asks
-//!   the server whether anyone else listens on the channel (`PUBSUB NUMSUB`/`SHARDNUMSUB`) and
-//!   if so holds back for [`GRACE`], so a remote waiter woken by the release's message gets
-//!   the lock; the run then starts again.
+//!   release's echo, and so is one that comes while that owner's own release is under way
+//!   (the release's end wakes the head). Any other unlock message is news (a remote
+//!   `force_unlock`, a Java peer's forced release): the head attempts at once, as any waiter
+//!   would.
+//!
+//! The hand-off policy ([`LocalHandOff`], `Config::local_hand_off`) — bounded in time while
+//! another client waits, never in count:
+//! * A *run* is a sequence of local hand-overs; it starts with a local acquisition that was not
+//!   a hand-over (the head's own attempt won).
+//! * `Bounded(budget)` (the default, 10 ms): a local release hands over while the run has
+//!   lasted less than `budget`. Once it has lasted longer, the release asks whether another
+//!   client listens on the lock's channel (`PUBSUB NUMSUB`/`SHARDNUMSUB`, sent together with
+//!   the release script, so no round trip of its own; the answer is kept for one budget, so at
+//!   most one question per budget). Nobody: the hand-over happens and a new run starts.
+//!   Someone, or the server cannot tell (classic pub/sub on a cluster): the run ends and the
+//!   queue enters a *contest* that lasts until another client's owner has had the lock (the
+//!   head's attempt finds the lock busy with no local holder).
+//! * In a contest a release does not hand over. The head waits for an unlock message that came
+//!   after that release began (the release's own message, which every other client's waiter
+//!   receives at the same moment) and then attempts: it races like everyone else, with no head
+//!   start. After [`CONTEST_WINS`] races won in a row it stands back: it attempts only
+//!   [`STAND_BACK`] after that message (a remote waiter woken by it has sent its attempt by
+//!   then), so another client gets the lock. If nobody takes it meanwhile (the listener was no
+//!   waiter, or the server could not tell), the client takes itself for alone for
+//!   [`QUIET_START`], doubling up to [`QUIET_MAX`] while that goes on.
+//! * Worst case, `Bounded(b)` with holds of `h`: a waiter of another client that is already
+//!   subscribed waits for the hold in progress, the rest of the run (holds that start within
+//!   `b` of its start, plus those that start within one budget of its subscribing, while the
+//!   last answer was still "nobody"), and then at most [`CONTEST_WINS`] holds won in races:
+//!   with `h >= b`, at most 1 + 1 + 2 = 4 local holds in a row; with short holds, about
+//!   `2b + 3h` of local holds.
+//! * `Off`: every local release is a contest without standing back (Redisson's behaviour: the
+//!   head waits for the unlock message like any other waiter). `Unbounded`: every local
+//!   release hands over, nobody is asked.
 //! * A waiter leaves the queue when its acquisition ends (acquired, timed out, failed or
-//!   dropped); a head that leaves passes the turn to the next waiter.
+//!   dropped); a head that leaves passes the turn to the next waiter. The queue (and with it
+//!   the run and the contest) lives while it has waiters or a local holder.
 //!
 //! Which kinds queue ([`Protocol::local_queue`](super::kind::Protocol::local_queue)): the
 //! reentrant lock, the fenced lock and the write lock — one holder at a time and one channel
@@ -36,7 +65,7 @@
 use std::{
     collections::{HashMap, VecDeque},
     sync::{
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc,
     },
     time::Duration,
@@ -48,13 +77,27 @@ use tokio::{
     time::Instant,
 };
 
-use crate::pubsub::{PubSub, Subscription};
+use crate::{
+    config::LocalHandOff,
+    pubsub::{PubSub, Subscription},
+};
 
-/// Consecutive local hand-overs after which the next head gives other clients their chance.
-pub(crate) const RUN_LIMIT: u32 = 8;
-/// How long a yielding head holds back when someone else listens on the lock's channel: long
-/// enough for a remote waiter woken by the release's message to send its attempt.
-pub(crate) const GRACE: Duration = Duration::from_millis(5);
+/// Races a contest's head may win in a row before it stands back for another client.
+pub(crate) const CONTEST_WINS: u32 = 2;
+/// How long a head that stands back waits after the release's unlock message before its own
+/// attempt: long enough for a waiter of another client woken by that message to have sent its
+/// attempt (a loopback round trip is well under 1 ms; this leaves room for a loaded machine).
+pub(crate) const STAND_BACK: Duration = Duration::from_millis(50);
+/// How long a contest's head waits for the release's own unlock message before it attempts
+/// anyway (the message is never lost silently: a lag or a reconnect counts as a message too).
+pub(crate) const MESSAGE_WAIT: Duration = Duration::from_millis(100);
+/// After a head stood back and nobody took the lock (the listener was no waiter, or the server
+/// cannot tell who listens), the client takes itself for alone this long, doubling up to
+/// [`QUIET_MAX`] while that goes on; an attempt that finds another client's owner holding
+/// starts over.
+pub(crate) const QUIET_START: Duration = Duration::from_millis(100);
+/// See [`QUIET_START`].
+pub(crate) const QUIET_MAX: Duration = Duration::from_secs(1);
 
 /// See [`Ticket::held_for`]: an unlock message this soon after a local hand-over is that
 /// hand-over's own echo (the release published it before the head's attempt was even sent).
@@ -66,6 +109,10 @@ pub(crate) struct LocalQueues {
     map: Mutex<HashMap<String, Arc<Queue>>>,
     /// Number of queues, read without the lock on the uncontended path.
     live: AtomicUsize,
+    policy: LocalHandOff,
+    /// Releases that handed over locally, and releases that started or went on with a contest.
+    hand_overs: AtomicU64,
+    contests: AtomicU64,
 }
 
 struct Queue {
@@ -84,12 +131,38 @@ struct State {
     holder: Option<(Arc<str>, Instant)>,
     /// When that owner acquired it (see [`Ticket::held_for`]).
     holder_since: Option<Instant>,
-    /// Consecutive local hand-overs.
-    run: u32,
-    /// The next head holds back first (the run reached its limit).
-    yield_next: bool,
+    /// When the current run of local hand-overs started (`None`: no run).
+    run_since: Option<Instant>,
+    /// The last release handed over: the head's next acquisition continues the run.
+    handed: bool,
+    /// The last answer to "does another client listen on the lock's channel?", and until
+    /// when it holds.
+    others: Option<(bool, Instant)>,
+    /// How long the next "nobody came" holds (see [`QUIET_START`]); zero: not set yet.
+    quiet: Duration,
+    /// The queue subscription's message count when the last local release began, and when it
+    /// began (the run's age is judged then: the question, if any, was decided then).
+    release_mark: Option<u64>,
+    release_began: Option<Instant>,
+    /// The contest, while one is on.
+    contest: Option<Contest>,
     /// The queue's one subscription to the lock's channel.
     subscription: Option<Arc<Subscription>>,
+}
+
+/// The run ended while another client waits: the head races like everyone else until another
+/// client's owner has had the lock.
+#[derive(Debug, Clone, Copy)]
+struct Contest {
+    /// The head attempts once the subscription has counted more messages than this (the last
+    /// local release's own message; `None`: unknown, attempt at once).
+    after: Option<u64>,
+    /// When that release was seen (bounds the wait for its message).
+    began: Instant,
+    /// Races the head won in a row.
+    wins: u32,
+    /// When the head, standing back, first saw the release's message.
+    seen: Option<Instant>,
 }
 
 fn key(tag: &str, name: &str) -> String {
@@ -101,12 +174,25 @@ fn key(tag: &str, name: &str) -> String {
 }
 
 impl LocalQueues {
+    /// The queues of a client with this hand-off policy.
+    pub(crate) fn new(policy: LocalHandOff) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    fn get(&self, tag: &str, name: &str) -> Option<Arc<Queue>> {
+        if self.live.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.map.lock().get(&key(tag, name)).cloned()
+    }
+
     /// `true` when local waiters are queued for the lock.
     pub(crate) fn has_waiters(&self, tag: &str, name: &str) -> bool {
-        if self.live.load(Ordering::Acquire) == 0 {
-            return false;
-        }
-        self.map.lock().contains_key(&key(tag, name))
+        self.get(tag, name)
+            .is_some_and(|q| !q.state.lock().waiters.is_empty())
     }
 
     /// Joins the queue of the lock at its tail.
@@ -139,29 +225,111 @@ impl LocalQueues {
         }
     }
 
+    /// A local owner is about to send a release that may free the lock. Marks where the
+    /// release's own unlock message will be in the subscription's count, and returns the
+    /// channel to ask `PUBSUB NUMSUB` about (together with the release) when the policy needs a
+    /// fresh answer: the run has lasted its budget and the last answer is older than that.
+    pub(crate) fn releasing(&self, tag: &str, name: &str) -> Option<String> {
+        let queue = self.get(tag, name)?;
+        let mut st = queue.state.lock();
+        st.release_mark = st.subscription.as_ref().map(|s| s.messages());
+        let now = Instant::now();
+        st.release_began = Some(now);
+        let LocalHandOff::Bounded(budget) = self.policy else {
+            return None;
+        };
+        if st.waiters.is_empty() || st.contest.is_some() {
+            return None;
+        }
+        let spent = st
+            .run_since
+            .is_some_and(|since| now.saturating_duration_since(since) >= budget);
+        let fresh = st.others.is_some_and(|(_, until)| until > now);
+        (spent && !fresh).then(|| queue.channel.clone())
+    }
+
     /// A local release of the lock; `freed`: the lock may be free now (released, not held, or
-    /// an error). Hands the turn to the head at once.
-    pub(crate) fn released(&self, tag: &str, name: &str, freed: bool) {
-        if !freed || self.live.load(Ordering::Acquire) == 0 {
+    /// an error); `others`: the answer to "does another client listen?" asked with it. Hands the
+    /// lock to the head at once, or starts (or goes on with) a contest, as the policy says.
+    pub(crate) fn released(&self, tag: &str, name: &str, freed: bool, others: Option<bool>) {
+        if self.live.load(Ordering::Acquire) == 0 {
             return;
         }
-        let Some(queue) = self.map.lock().get(&key(tag, name)).cloned() else {
+        let mut map = self.map.lock();
+        let Some(queue) = map.get(&key(tag, name)).cloned() else {
             return;
         };
         let mut st = queue.state.lock();
+        if !freed {
+            st.release_began = None;
+            return;
+        }
         // Whoever freed it, no owner of this queue holds it now.
         st.holder = None;
+        let now = Instant::now();
+        if let (Some(answer), LocalHandOff::Bounded(budget)) = (others, self.policy) {
+            st.others = Some((answer, now.checked_add(budget).unwrap_or(now)));
+        }
+        let mark = st.release_mark.take();
+        let began = st.release_began.take().unwrap_or(now);
         let Some((_, head)) = st.waiters.front() else {
+            // Nobody waits and nobody holds: the queue ends.
+            self.remove(&mut map, &queue);
             return;
         };
         let head = head.clone();
-        st.run += 1;
-        if st.run >= RUN_LIMIT {
-            st.run = 0;
-            st.yield_next = true;
+        let hand_over = match self.policy {
+            LocalHandOff::Unbounded => true,
+            LocalHandOff::Off => false,
+            LocalHandOff::Bounded(budget) => {
+                let within = |at: Instant| began.saturating_duration_since(at) < budget;
+                if st.contest.is_some() {
+                    false
+                } else if st.run_since.is_none_or(within) {
+                    true
+                } else if matches!(st.others, Some((false, until)) if until > began) {
+                    // Nobody else listens: a new run starts with the next acquisition.
+                    st.run_since = None;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        st.handed = hand_over;
+        if hand_over {
+            self.hand_overs.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.contests.fetch_add(1, Ordering::Relaxed);
+            let wins = st.contest.map_or(0, |c| c.wins);
+            st.contest = Some(Contest {
+                after: mark,
+                began: now,
+                wins,
+                seen: None,
+            });
         }
         drop(st);
+        drop(map);
         head.notify_one();
+    }
+
+    /// Releases that handed the lock over locally so far.
+    pub(crate) fn hand_overs(&self) -> u64 {
+        self.hand_overs.load(Ordering::Relaxed)
+    }
+
+    /// Releases that started or went on with a contest so far.
+    pub(crate) fn contests(&self) -> u64 {
+        self.contests.load(Ordering::Relaxed)
+    }
+
+    /// Removes `queue` from the map if it is still the queue of its key.
+    fn remove(&self, map: &mut HashMap<String, Arc<Queue>>, queue: &Arc<Queue>) {
+        if map.get(&queue.key).is_some_and(|q| Arc::ptr_eq(q, queue)) {
+            map.remove(&queue.key);
+            self.live.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 
     /// Local waiters queued per channel, beyond the one subscription each queue holds (which
@@ -191,8 +359,9 @@ impl LocalQueues {
 pub(crate) enum Plan {
     /// Attempt now.
     Attempt,
-    /// Give others their chance first (if anyone else listens), then attempt.
-    Yield,
+    /// A contest: no attempt yet; wait at most this long for a message or a hand-over, then
+    /// ask again.
+    Defer(Duration),
     /// An owner of this queue holds the lock for at least this long: wait for its hand-over.
     Wait(Duration),
 }
@@ -237,7 +406,7 @@ impl Ticket {
         }
     }
 
-    /// A turn handed to this waiter (head promotion or a local hand-over).
+    /// A turn handed to this waiter (head promotion, a local hand-over or a contest's start).
     pub(crate) fn notified(&self) -> Notified<'_> {
         self.notify.notified()
     }
@@ -245,33 +414,69 @@ impl Ticket {
     /// What the head does next.
     pub(crate) fn plan(&self) -> Plan {
         let mut st = self.queue.state.lock();
+        let now = Instant::now();
         if let Some((_, until)) = &st.holder {
-            let now = Instant::now();
             if *until > now {
                 return Plan::Wait(*until - now);
             }
         }
-        if std::mem::take(&mut st.yield_next) {
-            Plan::Yield
-        } else {
-            Plan::Attempt
+        let messages = st.subscription.as_ref().map(|s| s.messages());
+        let stands_back = matches!(self.queues.policy, LocalHandOff::Bounded(_));
+        let Some(contest) = st.contest.as_mut() else {
+            return Plan::Attempt;
+        };
+        // Not before the release's own message: every other client's waiter gets it at the
+        // same moment, so nobody has a head start.
+        let waited = now.saturating_duration_since(contest.began);
+        if let (Some(after), Some(count)) = (contest.after, messages) {
+            if count <= after && waited < MESSAGE_WAIT {
+                return Plan::Defer(MESSAGE_WAIT - waited);
+            }
         }
+        if stands_back && contest.wins >= CONTEST_WINS {
+            let until = *contest.seen.get_or_insert(now) + STAND_BACK;
+            if until > now {
+                return Plan::Defer(until - now);
+            }
+        }
+        Plan::Attempt
     }
 
-    /// The head's attempt found the lock busy: someone outside the run got it, so the run (and
-    /// a pending yield) starts again.
+    /// The head's attempt found the lock busy while no owner of this queue holds it: another
+    /// client's owner has it, so a contest is over and no run goes on.
     pub(crate) fn busy(&self) {
         let mut st = self.queue.state.lock();
-        st.run = 0;
-        st.yield_next = false;
+        st.handed = false;
+        st.contest = None;
+        st.run_since = None;
+        st.quiet = Duration::ZERO;
     }
 
     /// The head acquired the lock as `field`, its hold lasting at least until `until`; it leaves
-    /// the queue and the next waiter becomes head.
+    /// the queue and the next waiter becomes head. A hand-over goes on with the run; an
+    /// acquisition of the head's own starts a run, or counts as a race won in a contest.
     pub(crate) fn acquired(self, field: Arc<str>, until: Instant) {
         let mut st = self.queue.state.lock();
+        let now = Instant::now();
         st.holder = Some((field, until));
-        st.holder_since = Some(Instant::now());
+        st.holder_since = Some(now);
+        if std::mem::take(&mut st.handed) {
+            st.run_since.get_or_insert(now);
+        } else if let Some(contest) = &mut st.contest {
+            if contest.seen.is_none() {
+                contest.wins += 1;
+            } else {
+                // The head stood back and nobody took the lock: whoever listens does not wait
+                // for it. Alone for a while, then ask again.
+                let quiet = st.quiet.max(QUIET_START);
+                st.quiet = (quiet * 2).min(QUIET_MAX);
+                st.others = Some((false, now + quiet));
+                st.contest = None;
+                st.run_since = Some(now);
+            }
+        } else {
+            st.run_since = Some(now);
+        }
     }
 
     /// How long the owner of this queue that holds the lock has held it (`None`: none does).
@@ -281,6 +486,11 @@ impl Ticket {
     pub(crate) fn held_for(&self) -> Option<Duration> {
         let st = self.queue.state.lock();
         st.holder.as_ref()?;
+        if st.release_began.is_some() {
+            // That owner's release is under way: a message now is its own, no news, and the
+            // release's end (`released`) wakes the head.
+            return None;
+        }
         st.holder_since.map(|since| since.elapsed())
     }
 
@@ -290,11 +500,6 @@ impl Ticket {
         st.subscription
             .get_or_insert_with(|| Arc::new(pubsub.subscribe(&self.queue.channel)))
             .clone()
-    }
-
-    /// The channel the queue listens on.
-    pub(crate) fn channel(&self) -> &str {
-        &self.queue.channel
     }
 }
 
@@ -306,13 +511,12 @@ impl Drop for Ticket {
         st.waiters.retain(|(id, _)| *id != self.id);
         let mut subscription = None;
         if st.waiters.is_empty() {
+            // Nobody left to listen. The queue (its run, its contest) lives on while one of its
+            // owners holds the lock: that owner's release ends it.
             subscription = st.subscription.take();
-            if map
-                .get(&self.queue.key)
-                .is_some_and(|q| Arc::ptr_eq(q, &self.queue))
-            {
-                map.remove(&self.queue.key);
-                self.queues.live.fetch_sub(1, Ordering::AcqRel);
+            st.release_mark = None;
+            if st.holder.is_none() {
+                self.queues.remove(&mut map, &self.queue);
             }
         } else if was_head {
             if let Some((_, next)) = st.waiters.front() {
@@ -365,8 +569,10 @@ mod tests {
         hb.await.unwrap();
         hc.await.unwrap();
         assert_eq!(*order.lock(), vec!["b", "c"]);
-        assert_eq!(q.len(), 0, "an empty queue is removed");
         assert!(!q.has_waiters("lock", "n"));
+        assert_eq!(q.len(), 1, "the queue lives while its last owner holds");
+        q.released("lock", "n", true, None);
+        assert_eq!(q.len(), 0, "an empty queue is removed");
     }
 
     #[tokio::test(start_paused = true)]
@@ -410,10 +616,10 @@ mod tests {
             second.plan()
         });
         tokio::time::sleep(10 * MS).await;
-        q.released("lock", "n", false);
+        q.released("lock", "n", false, None);
         tokio::task::yield_now().await;
         assert!(!woken.is_finished(), "a partial release hands nothing over");
-        q.released("lock", "n", true);
+        q.released("lock", "n", true, None);
         assert_eq!(woken.await.unwrap(), Plan::Attempt);
     }
 
@@ -427,28 +633,191 @@ mod tests {
         assert_eq!(second.plan(), Plan::Attempt);
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_long_run_of_local_hand_overs_yields_once_then_starts_again() {
-        let q = queues();
-        let mut plans = Vec::new();
-        let mut current = q.join("lock", "n", "ch");
-        for i in 0..(2 * RUN_LIMIT) {
-            let next = q.join("lock", "n", "ch");
-            plans.push(current.plan());
-            current.acquired("u:1".into(), Instant::now() + 1_000 * MS);
-            q.released("lock", "n", true);
-            assert!(next.wait_head(Some(Instant::now())).await, "round {i}");
-            current = next;
+    fn with(policy: LocalHandOff) -> Arc<LocalQueues> {
+        Arc::new(LocalQueues::new(policy))
+    }
+
+    fn contest(q: &LocalQueues) -> Option<Contest> {
+        q.map.lock().get(&key("lock", "n"))?.state.lock().contest
+    }
+
+    /// `current` (the head) acquires with one more owner queued behind, `hold` passes, the
+    /// release begins (`asked`: the queue wanted the question sent with it) and ends (`others`:
+    /// the answer), and the next owner becomes head. Returns it, its plan and whether the
+    /// release handed over.
+    struct Round {
+        next: Ticket,
+        plan: Plan,
+        handed: bool,
+        asked: bool,
+    }
+
+    async fn hold_and_release(
+        q: &Arc<LocalQueues>,
+        current: Ticket,
+        hold: Duration,
+        others: Option<bool>,
+    ) -> Round {
+        let next = q.join("lock", "n", "ch");
+        assert!(current.wait_head(Some(Instant::now())).await);
+        assert_ne!(
+            current.plan(),
+            Plan::Wait(30_000 * MS),
+            "nobody local holds"
+        );
+        current.acquired("u:1".into(), Instant::now() + 30_000 * MS);
+        tokio::time::sleep(hold).await;
+        let asked = q.releasing("lock", "n").is_some();
+        q.released("lock", "n", true, others);
+        assert!(next.wait_head(Some(Instant::now())).await);
+        let handed = next.queue.state.lock().handed;
+        let plan = next.plan();
+        Round {
+            next,
+            plan,
+            handed,
+            asked,
         }
-        let yields: Vec<usize> = plans
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| **p == Plan::Yield)
-            .map(|(i, _)| i)
-            .collect();
-        assert_eq!(yields, vec![RUN_LIMIT as usize], "one yield per run");
-        // A busy attempt (someone else got in) starts a new run.
-        current.busy();
-        assert_eq!(current.plan(), Plan::Attempt);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_hands_over_within_its_budget_and_asks_once_it_is_spent() {
+        let q = with(LocalHandOff::Bounded(10 * MS));
+        let mut t = q.join("lock", "n", "ch");
+        // 1 ms holds: hand-overs, no question, while the run lasts less than 10 ms.
+        let mut asked_at = None;
+        for i in 0..30 {
+            let r = hold_and_release(&q, t, MS, None).await;
+            t = r.next;
+            if r.asked {
+                asked_at = Some(i);
+                assert!(!r.handed, "no answer: a contest rather than a hand-over");
+                break;
+            }
+            assert!(r.handed, "round {i}: within the budget, a hand-over");
+            assert_eq!(r.plan, Plan::Attempt);
+        }
+        assert_eq!(
+            asked_at,
+            Some(9),
+            "asked once the run lasted 10 ms, not before"
+        );
+        // A race won (the head's own attempt), then the answer "nobody else": a new run of
+        // hand-overs, and no question for another budget.
+        t.busy();
+        let r = hold_and_release(&q, t, 20 * MS, Some(false)).await;
+        assert!(r.asked && r.handed);
+        assert!(contest(&q).is_none());
+        let r = hold_and_release(&q, r.next, MS, None).await;
+        assert!(!r.asked, "the answer is fresh for one budget");
+        assert!(r.handed);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn while_another_client_listens_a_spent_run_turns_into_a_contest_that_stands_back() {
+        let q = with(LocalHandOff::Bounded(10 * MS));
+        let t = q.join("lock", "n", "ch");
+        // A 100 ms hold spends the run at once; someone else listens.
+        let r = hold_and_release(&q, t, 100 * MS, Some(true)).await;
+        assert!(r.asked);
+        assert!(
+            !r.handed,
+            "no hand-over while another client waits past the budget"
+        );
+        assert_eq!(
+            r.plan,
+            Plan::Attempt,
+            "a race (no message to wait for without a channel)"
+        );
+        assert_eq!(contest(&q).unwrap().wins, 0);
+        // Races won: the contest goes on, with no question asked.
+        let r = hold_and_release(&q, r.next, 100 * MS, None).await;
+        assert!(!r.asked && !r.handed);
+        assert_eq!(contest(&q).unwrap().wins, 1);
+        let r = hold_and_release(&q, r.next, 100 * MS, None).await;
+        assert!(!r.handed);
+        assert_eq!(contest(&q).unwrap().wins, CONTEST_WINS);
+        // Now the head stands back before its attempt.
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        tokio::time::sleep(STAND_BACK).await;
+        assert_eq!(r.next.plan(), Plan::Attempt);
+        // Its attempt finds the lock busy: another client has it; the contest is over and the
+        // next acquisition of the head's own starts a new run.
+        r.next.busy();
+        assert!(contest(&q).is_none());
+        let r = hold_and_release(&q, r.next, MS, None).await;
+        assert!(r.handed, "a new run hands over within its budget");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn when_nobody_takes_the_lock_from_a_head_standing_back_the_client_is_alone_a_while() {
+        let q = with(LocalHandOff::Bounded(10 * MS));
+        let mut r = hold_and_release(&q, q.join("lock", "n", "ch"), 100 * MS, Some(true)).await;
+        for _ in 0..CONTEST_WINS {
+            r = hold_and_release(&q, r.next, 100 * MS, None).await;
+        }
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        tokio::time::sleep(STAND_BACK).await;
+        assert_eq!(r.next.plan(), Plan::Attempt);
+        // Its attempt wins: the listener was no waiter. Hand-overs without a question for
+        // QUIET_START, then the question again.
+        let r = hold_and_release(&q, r.next, 60 * MS, None).await;
+        assert!(contest(&q).is_none());
+        assert!(!r.asked && r.handed, "alone for a while");
+        let r = hold_and_release(&q, r.next, 60 * MS, None).await;
+        assert!(r.asked, "asked again after {QUIET_START:?}");
+        // The next stand-back without a taker keeps the client alone twice as long.
+        assert_eq!(
+            q.map
+                .lock()
+                .get(&key("lock", "n"))
+                .unwrap()
+                .state
+                .lock()
+                .quiet,
+            2 * QUIET_START
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_an_answer_a_spent_run_contests_rather_than_risk_starving_others() {
+        let q = with(LocalHandOff::Bounded(10 * MS));
+        let t = q.join("lock", "n", "ch");
+        let r = hold_and_release(&q, t, 20 * MS, None).await;
+        assert!(r.asked && !r.handed);
+        assert!(contest(&q).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unbounded_always_hands_over_and_off_never_does() {
+        let q = with(LocalHandOff::Unbounded);
+        let mut t = q.join("lock", "n", "ch");
+        for i in 0..5 {
+            let r = hold_and_release(&q, t, 100 * MS, None).await;
+            assert!(!r.asked, "round {i}: nobody is asked");
+            assert!(r.handed);
+            t = r.next;
+        }
+        drop(t);
+        let q = with(LocalHandOff::Off);
+        let mut t = q.join("lock", "n", "ch");
+        for i in 0..5 {
+            let r = hold_and_release(&q, t, MS, None).await;
+            assert!(!r.asked, "round {i}: nobody is asked");
+            assert!(!r.handed, "round {i}");
+            assert_eq!(r.plan, Plan::Attempt, "round {i}: Off never stands back");
+            t = r.next;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_outlives_its_last_waiter_while_an_owner_holds() {
+        let q = queues();
+        let t = q.join("lock", "n", "ch");
+        t.acquired("u:1".into(), Instant::now() + 30_000 * MS);
+        assert_eq!(q.len(), 1, "the holder's queue keeps its run");
+        assert!(!q.has_waiters("lock", "n"));
+        q.released("lock", "n", true, None);
+        assert_eq!(q.len(), 0, "its release ends it");
     }
 }
