@@ -8,7 +8,7 @@
 //!   by the tests that only read and write keys. Statics are never dropped, so its processes are
 //!   stopped by a watchdog: a `sh` child that reads the PIDs of the servers from a pipe and, when
 //!   the pipe closes (the test binary exits, however it exits: normally, by a panic, by a signal),
-//!   `kill -9`s them. Owned clusters use the same watchdog, so a test binary killed in the middle
+//!   `kill -9`s them, then removes the cluster's directory under the temp dir. Owned clusters use the same watchdog, so a test binary killed in the middle
 //!   of a test leaves no server behind either. Tests must not change the shared cluster's
 //!   topology (no failover, migration or kill): the other tests run against it in parallel.
 //!
@@ -212,7 +212,8 @@ fn agreement(views: &[NodeView]) -> Agreement {
         .collect()
 }
 
-/// The process that kills the servers when the test binary goes away (see the module doc).
+/// The process that kills the servers when the test binary goes away (see the module doc),
+/// then removes the cluster's directory under the temp dir.
 /// Its stdin gets one line per server: `<pid>` to watch, `-<pid>` when the server was stopped
 /// and reaped by the test (so that a PID reused later is never killed).
 struct Watchdog {
@@ -229,12 +230,24 @@ while IFS= read -r line; do
   esac
 done
 kill -9 $pids 2>/dev/null
+# Wait (at most 5 s) until the killed servers are gone, then remove the cluster's directory.
+i=0
+while [ $i -lt 50 ]; do
+  alive=0
+  for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+  [ $alive -eq 0 ] && break
+  sleep 0.1
+  i=$((i+1))
+done
+[ -n "$1" ] && rm -rf -- "$1"
 exit 0"#;
 
 impl Watchdog {
-    fn spawn() -> Watchdog {
+    /// `root` is removed once the servers are killed (the shared cluster is never dropped).
+    fn spawn(root: &Path) -> Watchdog {
         let mut child = Command::new("sh")
-            .args(["-c", WATCHDOG])
+            .args(["-c", WATCHDOG, "cluster-watchdog"])
+            .arg(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -335,7 +348,7 @@ impl RedisCluster {
             NEXT_CLUSTER.fetch_add(1, Ordering::SeqCst)
         ));
         let _ = std::fs::remove_dir_all(&root);
-        let mut watchdog = Watchdog::spawn();
+        let mut watchdog = Watchdog::spawn(&root);
         let mut used = HashSet::new();
         let mut nodes: Vec<Node> = Vec::new();
         for i in 0..6 {
@@ -849,17 +862,15 @@ impl RedisCluster {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        // The watchdog kills every server still registered; then reap them.
+        // Kill and reap every server (deregistered first, so that the watchdog neither kills a
+        // reused PID nor waits for a zombie), then let the watchdog remove the directory.
+        for port in self.ports() {
+            self.kill_node(port);
+        }
         self.watchdog
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .finish();
-        for n in &self.nodes {
-            if let Some(mut c) = n.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }
