@@ -8,14 +8,15 @@ use tokio::time::Instant;
 
 use fred::{
     clients::{Client as FredClient, SubscriberClient},
-    interfaces::{ClientLike, HashesInterface, KeysInterface, LuaInterface, PubsubInterface},
+    interfaces::{ClientLike, KeysInterface, LuaInterface, PubsubInterface},
     types::{
-        config::{Config as FredConfig, ReconnectPolicy, ServerConfig},
-        Builder, Key, Value,
+        config::{Config as FredConfig, ReconnectPolicy, Server, ServerConfig},
+        Builder, ClusterHash, CustomCommand, Key, Value,
     },
 };
 
 use crate::{
+    asking::Redirects,
     config::{Config, Secret, ShardedSubscriptionMode},
     credentials::{Provider, Source},
     error::{Error, Failure, Result},
@@ -56,6 +57,8 @@ pub(crate) struct Core {
     /// Commands the server said at connect this user may not run (ACL DRYRUN).
     permissions: Permissions,
     replicas: ReplicaSync,
+    /// Follows `MOVED` and `ASK` for every keyed command (see `asking`).
+    redirects: Redirects,
 }
 
 /// A failed [`Core::run_acquire`]: the error, and whether the script may have been sent (a
@@ -358,6 +361,9 @@ impl Core {
                 // fred counts following a MOVED/ASK redirection as an attempt, so it needs
                 // more than one to follow a failover or a slot migration (README: safety).
                 c.max_command_attempts = if clustered { 3 } else { 1 };
+                // The crate follows MOVED and ASK itself (see `asking`): fred refreshes its
+                // slot table on a MOVED and fails the command, and never follows an ASK.
+                c.max_redirections = 0;
             })
             .set_policy(ReconnectPolicy::new_exponential(
                 0,
@@ -369,6 +375,8 @@ impl Core {
         // The subscriber's message stream: a reader that falls behind wakes every waiter
         // (a lag is never a lost wake-up), so a moderate buffer suffices.
         builder.with_performance_config(|p| p.broadcast_channel_capacity = 4096);
+        // The subscriber's SSUBSCRIBE follows redirections through fred.
+        builder.with_connection_config(|c| c.max_redirections = 5);
         let sub = builder
             .build_subscriber_client()
             .map_err(|e| Error::from_redis(e, ""))?;
@@ -382,6 +390,7 @@ impl Core {
             redis,
             scripts: Scripts::new(),
             replicas: ReplicaSync::new(&config, clustered),
+            redirects: Redirects::default(),
             config,
             clustered,
             messaging: Messaging {
@@ -496,7 +505,9 @@ impl Core {
     /// a `NOSCRIPT` is routed by the same first key, so it reaches the node that answered (the
     /// new owner after a failover or a migration), which then caches the script.
     pub(crate) async fn run(&self, call: ScriptCall, lock: &str) -> Result<Value> {
-        self.run_on(&self.redis, &call, lock).await
+        self.run_on(&self.redis, &call, lock, true)
+            .await
+            .map(|(v, _)| v)
     }
 
     /// Runs an acquisition script and, where the master has replicas and replica sync is on
@@ -544,8 +555,12 @@ impl Core {
         };
         let mut checkout = checkout;
         checkout.expose(barrier);
-        let value = match self.run_on(&checkout.client, &call, lock).await {
-            Ok(v) => v,
+        let value = match self.run_on(&checkout.client, &call, lock, true).await {
+            Ok((v, asked)) => {
+                // Run on a migration's target after ASKING: the WAIT goes there too.
+                checkout.asked = asked;
+                v
+            }
             Err(e) => {
                 // A reply that never came leaves the connection's state unknown. Close it and
                 // wait (bounded) for the server to answer the QUIT, which it reads after the
@@ -571,7 +586,15 @@ impl Core {
     }
 
     /// Runs a script call on `redis` (the command connection, or a replica-sync connection).
-    async fn run_on(&self, redis: &FredClient, call: &ScriptCall, lock: &str) -> Result<Value> {
+    /// The reply, and the node an `ASK` sent the script to, if one did. `patient`: a
+    /// `TRYAGAIN` is retried within the command timeout (else it fails at once).
+    async fn run_on(
+        &self,
+        redis: &FredClient,
+        call: &ScriptCall,
+        lock: &str,
+        patient: bool,
+    ) -> Result<(Value, Option<Server>)> {
         if self.clustered && !one_slot(&call.keys) {
             return Err(Error::CrossSlot {
                 lock: lock.to_owned(),
@@ -585,11 +608,18 @@ impl Core {
         // A master demoted by a failover answers READONLY (fred then reconnects, through the
         // sentinels, to the new master). A script that got READONLY wrote nothing (its first
         // write failed, and the script stopped there), so sending it again is safe; it is
-        // retried within the command timeout and never surfaces as a lock error.
+        // retried within the command timeout and never surfaces as a lock error. So is one
+        // that got TRYAGAIN (a slot being migrated holds some of its keys, not all: it did not
+        // run; the migration moves the rest within moments).
         let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
         let mut pause = Duration::from_millis(20);
         loop {
             match self.run_once(redis, call).await {
+                Err(e) if patient && is_try_again(&e) && Instant::now() + pause < deadline => {
+                    log::debug!("lock {lock}: its slot is being migrated (TRYAGAIN); retrying");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(250));
+                }
                 Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
                     log::info!(
                         "lock {lock}: the server is no longer the master ({}); retrying on the \
@@ -599,19 +629,39 @@ impl Core {
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(Duration::from_millis(250));
                 }
+                // Still TRYAGAIN: transient (it did not run; the caller's retries go on).
+                Err(e) if is_try_again(&e) => {
+                    return Err(Error::Timeout(Failure::with_source(
+                        format!(
+                            "lock {lock}: its slot is being migrated and some of the call's                              keys are not there yet ({})",
+                            e.details()
+                        ),
+                        e,
+                    )))
+                }
                 other => return other.map_err(|e| Error::from_redis(e, lock)),
             }
         }
     }
 
+    /// The reply, and the node an `ASK` sent the script to, if one did.
     async fn run_once(
         &self,
         redis: &FredClient,
         call: &ScriptCall,
-    ) -> std::result::Result<Value, fred::error::Error> {
+    ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
+        let slot = call.keys.first().map_or(0, slot_of);
+        let with = |head: Value| {
+            let mut args = Vec::with_capacity(2 + call.keys.len() + call.args.len());
+            args.push(head);
+            args.push(Value::from(call.keys.len() as i64));
+            args.extend(call.keys.iter().map(|k| Value::from(k.clone())));
+            args.extend(call.args.iter().cloned());
+            args
+        };
         let sha1 = self.scripts.sha1(call.script);
-        let first = redis
-            .evalsha::<Value, _, _, _>(sha1, call.keys.clone(), call.args.clone())
+        let first = self
+            .send(redis, "EVALSHA", slot, with(Value::from(sha1)))
             .await;
         match first {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
@@ -620,38 +670,79 @@ impl Core {
                     call.script
                 );
                 let source = self.scripts.source(call.script);
-                redis
-                    .eval(source, call.keys.clone(), call.args.clone())
+                self.send(redis, "EVAL", slot, with(Value::from(source)))
                     .await
             }
             other => other,
         }
     }
 
+    /// Sends one command for a key of `slot` on `redis`; on a cluster it follows `MOVED` and
+    /// `ASK` itself (see `asking`). The reply, and the node an `ASK` sent it to, if one did.
+    async fn send(
+        &self,
+        redis: &FredClient,
+        name: &'static str,
+        slot: u16,
+        args: Vec<Value>,
+    ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
+        if self.clustered {
+            let private = redis.id() != self.redis.id();
+            self.redirects
+                .send(redis, private, name, slot, args, self.config.timeout)
+                .await
+        } else {
+            redis
+                .custom(
+                    CustomCommand::new_static(name, ClusterHash::FirstKey, false),
+                    args,
+                )
+                .await
+                .map(|v| (v, None))
+        }
+    }
+
+    /// A plain keyed query on the command connection, its reply converted.
+    async fn query<R: fred::types::FromValue>(
+        &self,
+        name: &'static str,
+        keys: &[&str],
+        lock: &str,
+    ) -> Result<R> {
+        let slot = keys.first().map_or(0, |k| slot_of(&Key::from(*k)));
+        let args = keys.iter().map(|k| Value::from(*k)).collect();
+        self.send(&self.redis, name, slot, args)
+            .await
+            .and_then(|(v, _)| v.convert::<R>())
+            .map_err(|e| Error::from_redis(e, lock))
+    }
+
     /// Runs a script that answers an array of integers (the renewal flags).
     pub(crate) async fn run_flags(&self, call: ScriptCall, lock: &str) -> Result<Vec<i64>> {
         let reply = self.run(call, lock).await?;
-        reply
-            .convert::<Vec<i64>>()
-            .map_err(|e| unexpected(lock, format!("flags expected: {e}")))
+        flags(reply, lock)
+    }
+
+    /// [`run_flags`](Self::run_flags) for a call over several locks of one slot: `Ok(None)`
+    /// at once when the slot is being migrated and only some of the keys have moved
+    /// (`TRYAGAIN`): the caller splits the call (one lock's keys always move together).
+    pub(crate) async fn run_flags_or_split(&self, call: ScriptCall) -> Result<Option<Vec<i64>>> {
+        match self.run_on(&self.redis, &call, "", false).await {
+            Ok((reply, _)) => flags(reply, "").map(Some),
+            Err(Error::Timeout(f)) if f.message().contains("TRYAGAIN") => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The hold count of `field` in the lock hash `name` (0 when absent).
     pub(crate) async fn hold_count(&self, name: &str, field: &str) -> Result<u64> {
-        let n: Option<i64> = self
-            .redis
-            .hget(name, field)
-            .await
-            .map_err(|e| Error::from_redis(e, name))?;
+        let n: Option<i64> = self.query("HGET", &[name, field], name).await?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
     /// `true` if the lock hash `name` has the field `field`.
     pub(crate) async fn has_field(&self, name: &str, field: &str) -> Result<bool> {
-        self.redis
-            .hexists(name, field)
-            .await
-            .map_err(|e| Error::from_redis(e, name))
+        self.query("HEXISTS", &[name, field], name).await
     }
 
     /// `true` when some connection other than this client's subscriber listens on `channel`
@@ -687,31 +778,19 @@ impl Core {
 
     /// `true` if the key exists.
     pub(crate) async fn exists(&self, key: &str, lock: &str) -> Result<bool> {
-        let n: i64 = self
-            .redis
-            .exists(key)
-            .await
-            .map_err(|e| Error::from_redis(e, lock))?;
+        let n: i64 = self.query("EXISTS", &[key], lock).await?;
         Ok(n > 0)
     }
 
     /// The remaining time to live of a key.
     pub(crate) async fn ttl(&self, key: &str) -> Result<Ttl> {
-        let ms: i64 = self
-            .redis
-            .pttl(key)
-            .await
-            .map_err(|e| Error::from_redis(e, key))?;
+        let ms: i64 = self.query("PTTL", &[key], key).await?;
         Ok(Ttl::from_pttl(ms))
     }
 
     /// An integer value (0 when absent), e.g. the fenced lock's token counter.
     pub(crate) async fn counter(&self, key: &str, lock: &str) -> Result<u64> {
-        let v: Option<i64> = self
-            .redis
-            .get(key)
-            .await
-            .map_err(|e| Error::from_redis(e, lock))?;
+        let v: Option<i64> = self.query("GET", &[key], lock).await?;
         Ok(v.unwrap_or(0).max(0) as u64)
     }
 
@@ -723,6 +802,7 @@ impl Core {
     /// Closes the command connection (and the replica-sync connections).
     pub(crate) async fn quit(&self) {
         self.replicas.quit().await;
+        self.redirects.quit().await;
         let _ = self.redis.quit().await;
     }
 }
@@ -734,6 +814,19 @@ fn is_demoted(e: &fred::error::Error) -> bool {
     ["READONLY", "MASTERDOWN", "LOADING"].iter().any(|p| {
         d.starts_with(p) || d.contains(&format!(": {p} ")) || d.contains(&format!("-{p} "))
     })
+}
+
+/// `TRYAGAIN`: a multi-key command on a slot being migrated, with some of its keys moved
+/// already (not run).
+fn is_try_again(e: &fred::error::Error) -> bool {
+    let d = e.details();
+    d.starts_with("TRYAGAIN") || d.contains(": TRYAGAIN") || d.contains("-TRYAGAIN")
+}
+
+fn flags(reply: Value, lock: &str) -> Result<Vec<i64>> {
+    reply
+        .convert::<Vec<i64>>()
+        .map_err(|e| unexpected(lock, format!("flags expected: {e}")))
 }
 
 /// An error for a reply the scripts never give.

@@ -481,21 +481,42 @@ impl RedisCluster {
     /// Sends one command on a fresh connection to `127.0.0.1:<port>`. `Err` is a transport
     /// error; a Redis error is `Ok(Reply::Error(..))`.
     pub fn query<A: AsRef<[u8]>>(port: u16, args: &[A]) -> Result<Reply, String> {
+        Self::query_all(port, &[args]).map(|mut r| r.remove(0))
+    }
+
+    /// Sends several commands on one fresh connection (e.g. `ASKING` and the command it
+    /// allows) and returns their replies in order.
+    pub fn query_all<A: AsRef<[u8]>>(port: u16, commands: &[&[A]]) -> Result<Vec<Reply>, String> {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500))
             .map_err(|e| format!("connect {port}: {e}"))?;
         let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
         let _ = s.set_nodelay(true);
-        let mut buf = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            let a = a.as_ref();
-            buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            buf.extend_from_slice(a);
-            buf.extend_from_slice(b"\r\n");
+        let mut buf = Vec::new();
+        for args in commands {
+            buf.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in *args {
+                let a = a.as_ref();
+                buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                buf.extend_from_slice(a);
+                buf.extend_from_slice(b"\r\n");
+            }
         }
         s.write_all(&buf)
             .map_err(|e| format!("write {port}: {e}"))?;
-        read_reply(&mut BufReader::new(s)).map_err(|e| format!("read {port}: {e}"))
+        let mut reader = BufReader::new(s);
+        commands
+            .iter()
+            .map(|_| read_reply(&mut reader).map_err(|e| format!("read {port}: {e}")))
+            .collect()
+    }
+
+    /// `ASKING` then `args` on one connection to `port`: the reply to `args` (a key of a slot
+    /// the node imports can be read there).
+    pub fn cmd_asking(port: u16, args: &[&str]) -> Reply {
+        let replies = Self::query_all(port, &[&["ASKING"][..], args])
+            .unwrap_or_else(|e| panic!("ASKING {args:?} on {port}: {e}"));
+        replies.into_iter().nth(1).expect("two replies")
     }
 
     /// [`query`](Self::query) that panics on a transport error or a Redis error.
@@ -754,27 +775,57 @@ impl RedisCluster {
     /// SETSLOT IMPORTING/MIGRATING, MIGRATE the keys in batches of 100, SETSLOT NODE on the
     /// target, the source and the other masters; then waits until every node agrees.
     pub async fn migrate_slot(&self, slot: u16, from: u16, to: u16) {
-        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        self.begin_migration(slot, from, to);
+        self.finish_migration(slot, from, to).await;
+    }
+
+    /// The first half of [`migrate_slot`](Self::migrate_slot): marks `slot` IMPORTING on `to`
+    /// and MIGRATING on `from`, and MIGRATEs every key of it (batches of 100). The slot is then
+    /// in its `ASK` phase: `from` answers `-ASK` for every key of it, until
+    /// [`finish_migration`](Self::finish_migration).
+    pub fn begin_migration(&self, slot: u16, from: u16, to: u16) {
+        self.mark_migrating(slot, from, to);
         let s = slot.to_string();
-        Self::cmd(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
-        Self::cmd(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
         loop {
             let keys = Self::cmd(from, &["CLUSTER", "GETKEYSINSLOT", &s, "100"]).items();
             if keys.is_empty() {
                 break;
             }
-            let mut args: Vec<Vec<u8>> = ["MIGRATE", "127.0.0.1", &to.to_string(), ""]
-                .iter()
-                .map(|a| a.as_bytes().to_vec())
+            let keys: Vec<Vec<u8>> = keys
+                .into_iter()
+                .filter_map(|k| match k {
+                    Reply::Bulk(Some(k)) => Some(k),
+                    _ => None,
+                })
                 .collect();
-            args.extend(["0", "5000", "REPLACE", "KEYS"].map(|a| a.as_bytes().to_vec()));
-            for k in keys {
-                if let Reply::Bulk(Some(k)) = k {
-                    args.push(k);
-                }
-            }
-            Self::cmd(from, &args);
+            Self::migrate_keys(from, to, &keys);
         }
+    }
+
+    /// Marks `slot` IMPORTING on `to` and MIGRATING on `from` (no key moved yet).
+    pub fn mark_migrating(&self, slot: u16, from: u16, to: u16) {
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let s = slot.to_string();
+        Self::cmd(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
+        Self::cmd(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
+    }
+
+    /// `MIGRATE`s `keys` (of a slot marked migrating) from `from` to `to` in one call.
+    pub fn migrate_keys<K: AsRef<[u8]>>(from: u16, to: u16, keys: &[K]) {
+        let mut args: Vec<Vec<u8>> = ["MIGRATE", "127.0.0.1", &to.to_string(), ""]
+            .iter()
+            .map(|a| a.as_bytes().to_vec())
+            .collect();
+        args.extend(["0", "5000", "REPLACE", "KEYS"].map(|a| a.as_bytes().to_vec()));
+        args.extend(keys.iter().map(|k| k.as_ref().to_vec()));
+        Self::cmd(from, &args);
+    }
+
+    /// The second half of [`migrate_slot`](Self::migrate_slot): `SETSLOT NODE` on the target,
+    /// the source and the other masters, then waits until every node agrees.
+    pub async fn finish_migration(&self, slot: u16, from: u16, to: u16) {
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let s = slot.to_string();
         Self::cmd(to, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
         Self::cmd(from, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
         for m in self.masters() {
