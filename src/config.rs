@@ -287,6 +287,7 @@ impl fmt::Debug for TlsSettings {
 /// | `sslTruststore`, `sslKeystore`, `sslEnableEndpointIdentification` | [`tls`](Self::tls) | platform roots, name checked |
 /// | `checkLockSyncedSlaves` | [`check_lock_synced_replicas`](Self::check_lock_synced_replicas) | `true` (no `WAIT` without replicas) |
 /// | `slavesSyncTimeout` | [`replicas_sync_timeout`](Self::replicas_sync_timeout) | 1 s |
+/// | (none) | [`stalled_connection_timeout`](Self::stalled_connection_timeout) | the command timeout |
 ///
 /// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
 /// Settings are checked by [`validate`](Self::validate) when the client connects.
@@ -326,6 +327,8 @@ pub struct Config {
     pub(crate) tls: Option<TlsSettings>,
     pub(crate) check_lock_synced_replicas: bool,
     pub(crate) replicas_sync_timeout: Duration,
+    /// `None`: derived from the command timeout; `Some(None)`: off.
+    pub(crate) stalled_connection_timeout: Option<Option<Duration>>,
 }
 
 impl Default for Config {
@@ -353,6 +356,7 @@ impl Default for Config {
             tls: None,
             check_lock_synced_replicas: true,
             replicas_sync_timeout: Duration::from_secs(1),
+            stalled_connection_timeout: None,
         }
     }
 }
@@ -385,6 +389,10 @@ impl fmt::Debug for Config {
                 &self.check_lock_synced_replicas,
             )
             .field("replicas_sync_timeout", &self.replicas_sync_timeout)
+            .field(
+                "stalled_connection_timeout",
+                &self.get_stalled_connection_timeout(),
+            )
             .finish()
     }
 }
@@ -602,6 +610,27 @@ impl Config {
         self.replicas_sync_timeout
     }
 
+    /// How long a command on the command connection may go without a reply before the
+    /// connection is treated as stalled (every command behind it waits with it): it is closed
+    /// and replaced, and its commands still in flight fail as they do on a lost connection
+    /// (an acquisition `Ambiguous`, undone in the background on the new connection). `None`
+    /// turns the check off. Default: the command [`timeout`](Self::timeout) (a longer value
+    /// acts as the command timeout, at which every command fails anyway).
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn stalled_connection_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.stalled_connection_timeout = Some(timeout);
+        self
+    }
+
+    /// See [`stalled_connection_timeout`](Self::stalled_connection_timeout): the bound in
+    /// effect (`None`: off).
+    pub fn get_stalled_connection_timeout(&self) -> Option<Duration> {
+        match self.stalled_connection_timeout {
+            None => Some(self.timeout),
+            Some(set) => set.map(|d| d.min(self.timeout)),
+        }
+    }
+
     /// See [`username`](Self::username).
     pub fn get_username(&self) -> Option<&str> {
         self.username.as_deref()
@@ -704,6 +733,11 @@ impl Config {
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
             ("reconnect_max_delay", self.reconnect_max_delay),
             ("replicas_sync_timeout", self.replicas_sync_timeout),
+            (
+                "stalled_connection_timeout",
+                self.get_stalled_connection_timeout()
+                    .unwrap_or(Duration::MAX),
+            ),
         ];
         for (name, value) in non_zero {
             if value.is_zero() {

@@ -59,6 +59,20 @@ pub(crate) struct Core {
     replicas: ReplicaSync,
     /// Follows `MOVED` and `ASK` for every keyed command (see `asking`).
     redirects: Redirects,
+    stall: Stall,
+}
+
+/// Stalled-connection detection on the command connection: a command without a reply for
+/// the bound (`Config::stalled_connection_timeout`) has every command behind it waiting with
+/// it, so the connection is closed and replaced (fred's forced reconnection; its commands in
+/// flight fail as on a lost connection). fred's own unresponsive check counts from the last
+/// write, which a busy client renews all the time, so the crate times the command instead.
+struct Stall {
+    bound: Option<Duration>,
+    /// (replacements started, replacements finished).
+    progress: tokio::sync::watch::Sender<(u64, u64)>,
+    /// When the last replacement started.
+    last: parking_lot::Mutex<Option<Instant>>,
 }
 
 /// A failed [`Core::run_acquire`]: the error, and whether the script may have been sent (a
@@ -391,6 +405,11 @@ impl Core {
             scripts: Scripts::new(),
             replicas: ReplicaSync::new(&config, clustered),
             redirects: Redirects::default(),
+            stall: Stall {
+                bound: config.get_stalled_connection_timeout(),
+                progress: tokio::sync::watch::channel((0, 0)).0,
+                last: parking_lot::Mutex::new(None),
+            },
             config,
             clustered,
             messaging: Messaging {
@@ -679,7 +698,75 @@ impl Core {
 
     /// Sends one command for a key of `slot` on `redis`; on a cluster it follows `MOVED` and
     /// `ASK` itself (see `asking`). The reply, and the node an `ASK` sent it to, if one did.
+    /// On the command connection, a command without a reply for the stall bound has the
+    /// connection replaced (see [`Stall`]) and then waits on as before.
     async fn send(
+        &self,
+        redis: &FredClient,
+        name: &'static str,
+        slot: u16,
+        args: Vec<Value>,
+    ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
+        let call = self.send_routed(redis, name, slot, args);
+        match self.stall.bound {
+            Some(bound) if redis.id() == self.redis.id() => {
+                tokio::pin!(call);
+                match tokio::time::timeout(bound, &mut call).await {
+                    // fred's own command timeout (at least the bound) came first.
+                    Ok(Err(e)) if *e.kind() == fred::error::ErrorKind::Timeout => {
+                        self.replace_stalled(bound);
+                        Err(e)
+                    }
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        self.replace_stalled(bound);
+                        call.await
+                    }
+                }
+            }
+            _ => call.await,
+        }
+    }
+
+    /// Closes and replaces the command connection (in the background; at most once per
+    /// `bound`).
+    fn replace_stalled(&self, bound: Duration) {
+        {
+            let mut last = self.stall.last.lock();
+            if last.is_some_and(|t| t.elapsed() < bound) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        log::warn!(
+            "the command connection gave no reply for {bound:?}: treated as stalled, replacing it"
+        );
+        self.stall
+            .progress
+            .send_modify(|(started, _)| *started += 1);
+        let (redis, progress) = (self.redis.clone(), self.stall.progress.clone());
+        let within = self.config.connect_timeout;
+        tokio::spawn(async move {
+            let started = progress.borrow().0;
+            let _ = tokio::time::timeout(within, redis.force_reconnection()).await;
+            progress.send_modify(|(_, finished)| *finished = (*finished).max(started));
+        });
+    }
+
+    /// Waits (at most `within`) until a replacement of a stalled command connection, if one
+    /// is under way, has finished: commands sent after it go on the new connection.
+    pub(crate) async fn connection_replaced(&self, within: Duration) {
+        let mut rx = self.stall.progress.subscribe();
+        let _ = tokio::time::timeout(within, rx.wait_for(|(s, f)| f >= s)).await;
+    }
+
+    /// `true` if the command connection was replaced as stalled at or after `at`: a command
+    /// sent on it before then may reach the server after commands sent on the new one.
+    pub(crate) fn replaced_since(&self, at: Instant) -> bool {
+        self.stall.last.lock().is_some_and(|t| t >= at)
+    }
+
+    async fn send_routed(
         &self,
         redis: &FredClient,
         name: &'static str,
