@@ -39,6 +39,10 @@ fn refused_redirect(e: &fred::error::Error) -> bool {
     e.details().contains("Too many redirections")
 }
 
+fn script(name: &str) -> bool {
+    matches!(name, "EVALSHA" | "EVAL")
+}
+
 fn command(name: &'static str, slot: u16) -> CustomCommand {
     CustomCommand::new_static(name, ClusterHash::Custom(slot), false)
 }
@@ -60,6 +64,9 @@ impl Redirects {
     ) -> Result<(Value, Option<Server>), fred::error::Error> {
         let options = Options {
             max_redirections: Some(0),
+            // A script is not idempotent: fred must not write it again after a reconnection
+            // (e.g. of a stalled connection) once it was written.
+            max_attempts: script(name).then_some(1),
             ..Default::default()
         };
         let mut met = 0;
