@@ -840,6 +840,40 @@ impl RedisCluster {
         .await;
     }
 
+    /// `redis-cli --cluster reshard`: moves `slots` slots (the lowest ones `from` owns) from
+    /// master `from` to master `to`, key by key with `MIGRATE` (`pipeline` keys per call), as
+    /// an operator does. Blocking (run it with `spawn_blocking` beside the load); panics if
+    /// `redis-cli` fails. Returns how long it took.
+    pub fn reshard(&self, from: u16, to: u16, slots: usize, pipeline: usize) -> Duration {
+        let t0 = Instant::now();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{from}")])
+            .args(["--cluster-from", &self.node_id(from)])
+            .args(["--cluster-to", &self.node_id(to)])
+            .args(["--cluster-slots", &slots.to_string()])
+            .args(["--cluster-pipeline", &pipeline.to_string()])
+            .arg("--cluster-yes")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster reshard");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster reshard failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t0.elapsed()
+    }
+
+    /// The slots `master` owns, lowest first.
+    pub fn slots_of(&self, master: u16) -> Vec<u16> {
+        self.topology()
+            .into_iter()
+            .find(|v| v.port == master && v.master)
+            .map(|v| v.slots.iter().flat_map(|&(a, b)| a..=b).collect())
+            .unwrap_or_default()
+    }
+
     /// SIGKILLs a node (by PID) and reaps it; returns at once.
     pub fn kill_node(&self, port: u16) {
         let node = self.node(port);
