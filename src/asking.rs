@@ -23,10 +23,12 @@ use fred::{
     interfaces::{ClientLike, ClusterInterface},
     types::{config::Options, config::Server, ClusterHash, CustomCommand, Value},
 };
-use tokio::sync::Mutex;
+use tokio::{sync::Mutex, time::Instant};
 
-/// How often one command may meet a redirection before its error is returned.
-const MAX_REDIRECTS: usize = 4;
+/// The pauses between the resends of a command redirected again and again (a failover the
+/// nodes do not agree on yet), within the command timeout.
+const MIN_PAUSE: Duration = Duration::from_millis(10);
+const MAX_PAUSE: Duration = Duration::from_millis(250);
 
 /// The private connection `ASK`-redirected commands run on (opened on first use).
 #[derive(Default)]
@@ -69,22 +71,35 @@ impl Redirects {
             max_attempts: script(name).then_some(1),
             ..Default::default()
         };
-        let mut met = 0;
+        let deadline = Instant::now() + timeout;
+        let mut pause = Duration::ZERO;
         loop {
             let outcome = redis
                 .with_options(&options)
                 .custom::<Value, _>(command(name, slot), args.clone())
                 .await;
             match outcome {
-                Err(e) if refused_redirect(&e) && met < MAX_REDIRECTS => {
-                    met += 1;
+                Err(e) if refused_redirect(&e) => {
                     if let Some(target) = migration_target(redis, slot).await {
                         let reply = self
                             .send_asking(redis, private, &target, name, slot, args, timeout)
                             .await?;
                         return Ok((reply, Some(target)));
                     }
-                    // A MOVED: fred refreshed its table; send it again by slot.
+                    // A MOVED: fred refreshed its table; send it again by slot, at once the
+                    // first time, then after a pause (during a failover the nodes may take a
+                    // moment to agree on the new owner).
+                    if Instant::now() + pause >= deadline {
+                        return Err(fred::error::Error::new(
+                            fred::error::ErrorKind::Timeout,
+                            format!(
+                                "slot {slot} was still redirected after {timeout:?} (the \
+                                 cluster did not settle on its owner)"
+                            ),
+                        ));
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).clamp(MIN_PAUSE, MAX_PAUSE);
                 }
                 other => return other.map(|v| (v, None)),
             }

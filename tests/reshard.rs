@@ -197,6 +197,17 @@ fn count(tally: &Tally, what: String) {
 /// are released, no lock key left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_reshard_under_load_loses_no_hold() {
+    reshard_under_load(false).await;
+}
+
+/// The same, with a `CLUSTER FAILOVER` of the target between two halves of the reshard
+/// (200 slots, the failover while the load goes on, 200 more slots to the promoted replica).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_reshard_with_a_failover_of_the_target_loses_no_hold() {
+    reshard_under_load(true).await;
+}
+
+async fn reshard_under_load(failover: bool) {
     use std::sync::{
         atomic::{AtomicBool, AtomicUsize, Ordering},
         Arc,
@@ -245,7 +256,7 @@ async fn a_live_reshard_under_load_loses_no_hold() {
                             g.unlock().await.unwrap();
                             return at;
                         }
-                        Err(e) => count(&errors, format!("waiter {:?}", e.kind())),
+                        Err(e) => count(&errors, format!("waiter {:?}: {e}", e.kind())),
                     }
                 }
             })
@@ -274,23 +285,34 @@ async fn a_live_reshard_under_load_loses_no_hold() {
                             tokio::time::sleep(Duration::from_millis(2)).await;
                             inside[k % 4].store(false, Ordering::SeqCst);
                             if let Err(e) = g.unlock().await {
-                                count(&errors, format!("loop unlock {:?}", e.kind()));
+                                count(&errors, format!("loop unlock {:?}: {e}", e.kind()));
                             }
                             iterations.fetch_add(1, Ordering::Relaxed);
                         }
                         Ok(None) => count(&errors, "loop: not acquired within 10 s".into()),
-                        Err(e) => count(&errors, format!("loop {:?}", e.kind())),
+                        Err(e) => count(&errors, format!("loop {:?}: {e}", e.kind())),
                     }
                 }
             })
         })
         .collect();
 
-    let reshard = {
+    let reshard = |to: u16, slots: usize| {
         let c = c.clone();
-        tokio::task::spawn_blocking(move || c.reshard(from, to, SLOTS, 10))
+        tokio::task::spawn_blocking(move || c.reshard(from, to, slots, 10))
     };
-    let took = reshard.await.unwrap();
+    let (took, to) = if failover {
+        let first = reshard(to, SLOTS / 2).await.unwrap();
+        let t0 = Instant::now();
+        let promoted = c.replica_of(to);
+        c.failover_under_load(promoted).await;
+        let failed_over = t0.elapsed();
+        let second = reshard(promoted, SLOTS - SLOTS / 2).await.unwrap();
+        eprintln!("failover of the target {to} to {promoted} took {failed_over:?}");
+        (first + second, promoted)
+    } else {
+        (reshard(to, SLOTS).await.unwrap(), to)
+    };
     // (Not `wait_stable`: under this load the replicas' acknowledgements always trail.)
     let now_owned: std::collections::HashSet<u16> = c.slots_of(to).into_iter().collect();
     assert!(
@@ -330,7 +352,7 @@ async fn a_live_reshard_under_load_loses_no_hold() {
     }
     let errors = errors.lock().unwrap().clone();
     eprintln!(
-        "live reshard: {SLOTS} slots ({} keys) moved in {took:?}; holds kept {kept}/200; \
+        "live reshard (failover: {failover}): {SLOTS} slots ({} keys) moved in {took:?}; holds kept {kept}/200; \
          {} lock/unlock loops; every waiter served, the last {slowest:?} after the releases \
          began; errors by kind: {errors:?}",
         holds.len() * 21,

@@ -771,6 +771,64 @@ impl RedisCluster {
         self.wait_for("failover", switched).await;
     }
 
+    /// Waits until every live node agrees on the whole topology and all slots are covered,
+    /// without waiting for the replicas' acknowledgements (which trail a master under load).
+    pub async fn wait_agreed(&self) {
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let mut views = self.live_ports().into_iter().map(|p| {
+                Self::query(p, &["CLUSTER", "NODES"]).map(|r| parse_cluster_nodes(&r.text()))
+            });
+            let first = views.next().and_then(|v| v.ok());
+            let agreed = first.as_ref().is_some_and(|f| {
+                let a = agreement(f);
+                let covered: usize = f
+                    .iter()
+                    .filter(|v| v.master && !v.failed)
+                    .map(NodeView::slot_count)
+                    .sum();
+                covered == SLOTS as usize && views.all(|v| v.is_ok_and(|v| agreement(&v) == a))
+            });
+            if agreed {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nodes did not agree within {SETTLE:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// `CLUSTER FAILOVER` on `replica` for a cluster under load: waits only until every live
+    /// node sees it as a master owning slots (not for the replicas' acknowledgements, which
+    /// trail a loaded master all the time, as [`failover`](Self::failover) does).
+    pub async fn failover_under_load(&self, replica: u16) {
+        let id = self.node_id(replica);
+        let promoted = |port: u16| {
+            Self::query(port, &["CLUSTER", "NODES"]).is_ok_and(|r| {
+                parse_cluster_nodes(&r.text())
+                    .iter()
+                    .any(|n| n.id == id && n.master && !n.slots.is_empty())
+            })
+        };
+        self.wait_agreed().await;
+        for _ in 0..3 {
+            if !promoted(replica) {
+                Self::cmd(replica, &["CLUSTER", "FAILOVER"]);
+            }
+            let deadline = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < deadline {
+                if self.live_ports().into_iter().all(promoted) {
+                    self.wait_agreed().await;
+                    return;
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+        panic!("failover to {replica} not seen by every node");
+    }
+
     /// Moves `slot` from master `from` to master `to` as `redis-cli --cluster reshard` does:
     /// SETSLOT IMPORTING/MIGRATING, MIGRATE the keys in batches of 100, SETSLOT NODE on the
     /// target, the source and the other masters; then waits until every node agrees.
