@@ -61,6 +61,15 @@ async fn a_hold_survives_an_ask_phase_longer_than_its_lease() {
             .starts_with("ASK "),
         "the key left the source"
     );
+    // A waiter that starts during the ASK phase (its subscription made while the slot
+    // migrates) of a third client.
+    let third = client(&c, Config::default().timeout(timeout)).await;
+    let late = third.get_lock(&name);
+    let late_waiter = tokio::spawn(async move {
+        let g = late.lock().await?;
+        Ok::<_, Error>((Instant::now(), g))
+    });
+    assert!(eventually(WITHIN, || async { third.stats().channel_waiters(&ch) == 1 }).await);
     let ask_phase = Instant::now();
     let mut lowest = i64::MAX;
     while ask_phase.elapsed() < Duration::from_secs(4) {
@@ -119,7 +128,21 @@ async fn a_hold_survives_an_ask_phase_longer_than_its_lease() {
     assert!(pttl_asking(to, &name) > 1000);
     let released = Instant::now();
     guard.unlock().await.unwrap();
-    let g = woke_within(waiter, released, Duration::from_millis(1000)).await;
+    // Both waiters are served, one after the other, each within 1 s of the release before.
+    let (mut first, mut second) = (waiter, late_waiter);
+    let winner = tokio::time::timeout(WITHIN, async {
+        tokio::select! {
+            r = &mut first => (r, second),
+            r = &mut second => (r, first),
+        }
+    })
+    .await
+    .expect("a waiter acquires after the release");
+    let (at, g) = winner.0.unwrap().unwrap();
+    assert!(at.saturating_duration_since(released) < Duration::from_millis(1000));
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    let g = woke_within(winner.1, released, Duration::from_millis(1000)).await;
     g.unlock().await.unwrap();
 }
 
