@@ -831,6 +831,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_stall_bound_follows_the_command_timeout_unless_set() {
+        let c = Config::default().timeout(Duration::from_millis(500));
+        assert_eq!(
+            c.get_stalled_connection_timeout(),
+            Some(Duration::from_millis(500))
+        );
+        let off = c.clone().stalled_connection_timeout(None);
+        assert_eq!(off.get_stalled_connection_timeout(), None);
+        assert!(off.validate().is_ok());
+        let set = c
+            .clone()
+            .stalled_connection_timeout(Some(Duration::from_millis(200)));
+        assert_eq!(
+            set.get_stalled_connection_timeout(),
+            Some(Duration::from_millis(200))
+        );
+        let longer = c
+            .clone()
+            .stalled_connection_timeout(Some(Duration::from_secs(9)));
+        assert_eq!(
+            longer.get_stalled_connection_timeout(),
+            Some(Duration::from_millis(500)),
+            "a command fails at its timeout anyway"
+        );
+        assert!(c
+            .stalled_connection_timeout(Some(Duration::ZERO))
+            .validate()
+            .is_err());
+    }
+
+    #[test]
     fn defaults_match_redisson() {
         let c = Config::default();
         assert_eq!(c.lock_watchdog_timeout, Duration::from_secs(30));

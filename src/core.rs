@@ -707,7 +707,22 @@ impl Core {
         slot: u16,
         args: Vec<Value>,
     ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
-        let call = self.send_routed(redis, name, slot, args);
+        let call = async {
+            if self.clustered {
+                let private = redis.id() != self.redis.id();
+                self.redirects
+                    .send(redis, private, name, slot, args, self.config.timeout)
+                    .await
+            } else {
+                redis
+                    .custom(
+                        CustomCommand::new_static(name, ClusterHash::FirstKey, false),
+                        args,
+                    )
+                    .await
+                    .map(|v| (v, None))
+            }
+        };
         match self.stall.bound {
             Some(bound) if redis.id() == self.redis.id() => {
                 tokio::pin!(call);
@@ -764,29 +779,6 @@ impl Core {
     /// sent on it before then may reach the server after commands sent on the new one.
     pub(crate) fn replaced_since(&self, at: Instant) -> bool {
         self.stall.last.lock().is_some_and(|t| t >= at)
-    }
-
-    async fn send_routed(
-        &self,
-        redis: &FredClient,
-        name: &'static str,
-        slot: u16,
-        args: Vec<Value>,
-    ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
-        if self.clustered {
-            let private = redis.id() != self.redis.id();
-            self.redirects
-                .send(redis, private, name, slot, args, self.config.timeout)
-                .await
-        } else {
-            redis
-                .custom(
-                    CustomCommand::new_static(name, ClusterHash::FirstKey, false),
-                    args,
-                )
-                .await
-                .map(|v| (v, None))
-        }
     }
 
     /// A plain keyed query on the command connection, its reply converted.
