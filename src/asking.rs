@@ -8,8 +8,10 @@
 //! A lock whose slot stays in its `ASK` phase (keys moved by `MIGRATE`, the slot not yet
 //! assigned) then got no renewal through, and lost its hold.
 //!
-//! So every keyed command is sent with `max_redirections = 0`: fred still refreshes its slot
-//! table on a `MOVED` (and then fails the command), and fails an `ASK` without following it.
+//! So the command connection (and every connection cloned from it) is configured with
+//! `max_redirections = 0` (`core.rs`; a per-command 0 means "inherit" in fred): fred still
+//! refreshes its slot table on a `MOVED` (and then fails the command), and fails an `ASK`
+//! without following it.
 //! [`Redirects::send`] then looks at the slot: if the node that owns it reports it `MIGRATING`
 //! (`CLUSTER NODES`), the command goes to the target after `ASKING`, both on a private
 //! connection that nobody else writes to in between; otherwise (a `MOVED`, the table now
@@ -65,7 +67,6 @@ impl Redirects {
         timeout: Duration,
     ) -> Result<(Value, Option<Server>), fred::error::Error> {
         let options = Options {
-            max_redirections: Some(0),
             // A script is not idempotent: fred must not write it again after a reconnection
             // (e.g. of a stalled connection) once it was written.
             max_attempts: script(name).then_some(1),
@@ -81,10 +82,15 @@ impl Redirects {
             match outcome {
                 Err(e) if refused_redirect(&e) => {
                     if let Some(target) = migration_target(redis, slot).await {
-                        let reply = self
+                        let args = args.clone();
+                        match self
                             .send_asking(redis, private, &target, name, slot, args, timeout)
-                            .await?;
-                        return Ok((reply, Some(target)));
+                            .await
+                        {
+                            // The slot was assigned meanwhile: by slot again, below.
+                            Err(e) if refused_redirect(&e) => {}
+                            other => return other.map(|v| (v, Some(target))),
+                        }
                     }
                     // A MOVED: fred refreshed its table; send it again by slot, at once the
                     // first time, then after a pause (during a failover the nodes may take a
@@ -121,7 +127,7 @@ impl Redirects {
     ) -> Result<Value, fred::error::Error> {
         let options = Options {
             cluster_node: Some(target.clone()),
-            max_redirections: Some(0),
+            max_attempts: script(name).then_some(1),
             timeout: Some(timeout),
             ..Default::default()
         };

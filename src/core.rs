@@ -539,12 +539,13 @@ impl Core {
         call: ScriptCall,
         lock: &str,
         deadline: Option<Instant>,
-        acquired: impl FnOnce(&Value) -> bool,
+        acquired: impl FnOnce(&Value) -> bool + Send,
         barrier: &crate::replicas::Barrier,
     ) -> std::result::Result<(Value, Synced), AcquireFailure> {
-        let outcome = self
-            .run_acquire_exposed(call, lock, deadline, acquired, barrier)
-            .await;
+        // Boxed, as `run_on` is (type-layout depth of the callers' futures).
+        let exposed: futures::future::BoxFuture<'_, _> =
+            Box::pin(self.run_acquire_exposed(call, lock, deadline, acquired, barrier));
+        let outcome = exposed.await;
         // Completed (not dropped): nothing for a reconciliation to wait for.
         barrier.lock().take();
         outcome
@@ -555,7 +556,7 @@ impl Core {
         call: ScriptCall,
         lock: &str,
         deadline: Option<Instant>,
-        acquired: impl FnOnce(&Value) -> bool,
+        acquired: impl FnOnce(&Value) -> bool + Send,
         barrier: &crate::replicas::Barrier,
     ) -> std::result::Result<(Value, Synced), AcquireFailure> {
         let slot = call.keys.first().map(slot_of);
@@ -607,60 +608,64 @@ impl Core {
     /// Runs a script call on `redis` (the command connection, or a replica-sync connection).
     /// The reply, and the node an `ASK` sent the script to, if one did. `patient`: a
     /// `TRYAGAIN` is retried within the command timeout (else it fails at once).
-    async fn run_on(
-        &self,
-        redis: &FredClient,
-        call: &ScriptCall,
-        lock: &str,
+    // Boxed: every script call goes through here, and the future of an application that awaits
+    // a MultiLock would otherwise exceed the compiler's default type-layout depth.
+    fn run_on<'a>(
+        &'a self,
+        redis: &'a FredClient,
+        call: &'a ScriptCall,
+        lock: &'a str,
         patient: bool,
-    ) -> Result<(Value, Option<Server>)> {
-        if self.clustered && !one_slot(&call.keys) {
-            return Err(Error::CrossSlot {
-                lock: lock.to_owned(),
-            });
-        }
-        // Refused outright for this user (ACL DRYRUN at connect): nothing is sent.
-        self.permissions.check(Need::Scripts, lock)?;
-        if call.script.announces() {
-            self.permissions.check(Need::Announce, lock)?;
-        }
-        // A master demoted by a failover answers READONLY (fred then reconnects, through the
-        // sentinels, to the new master). A script that got READONLY wrote nothing (its first
-        // write failed, and the script stopped there), so sending it again is safe; it is
-        // retried within the command timeout and never surfaces as a lock error. So is one
-        // that got TRYAGAIN (a slot being migrated holds some of its keys, not all: it did not
-        // run; the migration moves the rest within moments).
-        let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
-        let mut pause = Duration::from_millis(20);
-        loop {
-            match self.run_once(redis, call).await {
-                Err(e) if patient && is_try_again(&e) && Instant::now() + pause < deadline => {
-                    log::debug!("lock {lock}: its slot is being migrated (TRYAGAIN); retrying");
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(250));
-                }
-                Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
-                    log::info!(
-                        "lock {lock}: the server is no longer the master ({}); retrying on the \
-                         new master",
-                        e.details().split_whitespace().next().unwrap_or("READONLY")
-                    );
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(250));
-                }
-                // Still TRYAGAIN: transient (it did not run; the caller's retries go on).
-                Err(e) if is_try_again(&e) => {
-                    return Err(Error::Timeout(Failure::with_source(
-                        format!(
-                            "lock {lock}: its slot is being migrated and some of the call's                              keys are not there yet ({})",
-                            e.details()
-                        ),
-                        e,
-                    )))
-                }
-                other => return other.map_err(|e| Error::from_redis(e, lock)),
+    ) -> futures::future::BoxFuture<'a, Result<(Value, Option<Server>)>> {
+        Box::pin(async move {
+            if self.clustered && !one_slot(&call.keys) {
+                return Err(Error::CrossSlot {
+                    lock: lock.to_owned(),
+                });
             }
-        }
+            // Refused outright for this user (ACL DRYRUN at connect): nothing is sent.
+            self.permissions.check(Need::Scripts, lock)?;
+            if call.script.announces() {
+                self.permissions.check(Need::Announce, lock)?;
+            }
+            // A master demoted by a failover answers READONLY (fred then reconnects, through the
+            // sentinels, to the new master). A script that got READONLY wrote nothing (its first
+            // write failed, and the script stopped there), so sending it again is safe; it is
+            // retried within the command timeout and never surfaces as a lock error. So is one
+            // that got TRYAGAIN (a slot being migrated holds some of its keys, not all: it did not
+            // run; the migration moves the rest within moments).
+            let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
+            let mut pause = Duration::from_millis(20);
+            loop {
+                match self.run_once(redis, call).await {
+                    Err(e) if patient && is_try_again(&e) && Instant::now() + pause < deadline => {
+                        log::debug!("lock {lock}: its slot is being migrated (TRYAGAIN); retrying");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(250));
+                    }
+                    Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
+                        log::info!(
+                            "lock {lock}: the server is no longer the master ({}); retrying on the \
+                             new master",
+                            e.details().split_whitespace().next().unwrap_or("READONLY")
+                        );
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(250));
+                    }
+                    // Still TRYAGAIN: transient (it did not run; the caller's retries go on).
+                    Err(e) if is_try_again(&e) => {
+                        return Err(Error::Timeout(Failure::with_source(
+                            format!(
+                                "lock {lock}: its slot is being migrated and some of the call's                              keys are not there yet ({})",
+                                e.details()
+                            ),
+                            e,
+                        )))
+                    }
+                    other => return other.map_err(|e| Error::from_redis(e, lock)),
+                }
+            }
+        })
     }
 
     /// The reply, and the node an `ASK` sent the script to, if one did.
@@ -707,7 +712,9 @@ impl Core {
         slot: u16,
         args: Vec<Value>,
     ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
-        let call = async {
+        // Boxed: the redirect handling below nests deep enough that an application's future
+        // over a MultiLock would exceed the compiler's default type-layout depth.
+        let call: futures::future::BoxFuture<'_, _> = Box::pin(async move {
             if self.clustered {
                 let private = redis.id() != self.redis.id();
                 self.redirects
@@ -722,10 +729,10 @@ impl Core {
                     .await
                     .map(|v| (v, None))
             }
-        };
+        });
         match self.stall.bound {
             Some(bound) if redis.id() == self.redis.id() => {
-                tokio::pin!(call);
+                let mut call = call;
                 match tokio::time::timeout(bound, &mut call).await {
                     // fred's own command timeout (at least the bound) came first.
                     Ok(Err(e)) if *e.kind() == fred::error::ErrorKind::Timeout => {
@@ -790,8 +797,10 @@ impl Core {
     ) -> Result<R> {
         let slot = keys.first().map_or(0, |k| slot_of(&Key::from(*k)));
         let args = keys.iter().map(|k| Value::from(*k)).collect();
-        self.send(&self.redis, name, slot, args)
-            .await
+        // Boxed, as `run_on` is (type-layout depth of the callers' futures).
+        let sent: futures::future::BoxFuture<'_, _> =
+            Box::pin(self.send(&self.redis, name, slot, args));
+        sent.await
             .and_then(|(v, _)| v.convert::<R>())
             .map_err(|e| Error::from_redis(e, lock))
     }
