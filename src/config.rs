@@ -329,6 +329,7 @@ impl Default for LocalHandOff {
 /// | `checkLockSyncedSlaves` | [`check_lock_synced_replicas`](Self::check_lock_synced_replicas) | `true` (no `WAIT` without replicas) |
 /// | `slavesSyncTimeout` | [`replicas_sync_timeout`](Self::replicas_sync_timeout) | 1 s |
 /// | (crate only) | [`local_hand_off`](Self::local_hand_off) | [`LocalHandOff::Bounded`] (10 ms) |
+/// | (none) | [`stalled_connection_timeout`](Self::stalled_connection_timeout) | the command timeout |
 ///
 /// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
 /// Settings are checked by [`validate`](Self::validate) when the client connects.
@@ -369,6 +370,8 @@ pub struct Config {
     pub(crate) check_lock_synced_replicas: bool,
     pub(crate) replicas_sync_timeout: Duration,
     pub(crate) local_hand_off: LocalHandOff,
+    /// `None`: derived from the command timeout; `Some(None)`: off.
+    pub(crate) stalled_connection_timeout: Option<Option<Duration>>,
 }
 
 impl Default for Config {
@@ -397,6 +400,7 @@ impl Default for Config {
             check_lock_synced_replicas: true,
             replicas_sync_timeout: Duration::from_secs(1),
             local_hand_off: LocalHandOff::default(),
+            stalled_connection_timeout: None,
         }
     }
 }
@@ -430,6 +434,10 @@ impl fmt::Debug for Config {
             )
             .field("replicas_sync_timeout", &self.replicas_sync_timeout)
             .field("local_hand_off", &self.local_hand_off)
+            .field(
+                "stalled_connection_timeout",
+                &self.get_stalled_connection_timeout(),
+            )
             .finish()
     }
 }
@@ -656,6 +664,27 @@ impl Config {
         self.replicas_sync_timeout
     }
 
+    /// How long a command on the command connection may go without a reply before the
+    /// connection is treated as stalled (every command behind it waits with it): it is closed
+    /// and replaced, and its commands still in flight fail as they do on a lost connection
+    /// (an acquisition `Ambiguous`, undone in the background on the new connection). `None`
+    /// turns the check off. Default: the command [`timeout`](Self::timeout) (a longer value
+    /// acts as the command timeout, at which every command fails anyway).
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn stalled_connection_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.stalled_connection_timeout = Some(timeout);
+        self
+    }
+
+    /// See [`stalled_connection_timeout`](Self::stalled_connection_timeout): the bound in
+    /// effect (`None`: off).
+    pub fn get_stalled_connection_timeout(&self) -> Option<Duration> {
+        match self.stalled_connection_timeout {
+            None => Some(self.timeout),
+            Some(set) => set.map(|d| d.min(self.timeout)),
+        }
+    }
+
     /// See [`username`](Self::username).
     pub fn get_username(&self) -> Option<&str> {
         self.username.as_deref()
@@ -763,6 +792,11 @@ impl Config {
             ("fair_lock_wait_timeout", self.fair_lock_wait_timeout),
             ("reconnect_max_delay", self.reconnect_max_delay),
             ("replicas_sync_timeout", self.replicas_sync_timeout),
+            (
+                "stalled_connection_timeout",
+                self.get_stalled_connection_timeout()
+                    .unwrap_or(Duration::MAX),
+            ),
         ];
         for (name, value) in non_zero {
             if value.is_zero() {
@@ -871,6 +905,37 @@ mod tests {
         );
         assert!(later(now, Duration::MAX) > now + Duration::from_secs(365 * 86_400));
         assert!(later(now, Duration::MAX.saturating_mul(2)) >= later(now, Duration::MAX));
+    }
+
+    #[test]
+    fn the_stall_bound_follows_the_command_timeout_unless_set() {
+        let c = Config::default().timeout(Duration::from_millis(500));
+        assert_eq!(
+            c.get_stalled_connection_timeout(),
+            Some(Duration::from_millis(500))
+        );
+        let off = c.clone().stalled_connection_timeout(None);
+        assert_eq!(off.get_stalled_connection_timeout(), None);
+        assert!(off.validate().is_ok());
+        let set = c
+            .clone()
+            .stalled_connection_timeout(Some(Duration::from_millis(200)));
+        assert_eq!(
+            set.get_stalled_connection_timeout(),
+            Some(Duration::from_millis(200))
+        );
+        let longer = c
+            .clone()
+            .stalled_connection_timeout(Some(Duration::from_secs(9)));
+        assert_eq!(
+            longer.get_stalled_connection_timeout(),
+            Some(Duration::from_millis(500)),
+            "a command fails at its timeout anyway"
+        );
+        assert!(c
+            .stalled_connection_timeout(Some(Duration::ZERO))
+            .validate()
+            .is_err());
     }
 
     #[test]

@@ -8,14 +8,15 @@ use tokio::time::Instant;
 
 use fred::{
     clients::{Client as FredClient, SubscriberClient},
-    interfaces::{ClientLike, HashesInterface, KeysInterface, LuaInterface, PubsubInterface},
+    interfaces::{ClientLike, KeysInterface, LuaInterface, PubsubInterface},
     types::{
-        config::{Config as FredConfig, ReconnectPolicy, ServerConfig},
-        Builder, Key, Value,
+        config::{Config as FredConfig, ReconnectPolicy, Server, ServerConfig},
+        Builder, ClusterHash, CustomCommand, Key, Value,
     },
 };
 
 use crate::{
+    asking::Redirects,
     config::{Config, Secret, ShardedSubscriptionMode},
     credentials::{Provider, Source},
     error::{Error, Failure, Result},
@@ -56,6 +57,22 @@ pub(crate) struct Core {
     /// Commands the server said at connect this user may not run (ACL DRYRUN).
     permissions: Permissions,
     replicas: ReplicaSync,
+    /// Follows `MOVED` and `ASK` for every keyed command (see `asking`).
+    redirects: Redirects,
+    stall: Stall,
+}
+
+/// Stalled-connection detection on the command connection: a command without a reply for
+/// the bound (`Config::stalled_connection_timeout`) has every command behind it waiting with
+/// it, so the connection is closed and replaced (fred's forced reconnection; its commands in
+/// flight fail as on a lost connection). fred's own unresponsive check counts from the last
+/// write, which a busy client renews all the time, so the crate times the command instead.
+struct Stall {
+    bound: Option<Duration>,
+    /// (replacements started, replacements finished).
+    progress: tokio::sync::watch::Sender<(u64, u64)>,
+    /// When the last replacement started.
+    last: parking_lot::Mutex<Option<Instant>>,
 }
 
 /// A failed [`Core::run_acquire`]: the error, and whether the script may have been sent (a
@@ -358,6 +375,9 @@ impl Core {
                 // fred counts following a MOVED/ASK redirection as an attempt, so it needs
                 // more than one to follow a failover or a slot migration (README: safety).
                 c.max_command_attempts = if clustered { 3 } else { 1 };
+                // The crate follows MOVED and ASK itself (see `asking`): fred refreshes its
+                // slot table on a MOVED and fails the command, and never follows an ASK.
+                c.max_redirections = 0;
             })
             .set_policy(ReconnectPolicy::new_exponential(
                 0,
@@ -369,6 +389,8 @@ impl Core {
         // The subscriber's message stream: a reader that falls behind wakes every waiter
         // (a lag is never a lost wake-up), so a moderate buffer suffices.
         builder.with_performance_config(|p| p.broadcast_channel_capacity = 4096);
+        // The subscriber's SSUBSCRIBE follows redirections through fred.
+        builder.with_connection_config(|c| c.max_redirections = 5);
         let sub = builder
             .build_subscriber_client()
             .map_err(|e| Error::from_redis(e, ""))?;
@@ -382,6 +404,12 @@ impl Core {
             redis,
             scripts: Scripts::new(),
             replicas: ReplicaSync::new(&config, clustered),
+            redirects: Redirects::default(),
+            stall: Stall {
+                bound: config.get_stalled_connection_timeout(),
+                progress: tokio::sync::watch::channel((0, 0)).0,
+                last: parking_lot::Mutex::new(None),
+            },
             config,
             clustered,
             messaging: Messaging {
@@ -496,7 +524,9 @@ impl Core {
     /// a `NOSCRIPT` is routed by the same first key, so it reaches the node that answered (the
     /// new owner after a failover or a migration), which then caches the script.
     pub(crate) async fn run(&self, call: ScriptCall, lock: &str) -> Result<Value> {
-        self.run_on(&self.redis, &call, lock).await
+        self.run_on(&self.redis, &call, lock, true)
+            .await
+            .map(|(v, _)| v)
     }
 
     /// Runs an acquisition script and, where the master has replicas and replica sync is on
@@ -509,12 +539,13 @@ impl Core {
         call: ScriptCall,
         lock: &str,
         deadline: Option<Instant>,
-        acquired: impl FnOnce(&Value) -> bool,
+        acquired: impl FnOnce(&Value) -> bool + Send,
         barrier: &crate::replicas::Barrier,
     ) -> std::result::Result<(Value, Synced), AcquireFailure> {
-        let outcome = self
-            .run_acquire_exposed(call, lock, deadline, acquired, barrier)
-            .await;
+        // Boxed, as `run_on` is (type-layout depth of the callers' futures).
+        let exposed: futures::future::BoxFuture<'_, _> =
+            Box::pin(self.run_acquire_exposed(call, lock, deadline, acquired, barrier));
+        let outcome = exposed.await;
         // Completed (not dropped): nothing for a reconciliation to wait for.
         barrier.lock().take();
         outcome
@@ -525,7 +556,7 @@ impl Core {
         call: ScriptCall,
         lock: &str,
         deadline: Option<Instant>,
-        acquired: impl FnOnce(&Value) -> bool,
+        acquired: impl FnOnce(&Value) -> bool + Send,
         barrier: &crate::replicas::Barrier,
     ) -> std::result::Result<(Value, Synced), AcquireFailure> {
         let slot = call.keys.first().map(slot_of);
@@ -544,8 +575,12 @@ impl Core {
         };
         let mut checkout = checkout;
         checkout.expose(barrier);
-        let value = match self.run_on(&checkout.client, &call, lock).await {
-            Ok(v) => v,
+        let value = match self.run_on(&checkout.client, &call, lock, true).await {
+            Ok((v, asked)) => {
+                // Run on a migration's target after ASKING: the WAIT goes there too.
+                checkout.asked = asked;
+                v
+            }
             Err(e) => {
                 // A reply that never came leaves the connection's state unknown. Close it and
                 // wait (bounded) for the server to answer the QUIT, which it reads after the
@@ -571,47 +606,86 @@ impl Core {
     }
 
     /// Runs a script call on `redis` (the command connection, or a replica-sync connection).
-    async fn run_on(&self, redis: &FredClient, call: &ScriptCall, lock: &str) -> Result<Value> {
-        if self.clustered && !one_slot(&call.keys) {
-            return Err(Error::CrossSlot {
-                lock: lock.to_owned(),
-            });
-        }
-        // Refused outright for this user (ACL DRYRUN at connect): nothing is sent.
-        self.permissions.check(Need::Scripts, lock)?;
-        if call.script.announces() {
-            self.permissions.check(Need::Announce, lock)?;
-        }
-        // A master demoted by a failover answers READONLY (fred then reconnects, through the
-        // sentinels, to the new master). A script that got READONLY wrote nothing (its first
-        // write failed, and the script stopped there), so sending it again is safe; it is
-        // retried within the command timeout and never surfaces as a lock error.
-        let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
-        let mut pause = Duration::from_millis(20);
-        loop {
-            match self.run_once(redis, call).await {
-                Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
-                    log::info!(
-                        "lock {lock}: the server is no longer the master ({}); retrying on the \
-                         new master",
-                        e.details().split_whitespace().next().unwrap_or("READONLY")
-                    );
-                    tokio::time::sleep(pause).await;
-                    pause = (pause * 2).min(Duration::from_millis(250));
-                }
-                other => return other.map_err(|e| Error::from_redis(e, lock)),
+    /// The reply, and the node an `ASK` sent the script to, if one did. `patient`: a
+    /// `TRYAGAIN` is retried within the command timeout (else it fails at once).
+    // Boxed: every script call goes through here, and the future of an application that awaits
+    // a MultiLock would otherwise exceed the compiler's default type-layout depth.
+    fn run_on<'a>(
+        &'a self,
+        redis: &'a FredClient,
+        call: &'a ScriptCall,
+        lock: &'a str,
+        patient: bool,
+    ) -> futures::future::BoxFuture<'a, Result<(Value, Option<Server>)>> {
+        Box::pin(async move {
+            if self.clustered && !one_slot(&call.keys) {
+                return Err(Error::CrossSlot {
+                    lock: lock.to_owned(),
+                });
             }
-        }
+            // Refused outright for this user (ACL DRYRUN at connect): nothing is sent.
+            self.permissions.check(Need::Scripts, lock)?;
+            if call.script.announces() {
+                self.permissions.check(Need::Announce, lock)?;
+            }
+            // A master demoted by a failover answers READONLY (fred then reconnects, through the
+            // sentinels, to the new master). A script that got READONLY wrote nothing (its first
+            // write failed, and the script stopped there), so sending it again is safe; it is
+            // retried within the command timeout and never surfaces as a lock error. So is one
+            // that got TRYAGAIN (a slot being migrated holds some of its keys, not all: it did not
+            // run; the migration moves the rest within moments).
+            let deadline = Instant::now() + self.config.timeout.min(Duration::from_secs(60));
+            let mut pause = Duration::from_millis(20);
+            loop {
+                match self.run_once(redis, call).await {
+                    Err(e) if patient && is_try_again(&e) && Instant::now() + pause < deadline => {
+                        log::debug!("lock {lock}: its slot is being migrated (TRYAGAIN); retrying");
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(250));
+                    }
+                    Err(e) if is_demoted(&e) && Instant::now() + pause < deadline => {
+                        log::info!(
+                            "lock {lock}: the server is no longer the master ({}); retrying on the \
+                             new master",
+                            e.details().split_whitespace().next().unwrap_or("READONLY")
+                        );
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_millis(250));
+                    }
+                    // Still TRYAGAIN: transient (it did not run; the caller's retries go on).
+                    Err(e) if is_try_again(&e) => {
+                        return Err(Error::Timeout(Failure::with_source(
+                            format!(
+                                "lock {lock}: its slot is being migrated and some of the call's                              keys are not there yet ({})",
+                                e.details()
+                            ),
+                            e,
+                        )))
+                    }
+                    other => return other.map_err(|e| Error::from_redis(e, lock)),
+                }
+            }
+        })
     }
 
+    /// The reply, and the node an `ASK` sent the script to, if one did.
     async fn run_once(
         &self,
         redis: &FredClient,
         call: &ScriptCall,
-    ) -> std::result::Result<Value, fred::error::Error> {
+    ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
+        let slot = call.keys.first().map_or(0, slot_of);
+        let with = |head: Value| {
+            let mut args = Vec::with_capacity(2 + call.keys.len() + call.args.len());
+            args.push(head);
+            args.push(Value::from(call.keys.len() as i64));
+            args.extend(call.keys.iter().map(|k| Value::from(k.clone())));
+            args.extend(call.args.iter().cloned());
+            args
+        };
         let sha1 = self.scripts.sha1(call.script);
-        let first = redis
-            .evalsha::<Value, _, _, _>(sha1, call.keys.clone(), call.args.clone())
+        let first = self
+            .send(redis, "EVALSHA", slot, with(Value::from(sha1)))
             .await;
         match first {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
@@ -620,38 +694,143 @@ impl Core {
                     call.script
                 );
                 let source = self.scripts.source(call.script);
-                redis
-                    .eval(source, call.keys.clone(), call.args.clone())
+                self.send(redis, "EVAL", slot, with(Value::from(source)))
                     .await
             }
             other => other,
         }
     }
 
+    /// Sends one command for a key of `slot` on `redis`; on a cluster it follows `MOVED` and
+    /// `ASK` itself (see `asking`). The reply, and the node an `ASK` sent it to, if one did.
+    /// On the command connection, a command without a reply for the stall bound has the
+    /// connection replaced (see [`Stall`]) and then waits on as before.
+    async fn send(
+        &self,
+        redis: &FredClient,
+        name: &'static str,
+        slot: u16,
+        args: Vec<Value>,
+    ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
+        // Boxed: the redirect handling below nests deep enough that an application's future
+        // over a MultiLock would exceed the compiler's default type-layout depth.
+        let call: futures::future::BoxFuture<'_, _> = Box::pin(async move {
+            if self.clustered {
+                let private = redis.id() != self.redis.id();
+                self.redirects
+                    .send(redis, private, name, slot, args, self.config.timeout)
+                    .await
+            } else {
+                redis
+                    .custom(
+                        CustomCommand::new_static(name, ClusterHash::FirstKey, false),
+                        args,
+                    )
+                    .await
+                    .map(|v| (v, None))
+            }
+        });
+        match self.stall.bound {
+            Some(bound) if redis.id() == self.redis.id() => {
+                let mut call = call;
+                match tokio::time::timeout(bound, &mut call).await {
+                    // fred's own command timeout (at least the bound) came first.
+                    Ok(Err(e)) if *e.kind() == fred::error::ErrorKind::Timeout => {
+                        self.replace_stalled(bound);
+                        Err(e)
+                    }
+                    Ok(reply) => reply,
+                    Err(_) => {
+                        self.replace_stalled(bound);
+                        call.await
+                    }
+                }
+            }
+            _ => call.await,
+        }
+    }
+
+    /// Closes and replaces the command connection (in the background; at most once per
+    /// `bound`).
+    fn replace_stalled(&self, bound: Duration) {
+        {
+            let mut last = self.stall.last.lock();
+            if last.is_some_and(|t| t.elapsed() < bound) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        log::warn!(
+            "the command connection gave no reply for {bound:?}: treated as stalled, replacing it"
+        );
+        self.stall
+            .progress
+            .send_modify(|(started, _)| *started += 1);
+        let (redis, progress) = (self.redis.clone(), self.stall.progress.clone());
+        let within = self.config.connect_timeout;
+        tokio::spawn(async move {
+            let started = progress.borrow().0;
+            let _ = tokio::time::timeout(within, redis.force_reconnection()).await;
+            progress.send_modify(|(_, finished)| *finished = (*finished).max(started));
+        });
+    }
+
+    /// Waits (at most `within`) until a replacement of a stalled command connection, if one
+    /// is under way, has finished: commands sent after it go on the new connection.
+    pub(crate) async fn connection_replaced(&self, within: Duration) {
+        let mut rx = self.stall.progress.subscribe();
+        let _ = tokio::time::timeout(within, rx.wait_for(|(s, f)| f >= s)).await;
+    }
+
+    /// `true` if the command connection was replaced as stalled at or after `at`: a command
+    /// sent on it before then may reach the server after commands sent on the new one.
+    pub(crate) fn replaced_since(&self, at: Instant) -> bool {
+        self.stall.last.lock().is_some_and(|t| t >= at)
+    }
+
+    /// A plain keyed query on the command connection, its reply converted.
+    async fn query<R: fred::types::FromValue>(
+        &self,
+        name: &'static str,
+        keys: &[&str],
+        lock: &str,
+    ) -> Result<R> {
+        let slot = keys.first().map_or(0, |k| slot_of(&Key::from(*k)));
+        let args = keys.iter().map(|k| Value::from(*k)).collect();
+        // Boxed, as `run_on` is (type-layout depth of the callers' futures).
+        let sent: futures::future::BoxFuture<'_, _> =
+            Box::pin(self.send(&self.redis, name, slot, args));
+        sent.await
+            .and_then(|(v, _)| v.convert::<R>())
+            .map_err(|e| Error::from_redis(e, lock))
+    }
+
     /// Runs a script that answers an array of integers (the renewal flags).
     pub(crate) async fn run_flags(&self, call: ScriptCall, lock: &str) -> Result<Vec<i64>> {
         let reply = self.run(call, lock).await?;
-        reply
-            .convert::<Vec<i64>>()
-            .map_err(|e| unexpected(lock, format!("flags expected: {e}")))
+        flags(reply, lock)
+    }
+
+    /// [`run_flags`](Self::run_flags) for a call over several locks of one slot: `Ok(None)`
+    /// at once when the slot is being migrated and only some of the keys have moved
+    /// (`TRYAGAIN`): the caller splits the call (one lock's keys always move together).
+    pub(crate) async fn run_flags_or_split(&self, call: ScriptCall) -> Result<Option<Vec<i64>>> {
+        match self.run_on(&self.redis, &call, "", false).await {
+            Ok((reply, _)) => flags(reply, "").map(Some),
+            Err(Error::Timeout(f)) if f.message().contains("TRYAGAIN") => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The hold count of `field` in the lock hash `name` (0 when absent).
     pub(crate) async fn hold_count(&self, name: &str, field: &str) -> Result<u64> {
-        let n: Option<i64> = self
-            .redis
-            .hget(name, field)
-            .await
-            .map_err(|e| Error::from_redis(e, name))?;
+        let n: Option<i64> = self.query("HGET", &[name, field], name).await?;
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
     /// `true` if the lock hash `name` has the field `field`.
     pub(crate) async fn has_field(&self, name: &str, field: &str) -> Result<bool> {
-        self.redis
-            .hexists(name, field)
-            .await
-            .map_err(|e| Error::from_redis(e, name))
+        self.query("HEXISTS", &[name, field], name).await
     }
 
     /// `true` when some connection other than this client's subscriber listens on `channel`
@@ -687,31 +866,19 @@ impl Core {
 
     /// `true` if the key exists.
     pub(crate) async fn exists(&self, key: &str, lock: &str) -> Result<bool> {
-        let n: i64 = self
-            .redis
-            .exists(key)
-            .await
-            .map_err(|e| Error::from_redis(e, lock))?;
+        let n: i64 = self.query("EXISTS", &[key], lock).await?;
         Ok(n > 0)
     }
 
     /// The remaining time to live of a key.
     pub(crate) async fn ttl(&self, key: &str) -> Result<Ttl> {
-        let ms: i64 = self
-            .redis
-            .pttl(key)
-            .await
-            .map_err(|e| Error::from_redis(e, key))?;
+        let ms: i64 = self.query("PTTL", &[key], key).await?;
         Ok(Ttl::from_pttl(ms))
     }
 
     /// An integer value (0 when absent), e.g. the fenced lock's token counter.
     pub(crate) async fn counter(&self, key: &str, lock: &str) -> Result<u64> {
-        let v: Option<i64> = self
-            .redis
-            .get(key)
-            .await
-            .map_err(|e| Error::from_redis(e, lock))?;
+        let v: Option<i64> = self.query("GET", &[key], lock).await?;
         Ok(v.unwrap_or(0).max(0) as u64)
     }
 
@@ -723,6 +890,7 @@ impl Core {
     /// Closes the command connection (and the replica-sync connections).
     pub(crate) async fn quit(&self) {
         self.replicas.quit().await;
+        self.redirects.quit().await;
         let _ = self.redis.quit().await;
     }
 }
@@ -734,6 +902,19 @@ fn is_demoted(e: &fred::error::Error) -> bool {
     ["READONLY", "MASTERDOWN", "LOADING"].iter().any(|p| {
         d.starts_with(p) || d.contains(&format!(": {p} ")) || d.contains(&format!("-{p} "))
     })
+}
+
+/// `TRYAGAIN`: a multi-key command on a slot being migrated, with some of its keys moved
+/// already (not run).
+fn is_try_again(e: &fred::error::Error) -> bool {
+    let d = e.details();
+    d.starts_with("TRYAGAIN") || d.contains(": TRYAGAIN") || d.contains("-TRYAGAIN")
+}
+
+fn flags(reply: Value, lock: &str) -> Result<Vec<i64>> {
+    reply
+        .convert::<Vec<i64>>()
+        .map_err(|e| unexpected(lock, format!("flags expected: {e}")))
 }
 
 /// An error for a reply the scripts never give.

@@ -33,6 +33,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod asking;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;

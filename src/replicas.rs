@@ -131,6 +131,9 @@ pub(crate) struct Checkout {
     master: Master,
     /// The acquisition's key's slot (cluster).
     slot: Option<u16>,
+    /// The node the script ran on after an `ASK` (its slot being migrated there): the `WAIT`
+    /// goes there.
+    pub(crate) asked: Option<Server>,
     /// Handed back to the pool or closed on purpose; otherwise (the acquisition's future was
     /// dropped while the script or the `WAIT` ran) the drop closes the connection, whose state
     /// is unknown. A fred client dropped without `QUIT` would stay connected.
@@ -238,6 +241,7 @@ impl ReplicaSync {
             client,
             master,
             slot,
+            asked: None,
             returned: false,
             in_barrier: false,
             _permit: permit,
@@ -311,7 +315,9 @@ impl ReplicaSync {
         lock: &str,
         deadline: Option<Instant>,
     ) -> Synced {
-        if self.clustered {
+        if let Some(target) = checkout.asked.clone() {
+            checkout.master = Some(target);
+        } else if self.clustered {
             match self.master_of(&checkout.client, checkout.slot) {
                 Ok(now) if now != checkout.master => checkout.master = now,
                 Ok(_) => {}

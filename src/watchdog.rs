@@ -535,14 +535,41 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
     state
         .renew_calls
         .fetch_add(batches.len() as u64, Ordering::Relaxed);
+    let lease_ms = timeout.as_millis() as u64;
+    let items = &items;
     let calls = batches.into_iter().map(|b| async move {
         let sent_at = Instant::now();
         let sent_epoch = state.doubts.current();
-        let reply = core.run_flags(b.call, "").await;
-        (b.entries, sent_at, sent_epoch, reply)
+        if b.entries.len() < 2 || !core.is_clustered() {
+            return vec![(
+                b.entries,
+                sent_at,
+                sent_epoch,
+                core.run_flags(b.call, "").await,
+            )];
+        }
+        match core.run_flags_or_split(b.call).await {
+            Ok(Some(flags)) => vec![(b.entries, sent_at, sent_epoch, Ok(flags))],
+            Err(e) => vec![(b.entries, sent_at, sent_epoch, Err(e))],
+            // The slot is being migrated and some of the batch's locks have moved: one call
+            // per lock (each one's keys move together, so each goes where they are).
+            Ok(None) => {
+                let one_by_one = b.entries.into_iter().map(|entry| async move {
+                    let shape = &items[entry[0]].shape;
+                    let fields = entry.iter().map(|&i| &*items[i].key.field).collect();
+                    let call = renewal_call(&[(shape, fields)], lease_ms);
+                    let sent_at = Instant::now();
+                    let sent_epoch = state.doubts.current();
+                    let reply = core.run_flags(call, "").await;
+                    (vec![entry], sent_at, sent_epoch, reply)
+                });
+                futures::future::join_all(one_by_one).await
+            }
+        }
     });
     let mut failed = false;
-    for (entries, sent_at, sent_epoch, reply) in futures::future::join_all(calls).await {
+    let replies = futures::future::join_all(calls).await.into_iter().flatten();
+    for (entries, sent_at, sent_epoch, reply) in replies {
         match reply {
             Ok(flags) if flags.len() == entries.len() => {
                 let until = valid_until(sent_at, timeout);

@@ -238,13 +238,26 @@ impl Hold {
                 crate::replicas::close_and_wait(connection, hold.client.config().timeout).await;
             }
             let retry = hold.client.config().retry_delay;
+            let timeout = hold.client.config().timeout;
+            let mut looked_again = false;
             loop {
                 if hold.client.is_closed() {
                     entry.set(Known::Unknown);
                     return;
                 }
+                // A stalled command connection is being replaced: read on the new one, not
+                // behind the withheld reply.
+                let core = hold.client.core();
+                core.connection_replaced(timeout).await;
                 match hold.reconcile_once(before).await {
-                    Ok(after) => {
+                    // Not run, as read on a connection that replaced the one the script went
+                    // on: the script may still be on its way to the server. Look once more,
+                    // one command timeout later.
+                    Ok((_, false)) if !looked_again && core.replaced_since(sent_at) => {
+                        looked_again = true;
+                        tokio::time::sleep(timeout).await;
+                    }
+                    Ok((after, _)) => {
                         crate::observe::reconciled(hold.name(), &hold.field, before, after);
                         entry.set(Known::Count(after));
                         return;
@@ -273,8 +286,9 @@ impl Hold {
         }));
     }
 
-    /// One reconciliation round; the owner's count afterwards.
-    async fn reconcile_once(&self, before: u64) -> Result<u64> {
+    /// One reconciliation round; the owner's count afterwards, and whether the attempt had run
+    /// (and was undone).
+    async fn reconcile_once(&self, before: u64) -> Result<(u64, bool)> {
         let now = self
             .client
             .core()
@@ -291,12 +305,13 @@ impl Hold {
                     before + 1
                 );
             }
-            return Ok(now);
+            return Ok((now, false));
         }
-        Ok(match self.release_once().await? {
+        let after = match self.release_once().await? {
             Release::StillHeld => before,
             Release::Released | Release::NotHeld => 0,
-        })
+        };
+        Ok((after, true))
     }
 
     /// Releases one hold, retrying transient failures with the same request id (the unlock

@@ -8,7 +8,7 @@
 //!   by the tests that only read and write keys. Statics are never dropped, so its processes are
 //!   stopped by a watchdog: a `sh` child that reads the PIDs of the servers from a pipe and, when
 //!   the pipe closes (the test binary exits, however it exits: normally, by a panic, by a signal),
-//!   `kill -9`s them. Owned clusters use the same watchdog, so a test binary killed in the middle
+//!   `kill -9`s them, then removes the cluster's directory under the temp dir. Owned clusters use the same watchdog, so a test binary killed in the middle
 //!   of a test leaves no server behind either. Tests must not change the shared cluster's
 //!   topology (no failover, migration or kill): the other tests run against it in parallel.
 //!
@@ -212,7 +212,8 @@ fn agreement(views: &[NodeView]) -> Agreement {
         .collect()
 }
 
-/// The process that kills the servers when the test binary goes away (see the module doc).
+/// The process that kills the servers when the test binary goes away (see the module doc),
+/// then removes the cluster's directory under the temp dir.
 /// Its stdin gets one line per server: `<pid>` to watch, `-<pid>` when the server was stopped
 /// and reaped by the test (so that a PID reused later is never killed).
 struct Watchdog {
@@ -229,12 +230,24 @@ while IFS= read -r line; do
   esac
 done
 kill -9 $pids 2>/dev/null
+# Wait (at most 5 s) until the killed servers are gone, then remove the cluster's directory.
+i=0
+while [ $i -lt 50 ]; do
+  alive=0
+  for p in $pids; do kill -0 "$p" 2>/dev/null && alive=1; done
+  [ $alive -eq 0 ] && break
+  sleep 0.1
+  i=$((i+1))
+done
+[ -n "$1" ] && rm -rf -- "$1"
 exit 0"#;
 
 impl Watchdog {
-    fn spawn() -> Watchdog {
+    /// `root` is removed once the servers are killed (the shared cluster is never dropped).
+    fn spawn(root: &Path) -> Watchdog {
         let mut child = Command::new("sh")
-            .args(["-c", WATCHDOG])
+            .args(["-c", WATCHDOG, "cluster-watchdog"])
+            .arg(root)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -335,7 +348,7 @@ impl RedisCluster {
             NEXT_CLUSTER.fetch_add(1, Ordering::SeqCst)
         ));
         let _ = std::fs::remove_dir_all(&root);
-        let mut watchdog = Watchdog::spawn();
+        let mut watchdog = Watchdog::spawn(&root);
         let mut used = HashSet::new();
         let mut nodes: Vec<Node> = Vec::new();
         for i in 0..6 {
@@ -468,21 +481,42 @@ impl RedisCluster {
     /// Sends one command on a fresh connection to `127.0.0.1:<port>`. `Err` is a transport
     /// error; a Redis error is `Ok(Reply::Error(..))`.
     pub fn query<A: AsRef<[u8]>>(port: u16, args: &[A]) -> Result<Reply, String> {
+        Self::query_all(port, &[args]).map(|mut r| r.remove(0))
+    }
+
+    /// Sends several commands on one fresh connection (e.g. `ASKING` and the command it
+    /// allows) and returns their replies in order.
+    pub fn query_all<A: AsRef<[u8]>>(port: u16, commands: &[&[A]]) -> Result<Vec<Reply>, String> {
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500))
             .map_err(|e| format!("connect {port}: {e}"))?;
         let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
         let _ = s.set_nodelay(true);
-        let mut buf = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            let a = a.as_ref();
-            buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            buf.extend_from_slice(a);
-            buf.extend_from_slice(b"\r\n");
+        let mut buf = Vec::new();
+        for args in commands {
+            buf.extend_from_slice(format!("*{}\r\n", args.len()).as_bytes());
+            for a in *args {
+                let a = a.as_ref();
+                buf.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
+                buf.extend_from_slice(a);
+                buf.extend_from_slice(b"\r\n");
+            }
         }
         s.write_all(&buf)
             .map_err(|e| format!("write {port}: {e}"))?;
-        read_reply(&mut BufReader::new(s)).map_err(|e| format!("read {port}: {e}"))
+        let mut reader = BufReader::new(s);
+        commands
+            .iter()
+            .map(|_| read_reply(&mut reader).map_err(|e| format!("read {port}: {e}")))
+            .collect()
+    }
+
+    /// `ASKING` then `args` on one connection to `port`: the reply to `args` (a key of a slot
+    /// the node imports can be read there).
+    pub fn cmd_asking(port: u16, args: &[&str]) -> Reply {
+        let replies = Self::query_all(port, &[&["ASKING"][..], args])
+            .unwrap_or_else(|e| panic!("ASKING {args:?} on {port}: {e}"));
+        replies.into_iter().nth(1).expect("two replies")
     }
 
     /// [`query`](Self::query) that panics on a transport error or a Redis error.
@@ -737,31 +771,119 @@ impl RedisCluster {
         self.wait_for("failover", switched).await;
     }
 
+    /// Waits until every live node agrees on the whole topology and all slots are covered,
+    /// without waiting for the replicas' acknowledgements (which trail a master under load).
+    pub async fn wait_agreed(&self) {
+        let deadline = Instant::now() + SETTLE;
+        loop {
+            let mut views = self.live_ports().into_iter().map(|p| {
+                Self::query(p, &["CLUSTER", "NODES"]).map(|r| parse_cluster_nodes(&r.text()))
+            });
+            let first = views.next().and_then(|v| v.ok());
+            let agreed = first.as_ref().is_some_and(|f| {
+                let a = agreement(f);
+                let covered: usize = f
+                    .iter()
+                    .filter(|v| v.master && !v.failed)
+                    .map(NodeView::slot_count)
+                    .sum();
+                covered == SLOTS as usize && views.all(|v| v.is_ok_and(|v| agreement(&v) == a))
+            });
+            if agreed {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "nodes did not agree within {SETTLE:?}"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// `CLUSTER FAILOVER` on `replica` for a cluster under load: waits only until every live
+    /// node sees it as a master owning slots (not for the replicas' acknowledgements, which
+    /// trail a loaded master all the time, as [`failover`](Self::failover) does).
+    pub async fn failover_under_load(&self, replica: u16) {
+        let id = self.node_id(replica);
+        let promoted = |port: u16| {
+            Self::query(port, &["CLUSTER", "NODES"]).is_ok_and(|r| {
+                parse_cluster_nodes(&r.text())
+                    .iter()
+                    .any(|n| n.id == id && n.master && !n.slots.is_empty())
+            })
+        };
+        self.wait_agreed().await;
+        for _ in 0..3 {
+            if !promoted(replica) {
+                Self::cmd(replica, &["CLUSTER", "FAILOVER"]);
+            }
+            let deadline = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < deadline {
+                if self.live_ports().into_iter().all(promoted) {
+                    self.wait_agreed().await;
+                    return;
+                }
+                tokio::time::sleep(POLL).await;
+            }
+        }
+        panic!("failover to {replica} not seen by every node");
+    }
+
     /// Moves `slot` from master `from` to master `to` as `redis-cli --cluster reshard` does:
     /// SETSLOT IMPORTING/MIGRATING, MIGRATE the keys in batches of 100, SETSLOT NODE on the
     /// target, the source and the other masters; then waits until every node agrees.
     pub async fn migrate_slot(&self, slot: u16, from: u16, to: u16) {
-        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        self.begin_migration(slot, from, to);
+        self.finish_migration(slot, from, to).await;
+    }
+
+    /// The first half of [`migrate_slot`](Self::migrate_slot): marks `slot` IMPORTING on `to`
+    /// and MIGRATING on `from`, and MIGRATEs every key of it (batches of 100). The slot is then
+    /// in its `ASK` phase: `from` answers `-ASK` for every key of it, until
+    /// [`finish_migration`](Self::finish_migration).
+    pub fn begin_migration(&self, slot: u16, from: u16, to: u16) {
+        self.mark_migrating(slot, from, to);
         let s = slot.to_string();
-        Self::cmd(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
-        Self::cmd(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
         loop {
             let keys = Self::cmd(from, &["CLUSTER", "GETKEYSINSLOT", &s, "100"]).items();
             if keys.is_empty() {
                 break;
             }
-            let mut args: Vec<Vec<u8>> = ["MIGRATE", "127.0.0.1", &to.to_string(), ""]
-                .iter()
-                .map(|a| a.as_bytes().to_vec())
+            let keys: Vec<Vec<u8>> = keys
+                .into_iter()
+                .filter_map(|k| match k {
+                    Reply::Bulk(Some(k)) => Some(k),
+                    _ => None,
+                })
                 .collect();
-            args.extend(["0", "5000", "REPLACE", "KEYS"].map(|a| a.as_bytes().to_vec()));
-            for k in keys {
-                if let Reply::Bulk(Some(k)) = k {
-                    args.push(k);
-                }
-            }
-            Self::cmd(from, &args);
+            Self::migrate_keys(from, to, &keys);
         }
+    }
+
+    /// Marks `slot` IMPORTING on `to` and MIGRATING on `from` (no key moved yet).
+    pub fn mark_migrating(&self, slot: u16, from: u16, to: u16) {
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let s = slot.to_string();
+        Self::cmd(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]);
+        Self::cmd(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]);
+    }
+
+    /// `MIGRATE`s `keys` (of a slot marked migrating) from `from` to `to` in one call.
+    pub fn migrate_keys<K: AsRef<[u8]>>(from: u16, to: u16, keys: &[K]) {
+        let mut args: Vec<Vec<u8>> = ["MIGRATE", "127.0.0.1", &to.to_string(), ""]
+            .iter()
+            .map(|a| a.as_bytes().to_vec())
+            .collect();
+        args.extend(["0", "5000", "REPLACE", "KEYS"].map(|a| a.as_bytes().to_vec()));
+        args.extend(keys.iter().map(|k| k.as_ref().to_vec()));
+        Self::cmd(from, &args);
+    }
+
+    /// The second half of [`migrate_slot`](Self::migrate_slot): `SETSLOT NODE` on the target,
+    /// the source and the other masters, then waits until every node agrees.
+    pub async fn finish_migration(&self, slot: u16, from: u16, to: u16) {
+        let (from_id, to_id) = (self.node_id(from), self.node_id(to));
+        let s = slot.to_string();
         Self::cmd(to, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
         Self::cmd(from, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
         for m in self.masters() {
@@ -774,6 +896,40 @@ impl RedisCluster {
                 && !v.iter().any(|n| n.id == from_id && n.owns(slot))
         })
         .await;
+    }
+
+    /// `redis-cli --cluster reshard`: moves `slots` slots (the lowest ones `from` owns) from
+    /// master `from` to master `to`, key by key with `MIGRATE` (`pipeline` keys per call), as
+    /// an operator does. Blocking (run it with `spawn_blocking` beside the load); panics if
+    /// `redis-cli` fails. Returns how long it took.
+    pub fn reshard(&self, from: u16, to: u16, slots: usize, pipeline: usize) -> Duration {
+        let t0 = Instant::now();
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "reshard", &format!("127.0.0.1:{from}")])
+            .args(["--cluster-from", &self.node_id(from)])
+            .args(["--cluster-to", &self.node_id(to)])
+            .args(["--cluster-slots", &slots.to_string()])
+            .args(["--cluster-pipeline", &pipeline.to_string()])
+            .arg("--cluster-yes")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster reshard");
+        assert!(
+            out.status.success(),
+            "redis-cli --cluster reshard failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t0.elapsed()
+    }
+
+    /// The slots `master` owns, lowest first.
+    pub fn slots_of(&self, master: u16) -> Vec<u16> {
+        self.topology()
+            .into_iter()
+            .find(|v| v.port == master && v.master)
+            .map(|v| v.slots.iter().flat_map(|&(a, b)| a..=b).collect())
+            .unwrap_or_default()
     }
 
     /// SIGKILLs a node (by PID) and reaps it; returns at once.
@@ -849,17 +1005,15 @@ impl RedisCluster {
 
 impl Drop for RedisCluster {
     fn drop(&mut self) {
-        // The watchdog kills every server still registered; then reap them.
+        // Kill and reap every server (deregistered first, so that the watchdog neither kills a
+        // reused PID nor waits for a zombie), then let the watchdog remove the directory.
+        for port in self.ports() {
+            self.kill_node(port);
+        }
         self.watchdog
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .finish();
-        for n in &self.nodes {
-            if let Some(mut c) = n.child.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
         let _ = std::fs::remove_dir_all(&self.root);
     }
 }

@@ -1,0 +1,139 @@
+//! A stalled connection (one reply withheld, every later reply of that connection behind it):
+//! the reconciliation of an ambiguous acquisition and the renewals of every other hold run on a
+//! healthy connection (fault catalogue S10, S14), through the loopback proxy.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{proxy::Proxy, Admin, RedisServer};
+use redisson_lock::{Client, Config, ErrorKind};
+use tokio::time::Instant;
+
+/// Bound of every wait on an event.
+const T: Duration = Duration::from_secs(10);
+const MS: Duration = Duration::from_millis(1);
+/// How long the proxy withholds the reply.
+const STALL: Duration = Duration::from_secs(2);
+
+/// `true` for the nil reply (`$-1` in RESP2, `_` in RESP3) an acquire script gives on success.
+fn nil_reply(data: &[u8]) -> bool {
+    data.starts_with(b"$-1\r\n") || data.starts_with(b"_\r\n")
+}
+
+/// A 500 ms command timeout, a 3 s watchdog.
+fn config() -> Config {
+    common::config()
+        .timeout(500 * MS)
+        .retry_delay(100 * MS)
+        .lock_watchdog_timeout(Duration::from_secs(3))
+}
+
+/// The acquire reply is withheld for 2 s behind a 500 ms command timeout: the call fails
+/// `Ambiguous` at 0.5 s, and the hold the script made is undone on a healthy connection, so a
+/// waiter of another client acquires within 700 ms of the error (not when the withheld reply
+/// finally arrives).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_acquisition_is_undone_without_waiting_for_the_stalled_reply() {
+    let s = RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), config()).await.unwrap();
+    let other = Client::connect(&s.url(), config()).await.unwrap();
+    let name = "stall-ambiguous";
+    let lock = client.get_lock(name);
+
+    let held = proxy.hold_next_reply_matching(nil_reply);
+    let sent = Instant::now();
+    let err = lock
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(30))
+        .await
+        .unwrap_err();
+    let failed = Instant::now();
+    assert_eq!(err.kind(), ErrorKind::Ambiguous, "{err}");
+    assert!(held.is_caught());
+    // Another client's waiter, blocked by the hold the withheld script made.
+    let theirs = other.get_lock(name);
+    let waiter = tokio::spawn(async move {
+        let g = theirs.try_lock_for(T).await;
+        (Instant::now(), g)
+    });
+    // The withheld reply arrives 2 s after the send (dropped with its connection if the
+    // client has replaced it by then).
+    let release = tokio::spawn(async move {
+        tokio::time::sleep_until(sent + STALL).await;
+        held.release();
+    });
+
+    let (at, g) = tokio::time::timeout(T, waiter).await.unwrap().unwrap();
+    let g = g.unwrap().expect("the waiter acquires");
+    let after = at.saturating_duration_since(failed);
+    assert!(
+        after < 700 * MS,
+        "the other client acquired {after:?} after the Ambiguous error (withheld reply at 2 s)"
+    );
+    g.unlock().await.unwrap();
+    release.await.unwrap();
+
+    // The client works again, with the count it knows.
+    let g = lock.try_lock().await.unwrap().expect("free");
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    g.unlock().await.unwrap();
+}
+
+/// Three holds by watchdog (3 s) and one connection stalled for 2 s (a reply withheld):
+/// renewals go on through a healthy connection, their confirmations reach the client during
+/// the stall (before the fix every renewal's reply waited behind the withheld one), and none of
+/// the holds is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_connection_loses_no_other_hold() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), config()).await.unwrap();
+    let names = ["stall-a", "stall-b", "stall-c"];
+    let mut guards = Vec::new();
+    for n in names {
+        guards.push(client.get_lock(n).lock().await.unwrap());
+    }
+
+    let held = proxy.hold_next_reply_matching(nil_reply);
+    let sent = Instant::now();
+    let err = client
+        .get_lock("stall-d")
+        .try_lock()
+        .await
+        .expect_err("the acquire reply is withheld");
+    assert_eq!(err.kind(), ErrorKind::Ambiguous, "{err}");
+    // Before the withheld reply arrives, a renewal sent after the stall began has been
+    // confirmed for every hold: the client's own deadline moved past the first lease.
+    tokio::time::sleep_until(sent + STALL - 100 * MS).await;
+    for g in &guards {
+        let confirmed = g.valid_until().saturating_duration_since(sent);
+        assert!(
+            confirmed > Duration::from_millis(3500),
+            "{}: renewal confirmed only up to {confirmed:?} after the stall began",
+            g.name()
+        );
+    }
+    let mut lowest = i64::MAX;
+    while sent.elapsed() < STALL + Duration::from_secs(2) {
+        if sent.elapsed() >= STALL && held.is_caught() {
+            held.release();
+        }
+        for n in names {
+            lowest = lowest.min(admin.pttl(n).await);
+        }
+        tokio::time::sleep(100 * MS).await;
+    }
+    assert!(guards.iter().all(|g| !g.is_lost()), "no hold lost");
+    assert!(
+        lowest > 1500,
+        "renewals went on during the stall (lowest PTTL {lowest} ms of a 3 s lease)"
+    );
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+    for n in names {
+        assert!(!admin.exists(n).await);
+    }
+}
