@@ -124,7 +124,11 @@ async fn a_hold_survives_an_ask_phase_longer_than_its_lease() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(!guard.is_lost(), "the hold survives the reshard");
+    // The slot changed node: in doubt until a renewal on the new owner confirms it.
+    assert!(
+        eventually(WITHIN, || async { guard.state() == HoldState::Held }).await,
+        "the hold survives the reshard"
+    );
     assert!(pttl_asking(to, &name) > 1000);
     let released = Instant::now();
     guard.unlock().await.unwrap();
