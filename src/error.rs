@@ -275,6 +275,11 @@ impl Error {
             K::IO | K::Canceled | K::Sentinel => {
                 Error::Connection(Failure::with_source(details, err))
             }
+            // fred gave up writing the command because its connection was closing or being
+            // replaced (e.g. as stalled): a connection failure, transient like the others.
+            K::Unknown if details.contains("Too many failed write attempts") => {
+                Error::Connection(Failure::with_source(details, err))
+            }
             _ => Error::Redis(Failure::with_source(details, err)),
         }
     }
@@ -385,6 +390,17 @@ mod tests {
             Error::from_redis(e, "k"),
             Error::WrongType { lock: "k".into() }
         );
+    }
+
+    #[test]
+    fn a_write_fred_gave_up_on_is_a_connection_failure() {
+        let e = fred::error::Error::new(
+            fred::error::ErrorKind::Unknown,
+            "Too many failed write attempts.",
+        );
+        let mapped = Error::from_redis(e, "k");
+        assert_eq!(mapped.kind(), ErrorKind::Connection);
+        assert!(mapped.is_transient());
     }
 
     #[test]

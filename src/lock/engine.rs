@@ -102,8 +102,12 @@ pub(crate) async fn acquire(hold: &Hold, wait: Wait, queue_ms: u64) -> Result<Op
     let outcome = wait_for(hold, deadline, queue_ms).await;
     if !matches!(outcome, Ok(Some(_))) {
         // Still armed: cancelled during this call, the clean-up goes on in the background.
-        if let Err(e) = hold.give_up(queue_ms).await {
-            log::warn!("give-up clean-up of {} failed: {e}", hold.name());
+        match hold.give_up(queue_ms).await {
+            Ok(()) => {}
+            // The call may not have run: tried again in the background, so the caller returns
+            // at its own deadline and the entry still leaves the queue.
+            Err(e) if e.is_transient() => hold.give_up_in_background(queue_ms),
+            Err(e) => log::warn!("give-up clean-up of {} failed: {e}", hold.name()),
         }
     }
     give_up.armed = false;

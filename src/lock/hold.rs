@@ -479,10 +479,38 @@ impl Hold {
                 .pending_releases()
                 .settle(hold.name(), bound)
                 .await;
-            if let Err(e) = hold.give_up(queue_ms).await {
-                log::warn!("give-up clean-up of {} failed: {e}", hold.name());
-            }
+            hold.give_up_retrying(queue_ms).await;
         }));
+    }
+
+    /// The give-up clean-up, tried again after a transient failure (a timeout, a connection
+    /// replaced as stalled or lost: the call may not have run, e.g. under `CLIENT PAUSE WRITE`)
+    /// until it succeeds, the client closes, or the entry would have expired by itself (the
+    /// queue wait plus one command timeout). The call is idempotent.
+    async fn give_up_retrying(&self, queue_ms: u64) {
+        let config = self.client.config();
+        let wait = Duration::from_millis(queue_ms).saturating_add(config.timeout);
+        let bound = crate::config::later(Instant::now(), wait);
+        let pause = config
+            .retry_delay
+            .clamp(Duration::from_millis(10), Duration::from_millis(100));
+        loop {
+            match self.give_up(queue_ms).await {
+                Ok(()) => return,
+                Err(e) if e.is_transient() && !self.client.is_closed() => {
+                    if Instant::now() + pause >= bound {
+                        log::warn!("give-up clean-up of {} failed: {e}", self.name());
+                        return;
+                    }
+                    log::debug!("give-up clean-up of {} failed ({e}); retrying", self.name());
+                    tokio::time::sleep(pause).await;
+                }
+                Err(e) => {
+                    log::warn!("give-up clean-up of {} failed: {e}", self.name());
+                    return;
+                }
+            }
+        }
     }
 }
 
