@@ -32,7 +32,7 @@ use tokio::runtime::Runtime;
 use crate::{
     error::{Error, Result},
     lock::{Fair, Fenced, Kind, Read, Reentrant, Spin, UnlockOutcome, Write},
-    ttl::Ttl,
+    types::ttl::Ttl,
     BackOff, Config, Owner,
 };
 

@@ -1,6 +1,7 @@
-//! The client: one [`Core`] (command connection, scripts, settings), the subscription registry
-//! and the renewal service, shared by every lock it hands out. The `get_*` lock factories live
-//! beside their kinds in `lock/`.
+//! The client: one [`Core`] (command connection, scripts, settings), the background services
+//! (subscription registry, renewal service, unlock-latch clean-up, restarts) and the
+//! per-client acquisition state, shared by every lock it hands out. The `get_*` lock factories
+//! live beside their kinds in `lock/kinds/`, so this module knows no kind.
 
 use std::{
     collections::BTreeMap,
@@ -13,13 +14,18 @@ use std::{
 
 use crate::{
     config::Config,
-    core::{Core, Target},
+    conn::{connect::Target, core::Core},
     error::Result,
-    latches::LatchSweeper,
-    owner::Owner,
-    pubsub::PubSub,
-    stats::Stats,
-    watchdog::Watchdog,
+    lock::acquire::{
+        ledger::{Ledgers, SWEEP_EVERY},
+        pending::PendingReleases,
+        queue::LocalQueues,
+        Acquisitions,
+    },
+    service::{
+        pubsub::PubSub, restarts::Restarts, unlock_latches::LatchSweeper, watchdog::Watchdog,
+    },
+    types::{owner::Owner, stats::Stats},
 };
 
 pub(crate) struct ClientInner {
@@ -27,19 +33,17 @@ pub(crate) struct ClientInner {
     pubsub: PubSub,
     watchdog: Watchdog,
     latches: LatchSweeper,
-    ledgers: crate::ledger::Ledgers,
-    pending_releases: Arc<crate::lock::pending::PendingReleases>,
-    local_queues: Arc<crate::lock::queue::LocalQueues>,
-    restarts: crate::restarts::Restarts,
+    acquisitions: Acquisitions,
+    restarts: Restarts,
     runtime: tokio::runtime::Handle,
     closed: AtomicBool,
 }
 
 /// Drops the owner-ledger entries that can no longer matter (see `ledger`), every
-/// [`SWEEP_EVERY`](crate::ledger::SWEEP_EVERY) while the client lives.
+/// [`SWEEP_EVERY`] while the client lives.
 async fn sweep_ledger(inner: std::sync::Weak<ClientInner>) {
     loop {
-        tokio::time::sleep(crate::ledger::SWEEP_EVERY).await;
+        tokio::time::sleep(SWEEP_EVERY).await;
         let Some(inner) = inner.upgrade() else {
             return;
         };
@@ -48,6 +52,7 @@ async fn sweep_ledger(inner: std::sync::Weak<ClientInner>) {
         }
         let now = tokio::time::Instant::now();
         inner
+            .acquisitions
             .ledgers
             .sweep(now, |lock, field| inner.watchdog.renews(lock, field));
     }
@@ -161,23 +166,19 @@ impl Client {
         let (core, sub) = Core::connect(target, config).await?;
 
         let core = Arc::new(core);
-        let local_queues = Arc::new(crate::lock::queue::LocalQueues::new(
-            core.config().local_hand_off,
-        ));
+        let acquisitions = Acquisitions::new(core.config().local_hand_off);
         // A hold the watchdog finds gone frees the lock without an unlock message: the local
         // queue's head is told at once.
         let gone = {
-            let queues = local_queues.clone();
+            let queues = acquisitions.queues.clone();
             Box::new(move |name: &str, tag: &'static str| queues.released(tag, name, true, None))
         };
         let inner = ClientInner {
             pubsub: PubSub::start(sub, &core),
             watchdog: Watchdog::start(core.clone(), gone),
             latches: LatchSweeper::start(core.clone()),
-            ledgers: Default::default(),
-            pending_releases: Default::default(),
-            local_queues,
-            restarts: crate::restarts::Restarts::start(core.clone()).await,
+            acquisitions,
+            restarts: Restarts::start(core.clone()).await,
             core,
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
@@ -201,7 +202,7 @@ impl Client {
     pub fn stats(&self) -> Stats {
         let mut channels: BTreeMap<String, usize> = self.inner.pubsub.channel_waiters().collect();
         // Waiters queued behind a local head share its one subscription.
-        for (channel, queued) in self.inner.local_queues.queued_beyond_subscriptions() {
+        for (channel, queued) in self.inner.acquisitions.queues.queued_beyond_subscriptions() {
             *channels.entry(channel).or_default() += queued;
         }
         Stats {
@@ -210,9 +211,9 @@ impl Client {
             subscribed_channels: self.inner.pubsub.active_channels(),
             waiters: channels.values().sum(),
             channels,
-            owner_entries: self.inner.ledgers.len(),
-            local_hand_overs: self.inner.local_queues.hand_overs(),
-            hand_off_contests: self.inner.local_queues.contests(),
+            owner_entries: self.inner.acquisitions.ledgers.len(),
+            local_hand_overs: self.inner.acquisitions.queues.hand_overs(),
+            hand_off_contests: self.inner.acquisitions.queues.contests(),
         }
     }
 
@@ -252,23 +253,23 @@ impl Client {
     }
 
     /// What the client knows of the server's restarts (RedLock's delayed-restart rule).
-    pub(crate) fn restarts(&self) -> &crate::restarts::Restarts {
+    pub(crate) fn restarts(&self) -> &Restarts {
         &self.inner.restarts
     }
 
     /// Background releases in flight, which later acquisitions of the same lock wait for.
-    pub(crate) fn pending_releases(&self) -> &Arc<crate::lock::pending::PendingReleases> {
-        &self.inner.pending_releases
+    pub(crate) fn pending_releases(&self) -> &Arc<PendingReleases> {
+        &self.inner.acquisitions.pending
     }
 
-    /// The local hand-off queues of this client's waiters (see `lock::queue`).
-    pub(crate) fn local_queues(&self) -> &Arc<crate::lock::queue::LocalQueues> {
-        &self.inner.local_queues
+    /// The local hand-off queues of this client's waiters (see `lock::acquire::queue`).
+    pub(crate) fn local_queues(&self) -> &Arc<LocalQueues> {
+        &self.inner.acquisitions.queues
     }
 
     /// What this client knows of its owners' hold counts (see `ledger`).
-    pub(crate) fn ledgers(&self) -> &crate::ledger::Ledgers {
-        &self.inner.ledgers
+    pub(crate) fn ledgers(&self) -> &Ledgers {
+        &self.inner.acquisitions.ledgers
     }
 
     /// Runs background work on the client's runtime (works from threads without a runtime).

@@ -33,38 +33,23 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-mod asking;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
 mod config;
-mod core;
-mod credentials;
+mod conn;
 mod error;
-mod latches;
-mod ledger;
 mod lock;
-mod names;
 mod observe;
-mod owner;
-mod permissions;
-mod pubsub;
-mod replicas;
-mod restarts;
-mod scripts;
-mod stats;
-#[cfg(feature = "tls")]
-mod tls;
-mod ttl;
-mod url;
-mod watchdog;
+mod service;
+mod types;
 
 pub use client::Client;
 pub use config::{
-    Config, LocalHandOff, NameMapper, PrefixNameMapper, Secret, ShardedSubscriptionMode,
-    TlsSettings, MAX_MILLIS,
+    credentials::{Credentials, Secret},
+    Config, LocalHandOff, NameMapper, PrefixNameMapper, ShardedSubscriptionMode, TlsSettings,
+    MAX_MILLIS,
 };
-pub use credentials::Credentials;
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
     AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Guard,
@@ -72,8 +57,8 @@ pub use lock::{
     ReadWriteLock, RedLock, RedLockGuard, RedLockOptions, Reentrant, Spin, SpinGuard, SpinLock,
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
-pub use owner::Owner;
-pub use watchdog::HoldState;
+pub use service::watchdog::HoldState;
+pub use types::{owner::Owner, stats::Stats, ttl::Ttl};
 
 /// Support for the `redisson-lock` binary (feature `cli`). Not part of the stable API.
 #[cfg(feature = "cli")]
@@ -89,7 +74,7 @@ pub mod cli_support {
         url: &str,
         config: &crate::Config,
     ) -> crate::Result<fred::types::config::Config> {
-        crate::core::fred_config_for_url(url, config)
+        crate::conn::connect::fred_config_for_url(url, config)
     }
 }
 
@@ -178,5 +163,3 @@ pub mod __private {
         body
     }
 }
-pub use stats::Stats;
-pub use ttl::Ttl;

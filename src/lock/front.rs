@@ -12,39 +12,21 @@ use std::{
 };
 
 use super::{
-    engine::{self, Wait},
+    acquire::{
+        engine::{self, Wait},
+        hold::Hold,
+    },
     guard::{Guard, Held},
-    hold::Hold,
-    kind::{decode_flag, every_key, Kind, Protocol, Query, Release, Waiting},
+    kind::{decode_flag, every_key, Kind, Protocol, Query, UnlockOutcome, Waiting},
 };
 use crate::{
     client::Client,
     config::lease_millis,
     error::{Error, Result},
     observe::Acquisition,
-    owner::Owner,
-    ttl::Ttl,
+    types::owner::Owner,
+    types::ttl::Ttl,
 };
-
-/// Result of one unlock.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::UnlockOutcome;
-/// let lock = client.get_lock("orders");
-/// let outer = lock.lock().await?;
-/// let inner = lock.lock().await?;
-/// assert_eq!(inner.unlock().await?, UnlockOutcome::StillHeld);
-/// assert_eq!(outer.unlock().await?, UnlockOutcome::Released);
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnlockOutcome {
-    /// One hold was released; the owner still holds the lock (re-entrant count > 0).
-    StillHeld,
-    /// The last hold was released; the lock is free and waiters were woken.
-    Released,
-}
 
 /// One lock bound to one owner, whatever its kind.
 pub(crate) struct Handle {
@@ -84,7 +66,7 @@ impl Handle {
         let invalid = if name.is_empty() || proto.name().is_empty() {
             Some(Invalid::EmptyName)
         } else if client.core().is_clustered()
-            && !crate::core::one_slot(&every_key(proto.as_ref(), &field))
+            && !crate::conn::cluster::one_slot(&every_key(proto.as_ref(), &field))
         {
             Some(Invalid::CrossSlot)
         } else {
@@ -188,18 +170,12 @@ impl Handle {
         self.client
             .watchdog()
             .deregister(&hold.name, &hold.field, None);
-        match hold.release().await? {
-            Release::NotHeld => Err(Error::NotHeld {
-                lock: hold.name().to_owned(),
-                owner: hold.field.to_string(),
-            }),
-            Release::StillHeld => Ok(UnlockOutcome::StillHeld),
-            Release::Released => {
-                self.internal_lease_ms
-                    .store(self.client.watchdog_ms(), Ordering::Relaxed);
-                Ok(UnlockOutcome::Released)
-            }
+        let outcome = hold.release().await?.outcome(hold.name(), &hold.field)?;
+        if outcome == UnlockOutcome::Released {
+            self.internal_lease_ms
+                .store(self.client.watchdog_ms(), Ordering::Relaxed);
         }
+        Ok(outcome)
     }
 
     pub(crate) async fn hold_count_as(&self, owner: Owner) -> Result<u64> {

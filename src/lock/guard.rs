@@ -5,14 +5,13 @@ use std::{marker::PhantomData, sync::Arc, time::Duration};
 use tokio::time::Instant;
 
 use super::{
-    front::UnlockOutcome,
-    hold::{Acquired, Hold},
-    kind::{AnyKind, Kind, Release},
+    acquire::hold::{Acquired, Hold},
+    kind::{AnyKind, Kind, Release, UnlockOutcome},
 };
 use crate::{
     error::{Error, Result},
-    owner::Owner,
-    watchdog::{valid_until, HoldState, LossSignal},
+    service::watchdog::{valid_until, HoldState, LossSignal},
+    types::owner::Owner,
 };
 
 /// One hold of an acquired lock of kind `K`. The aliases name the usual ones:
@@ -271,14 +270,7 @@ impl<K: Kind> Guard<K> {
         } else {
             hold.release().await?
         };
-        match outcome {
-            Release::NotHeld => Err(Error::NotHeld {
-                lock: hold.name().to_owned(),
-                owner: hold.field.to_string(),
-            }),
-            Release::StillHeld => Ok(UnlockOutcome::StillHeld),
-            Release::Released => Ok(UnlockOutcome::Released),
-        }
+        outcome.outcome(hold.name(), &hold.field)
     }
 
     /// Gives up the guard without releasing the hold: the lock stays held (and renewed, in

@@ -6,14 +6,18 @@ use std::time::Duration;
 
 use fred::types::Value;
 
-use super::backoff::BackOff;
-use crate::{core::unexpected, error::Result, scripts::ScriptCall, watchdog::RenewalShape};
+use super::acquire::backoff::BackOff;
+use crate::{
+    conn::{core::unexpected, scripts::ScriptCall},
+    error::{Error, Result},
+    service::watchdog::RenewalShape,
+};
 
 /// The kinds of lock: a type parameter of [`Lock`](crate::Lock) and [`Guard`](crate::Guard).
 ///
 /// Sealed: the kinds are [`Reentrant`](crate::Reentrant), [`Fair`](crate::Fair),
 /// [`Read`](crate::Read), [`Write`](crate::Write), [`Fenced`](crate::Fenced),
-/// [`Spin`](crate::Spin), and [`AnyKind`](crate::AnyKind) for guards of mixed kinds.
+/// [`Spin`](crate::Spin), and [`AnyKind`] for guards of mixed kinds.
 ///
 /// ```
 /// use redisson_lock::{Fair, Kind, Lock};
@@ -104,6 +108,15 @@ pub(crate) enum Acquire {
     Busy { frees_in: Option<Duration> },
 }
 
+/// What one attempt gave.
+#[derive(Debug)]
+pub(crate) enum Step<T> {
+    /// Acquired.
+    Done(T),
+    /// Busy; the lock frees itself after `frees_in` if nobody releases it (when known).
+    Busy { frees_in: Option<Duration> },
+}
+
 /// The outcome of one release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Release {
@@ -112,6 +125,41 @@ pub(crate) enum Release {
     /// One hold released; the owner still holds the lock.
     StillHeld,
     /// The last hold released; the lock is free and waiters were told.
+    Released,
+}
+
+impl Release {
+    /// What the caller of an unlock is told (both unlock paths, with and without a guard):
+    /// releasing nothing is [`Error::NotHeld`], naming the lock and the owner field.
+    pub(crate) fn outcome(self, lock: &str, owner: &str) -> Result<UnlockOutcome> {
+        match self {
+            Release::NotHeld => Err(Error::NotHeld {
+                lock: lock.to_owned(),
+                owner: owner.to_owned(),
+            }),
+            Release::StillHeld => Ok(UnlockOutcome::StillHeld),
+            Release::Released => Ok(UnlockOutcome::Released),
+        }
+    }
+}
+
+/// Result of one unlock.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::UnlockOutcome;
+/// let lock = client.get_lock("orders");
+/// let outer = lock.lock().await?;
+/// let inner = lock.lock().await?;
+/// assert_eq!(inner.unlock().await?, UnlockOutcome::StillHeld);
+/// assert_eq!(outer.unlock().await?, UnlockOutcome::Released);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnlockOutcome {
+    /// One hold was released; the owner still holds the lock (re-entrant count > 0).
+    StillHeld,
+    /// The last hold was released; the lock is free and waiters were woken.
     Released,
 }
 
@@ -182,7 +230,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 /// Every key a lock can touch for `field`: the keys of each of its calls and its channel. On a
 /// cluster they must all hash to one slot (checked once, when a handle is made).
 pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::Key> {
-    let latch = crate::names::unlock_latch(proto.name(), "0");
+    let latch = crate::types::names::unlock_latch(proto.name(), "0");
     let acquire = |mode| {
         proto
             .acquire(AcquireRequest {
@@ -203,7 +251,7 @@ pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::K
             publish: "publish",
         }),
         proto.force_unlock("publish"),
-        crate::watchdog::renewal_call(&[(&proto.renewal(), vec![field])], 1),
+        crate::service::watchdog::renewal_call(&[(&proto.renewal(), vec![field])], 1),
     ];
     calls.extend(proto.give_up(field, 1));
     if let Query::Script(call) = proto.is_locked() {

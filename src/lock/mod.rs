@@ -1,42 +1,36 @@
 //! The lock family.
 //!
-//! * [`kind`]: what a lock kind is — a pure description of its keys, scripts and channel
+//! * [`kind`]: what a lock kind is — a pure description of its keys, scripts and channels
 //!   ([`kind::Protocol`]) plus the typed replies.
-//! * One file per kind ([`reentrant`], [`fair`], [`rwlock`], [`fenced`], [`spin`]): its
+//! * [`kinds`]: one file per kind (`reentrant`, `fair`, `rwlock`, `fenced`, `spin`): its
 //!   description, its marker type and its kind-specific methods.
-//! * [`hold`]: one owner's hold of one lock (client, kind, owner field, lease) and the calls
-//!   made with it: attempt, release, renew, give up.
-//! * [`engine`]: the one acquire engine (attempt → subscribe → attempt → wait → …), and
-//!   [`queue`], the local hand-off queue it keeps per contended lock.
-//! * [`front`]: the generic front end [`Lock<K>`](front::Lock) and [`Guard<K>`](guard::Guard).
-//! * [`multi`]: MultiLock and RedLock over type-erased parts.
+//! * [`acquire`]: the acquisition machinery: one owner's hold of one lock and the calls made
+//!   with it (`hold`), the one acquire engine (`engine`), the per-client acquisition state
+//!   (owner ledger, pending releases, the local hand-off queues).
+//! * [`front`]: the generic front end [`Lock<K>`](front::Lock); [`guard`]:
+//!   [`Guard<K>`](guard::Guard); `run`: `Lock::run` and friends.
+//! * `multi`: MultiLock and RedLock over type-erased parts.
 
-mod backoff;
-mod engine;
-mod fair;
-mod fenced;
-mod front;
-mod guard;
-mod hold;
-mod kind;
+pub(crate) mod acquire;
+pub(crate) mod front;
+pub(crate) mod guard;
+pub(crate) mod kind;
+pub(crate) mod kinds;
 mod multi;
-pub(crate) mod pending;
-pub(crate) mod queue;
-mod reentrant;
 mod run;
-mod rwlock;
-mod spin;
 
-pub use backoff::BackOff;
-pub use fair::{Fair, FairGuard, FairLock};
-pub use fenced::{Fenced, FencedGuard, FencedLock};
-pub use front::{Lock, LockPart, UnlockOutcome};
+pub use acquire::backoff::BackOff;
+pub use front::{Lock, LockPart};
 pub use guard::{AnyGuard, Guard};
-pub use kind::{AnyKind, Kind};
+pub use kind::{AnyKind, Kind, UnlockOutcome};
+pub use kinds::{
+    fair::{Fair, FairGuard, FairLock},
+    fenced::{Fenced, FencedGuard, FencedLock},
+    reentrant::{LockGuard, RLock, Reentrant},
+    rwlock::{Read, ReadGuard, ReadLock, ReadWriteLock, Write, WriteGuard, WriteLock},
+    spin::{Spin, SpinGuard, SpinLock},
+};
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard, RedLockOptions};
-pub use reentrant::{LockGuard, RLock, Reentrant};
-pub use rwlock::{Read, ReadGuard, ReadLock, ReadWriteLock, Write, WriteGuard, WriteLock};
-pub use spin::{Spin, SpinGuard, SpinLock};
 
 #[cfg(test)]
 mod tests {

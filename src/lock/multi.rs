@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    watchdog::{drift, HoldState},
+    service::watchdog::{drift, HoldState},
 };
 
 /// The worst of some states (lost before in doubt before held).

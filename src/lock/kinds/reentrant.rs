@@ -4,17 +4,17 @@ use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
-use super::{
+use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
     kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
 };
 use crate::{
     client::Client,
-    names,
-    owner::Owner,
-    scripts::{ScriptCall, ScriptId},
-    watchdog::RenewalShape,
+    conn::scripts::{ScriptCall, ScriptId},
+    service::watchdog::RenewalShape,
+    types::names,
+    types::owner::Owner,
 };
 
 /// The reentrant lock kind (Redisson `RLock`).
@@ -167,7 +167,7 @@ impl Client {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{lock::kind::Mode, scripts::tests::assert_matches_header};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::kind::Mode};
 
     pub(crate) fn release_req(field: &str) -> ReleaseRequest<'_> {
         ReleaseRequest {
@@ -202,7 +202,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_derived_key_shares_the_names_slot_unless_a_brace_is_left_open() {
-        use crate::{core::one_slot, lock::kind::every_key};
+        use crate::{conn::cluster::one_slot, lock::kind::every_key};
         for name in ["orders", "a{b}c", "x}y{z}", "{t}:n"] {
             let keys = every_key(&Desc::new(name.into()), "u:1");
             assert!(one_slot(&keys), "{name}: {keys:?}");

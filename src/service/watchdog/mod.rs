@@ -29,8 +29,8 @@ use parking_lot::Mutex;
 use tokio::{sync::Notify, time::Instant};
 
 use crate::{
-    core::Core,
-    scripts::{ScriptCall, ScriptId},
+    conn::core::Core,
+    conn::scripts::{ScriptCall, ScriptId},
 };
 
 mod doubt;
@@ -651,7 +651,7 @@ fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Bat
     // one slot): a stable sort keeps each call's entries in collection order.
     let call_of = |shape: &RenewalShape| {
         let slot = match (clustered, shape.keys.first()) {
-            (true, Some(key)) => crate::core::slot_of(key),
+            (true, Some(key)) => crate::conn::cluster::slot_of(key),
             _ => 0,
         };
         (shape.script as usize, slot)
@@ -721,7 +721,7 @@ fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scripts::tests::assert_matches_header;
+    use crate::conn::scripts::tests::assert_matches_header;
 
     pub(super) fn state() -> WatchdogState {
         WatchdogState::new(Box::new(|_, _| {}))
@@ -1011,7 +1011,11 @@ mod tests {
             .collect();
         let batches = batch(&items, 3, 30_000, true);
         for b in &batches {
-            assert!(crate::core::one_slot(&b.call.keys), "{:?}", b.call.keys);
+            assert!(
+                crate::conn::cluster::one_slot(&b.call.keys),
+                "{:?}",
+                b.call.keys
+            );
             assert_matches_header(&b.call);
         }
         // Slots hold 4, 3 and 3 locks: ⌈4/3⌉ + 1 + 1 calls.

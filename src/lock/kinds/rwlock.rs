@@ -7,21 +7,21 @@ use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
-use super::{
+use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
     kind::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
         Waiting,
     },
-    reentrant,
+    kinds::reentrant,
 };
 use crate::{
     client::Client,
-    names,
-    owner::Owner,
-    scripts::{ScriptCall, ScriptId},
-    watchdog::{Layout, RenewalShape},
+    conn::scripts::{ScriptCall, ScriptId},
+    service::watchdog::{Layout, RenewalShape},
+    types::names,
+    types::owner::Owner,
 };
 
 /// The read half of a read-write lock: shared with other readers, excluded by a writer (except
@@ -346,8 +346,8 @@ impl Client {
 mod tests {
     use super::*;
     use crate::{
-        lock::{kind::Mode, reentrant::tests::release_req},
-        scripts::tests::assert_matches_header,
+        conn::scripts::tests::assert_matches_header,
+        lock::{kind::Mode, kinds::reentrant::tests::release_req},
     };
 
     #[test]

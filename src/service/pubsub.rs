@@ -35,7 +35,7 @@ use parking_lot::Mutex;
 use tokio::sync::{broadcast::error::RecvError, mpsc, watch, Semaphore};
 
 use crate::{
-    core::{Core, Messaging},
+    conn::{cluster::Messaging, core::Core},
     error::{Error, Result},
 };
 
@@ -412,8 +412,11 @@ async fn refused_channel(shared: &Shared, names: &[String]) -> Option<String> {
     for command in commands {
         let mut args = vec![Value::from(command)];
         args.extend(names.iter().map(|n| Value::from(n.as_str())));
-        let call =
-            crate::scripts::ScriptCall::new(crate::scripts::ScriptId::CanSubscribe, vec![], args);
+        let call = crate::conn::scripts::ScriptCall::new(
+            crate::conn::scripts::ScriptId::CanSubscribe,
+            vec![],
+            args,
+        );
         match shared.core.run(call, "").await.map(|v| v.as_i64()) {
             Ok(Some(i)) if i > 0 => return names.get(i as usize - 1).cloned(),
             Ok(_) => {}
@@ -604,7 +607,7 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     if let Err(error) = shared
         .core
         .permissions()
-        .check(crate::permissions::Need::Listen, &names.join(", "))
+        .check(crate::conn::permissions::Need::Listen, &names.join(", "))
     {
         for ch in group {
             ch.status.send_replace(Status::Failed(error.clone()));

@@ -5,18 +5,18 @@ use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
-use super::{
-    backoff::BackOff,
+use crate::lock::{
+    acquire::backoff::BackOff,
     front::{Handle, Lock},
     guard::Guard,
     kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
-    reentrant,
+    kinds::reentrant,
 };
 use crate::{
     client::Client,
-    owner::Owner,
-    scripts::{ScriptCall, ScriptId},
-    watchdog::RenewalShape,
+    conn::scripts::{ScriptCall, ScriptId},
+    service::watchdog::RenewalShape,
+    types::owner::Owner,
 };
 
 /// The spin lock kind (Redisson `RSpinLock`): the same hash, field and TTL as
@@ -123,7 +123,9 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{lock::reentrant::tests::release_req, scripts::tests::assert_matches_header};
+    use crate::{
+        conn::scripts::tests::assert_matches_header, lock::kinds::reentrant::tests::release_req,
+    };
 
     #[test]
     fn spin_calls_never_publish_and_match_their_headers() {

@@ -1,9 +1,16 @@
-//! Client configuration, named after Redisson's `Config` (snake case, same defaults).
+//! Settings: the client configuration, named after Redisson's `Config` (snake case, same
+//! defaults), and what it is built from: the connection URL check ([`url`]), TLS ([`tls`]) and
+//! credentials with their secrets ([`credentials`]). Nothing here connects.
+
+pub(crate) mod credentials;
+#[cfg(feature = "tls")]
+pub(crate) mod tls;
+pub(crate) mod url;
 
 use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use crate::{
-    credentials::Credentials,
+    config::credentials::{Credentials, Secret},
     error::{Error, Result},
 };
 
@@ -92,56 +99,6 @@ pub enum ShardedSubscriptionMode {
     /// this client wakes and is woken by old and new Redisson fleets alike during a rolling
     /// upgrade. Costs one extra cluster-wide message (the `PUBLISH`) per release.
     Both,
-}
-
-/// A password or other secret. Its `Debug` and `Display` print `<redacted>`, never the value.
-///
-/// ```
-/// use redisson_lock::{Config, Secret};
-///
-/// let password = Secret::new("s3cret");
-/// assert_eq!(format!("{password:?} {password}"), "<redacted> <redacted>");
-/// assert_eq!(password.expose(), "s3cret");
-/// let config = Config::default().username("app").password(password);
-/// assert!(!format!("{config:?}").contains("s3cret"));
-/// ```
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Arc<str>);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(Arc::from(value.into()))
-    }
-
-    /// The secret itself (pass it on, never log it).
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(s: &str) -> Self {
-        Secret::new(s)
-    }
-}
-
-impl From<String> for Secret {
-    fn from(s: String) -> Self {
-        Secret::new(s)
-    }
 }
 
 /// PEM data, in a file or in memory.

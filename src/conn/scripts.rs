@@ -1,6 +1,6 @@
 //! The script registry: every `lua/*.lua` file compiled in, called by `EVALSHA`, reloaded on
 //! `NOSCRIPT` (after a Redis restart, a failover or `SCRIPT FLUSH`). Lock kinds describe a call
-//! as a [`ScriptCall`]; only [`Core::run`](crate::core::Core::run) sends it.
+//! as a [`ScriptCall`]; only [`Core::run`](crate::conn::core::Core::run) sends it.
 //!
 //! Every script's second line is a machine-readable header, `--! keys=K argv=A` (`*` for the
 //! batched renewal scripts), against which the unit tests check every call a lock kind builds.
@@ -34,9 +34,9 @@ macro_rules! scripts {
 macro_rules! notifying {
     ($file:literal) => {
         concat!(
-            include_str!("../lua/notify.lua"),
+            include_str!("../../lua/notify.lua"),
             "\n",
-            include_str!(concat!("../lua/", $file))
+            include_str!(concat!("../../lua/", $file))
         )
     };
 }
@@ -45,32 +45,32 @@ macro_rules! notifying {
 macro_rules! fair {
     ($file:literal) => {
         concat!(
-            include_str!("../lua/notify.lua"),
+            include_str!("../../lua/notify.lua"),
             "\n",
-            include_str!("../lua/fair_common.lua"),
+            include_str!("../../lua/fair_common.lua"),
             "\n",
-            include_str!(concat!("../lua/", $file))
+            include_str!(concat!("../../lua/", $file))
         )
     };
 }
 
 scripts! {
     /// L-ACQ (§4.2).
-    Acquire => include_str!("../lua/lock_acquire.lua"),
+    Acquire => include_str!("../../lua/lock_acquire.lua"),
     /// L-REL (§4.3).
     Release => notifying!("lock_release.lua"),
     /// L-FORCE (§4.4).
     ForceUnlock => notifying!("lock_force_unlock.lua"),
     /// L-RENEW (§5.2).
-    Renew => include_str!("../lua/lock_renew.lua"),
+    Renew => include_str!("../../lua/lock_renew.lua"),
     /// R-RENEW (§5.2).
-    ReadRenew => include_str!("../lua/read_renew.lua"),
+    ReadRenew => include_str!("../../lua/read_renew.lua"),
     /// Fenced acquisition with token (§9).
-    FencedAcquire => include_str!("../lua/fenced_acquire.lua"),
+    FencedAcquire => include_str!("../../lua/fenced_acquire.lua"),
     /// Spin release, no publish (§10).
-    SpinRelease => include_str!("../lua/spin_release.lua"),
+    SpinRelease => include_str!("../../lua/spin_release.lua"),
     /// Spin forced unlock, no publish (§10).
-    SpinForceUnlock => include_str!("../lua/spin_force_unlock.lua"),
+    SpinForceUnlock => include_str!("../../lua/spin_force_unlock.lua"),
     /// F-TRY (§7.2).
     FairTry => fair!("fair_try.lua"),
     /// F-ACQ (§7.3).
@@ -80,21 +80,21 @@ scripts! {
     /// F-FORCE (§7.5).
     FairForceUnlock => fair!("fair_force_unlock.lua"),
     /// F-CANCEL (§7.6).
-    FairCancel => include_str!("../lua/fair_cancel.lua"),
+    FairCancel => include_str!("../../lua/fair_cancel.lua"),
     /// R-ACQ (§8.2).
-    ReadAcquire => include_str!("../lua/read_acquire.lua"),
+    ReadAcquire => include_str!("../../lua/read_acquire.lua"),
     /// R-REL (§8.3).
     ReadRelease => notifying!("read_release.lua"),
     /// W-ACQ (§8.4).
-    WriteAcquire => include_str!("../lua/write_acquire.lua"),
+    WriteAcquire => include_str!("../../lua/write_acquire.lua"),
     /// W-REL (§8.5).
     WriteRelease => notifying!("write_release.lua"),
     /// Read/write forced unlock (§8.6).
     RwForceUnlock => notifying!("rw_force_unlock.lua"),
     /// Read/write isLocked (§8.6).
-    RwIsLocked => include_str!("../lua/rw_is_locked.lua"),
+    RwIsLocked => include_str!("../../lua/rw_is_locked.lua"),
     /// Asks whether this user may listen on some channels (ACL check before subscribing).
-    CanSubscribe => include_str!("../lua/can_subscribe.lua"),
+    CanSubscribe => include_str!("../../lua/can_subscribe.lua"),
 }
 
 impl ScriptId {
@@ -233,7 +233,7 @@ pub(crate) mod tests {
             assert_eq!(
                 id.announces(),
                 id.source().matches("check_notify(").count()
-                    > include_str!("../lua/notify.lua")
+                    > include_str!("../../lua/notify.lua")
                         .matches("check_notify(")
                         .count(),
                 "{id:?}"

@@ -5,19 +5,19 @@ use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
-use super::{
+use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
     kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
-    reentrant,
+    kinds::reentrant,
 };
 use crate::{
     client::Client,
+    conn::scripts::{ScriptCall, ScriptId},
     error::Result,
-    names,
-    owner::Owner,
-    scripts::{ScriptCall, ScriptId},
-    watchdog::RenewalShape,
+    service::watchdog::RenewalShape,
+    types::names,
+    types::owner::Owner,
 };
 
 /// The fenced lock kind (Redisson `RFencedLock`): the reentrant lock plus a fencing token.
@@ -164,7 +164,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{lock::kind::Mode, scripts::tests::assert_matches_header};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::kind::Mode};
 
     #[test]
     fn the_acquire_call_carries_the_token_key() {

@@ -5,20 +5,17 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
-use super::{
-    engine::Step,
-    kind::{
-        decode_acquire, decode_release, Acquire, AcquireRequest, Mode, Protocol, Release,
-        ReleaseRequest,
-    },
+use crate::lock::kind::{
+    decode_acquire, decode_release, Acquire, AcquireRequest, Mode, Protocol, Release,
+    ReleaseRequest, Step,
 };
 use crate::{
     client::Client,
+    conn::replicas::Synced,
     error::{Error, Result},
-    ledger::{Entry, Known},
-    names,
-    replicas::Synced,
-    watchdog::renewal_call,
+    lock::acquire::ledger::{Entry, Known},
+    service::watchdog::renewal_call,
+    types::names,
 };
 
 /// One owner bound to one lock with one lease: everything needed to acquire, renew, release or
@@ -128,7 +125,7 @@ impl Hold {
             entry: Some(entry),
             before,
             sent_at,
-            barrier: crate::replicas::Barrier::default(),
+            barrier: crate::conn::replicas::Barrier::default(),
         };
         let acquired = |v: &fred::types::Value| {
             matches!(
@@ -225,7 +222,7 @@ impl Hold {
         mut entry: Entry,
         before: u64,
         sent_at: Instant,
-        release: Option<crate::lock::pending::InFlight>,
+        release: Option<crate::lock::acquire::pending::InFlight>,
         barrier: Option<fred::clients::Client>,
     ) {
         // The script may have run: a re-entry it made set the TTL.
@@ -235,7 +232,8 @@ impl Hold {
         drop(self.client.spawn(async move {
             let _release = release;
             if let Some(connection) = barrier {
-                crate::replicas::close_and_wait(connection, hold.client.config().timeout).await;
+                crate::conn::replicas::close_and_wait(connection, hold.client.config().timeout)
+                    .await;
             }
             let retry = hold.client.config().retry_delay;
             let timeout = hold.client.config().timeout;
@@ -540,7 +538,7 @@ struct InFlightAttempt<'a> {
     before: u64,
     sent_at: Instant,
     /// A synced attempt's private connection while its script may be in flight.
-    barrier: crate::replicas::Barrier,
+    barrier: crate::conn::replicas::Barrier,
 }
 
 impl Drop for InFlightAttempt<'_> {

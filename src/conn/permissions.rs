@@ -20,7 +20,7 @@ use fred::{
     types::{ClusterHash, CustomCommand, Value},
 };
 
-use crate::{core::Messaging, error::Error};
+use crate::{conn::cluster::Messaging, error::Error};
 
 /// What a lock operation needs from the server's ACL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +115,7 @@ impl Permissions {
         };
         // A key and a channel the way a lock named `redisson-lock:acl-probe` would use them.
         let key = "redisson-lock:acl-probe";
-        let channel = crate::names::lock_channel(key);
+        let channel = crate::types::names::lock_channel(key);
         let mut probes: Vec<(Need, &'static str, Vec<Value>)> = vec![(
             Need::Scripts,
             "EVALSHA",

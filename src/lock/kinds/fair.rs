@@ -8,7 +8,7 @@ use std::{
 
 use fred::types::{Key, Value};
 
-use super::{
+use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
     kind::{
@@ -17,10 +17,10 @@ use super::{
 };
 use crate::{
     client::Client,
-    names,
-    owner::Owner,
-    scripts::{ScriptCall, ScriptId},
-    watchdog::RenewalShape,
+    conn::scripts::{ScriptCall, ScriptId},
+    service::watchdog::RenewalShape,
+    types::names,
+    types::owner::Owner,
 };
 
 /// The fair lock kind (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
@@ -203,7 +203,9 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{lock::reentrant::tests::release_req, scripts::tests::assert_matches_header};
+    use crate::{
+        conn::scripts::tests::assert_matches_header, lock::kinds::reentrant::tests::release_req,
+    };
 
     #[test]
     fn only_a_queued_waiter_enqueues_and_every_call_matches_its_header() {

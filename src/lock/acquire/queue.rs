@@ -55,7 +55,7 @@
 //!   dropped); a head that leaves passes the turn to the next waiter. The queue (and with it
 //!   the run and the contest) lives while it has waiters or a local holder.
 //!
-//! Which kinds queue ([`Protocol::local_queue`](super::kind::Protocol::local_queue)): the
+//! Which kinds queue ([`Protocol::local_queue`](crate::lock::kind::Protocol::local_queue)): the
 //! reentrant lock, the fenced lock and the write lock — one holder at a time and one channel
 //! for every waiter. Not the read lock (readers share: queueing them one behind another would
 //! serialise them), not the fair lock (its queue in Redis already orders every waiter of every
@@ -79,7 +79,7 @@ use tokio::{
 
 use crate::{
     config::LocalHandOff,
-    pubsub::{PubSub, Subscription},
+    service::pubsub::{PubSub, Subscription},
 };
 
 /// Races a contest's head may win in a row before it stands back for another client.

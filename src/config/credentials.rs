@@ -15,7 +15,55 @@ use fred::{
 };
 use parking_lot::RwLock;
 
-use crate::config::Secret;
+/// A password or other secret. Its `Debug` and `Display` print `<redacted>`, never the value.
+///
+/// ```
+/// use redisson_lock::{Config, Secret};
+///
+/// let password = Secret::new("s3cret");
+/// assert_eq!(format!("{password:?} {password}"), "<redacted> <redacted>");
+/// assert_eq!(password.expose(), "s3cret");
+/// let config = Config::default().username("app").password(password);
+/// assert!(!format!("{config:?}").contains("s3cret"));
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(Arc::from(value.into()))
+    }
+
+    /// The secret itself (pass it on, never log it).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(s: &str) -> Self {
+        Secret::new(s)
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Secret::new(s)
+    }
+}
 
 /// An ACL user name and a password that the application may change while the client runs:
 /// password rotation. Cheap to clone; every clone is the same handle.

@@ -19,22 +19,13 @@ use tokio::time::Instant;
 use super::{
     backoff::BackOff,
     hold::{Acquired, Hold},
-    kind::{Mode, Waiting},
     queue::{Plan, Ticket, ECHO_WINDOW},
 };
+use crate::lock::kind::{Mode, Step, Waiting};
 use crate::{
     error::{Error, Result},
-    pubsub,
+    service::pubsub,
 };
-
-/// What one attempt gave.
-#[derive(Debug)]
-pub(crate) enum Step<T> {
-    /// Acquired.
-    Done(T),
-    /// Busy; the lock frees itself after `frees_in` if nobody releases it (when known).
-    Busy { frees_in: Option<Duration> },
-}
 
 /// How long an acquisition may wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -356,7 +347,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::pubsub::Latch;
+    use crate::service::pubsub::Latch;
 
     const MS: Duration = Duration::from_millis(1);
 

@@ -14,7 +14,7 @@ use fred::interfaces::{ClientLike, EventInterface};
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::core::Core;
+use crate::conn::core::Core;
 
 #[derive(Debug, Default)]
 struct State {

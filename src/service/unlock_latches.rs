@@ -25,7 +25,7 @@ use std::{
 use fred::types::Key;
 use tokio::sync::mpsc;
 
-use crate::core::{slot_of, Core};
+use crate::conn::{cluster::slot_of, core::Core};
 
 /// How long the sweeper gathers latches after the first one arrives (when it is not behind): at
 /// most one `UNLINK` per this period (per slot) at low rates, and a latch outlives its release
@@ -234,7 +234,7 @@ mod tests {
         let clustered = groups(keys, true);
         assert_eq!(clustered.iter().map(Vec::len).sum::<usize>(), 1200);
         for g in &clustered {
-            assert!(crate::core::one_slot(g));
+            assert!(crate::conn::cluster::one_slot(g));
             assert!(g.len() <= MAX_BATCH);
         }
         assert_eq!(clustered.len(), 3, "400 keys in each of 3 slots");

@@ -32,8 +32,8 @@ use fred::{
 use parking_lot::Mutex;
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
 
-use super::{HoldKey, Item, LossSignal, Watchdog, WatchdogState};
-use crate::{core::Core, error::Error};
+use crate::service::watchdog::{HoldKey, Item, LossSignal, Watchdog, WatchdogState};
+use crate::{conn::core::Core, error::Error};
 
 /// Where a hold stands, as its holder is told (see [`Guard::state`](crate::Guard::state)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -547,7 +547,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_run_asked_for_at_once_cuts_the_pause_unless_it_was_forgotten_when_idle() {
-        let state = super::super::tests::state();
+        let state = crate::service::watchdog::tests::state();
         let start = Instant::now();
         state.urgent.notify_one();
         pause(&state, Duration::from_secs(10)).await;
@@ -569,16 +569,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn doubts_reach_watchdog_and_leased_holds_of_the_affected_node() {
-        let state = super::super::tests::state();
+        let state = crate::service::watchdog::tests::state();
         let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.holds.insert(
-            super::super::HoldKey {
+            crate::service::watchdog::HoldKey {
                 name: "a".into(),
                 field: "f".into(),
             },
-            super::super::Hold {
+            crate::service::watchdog::Hold {
                 count: 1,
-                shape: super::super::RenewalShape::per_hold("a"),
+                shape: crate::service::watchdog::RenewalShape::per_hold("a"),
                 queue: None,
                 last_sent: Instant::now(),
                 epoch: 1,
@@ -588,7 +588,7 @@ mod tests {
         );
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(
-            super::super::HoldKey {
+            crate::service::watchdog::HoldKey {
                 name: "b".into(),
                 field: "f".into(),
             },

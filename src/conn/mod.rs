@@ -1,0 +1,12 @@
+//! Connecting and running calls: the command connection and its settings ([`core`]), how a
+//! client connects to each deployment ([`connect`]), the script registry ([`scripts`]), cluster
+//! routing facts ([`cluster`]) and the crate's own following of redirections ([`asking`]), what
+//! this user may run ([`permissions`]), and replica-synced acquisition ([`replicas`]).
+
+pub(crate) mod asking;
+pub(crate) mod cluster;
+pub(crate) mod connect;
+pub(crate) mod core;
+pub(crate) mod permissions;
+pub(crate) mod replicas;
+pub(crate) mod scripts;

@@ -1,0 +1,9 @@
+//! The background services a client starts and every lock shares: the subscription registry
+//! ([`pubsub`]), the renewal service and hold states ([`watchdog`]), the batched deletion of
+//! spent unlock latches ([`unlock_latches`]) and the servers' restarts ([`restarts`]). They
+//! know no lock kind: a kind hands them names, channels and renewal shapes.
+
+pub(crate) mod pubsub;
+pub(crate) mod restarts;
+pub(crate) mod unlock_latches;
+pub(crate) mod watchdog;
