@@ -1,5 +1,5 @@
 //! The subscription registry: one subscriber connection per client, one subscription per channel
-//! shared by every local waiter (reference counted), and a semaphore latch per channel.
+//! shared by every local waiter (reference counted), and a wake-up semaphore per channel ([`Wakeups`]; "latch" in this crate means the unlock-latch keys).
 //!
 //! * The first waiter on a channel asks for a subscription; the registry sends `SUBSCRIBE` and
 //!   then `PING` on the subscriber connection. fred resolves `subscribe()` before the server has
@@ -13,7 +13,7 @@
 //!   re-established, every waiter is woken once: a spurious wake costs one script call, a lost
 //!   one a whole TTL.
 //! * After a reconnect (or a slot move), every live channel is subscribed again, per slot when
-//!   messages are sharded; a channel whose re-subscription fails keeps its entry and latch and
+//!   messages are sharded; a channel whose re-subscription fails keeps its entry and wake-ups and
 //!   is tried again with back-off until it succeeds or its last waiter leaves.
 
 use std::{
@@ -48,17 +48,17 @@ enum Status {
     Failed(Error),
 }
 
-/// The latch of one channel: a semaphore whose permits are capped at the number of waiters.
+/// The wake-ups of one channel: a semaphore whose permits are capped at the number of waiters.
 ///
 /// A message `0` adds one permit (wakes one waiter), `1` (or a lag, or a reconnect) tops the
 /// permits up to the number of waiters (wakes them all). A waiter takes one permit per wake-up.
 #[derive(Debug)]
-pub(crate) struct Latch {
+pub(crate) struct Wakeups {
     waiters: AtomicUsize,
     permits: Semaphore,
 }
 
-impl Latch {
+impl Wakeups {
     pub(crate) fn new(waiters: usize) -> Self {
         Self {
             waiters: AtomicUsize::new(waiters),
@@ -115,10 +115,10 @@ impl Latch {
     }
 }
 
-/// One subscribed channel and its latch.
+/// One subscribed channel and its wake-ups.
 struct Channel {
     name: String,
-    latch: Latch,
+    wakeups: Wakeups,
     status: watch::Sender<Status>,
     /// A retry of its failed re-subscription is scheduled (one at a time per channel).
     retrying: std::sync::atomic::AtomicBool,
@@ -132,9 +132,9 @@ impl Channel {
     fn signal(&self, all: bool) {
         self.messages.fetch_add(1, Ordering::AcqRel);
         if all {
-            self.latch.wake_all();
+            self.wakeups.wake_all();
         } else {
-            self.latch.wake_one();
+            self.wakeups.wake_one();
         }
     }
 }
@@ -214,7 +214,7 @@ impl PubSub {
         if let Some(existing) = map.get(channel) {
             let failed = matches!(*existing.status.borrow(), Status::Failed(_));
             if !failed {
-                existing.latch.join();
+                existing.wakeups.join();
                 return Subscription {
                     shared: self.shared.clone(),
                     channel: existing.clone(),
@@ -224,7 +224,7 @@ impl PubSub {
         let (status, _) = watch::channel(Status::Pending);
         let entry = Arc::new(Channel {
             name: channel.to_owned(),
-            latch: Latch::new(1),
+            wakeups: Wakeups::new(1),
             status,
             retrying: Default::default(),
             messages: AtomicU64::new(0),
@@ -250,7 +250,7 @@ impl PubSub {
         let map = self.shared.channels.lock();
         let all: Vec<(String, usize)> = map
             .iter()
-            .map(|(name, c)| (name.clone(), c.latch.waiters()))
+            .map(|(name, c)| (name.clone(), c.wakeups.waiters()))
             .collect();
         all.into_iter()
     }
@@ -307,7 +307,7 @@ impl Subscription {
     /// Sleeps until a message wakes this waiter or `max` passes (`None`: no bound).
     /// Returns `true` when woken by a message.
     pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
-        self.channel.latch.wait(max).await
+        self.channel.wakeups.wait(max).await
     }
 
     /// How many messages (and wake-everyone events: a lag, a reconnect) the channel has seen
@@ -320,7 +320,7 @@ impl Subscription {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut map = self.shared.channels.lock();
-        let left = self.channel.latch.leave();
+        let left = self.channel.wakeups.leave();
         if left == 0 {
             let current = map
                 .get(&self.channel.name)
@@ -518,7 +518,7 @@ async fn unsubscribe_names(
 
 /// Subscribes live channels again (after a reconnect or a topology change): per slot when the
 /// messages are sharded, so one unreachable shard fails only its own channels. A channel that
-/// could not be subscribed keeps its entry and latch (its waiters, asleep on that latch, hear
+/// could not be subscribed keeps its entry and wake-ups (its waiters, asleep on them, hear
 /// the first message once a retry succeeded) and goes back to pending, so that waiters joining
 /// it wait for the retry instead of replacing it; a channel subscribed again is ready and all
 /// its waiters are woken (a message may have been missed meanwhile). Returns the failed ones.
@@ -647,7 +647,7 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     }
 }
 
-/// Reads messages and signals latches.
+/// Reads messages and signals the channels' wake-ups.
 async fn run_messages(shared: Arc<Shared>) {
     let mut rx = shared.sub.message_rx();
     loop {
@@ -742,40 +742,40 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn permits_are_capped_at_the_number_of_waiters() {
-        let latch = Latch::new(2);
+        let wakeups = Wakeups::new(2);
         for _ in 0..10 {
-            latch.wake_one();
+            wakeups.wake_one();
         }
         assert_eq!(
-            latch.permits.available_permits(),
+            wakeups.permits.available_permits(),
             2,
             "a burst wakes at most everyone"
         );
-        latch.wake_all();
-        assert_eq!(latch.permits.available_permits(), 2);
-        assert!(latch.wait(Some(Duration::ZERO)).await);
-        assert!(latch.wait(Some(Duration::ZERO)).await);
+        wakeups.wake_all();
+        assert_eq!(wakeups.permits.available_permits(), 2);
+        assert!(wakeups.wait(Some(Duration::ZERO)).await);
+        assert!(wakeups.wait(Some(Duration::ZERO)).await);
         assert!(
-            !latch.wait(Some(Duration::from_millis(5))).await,
+            !wakeups.wait(Some(Duration::from_millis(5))).await,
             "no permit left"
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn message_zero_wakes_one_waiter_and_one_wakes_all() {
-        let latch = Arc::new(Latch::new(3));
+        let wakeups = Arc::new(Wakeups::new(3));
         let sleepers: Vec<_> = (0..3)
             .map(|_| {
-                let l = latch.clone();
+                let l = wakeups.clone();
                 tokio::spawn(async move { l.wait(Some(Duration::from_secs(60))).await })
             })
             .collect();
         tokio::task::yield_now().await;
-        latch.wake_one();
+        wakeups.wake_one();
         tokio::time::sleep(Duration::from_millis(1)).await;
         let woken = sleepers.iter().filter(|s| s.is_finished()).count();
         assert_eq!(woken, 1, "message 0 wakes exactly one waiter");
-        latch.wake_all();
+        wakeups.wake_all();
         for s in sleepers {
             assert!(tokio::time::timeout(Duration::from_millis(1), s)
                 .await
@@ -786,20 +786,20 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_waiter_without_a_message_sleeps_its_whole_bound() {
-        let latch = Latch::new(1);
+        let wakeups = Wakeups::new(1);
         let start = tokio::time::Instant::now();
-        assert!(!latch.wait(Some(Duration::from_millis(250))).await);
+        assert!(!wakeups.wait(Some(Duration::from_millis(250))).await);
         assert_eq!(start.elapsed(), Duration::from_millis(250));
     }
 
     #[test]
     fn leaving_counts_down_and_caps_follow_the_waiters() {
-        let latch = Latch::new(1);
-        latch.join();
-        assert_eq!(latch.waiters(), 2);
-        assert_eq!(latch.leave(), 1);
-        latch.wake_all();
-        latch.wake_all();
-        assert_eq!(latch.permits.available_permits(), 1);
+        let wakeups = Wakeups::new(1);
+        wakeups.join();
+        assert_eq!(wakeups.waiters(), 2);
+        assert_eq!(wakeups.leave(), 1);
+        wakeups.wake_all();
+        wakeups.wake_all();
+        assert_eq!(wakeups.permits.available_permits(), 1);
     }
 }

@@ -1,16 +1,18 @@
 //! The one acquire engine shared by every lock kind (protocol §4.7).
 //!
-//! attempt → on failure subscribe (barrier) → attempt again → wait on the latch for
-//! min(TTL, time left) → repeat until acquired or out of time → leave the subscription.
-//! Kinds without a channel (the spin lock) sleep a back-off step instead of waiting on a latch.
+//! attempt → on failure subscribe (barrier) → attempt again → sleep on the channel's wake-ups
+//! for min(TTL, time left) → repeat until acquired or out of time → leave the subscription.
+//! Kinds without a channel (the spin lock) sleep a back-off step instead.
 //!
-//! The waiting loops ([`wait_on_latch`], [`wait_with_backoff`]) are written over an attempt
-//! function and a latch, so their arithmetic is unit-tested on paused time without Redis.
+//! The waiting loops ([`wait_on_wakeups`], [`wait_with_backoff`]) are written over an attempt
+//! function and a wake-up source, so their arithmetic is unit-tested on paused time without
+//! Redis.
 //!
-//! Cancel safety: every attempt runs as its own task (see [`Hold::attempt`]); the subscription
+//! Cancel safety: no task is spawned for an attempt; an attempt dropped with its script in
+//! flight hands its outcome to a reconciliation task (see [`Hold::attempt`]). The subscription
 //! is a value whose `Drop` leaves the channel; a queued waiter's give-up clean-up (the fair
-//! lock's queue exit) runs on drop too. So a dropped waiter leaves no subscription, no queue
-//! entry, no lock and no watchdog registration.
+//! lock's queue exit) and its local-queue ticket run on drop too. So a dropped waiter leaves no
+//! subscription, no queue entry, no lock and no watchdog registration.
 
 use std::{future::Future, time::Duration};
 
@@ -59,7 +61,7 @@ impl Wake for pubsub::Subscription {
     }
 }
 
-impl Wake for pubsub::Latch {
+impl Wake for pubsub::Wakeups {
     fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send {
         self.wait(Some(max))
     }
@@ -209,7 +211,7 @@ async fn wait_once(
     }
     // A key without a TTL (only left behind by a foreign client) gets the watchdog timeout as a
     // bound instead of an endless wait.
-    wait_on_latch(
+    wait_on_wakeups(
         attempt,
         &subscription,
         deadline,
@@ -231,7 +233,7 @@ fn subscription_wait(hold: &Hold, deadline: Option<Instant>) -> Duration {
 /// holder is an owner of this queue). Every wake-up, whatever its source, leads to an attempt
 /// unless an owner of this queue still holds the lock or the queue is in a contest (the
 /// hand-off policy: the head then waits for the release's own unlock message first). The deadline rule is
-/// [`wait_on_latch`]'s: a waiter woken at its deadline still tries once.
+/// [`wait_on_wakeups`]'s: a waiter woken at its deadline still tries once.
 async fn wait_in_queue(
     hold: &Hold,
     ticket: Ticket,
@@ -287,13 +289,13 @@ async fn wait_in_queue(
     }
 }
 
-/// The channel wait: attempt; when busy, sleep on the latch for min(the lock's TTL, time left)
+/// The channel wait: attempt; when busy, sleep on the wake-ups for min(the lock's TTL, time left)
 /// — so a missed message costs at most one TTL — and attempt again when woken or when the
 /// sleep ends. `fallback` bounds the sleep when the TTL is unknown. A waiter woken by a message
 /// always tries once more, even at its deadline, so the wake-up it consumed is never wasted.
-pub(crate) async fn wait_on_latch<T, F, Fut>(
+pub(crate) async fn wait_on_wakeups<T, F, Fut>(
     mut attempt: F,
-    latch: &impl Wake,
+    wakeups: &impl Wake,
     deadline: Option<Instant>,
     fallback: Duration,
 ) -> Result<Option<T>>
@@ -312,7 +314,7 @@ where
         }
         let bound = frees_in.unwrap_or(fallback);
         let sleep = remaining.map_or(bound, |r| r.min(bound));
-        let woken = latch.wake_or_timeout(sleep).await;
+        let woken = wakeups.wake_or_timeout(sleep).await;
         if !woken && left(deadline) == Some(Duration::ZERO) {
             return Ok(None);
         }
@@ -347,7 +349,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::service::pubsub::Latch;
+    use crate::service::pubsub::Wakeups;
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -390,8 +392,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn without_messages_each_sleep_is_bounded_by_the_ttl() {
         let s = Script::new(&[Some(300 * MS), Some(200 * MS)]);
-        let latch = Latch::new(1);
-        let got = wait_on_latch(|| s.attempt(), &latch, None, 30_000 * MS).await;
+        let wakeups = Wakeups::new(1);
+        let got = wait_on_wakeups(|| s.attempt(), &wakeups, None, 30_000 * MS).await;
         assert_eq!(got.unwrap(), Some(500 * MS));
         assert_eq!(s.times(), vec![Duration::ZERO, 300 * MS, 500 * MS]);
     }
@@ -399,18 +401,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_unknown_ttl_sleeps_the_fallback() {
         let s = Script::new(&[None]);
-        let latch = Latch::new(1);
-        let got = wait_on_latch(|| s.attempt(), &latch, None, 1_000 * MS).await;
+        let wakeups = Wakeups::new(1);
+        let got = wait_on_wakeups(|| s.attempt(), &wakeups, None, 1_000 * MS).await;
         assert_eq!(got.unwrap(), Some(1_000 * MS));
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_deadline_ends_the_wait_exactly() {
         let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
-        let latch = Latch::new(1);
+        let wakeups = Wakeups::new(1);
         let start = Instant::now();
         let deadline = Some(start + 700 * MS);
-        let got = wait_on_latch(|| s.attempt(), &latch, deadline, 30_000 * MS).await;
+        let got = wait_on_wakeups(|| s.attempt(), &wakeups, deadline, 30_000 * MS).await;
         assert!(got.unwrap().is_none());
         assert_eq!(start.elapsed(), 700 * MS);
         assert_eq!(
@@ -423,15 +425,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_message_wakes_the_waiter_for_an_immediate_retry() {
         let s = Script::new(&[FOREVER]);
-        let latch = Arc::new(Latch::new(1));
+        let wakeups = Arc::new(Wakeups::new(1));
         let waker = {
-            let latch = latch.clone();
+            let wakeups = wakeups.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(120 * MS).await;
-                latch.wake_one();
+                wakeups.wake_one();
             })
         };
-        let got = wait_on_latch(|| s.attempt(), &*latch, None, 30_000 * MS).await;
+        let got = wait_on_wakeups(|| s.attempt(), &*wakeups, None, 30_000 * MS).await;
         assert_eq!(
             got.unwrap(),
             Some(120 * MS),
@@ -443,16 +445,21 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_wake_up_while_still_busy_costs_one_attempt_then_the_deadline_holds() {
         let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
-        let latch = Arc::new(Latch::new(1));
+        let wakeups = Arc::new(Wakeups::new(1));
         let start = Instant::now();
         let waker = {
-            let latch = latch.clone();
+            let wakeups = wakeups.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(100 * MS).await;
-                latch.wake_one();
+                wakeups.wake_one();
             })
         };
-        let got = wait_on_latch(|| s.attempt(), &*latch, Some(start + 300 * MS), 30_000 * MS);
+        let got = wait_on_wakeups(
+            || s.attempt(),
+            &*wakeups,
+            Some(start + 300 * MS),
+            30_000 * MS,
+        );
         assert!(got.await.unwrap().is_none());
         assert_eq!(start.elapsed(), 300 * MS);
         assert_eq!(s.times(), vec![Duration::ZERO, 100 * MS]);
@@ -475,10 +482,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_attempt_error_ends_the_wait_with_that_error() {
-        let latch = Latch::new(1);
-        let got: Result<Option<()>> = wait_on_latch(
+        let wakeups = Wakeups::new(1);
+        let got: Result<Option<()>> = wait_on_wakeups(
             || async { Err(crate::Error::Timeout("no reply".into())) },
-            &latch,
+            &wakeups,
             None,
             MS,
         )

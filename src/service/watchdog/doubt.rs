@@ -576,7 +576,7 @@ mod tests {
                 name: "a".into(),
                 field: "f".into(),
             },
-            crate::service::watchdog::Hold {
+            crate::service::watchdog::Renewed {
                 count: 1,
                 shape: crate::service::watchdog::RenewalShape::per_hold("a"),
                 queue: None,

@@ -226,7 +226,9 @@ struct HoldKey {
     field: Arc<str>,
 }
 
-struct Hold {
+/// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Hold`),
+/// with the count of registrations sharing it.
+struct Renewed {
     count: u32,
     shape: RenewalShape,
     /// The kind's local hand-off queue, told when renewal finds the hold gone.
@@ -243,7 +245,7 @@ struct Hold {
 pub(crate) type OnGone = Box<dyn Fn(&str, &'static str) + Send + Sync>;
 
 pub(crate) struct WatchdogState {
-    holds: DashMap<HoldKey, Hold>,
+    holds: DashMap<HoldKey, Renewed>,
     /// The loss signals of the leased guards (no renewal) of each owner on each lock, told when
     /// a call of that owner sets the lock's TTL.
     leased: DashMap<HoldKey, Vec<Arc<LossSignal>>>,
@@ -331,7 +333,7 @@ impl Watchdog {
                 .state
                 .holds
                 .entry(hold_key(name, field))
-                .or_insert_with(|| Hold {
+                .or_insert_with(|| Renewed {
                     count: 0,
                     shape,
                     queue,
@@ -1034,7 +1036,7 @@ mod tests {
                     name: name.into(),
                     field: "f".into(),
                 },
-                Hold {
+                Renewed {
                     count: 1,
                     shape: RenewalShape::per_hold(name),
                     queue: None,
@@ -1064,7 +1066,7 @@ mod tests {
         let loss = LossSignal::new(Instant::now() + Duration::from_secs(1));
         state.holds.insert(
             key.clone(),
-            Hold {
+            Renewed {
                 count: 1,
                 shape: RenewalShape::per_hold("n"),
                 queue: None,
