@@ -129,6 +129,7 @@ impl Handle {
             name: self.raw.clone(),
             field: self.field_for(owner),
             lease_ms,
+            queue_ms: 0,
         }
     }
 
@@ -150,10 +151,13 @@ impl Handle {
             Some(w) if !w.is_zero() => w.as_millis().min(u128::from(crate::MAX_MILLIS)) as u64,
             _ => self.client.config().fair_wait_ms(),
         };
-        let hold = self.hold(owner, lease_ms);
+        let hold = Hold {
+            queue_ms,
+            ..self.hold(owner, lease_ms)
+        };
         let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
         let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
-        let acquired = watch.run(engine::acquire(&hold, wait, queue_ms)).await;
+        let acquired = watch.run(engine::acquire(&hold, wait)).await;
         watch.finish(&acquired);
         Ok(acquired?.map(|a| {
             if lease.is_some() {
@@ -221,27 +225,22 @@ impl Handle {
 
     /// Local waiters of this lock (any owner).
     pub(crate) fn local_waiters(&self) -> usize {
-        // Most kinds have one channel for every waiter; the fair lock has one per waiter,
-        // `<its channel prefix><owner field>`. Asking for two fields tells them apart.
-        match (self.proto.waiting("a:1"), self.proto.waiting("b:2")) {
-            (Waiting::Channel(a), Waiting::Channel(b)) if a == b => {
-                self.client.stats().channel_waiters(&a)
-            }
-            (Waiting::Channel(a), Waiting::Channel(_)) => {
-                let prefix = &a[..a.len() - "a:1".len()];
-                let stats = self.client.stats();
-                stats
-                    .channels
-                    .iter()
-                    .filter(|(channel, _)| {
-                        channel
-                            .strip_prefix(prefix)
-                            .is_some_and(|field| field.contains(':'))
-                    })
-                    .map(|(_, n)| n)
-                    .sum()
-            }
-            _ => 0,
+        match self.proto.waiting() {
+            Waiting::Channel(channel) => self.client.stats().channel_waiters(&channel),
+            // One channel per waiter (`<prefix><owner field>`, an owner field holding a ':').
+            Waiting::PerWaiter { prefix } => self
+                .client
+                .stats()
+                .channels
+                .iter()
+                .filter(|(channel, _)| {
+                    channel
+                        .strip_prefix(prefix.as_str())
+                        .is_some_and(|field| field.contains(':'))
+                })
+                .map(|(_, n)| n)
+                .sum(),
+            Waiting::BackOff(_) => 0,
         }
     }
 

@@ -163,13 +163,35 @@ pub enum UnlockOutcome {
     Released,
 }
 
-/// How a waiter waits between attempts.
+/// How a kind's waiters wait between attempts: the rule, stated once by the kind.
 #[derive(Debug, Clone)]
 pub(crate) enum Waiting {
-    /// Sleep on the latch of this channel, woken by unlock messages.
+    /// Every waiter sleeps on this channel's wake-ups, woken by unlock messages.
     Channel(String),
+    /// Each waiter has a channel of its own, `<prefix><owner field>`, on which the release
+    /// that makes it the next in line wakes it (the fair lock).
+    PerWaiter {
+        /// The channel of the waiter with owner field `f` is `prefix + f`.
+        prefix: String,
+    },
     /// Sleep the steps of a back-off schedule (no pub/sub at all).
     BackOff(BackOff),
+}
+
+impl Waiting {
+    /// The channel the waiter with owner field `field` sleeps on (`None`: it polls).
+    pub(crate) fn channel_for(&self, field: &str) -> Option<String> {
+        match self {
+            Waiting::Channel(channel) => Some(channel.clone()),
+            Waiting::PerWaiter { prefix } => Some(Self::waiter_channel(prefix, field)),
+            Waiting::BackOff(_) => None,
+        }
+    }
+
+    /// The own channel of the waiter with owner field `field` under [`Waiting::PerWaiter`].
+    pub(crate) fn waiter_channel(prefix: &str, field: &str) -> String {
+        format!("{prefix}{field}")
+    }
 }
 
 /// How "is it locked?" is answered.
@@ -191,8 +213,8 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn owner_field(&self, base: String) -> String {
         base
     }
-    /// How a waiter for `field` waits.
-    fn waiting(&self, field: &str) -> Waiting;
+    /// How this kind's waiters wait (one channel for all, one per waiter, or back-off).
+    fn waiting(&self) -> Waiting;
     /// One acquisition attempt, and how its reply reads.
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply);
     /// Releases one hold; the reply is nil (not held), 0 (still held) or 1 (released).
@@ -258,7 +280,7 @@ pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::K
         calls.push(call);
     }
     let mut keys: Vec<fred::types::Key> = calls.into_iter().flat_map(|c| c.keys).collect();
-    if let Waiting::Channel(channel) = proto.waiting(field) {
+    if let Some(channel) = proto.waiting().channel_for(field) {
         keys.push(channel.into());
     }
     keys

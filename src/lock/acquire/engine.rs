@@ -20,8 +20,8 @@ use tokio::time::Instant;
 
 use super::{
     backoff::BackOff,
-    hold::{Acquired, Hold},
-    queue::{Plan, Ticket, ECHO_WINDOW},
+    hold::{Acquired, GiveUp, Hold},
+    queue::{Plan, Ticket},
 };
 use crate::lock::kind::{Mode, Step, Waiting};
 use crate::{
@@ -72,9 +72,10 @@ fn left(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
 }
 
-/// Runs the acquire protocol for any lock kind. `queue_ms` is the per-waiter timeout a queueing
-/// kind (the fair lock) uses when the caller waits.
-pub(crate) async fn acquire(hold: &Hold, wait: Wait, queue_ms: u64) -> Result<Option<Acquired>> {
+/// Runs the acquire protocol for any lock kind: one attempt ([`Wait::No`]), or a wait until
+/// acquired or the deadline, after which a queued waiter's give-up clean-up runs (see
+/// [`GiveUp`]).
+pub(crate) async fn acquire(hold: &Hold, wait: Wait) -> Result<Option<Acquired>> {
     let deadline = match wait {
         Wait::No => {
             // A single try waits at most one command timeout for an earlier ambiguous attempt's
@@ -87,39 +88,10 @@ pub(crate) async fn acquire(hold: &Hold, wait: Wait, queue_ms: u64) -> Result<Op
         }
         Wait::Until(deadline) => deadline,
     };
-    let mut give_up = GiveUp {
-        hold,
-        queue_ms,
-        armed: true,
-    };
-    let outcome = wait_for(hold, deadline, queue_ms).await;
-    if !matches!(outcome, Ok(Some(_))) {
-        // Still armed: cancelled during this call, the clean-up goes on in the background.
-        match hold.give_up(queue_ms).await {
-            Ok(()) => {}
-            // The call may not have run: tried again in the background, so the caller returns
-            // at its own deadline and the entry still leaves the queue.
-            Err(e) if e.is_transient() => hold.give_up_in_background(queue_ms),
-            Err(e) => log::warn!("give-up clean-up of {} failed: {e}", hold.name()),
-        }
-    }
-    give_up.armed = false;
+    let give_up = GiveUp::arm(hold);
+    let outcome = wait_for(hold, deadline).await;
+    give_up.settle(matches!(outcome, Ok(Some(_)))).await;
     outcome
-}
-
-/// Runs a queued waiter's give-up clean-up if its future is dropped while waiting.
-struct GiveUp<'a> {
-    hold: &'a Hold,
-    queue_ms: u64,
-    armed: bool,
-}
-
-impl Drop for GiveUp<'_> {
-    fn drop(&mut self) {
-        if self.armed {
-            self.hold.give_up_in_background(self.queue_ms);
-        }
-    }
 }
 
 /// A waiting acquisition: [`wait_once`], started again after a transient failure (a command
@@ -128,17 +100,13 @@ impl Drop for GiveUp<'_> {
 /// returned. An acquisition no replica acknowledged ([`Error::NotReplicated`], already undone)
 /// is tried again after `retry_delay`, at most `retry_attempts` times and within the deadline,
 /// as Redisson retries it. Other errors end the wait at once.
-async fn wait_for(
-    hold: &Hold,
-    deadline: Option<Instant>,
-    queue_ms: u64,
-) -> Result<Option<Acquired>> {
+async fn wait_for(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acquired>> {
     let config = hold.client.config();
     let max_pause = config.retry_delay.max(OUTAGE_PAUSE);
     let mut pause = OUTAGE_PAUSE;
     let mut unreplicated = 0;
     loop {
-        match wait_once(hold, deadline, queue_ms).await {
+        match wait_once(hold, deadline).await {
             Err(e @ Error::NotReplicated { .. }) => {
                 let delay = config.retry_delay;
                 if unreplicated >= config.retry_attempts
@@ -169,22 +137,23 @@ async fn wait_for(
 /// configured retry delay).
 const OUTAGE_PAUSE: Duration = Duration::from_millis(50);
 
-async fn wait_once(
-    hold: &Hold,
-    deadline: Option<Instant>,
-    queue_ms: u64,
-) -> Result<Option<Acquired>> {
-    let mode = Mode::Queued { queue_ms };
+/// One waiting acquisition, top to bottom: the waiter's own first attempt (unless the local
+/// queue says to queue without one), then the kind's way of waiting: back-off steps, the local
+/// queue ([`wait_in_queue`]), or the channel's wake-ups ([`wait_on_wakeups`]).
+async fn wait_once(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acquired>> {
+    let mode = Mode::Queued {
+        queue_ms: hold.queue_ms,
+    };
     let tag = hold.proto.local_queue();
     let queues = hold.client.local_queues();
-    // Behind local waiters already queued, join them without an attempt of one's own (first
-    // come, first served) — unless this owner may hold the lock already: a re-entry never
-    // waits behind its own hold.
-    let behind_others = tag.is_some_and(|tag| {
-        queues.has_waiters(tag, hold.name())
-            && !hold.client.ledgers().may_hold(&hold.name, &hold.field)
+    let attempts_first = tag.is_none_or(|tag| {
+        queues.attempts_first(
+            tag,
+            hold.name(),
+            hold.client.ledgers().may_hold(&hold.name, &hold.field),
+        )
     });
-    if !behind_others {
+    if attempts_first {
         if let Step::Done(acquired) = hold.attempt(mode, deadline).await? {
             return Ok(Some(acquired));
         }
@@ -193,46 +162,51 @@ async fn wait_once(
         }
     }
     let attempt = || hold.attempt(mode, deadline);
-    let channel = match hold.proto.waiting(&hold.field) {
+    let channel = match hold.proto.waiting() {
         Waiting::BackOff(backoff) => return wait_with_backoff(attempt, backoff, deadline).await,
         Waiting::Channel(channel) => channel,
+        Waiting::PerWaiter { prefix } => Waiting::waiter_channel(&prefix, &hold.field),
     };
     if let Some(tag) = tag {
         let ticket = queues.join(tag, hold.name(), &channel);
         return wait_in_queue(hold, ticket, mode, deadline).await;
     }
-    let config = hold.client.config();
     let subscription = hold.client.pubsub().subscribe(&channel);
-    if let Err(e) = subscription.ready(subscription_wait(hold, deadline)).await {
-        if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-        return Err(e);
+    if !subscribed(hold, &subscription, deadline).await? {
+        return Ok(None);
     }
     // A key without a TTL (only left behind by a foreign client) gets the watchdog timeout as a
     // bound instead of an endless wait.
-    wait_on_wakeups(
-        attempt,
-        &subscription,
-        deadline,
-        config.lock_watchdog_timeout,
-    )
-    .await
+    let fallback = hold.client.config().lock_watchdog_timeout;
+    wait_on_wakeups(attempt, &subscription, deadline, fallback).await
 }
 
-/// How long the subscription barrier may take: the configured subscription timeout, never past
-/// the deadline.
-fn subscription_wait(hold: &Hold, deadline: Option<Instant>) -> Duration {
+/// Waits for a subscription's barrier (subscribed, and the subscription confirmed by a round
+/// trip on the subscriber connection) for at most the configured subscription timeout, never
+/// past the deadline: `Ok(false)` when the deadline passed meanwhile (the caller gives up
+/// quietly), an error when the subscription failed or timed out before the deadline.
+async fn subscribed(
+    hold: &Hold,
+    subscription: &pubsub::Subscription,
+    deadline: Option<Instant>,
+) -> Result<bool> {
     let limit = hold.client.config().subscription_timeout;
-    left(deadline).map_or(limit, |l| l.min(limit))
+    let wait = left(deadline).map_or(limit, |l| l.min(limit));
+    match subscription.ready(wait).await {
+        Ok(()) => Ok(true),
+        Err(e)
+            if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// A waiter of a queueing kind (see `queue`): waits for its turn in the local queue, then, as
-/// the head, contends on Redis — attempting when the lock may be free, and otherwise sleeping
-/// until a local hand-over, an unlock message or the lock's TTL (the holder's lease when the
-/// holder is an owner of this queue). Every wake-up, whatever its source, leads to an attempt
-/// unless an owner of this queue still holds the lock or the queue is in a contest (the
-/// hand-off policy: the head then waits for the release's own unlock message first). The deadline rule is
+/// the head, does what the queue says ([`Ticket::next`]: attempt, wait for a local holder's
+/// hand-over, or defer in a contest) and sleeps until a local hand-over, an unlock message or
+/// the bound the queue gave (the lock's TTL after a busy attempt). The deadline rule is
 /// [`wait_on_wakeups`]'s: a waiter woken at its deadline still tries once.
 async fn wait_in_queue(
     hold: &Hold,
@@ -244,21 +218,15 @@ async fn wait_in_queue(
         return Ok(None);
     }
     let subscription = ticket.subscription(hold.client.pubsub());
-    if let Err(e) = subscription.ready(subscription_wait(hold, deadline)).await {
-        if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-        return Err(e);
+    if !subscribed(hold, &subscription, deadline).await? {
+        return Ok(None);
     }
     let fallback = hold.client.config().lock_watchdog_timeout;
     let mut by_message = false;
     loop {
-        let news = by_message && ticket.held_for().is_some_and(|held| held >= ECHO_WINDOW);
-        let bound = match ticket.plan() {
-            Plan::Wait(holder_lasts) if !news => holder_lasts,
-            // A contest: the release's message has not come yet, or the head stands back.
-            Plan::Defer(wait) => wait,
-            _ => match hold.attempt(mode, deadline).await? {
+        let bound = match ticket.next(by_message) {
+            Plan::Wait(bound) | Plan::Defer(bound) => bound,
+            Plan::Attempt => match hold.attempt(mode, deadline).await? {
                 Step::Done(acquired) => {
                     let lasts = Duration::from_millis(hold.lease_ms);
                     ticket.acquired(

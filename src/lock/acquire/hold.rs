@@ -1,17 +1,44 @@
 //! One owner's hold of one lock: the value acquisition, give-up clean-up, guards and releases
 //! share, and every Redis call made with it.
+//!
+//! # An attempt, stage by stage ([`Hold::attempt`])
+//! 1. **Turn** ([`Hold::take_turn`]): a background release of this lock goes first; the
+//!    attempt takes the owner's ledger entry (one call changing this owner's count at a time)
+//!    and learns the count before it (`before`).
+//! 2. **Send**: the kind's acquire call runs on the core (on a private connection followed by
+//!    `WAIT` where the master has replicas), with an [`InFlightAttempt`] armed.
+//! 3. **Conclude** ([`Hold::conclude`]): no replica acknowledged → undone, `NotReplicated`;
+//!    sent but no reply → `Ambiguous`, reconciled in the background; else the reply is
+//!    decoded, the ledger learns the new count, and an acquisition becomes an [`Acquired`].
+//!
+//! # Drop guards: what a dropped future leaves behind
+//! Each guard is armed for one stretch and does one thing if dropped there; nothing else in
+//! the acquisition path cleans up on drop.
+//! * [`InFlightAttempt`] (armed from the send until the reply is handled): the script may
+//!   have run, so the owner's ledger entry passes to a reconciliation task that undoes the
+//!   hold it made, if any (counted as a release in flight, so later acquisitions through
+//!   this client wait for it).
+//! * [`Acquired`] (armed from a successful reply until a guard takes the hold): the hold is
+//!   released in the background (a late acquisition).
+//! * [`GiveUp`] (armed while a waiting acquisition runs, until its give-up call has run): a
+//!   queued waiter's give-up clean-up (the fair lock's queue exit) runs in the background.
+//! * [`TellQueue`] (armed while a release of a queueing kind is in flight): the local queue's
+//!   head is told the lock may be free, so it attempts instead of waiting out the lease.
+//!
+//! The local queue's `Ticket` and the pub/sub `Subscription` leave their queue and channel
+//! on drop by themselves.
 
 use std::{sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
 use crate::lock::kind::{
-    decode_acquire, decode_release, Acquire, AcquireRequest, Mode, Protocol, Release,
+    decode_acquire, decode_release, Acquire, AcquireReply, AcquireRequest, Mode, Protocol, Release,
     ReleaseRequest, Step,
 };
 use crate::{
     client::Client,
-    conn::replicas::Synced,
+    conn::{core::AcquireFailure, replicas::Synced},
     error::{Error, Result},
     lock::acquire::ledger::{Entry, Known},
     service::watchdog::renewal_call,
@@ -32,6 +59,9 @@ pub(crate) struct Hold {
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
     /// watchdog timeout).
     pub(crate) lease_ms: u64,
+    /// How long a waiting acquisition of a queueing kind keeps its place in the kind's queue
+    /// between attempts (the fair lock's `threadWaitTime`); 0 where nothing queues.
+    pub(crate) queue_ms: u64,
 }
 
 impl std::fmt::Debug for Hold {
@@ -72,6 +102,37 @@ impl Hold {
         mode: Mode,
         deadline: Option<Instant>,
     ) -> Result<Step<Acquired>> {
+        let (entry, before) = self.take_turn(deadline).await?;
+        let (call, reply) = self.proto.acquire(AcquireRequest {
+            field: &self.field,
+            lease_ms: self.lease_ms,
+            mode,
+        });
+        let mut in_flight = InFlightAttempt {
+            hold: self,
+            entry: Some(entry),
+            before,
+            sent_at: Instant::now(),
+            barrier: crate::conn::replicas::Barrier::default(),
+        };
+        let acquired = |v: &fred::types::Value| {
+            matches!(
+                decode_acquire(reply, v.clone(), self.name()),
+                Ok(Acquire::Acquired { .. })
+            )
+        };
+        let outcome = self
+            .client
+            .core()
+            .run_acquire(call, self.name(), deadline, acquired, &in_flight.barrier)
+            .await;
+        self.conclude(&mut in_flight, outcome, reply).await
+    }
+
+    /// Stage 1 of an attempt: waits for a background release of this lock (never longer than
+    /// one command timeout) and for the owner's ledger entry (for an earlier ambiguous attempt's
+    /// reconciliation at most until `deadline`), then learns the owner's count before it.
+    async fn take_turn(&self, deadline: Option<Instant>) -> Result<(Entry, u64)> {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
@@ -114,37 +175,25 @@ impl Hold {
                 n
             }
         };
-        let (call, reply) = self.proto.acquire(AcquireRequest {
-            field: &self.field,
-            lease_ms: self.lease_ms,
-            mode,
-        });
-        let sent_at = Instant::now();
-        let mut in_flight = InFlightAttempt {
-            hold: self,
-            entry: Some(entry),
-            before,
-            sent_at,
-            barrier: crate::conn::replicas::Barrier::default(),
-        };
-        let acquired = |v: &fred::types::Value| {
-            matches!(
-                decode_acquire(reply, v.clone(), self.name()),
-                Ok(Acquire::Acquired { .. })
-            )
-        };
-        let outcome = self
-            .client
-            .core()
-            .run_acquire(call, self.name(), deadline, acquired, &in_flight.barrier)
-            .await;
+        Ok((entry, before))
+    }
+
+    /// Stage 3 of an attempt: what its outcome means. Disarms `in_flight` (taking the owner's
+    /// entry back) once the outcome is known and handled.
+    async fn conclude(
+        &self,
+        in_flight: &mut InFlightAttempt<'_>,
+        outcome: std::result::Result<(fred::types::Value, Synced), AcquireFailure>,
+        reply: AcquireReply,
+    ) -> Result<Step<Acquired>> {
+        let (before, sent_at) = (in_flight.before, in_flight.sent_at);
         if let Ok((_, Synced::Missing { wanted, acked })) = &outcome {
             // Acquired, but no replica acknowledged: undone while `in_flight` still holds the
             // owner's entry, so a caller dropped during the undo leaves it to a background
             // reconciliation (idempotent) instead of leaving a hold nobody tracks.
             let (wanted, acked) = (*wanted, *acked);
             self.reentered(before, sent_at);
-            self.undo_unreplicated(&mut in_flight).await;
+            self.undo_unreplicated(in_flight).await;
             return Err(Error::NotReplicated {
                 lock: self.name().to_owned(),
                 wanted,
@@ -454,16 +503,16 @@ impl Hold {
     }
 
     /// A queued waiter's clean-up after it gave up (the fair lock leaves its queue).
-    pub(crate) async fn give_up(&self, queue_ms: u64) -> Result<()> {
-        if let Some(call) = self.proto.give_up(&self.field, queue_ms) {
+    pub(crate) async fn give_up(&self) -> Result<()> {
+        if let Some(call) = self.proto.give_up(&self.field, self.queue_ms) {
             self.client.core().run(call, self.name()).await?;
         }
         Ok(())
     }
 
     /// Hands the give-up clean-up to the client's runtime (a dropped waiter).
-    pub(crate) fn give_up_in_background(&self, queue_ms: u64) {
-        if self.client.is_closed() || self.proto.give_up(&self.field, queue_ms).is_none() {
+    pub(crate) fn give_up_in_background(&self) {
+        if self.client.is_closed() || self.proto.give_up(&self.field, self.queue_ms).is_none() {
             return;
         }
         let hold = self.clone();
@@ -477,7 +526,7 @@ impl Hold {
                 .pending_releases()
                 .settle(hold.name(), bound)
                 .await;
-            hold.give_up_retrying(queue_ms).await;
+            hold.give_up_retrying().await;
         }));
     }
 
@@ -485,15 +534,15 @@ impl Hold {
     /// replaced as stalled or lost: the call may not have run, e.g. under `CLIENT PAUSE WRITE`)
     /// until it succeeds, the client closes, or the entry would have expired by itself (the
     /// queue wait plus one command timeout). The call is idempotent.
-    async fn give_up_retrying(&self, queue_ms: u64) {
+    async fn give_up_retrying(&self) {
         let config = self.client.config();
-        let wait = Duration::from_millis(queue_ms).saturating_add(config.timeout);
+        let wait = Duration::from_millis(self.queue_ms).saturating_add(config.timeout);
         let bound = crate::config::later(Instant::now(), wait);
         let pause = config
             .retry_delay
             .clamp(Duration::from_millis(10), Duration::from_millis(100));
         loop {
-            match self.give_up(queue_ms).await {
+            match self.give_up().await {
                 Ok(()) => return,
                 Err(e) if e.is_transient() && !self.client.is_closed() => {
                     if Instant::now() + pause >= bound {
@@ -508,6 +557,42 @@ impl Hold {
                     return;
                 }
             }
+        }
+    }
+}
+
+/// A waiting acquisition's give-up clean-up (the fair lock's queue exit): run when the wait
+/// ends without the lock ([`settle`](Self::settle)), or in the background if the waiting
+/// future is dropped first, including while that call runs.
+pub(crate) struct GiveUp<'a> {
+    hold: &'a Hold,
+    armed: bool,
+}
+
+impl<'a> GiveUp<'a> {
+    pub(crate) fn arm(hold: &'a Hold) -> Self {
+        GiveUp { hold, armed: true }
+    }
+
+    /// The wait ended; after one that did not acquire, the give-up call runs now (a transient
+    /// failure hands it to the background, so the caller returns at its own deadline and the
+    /// entry still leaves the queue).
+    pub(crate) async fn settle(mut self, acquired: bool) {
+        if !acquired {
+            match self.hold.give_up().await {
+                Ok(()) => {}
+                Err(e) if e.is_transient() => self.hold.give_up_in_background(),
+                Err(e) => log::warn!("give-up clean-up of {} failed: {e}", self.hold.name()),
+            }
+        }
+        self.armed = false;
+    }
+}
+
+impl Drop for GiveUp<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.hold.give_up_in_background();
         }
     }
 }

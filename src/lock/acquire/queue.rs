@@ -5,7 +5,8 @@
 //! peers) are still woken by that message: every release that frees a lock publishes, exactly
 //! as before; nothing here changes the wire.
 //!
-//! Rules (the engine, `engine::wait_in_queue`, applies them):
+//! Rules, decided here ([`LocalQueues::attempts_first`], [`Ticket::next`]); the engine
+//! (`engine::wait_in_queue`) runs what they say:
 //! * A waiting acquisition of a queueing kind makes one attempt of its own unless local waiters
 //!   are already queued (then it joins behind them without trying: no barging past the queue),
 //!   and joins the queue when that attempt finds the lock busy. An owner that may already hold
@@ -193,6 +194,14 @@ impl LocalQueues {
     pub(crate) fn has_waiters(&self, tag: &str, name: &str) -> bool {
         self.get(tag, name)
             .is_some_and(|q| !q.state.lock().waiters.is_empty())
+    }
+
+    /// Whether a waiting acquisition of the lock makes an attempt of its own before it joins
+    /// the queue: not while local waiters are queued (first come, first served; no barging
+    /// past the queue), unless the owner may hold the lock already (`owner_may_hold`, from the
+    /// owner ledger): a re-entry never waits behind its own hold.
+    pub(crate) fn attempts_first(&self, tag: &str, name: &str, owner_may_hold: bool) -> bool {
+        owner_may_hold || !self.has_waiters(tag, name)
     }
 
     /// Joins the queue of the lock at its tail.
@@ -411,8 +420,23 @@ impl Ticket {
         self.notify.notified()
     }
 
-    /// What the head does next.
-    pub(crate) fn plan(&self) -> Plan {
+    /// What the head does next, `by_message` telling whether its last wake-up was an unlock
+    /// message: while an owner of this queue holds the lock the head waits for its hand-over,
+    /// unless the message is news (it came later than [`ECHO_WINDOW`] after that owner's
+    /// acquisition and outside its release: a remote forced unlock, say), when it attempts.
+    pub(crate) fn next(&self, by_message: bool) -> Plan {
+        match self.plan() {
+            Plan::Wait(_)
+                if by_message && self.held_for().is_some_and(|held| held >= ECHO_WINDOW) =>
+            {
+                Plan::Attempt
+            }
+            plan => plan,
+        }
+    }
+
+    /// What the head does next, messages aside (see [`next`](Self::next)).
+    fn plan(&self) -> Plan {
         let mut st = self.queue.state.lock();
         let now = Instant::now();
         if let Some((_, until)) = &st.holder {
@@ -483,7 +507,7 @@ impl Ticket {
     /// An unlock message that reaches a waiting head within [`ECHO_WINDOW`] of that owner's
     /// acquisition is the echo of the release that handed over; a later one is news (a remote
     /// forced unlock, say), and the head then attempts although a local owner seems to hold.
-    pub(crate) fn held_for(&self) -> Option<Duration> {
+    fn held_for(&self) -> Option<Duration> {
         let st = self.queue.state.lock();
         st.holder.as_ref()?;
         if st.release_began.is_some() {
@@ -621,6 +645,35 @@ mod tests {
         assert!(!woken.is_finished(), "a partial release hands nothing over");
         q.released("lock", "n", true, None);
         assert_eq!(woken.await.unwrap(), Plan::Attempt);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unlock_message_is_news_only_after_the_echo_window_and_outside_the_release() {
+        let q = queues();
+        let first = q.join("lock", "n", "ch");
+        let second = q.join("lock", "n", "ch");
+        first.acquired("u:1".into(), Instant::now() + 10_000 * MS);
+        assert!(second.wait_head(Some(Instant::now())).await);
+        // Without a message, and with one within the echo window: wait for the hand-over.
+        assert_eq!(second.next(false), Plan::Wait(10_000 * MS));
+        tokio::time::sleep(ECHO_WINDOW - MS).await;
+        assert!(matches!(second.next(true), Plan::Wait(_)), "an echo");
+        tokio::time::sleep(MS).await;
+        assert!(matches!(second.next(false), Plan::Wait(_)), "no message, no news");
+        assert_eq!(second.next(true), Plan::Attempt, "a later message is news");
+        // While the local holder's own release is under way, its message is no news.
+        let _ = q.releasing("lock", "n");
+        assert!(matches!(second.next(true), Plan::Wait(_)), "the release's own message");
+    }
+
+    #[test]
+    fn a_waiter_attempts_first_unless_others_are_queued_and_it_may_not_hold() {
+        let q = queues();
+        assert!(q.attempts_first("lock", "n", false), "nobody queued");
+        let _queued = q.join("lock", "n", "ch");
+        assert!(!q.attempts_first("lock", "n", false), "no barging past the queue");
+        assert!(q.attempts_first("lock", "n", true), "a re-entry never waits behind itself");
+        assert!(q.attempts_first("write", "n", false), "another kind's queue");
     }
 
     #[tokio::test(start_paused = true)]

@@ -106,8 +106,10 @@ impl Protocol for Desc {
         &self.name
     }
 
-    fn waiting(&self, field: &str) -> Waiting {
-        Waiting::Channel(format!("{}:{field}", self.channel))
+    fn waiting(&self) -> Waiting {
+        Waiting::PerWaiter {
+            prefix: format!("{}:", self.channel),
+        }
     }
 
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
@@ -245,8 +247,8 @@ mod tests {
         let cancel = d.give_up("u:1", 2_000).unwrap();
         assert_matches_header(&cancel);
         assert_matches_header(&d.force_unlock("publish"));
-        match d.waiting("u:1") {
-            Waiting::Channel(c) => assert_eq!(c, "redisson_lock__channel:{n}:u:1"),
+        match d.waiting().channel_for("u:1") {
+            Some(c) => assert_eq!(c, "redisson_lock__channel:{n}:u:1"),
             other => panic!("{other:?}"),
         }
     }

@@ -81,8 +81,8 @@ impl Protocol for Desc {
         &self.base.name
     }
 
-    fn waiting(&self, field: &str) -> Waiting {
-        self.base.waiting(field)
+    fn waiting(&self) -> Waiting {
+        self.base.waiting()
     }
 
     fn local_queue(&self) -> Option<&'static str> {

@@ -115,7 +115,7 @@ impl Protocol for Desc {
         &self.name
     }
 
-    fn waiting(&self, _field: &str) -> Waiting {
+    fn waiting(&self) -> Waiting {
         Waiting::Channel(self.channel.clone())
     }
 

@@ -150,7 +150,7 @@ impl Protocol for ReadDesc {
         &self.0.name
     }
 
-    fn waiting(&self, _field: &str) -> Waiting {
+    fn waiting(&self) -> Waiting {
         Waiting::Channel(self.0.channel.clone())
     }
 
@@ -230,7 +230,7 @@ impl Protocol for WriteDesc {
         base + ":write"
     }
 
-    fn waiting(&self, _field: &str) -> Waiting {
+    fn waiting(&self) -> Waiting {
         Waiting::Channel(self.0.channel.clone())
     }
 

@@ -68,7 +68,7 @@ impl Protocol for Desc {
         &self.base.name
     }
 
-    fn waiting(&self, _field: &str) -> Waiting {
+    fn waiting(&self) -> Waiting {
         Waiting::BackOff(self.backoff.clone())
     }
 
@@ -137,6 +137,6 @@ mod tests {
         assert_matches_header(&rel);
         assert!(!rel.args.contains(&Value::from("publish")));
         assert_matches_header(&d.force_unlock("publish"));
-        assert!(matches!(d.waiting("u:1"), Waiting::BackOff(_)));
+        assert!(matches!(d.waiting(), Waiting::BackOff(_)));
     }
 }
