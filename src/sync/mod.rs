@@ -1,0 +1,205 @@
+//! The synchronizers Java services share through Redisson besides locks (sync protocol §1–4):
+//! [`Semaphore`] (`RSemaphore`), [`PermitExpirableSemaphore`] (`RPermitExpirableSemaphore`)
+//! and [`CountDownLatch`] (`RCountDownLatch`).
+//!
+//! They reuse the lock family's machinery: every call is a [`ScriptCall`] run by the core, a
+//! waiter joins the client's one subscription of the object's channel (read as the object's
+//! messages mean, [`Reading`]) and waits in the lock engine's waiting loop
+//! ([`wait_on_wakeups`]), and acquisitions Redisson syncs to a replica run through the same
+//! replica-sync path (`WAIT`) as lock acquisitions.
+//!
+//! Java's semaphore and latch waiters have no time-based fallback: a missed message leaves them
+//! asleep until their deadline. This crate's waiters also re-check after
+//! [`Config::lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) without a message
+//! (never sooner, so no busy loop), so a lost message costs at most that long.
+
+pub(crate) mod expirable;
+pub(crate) mod latch;
+pub(crate) mod semaphore;
+
+use std::{
+    future::Future,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use fred::types::Value;
+use tokio::time::Instant;
+
+pub use expirable::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore};
+pub use latch::{CountDownLatch, RCountDownLatch};
+pub use semaphore::{RSemaphore, Semaphore};
+
+use crate::{
+    client::Client,
+    conn::{replicas::Synced, scripts::ScriptCall},
+    error::{Error, Result},
+    lock::{acquire::engine::wait_on_wakeups, kind::Step},
+    service::pubsub::Reading,
+};
+
+/// The caller's wall clock in epoch milliseconds (Redisson sends `System.currentTimeMillis()`).
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, crate::config::clamp_millis)
+}
+
+/// The publish command this client passes to its scripts.
+fn publish(client: &Client) -> Value {
+    Value::from(client.core().messaging().publish_command())
+}
+
+/// Time left before `deadline` (`None`: no deadline).
+fn left(deadline: Option<Instant>) -> Option<Duration> {
+    deadline.map(|d| d.saturating_duration_since(Instant::now()))
+}
+
+/// Runs a call Redisson syncs to a replica without undoing it (classes S-ONCE and S-RETRY of
+/// sync protocol §1.3): the script, then, where the master has replicas and replica sync is on,
+/// `WAIT` on the same connection. No replica acknowledging gives
+/// [`Error::NotReplicated`]; the call ran on the master and is not run again (a second run of
+/// an add would add twice).
+async fn run_synced(client: &Client, call: ScriptCall, name: &str) -> Result<Value> {
+    let barrier = crate::conn::replicas::Barrier::default();
+    let outcome = client
+        .core()
+        .run_acquire(call, name, None, |_| true, &barrier)
+        .await;
+    match outcome {
+        Ok((value, Synced::Missing { wanted, acked })) => {
+            log::warn!("no replica acknowledged the change of {name} in time (the master has it)");
+            let _ = value;
+            Err(Error::NotReplicated {
+                lock: name.to_owned(),
+                wanted,
+                acked,
+            })
+        }
+        Ok((value, _)) => Ok(value),
+        Err(failure) => Err(failure.error),
+    }
+}
+
+/// Runs an acquisition attempt as a task of its own, so that a caller dropped while the script
+/// is in flight does not leave what it took behind: the task sees that nobody takes its
+/// result and hands it to `orphaned` (which gives it back).
+async fn detached<T, F, O, OF>(client: &Client, attempt: F, orphaned: O) -> Result<T>
+where
+    T: Send + 'static,
+    F: Future<Output = Result<T>> + Send + 'static,
+    O: FnOnce(T) -> OF + Send + 'static,
+    OF: Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    drop(client.spawn(async move {
+        let result = attempt.await;
+        if let Err(Ok(taken)) = tx.send(result) {
+            orphaned(taken).await;
+        }
+    }));
+    rx.await.map_err(|_| Error::Shutdown)?
+}
+
+/// How long the subscription barrier may take: the configured subscription timeout, never past
+/// the deadline.
+fn subscription_wait(client: &Client, deadline: Option<Instant>) -> Duration {
+    let limit = client.config().subscription_timeout;
+    left(deadline).map_or(limit, |l| l.min(limit))
+}
+
+/// The waiting part of an acquisition or an await, after a first attempt found it busy:
+/// joins the channel's subscription (read as `reading`), waits for the barrier, then runs the
+/// engine's waiting loop ([`wait_on_wakeups`]: attempt, sleep on the wake-ups for min(what the
+/// attempt said, time left), again). `Ok(None)` at the deadline.
+async fn wait_on_channel<T, F, Fut>(
+    client: &Client,
+    channel: &str,
+    reading: Reading,
+    deadline: Option<Instant>,
+    attempt: F,
+) -> Result<Option<T>>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>>>,
+{
+    if left(deadline) == Some(Duration::ZERO) {
+        return Ok(None);
+    }
+    let subscription = client.pubsub().subscribe_as(channel, reading);
+    if let Err(e) = subscription
+        .ready(subscription_wait(client, deadline))
+        .await
+    {
+        if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    wait_on_wakeups(
+        attempt,
+        &subscription,
+        deadline,
+        client.config().lock_watchdog_timeout,
+    )
+    .await
+}
+
+/// Retries an acquisition no replica acknowledged (already undone by `once`) after
+/// `retry_delay`, at most `retry_attempts` times and within the deadline, as Redisson does
+/// (class S-ACQ of sync protocol §1.3). Other outcomes are returned as they are.
+async fn retry_unreplicated<T, F, Fut>(
+    client: &Client,
+    deadline: Option<Instant>,
+    mut once: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
+    let config = client.config();
+    let mut tries = 0;
+    loop {
+        match once().await {
+            Err(e @ Error::NotReplicated { .. }) => {
+                let delay = config.retry_delay;
+                if tries >= config.retry_attempts
+                    || client.is_closed()
+                    || left(deadline).is_some_and(|r| r <= delay)
+                {
+                    return Err(e);
+                }
+                tries += 1;
+                tokio::time::sleep(delay).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A wait given as a duration: `None` (one attempt) for zero, else the deadline (`None` inside
+/// when it overflows: without limit).
+fn deadline_of(wait: Duration) -> Option<Option<Instant>> {
+    if wait.is_zero() {
+        None
+    } else {
+        Some(Instant::now().checked_add(wait))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zero_wait_is_one_attempt_and_an_overflowing_one_has_no_limit() {
+        assert_eq!(deadline_of(Duration::ZERO), None);
+        assert_eq!(deadline_of(Duration::MAX), Some(None));
+        assert!(matches!(deadline_of(Duration::from_secs(1)), Some(Some(_))));
+    }
+
+    #[test]
+    fn the_clock_is_epoch_milliseconds() {
+        let now = now_ms();
+        assert!(now > 1_600_000_000_000 && now < 4_000_000_000_000, "{now}");
+    }
+}
