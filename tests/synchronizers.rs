@@ -462,3 +462,277 @@ backend_tests!(
     latch_count_down_wakes_every_waiter,
     expired_permit_is_reclaimed_by_a_waiter,
 );
+
+/// On a cluster, Redisson 3.17 listens and publishes with `SUBSCRIBE`/`PUBLISH` and 3.22+ with
+/// `SSUBSCRIBE`/`SPUBLISH`, deaf to each other, and their semaphore and latch waiters have no
+/// time-based fallback. In `Both` the crate publishes in both namespaces (each generation's
+/// waiters hear it) and listens in both (woken by either generation's message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_mode_bridges_redisson_generations_for_semaphores_and_latches() {
+    use redisson_lock::ShardedSubscriptionMode as Mode;
+    let b = Backend::cluster(Mode::Both);
+    let client = b.client().await;
+    let sem_name = b.name("both-sem");
+    let latch_name = b.name("both-cdl");
+    let sem_channel = format!("redisson_sc:{{{sem_name}}}");
+    let latch_channel = format!("redisson_countdownlatch__channel__{{{latch_name}}}");
+    let channels = [sem_channel.as_str(), latch_channel.as_str()];
+    let mut java_317 = Recorder::subscribe_in(&b.url(), &channels, false).await;
+    let mut java_352 = Recorder::subscribe_in(&b.url(), &channels, true).await;
+
+    let sem = client.get_semaphore(&sem_name);
+    let latch = client.get_count_down_latch(&latch_name);
+    assert!(sem.try_set_permits(0).await.unwrap());
+    sem.release(1).await.unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    latch.count_down().await.unwrap();
+    let mut expected = msgs(&sem_channel, &["0", "1"]);
+    expected.extend(msgs(&latch_channel, &["1", "0"]));
+    expected.sort();
+    for rec in [&mut java_317, &mut java_352] {
+        let mut got = heard(rec).await;
+        got.sort();
+        assert_eq!(got, expected);
+    }
+    assert_eq!(sem.drain_permits().await.unwrap(), 1);
+
+    let mut admin = b.admin().await;
+    for sharded_java in [false, true] {
+        admin.sharded = sharded_java;
+        // A semaphore waiter, woken by this generation's release (INCRBY + the new count).
+        let waiter = {
+            let sem = sem.clone();
+            tokio::spawn(async move {
+                sem.acquire(1).await?;
+                Ok::<_, Error>((Instant::now(), ()))
+            })
+        };
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                client.stats().channels.get(&sem_channel) == Some(&1)
+            })
+            .await
+        );
+        let v = admin
+            .cmd("INCRBY", vec![sem_name.as_str().into(), 1.into()])
+            .await
+            .unwrap()
+            .as_i64()
+            .unwrap();
+        let released = Instant::now();
+        admin.java_publish(&sem_channel, &v.to_string()).await;
+        common::woke_within(waiter, released, WAKE).await;
+
+        // A latch waiter, opened by this generation's count-down (DEL + "0").
+        assert!(latch.try_set_count(1).await.unwrap());
+        let waiter = {
+            let latch = latch.clone();
+            tokio::spawn(async move {
+                latch.wait().await?;
+                Ok::<_, Error>((Instant::now(), ()))
+            })
+        };
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                client.stats().channels.get(&latch_channel) == Some(&1)
+            })
+            .await
+        );
+        admin
+            .cmd("DEL", vec![latch_name.as_str().into()])
+            .await
+            .unwrap();
+        let opened = Instant::now();
+        admin.java_publish(&latch_channel, "0").await;
+        common::woke_within(waiter, opened, WAKE).await;
+    }
+    client.shutdown().await;
+}
+
+/// A latch name with a hash tag puts the latch's channel (always `{N}`-braced) in another slot:
+/// refused before anything is sent, as a typed error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_latch_whose_channel_lands_in_another_slot_is_refused_on_a_cluster() {
+    let b = Backend::cluster(redisson_lock::ShardedSubscriptionMode::Auto);
+    let client = b.client().await;
+    let name = format!("{{{}}}x", b.name("tagged"));
+    let latch = client.get_count_down_latch(&name);
+    let e = latch.try_set_count(1).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CrossSlot, "{e:?}");
+    assert_eq!(latch.count().await.unwrap(), 0, "a plain GET works");
+    client.shutdown().await;
+}
+
+/// A small deterministic generator for the random sequences (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) % n
+    }
+}
+
+/// Seeded random sequences of acquire / release / expire over three clients: the permits of a
+/// semaphore never exceed the set count and never go negative, and no permit is counted twice
+/// (available + held = total after every step; a released or reclaimed permit id gives back
+/// one permit, once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_sequences_over_three_clients_keep_the_permits_exact() {
+    const TOTAL: i64 = 4;
+    let b = Backend::standalone();
+    let admin = b.admin().await;
+    let clients = [b.client().await, b.client().await, b.client().await];
+    for seed in [0x5eed_u64, 0xdead_beef, 42] {
+        let mut rng = Rng(seed);
+        let sem_name = format!("prop-sem-{seed}");
+        let ps_name = format!("prop-psem-{seed}");
+        let timeouts = format!("{{{ps_name}}}:timeout");
+        assert!(clients[0]
+            .get_semaphore(&sem_name)
+            .try_set_permits(TOTAL as u64)
+            .await
+            .unwrap());
+        assert!(clients[0]
+            .get_permit_expirable_semaphore(&ps_name)
+            .try_set_permits(TOTAL as u64)
+            .await
+            .unwrap());
+        let mut held = [0i64; 3];
+        let mut ids: [Vec<PermitId>; 3] = Default::default();
+        let mut ever: std::collections::HashSet<PermitId> = Default::default();
+        for step in 0..120 {
+            let who = rng.below(3) as usize;
+            let sem = clients[who].get_semaphore(&sem_name);
+            let ps = clients[who].get_permit_expirable_semaphore(&ps_name);
+            match rng.below(6) {
+                0 => {
+                    let k = 1 + rng.below(3) as i64;
+                    if sem.try_acquire(k as u64).await.unwrap() {
+                        held[who] += k;
+                    }
+                }
+                1 if held[who] > 0 => {
+                    let k = 1 + rng.below(held[who] as u64) as i64;
+                    sem.release(k as u64).await.unwrap();
+                    held[who] -= k;
+                }
+                2 => {
+                    let lease = match rng.below(3) {
+                        0 => None,
+                        n => Some(Duration::from_millis(30 * n)),
+                    };
+                    if let Some(g) = ps.try_acquire(lease).await.unwrap() {
+                        assert!(ever.insert(g.id()), "an id handed out twice");
+                        ids[who].push(g.keep());
+                    }
+                }
+                3 if !ids[who].is_empty() => {
+                    // Any client may release any id: a random client releases a random id.
+                    let i = rng.below(ids[who].len() as u64) as usize;
+                    let id = ids[who].swap_remove(i);
+                    let releaser = &clients[rng.below(3) as usize];
+                    let live = zset(&admin, &timeouts)
+                        .await
+                        .iter()
+                        .any(|(m, _)| *m == id.as_bytes().to_vec());
+                    let released = releaser
+                        .get_permit_expirable_semaphore(&ps_name)
+                        .try_release(id)
+                        .await
+                        .unwrap();
+                    if !live {
+                        assert!(
+                            !released,
+                            "seed {seed} step {step}: a reclaimed id released again"
+                        );
+                    }
+                }
+                4 => tokio::time::sleep(Duration::from_millis(40)).await, // leases expire
+                _ => {}
+            }
+            // The semaphore: available + held = total, within [0, total].
+            let available = sem.available_permits().await.unwrap();
+            assert_eq!(
+                available + held.iter().sum::<i64>(),
+                TOTAL,
+                "seed {seed} step {step}"
+            );
+            assert!((0..=TOTAL).contains(&available), "seed {seed} step {step}");
+            // The permit-expirable one: available (after reclaiming) + acquired = total, each
+            // acquired id one that some client holds.
+            let available = ps.available_permits().await.unwrap();
+            let acquired = zset(&admin, &timeouts).await;
+            assert_eq!(
+                available + acquired.len() as i64,
+                TOTAL,
+                "seed {seed} step {step}"
+            );
+            assert!((0..=TOTAL).contains(&available), "seed {seed} step {step}");
+            for (member, _) in &acquired {
+                let owners = ids
+                    .iter()
+                    .filter(|held| held.iter().any(|id| id.as_bytes().to_vec() == *member))
+                    .count();
+                assert_eq!(
+                    owners, 1,
+                    "seed {seed} step {step}: an acquired id nobody holds"
+                );
+            }
+            // Ids reclaimed after their lease: no longer held by anyone.
+            for held in ids.iter_mut() {
+                held.retain(|id| acquired.iter().any(|(m, _)| *m == id.as_bytes().to_vec()));
+            }
+        }
+    }
+    // Concurrent: three clients, four tasks each, acquiring and releasing at once; at the end
+    // every permit is back.
+    let name = "prop-concurrent";
+    assert!(clients[0]
+        .get_semaphore(name)
+        .try_set_permits(TOTAL as u64)
+        .await
+        .unwrap());
+    let mut tasks = Vec::new();
+    for (c, client) in clients.iter().enumerate() {
+        for t in 0..4u64 {
+            let sem = client.get_semaphore(name);
+            let admin_view = b.admin().await;
+            tasks.push(tokio::spawn(async move {
+                let mut rng = Rng(0x1234 + c as u64 * 16 + t);
+                for _ in 0..15 {
+                    let k = 1 + rng.below(2);
+                    if sem
+                        .try_acquire_for(k, Duration::from_secs(5))
+                        .await
+                        .unwrap()
+                    {
+                        let now = get(&admin_view, "prop-concurrent")
+                            .await
+                            .unwrap()
+                            .parse::<i64>()
+                            .unwrap();
+                        assert!((0..=TOTAL).contains(&now), "{now}");
+                        sem.release(k).await.unwrap();
+                    }
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(
+        clients[1]
+            .get_semaphore(name)
+            .available_permits()
+            .await
+            .unwrap(),
+        TOTAL
+    );
+    for c in clients {
+        c.shutdown().await;
+    }
+}
