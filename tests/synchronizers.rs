@@ -736,3 +736,79 @@ async fn random_sequences_over_three_clients_keep_the_permits_exact() {
         c.shutdown().await;
     }
 }
+
+/// Cancel safety: a waiter dropped while it waits leaves the channel and takes nothing; one
+/// dropped while its attempt is in flight (held up by `CLIENT PAUSE WRITE`) has the attempt
+/// finish in the background and give back what it took (announced with the new count).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_acquisition_leaves_nothing_behind() {
+    let b = Backend::standalone();
+    let client = b.client().await;
+    let admin = b.admin().await;
+    let sem = client.get_semaphore("cancel-sem");
+    let channel = "redisson_sc:{cancel-sem}";
+    assert!(sem.try_set_permits(0).await.unwrap());
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.acquire(1).await })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().subscribed_channels == 1
+        })
+        .await
+    );
+    waiter.abort();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().subscribed_channels == 0
+        })
+        .await,
+        "the dropped waiter left the channel"
+    );
+    assert_eq!(b.subscribers(channel).await, 0);
+
+    sem.release(1).await.unwrap();
+    let mut rec = b.recorder(&[channel]).await;
+    admin
+        .cmd("CLIENT", vec!["PAUSE".into(), 400.into(), "WRITE".into()])
+        .await
+        .unwrap();
+    let attempt = {
+        let sem = sem.clone();
+        tokio::spawn(async move { sem.try_acquire(1).await })
+    };
+    // The attempt is sent and held up by the pause; the caller goes away meanwhile.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    attempt.abort();
+    // The pause ends after 400 ms; then the attempt runs, and its permit comes back.
+    let heard = rec.drain(Duration::from_millis(1_000)).await;
+    assert!(
+        heard.contains(&(channel.to_owned(), "1".to_owned())),
+        "the permit taken after the caller left was given back and announced: {heard:?}"
+    );
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+
+    // The same for a permit-expirable semaphore: the permit is released by its id.
+    let ps = client.get_permit_expirable_semaphore("cancel-psem");
+    assert!(ps.try_set_permits(1).await.unwrap());
+    admin
+        .cmd("CLIENT", vec!["PAUSE".into(), 400.into(), "WRITE".into()])
+        .await
+        .unwrap();
+    let attempt = {
+        let ps = ps.clone();
+        tokio::spawn(async move { ps.try_acquire(None).await.map(|g| g.map(|g| g.keep())) })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    attempt.abort();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            zset(&admin, "{cancel-psem}:timeout").await.is_empty()
+                && get(&admin, "cancel-psem").await.as_deref() == Some("1")
+        })
+        .await,
+        "the permit taken after the caller left was released"
+    );
+    client.shutdown().await;
+}

@@ -9,7 +9,7 @@ use fred::types::Value;
 use tokio::time::Instant;
 
 use super::{
-    deadline_of, detached, now_ms, publish, retry_unreplicated, run_synced,
+    deadline_of, detached, now_ms, retry_unreplicated, run_synced,
     semaphore::{flag, integer},
     wait_on_channel,
 };
@@ -96,6 +96,15 @@ impl PermitExpirableSemaphore {
         &self.name
     }
 
+    fn calls(&self) -> Calls<'_> {
+        Calls {
+            name: &self.name,
+            timeouts: &self.timeouts,
+            channel: &self.channel,
+            publish: self.client.core().messaging().publish_command(),
+        }
+    }
+
     /// The sorted set of acquired permits: `{N}:timeout`.
     pub fn timeouts_key(&self) -> &str {
         &self.timeouts
@@ -111,15 +120,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// Dropping the future after the call was sent may or may not have set the permits.
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
-        let call = ScriptCall::new(
-            ScriptId::SemSet,
-            vec![self.name.as_str().into(), self.channel.as_str().into()],
-            vec![
-                Value::from(i64::try_from(permits).unwrap_or(i64::MAX)),
-                publish(&self.client),
-                Value::from(0),
-            ],
-        );
+        let call = self.calls().set(permits);
         let reply = run_synced(&self.client, call, &self.name).await?;
         crate::observe::synchronizer("permit_semaphore", &self.name, "set");
         flag(&reply, &self.name)
@@ -135,11 +136,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// Dropping the future after the call was sent may or may not have added the permits.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
-        let call = ScriptCall::new(
-            ScriptId::PermitAdd,
-            vec![self.name.as_str().into(), self.channel.as_str().into()],
-            vec![Value::from(permits), publish(&self.client)],
-        );
+        let call = self.calls().add(permits);
         run_synced(&self.client, call, &self.name).await?;
         crate::observe::synchronizer("permit_semaphore", &self.name, "add");
         Ok(())
@@ -155,15 +152,7 @@ impl PermitExpirableSemaphore {
     /// Cancel safe: dropped after the call was sent, expired permits may have been given back
     /// (as any caller's next look would).
     pub async fn available_permits(&self) -> Result<i64> {
-        let call = ScriptCall::new(
-            ScriptId::PermitAvailable,
-            vec![
-                self.name.as_str().into(),
-                self.timeouts.as_str().into(),
-                self.channel.as_str().into(),
-            ],
-            vec![Value::from(now_ms() as i64), publish(&self.client)],
-        );
+        let call = self.calls().available(now_ms());
         let reply = self.client.core().run(call, &self.name).await?;
         integer(&reply, &self.name)
     }
@@ -274,28 +263,6 @@ impl PermitExpirableSemaphore {
         Ok(outcome?.map(|id| PermitGuard::new(self.clone(), id)))
     }
 
-    fn acquire_call(&self, id: PermitId, lease_ms: Option<u64>, now: u64) -> ScriptCall {
-        let expires = lease_ms.map_or(NO_LEASE, |ms| {
-            now.saturating_add(ms).min(i64::MAX as u64) as i64
-        });
-        ScriptCall::new(
-            ScriptId::PermitAcquire,
-            vec![
-                self.name.as_str().into(),
-                self.timeouts.as_str().into(),
-                self.channel.as_str().into(),
-            ],
-            vec![
-                Value::from(1),
-                Value::from(expires),
-                Value::from(now as i64),
-                Value::from(NO_LEASE),
-                publish(&self.client),
-                id_value(id),
-            ],
-        )
-    }
-
     /// One PS-ACQ on its own task (see [`detached`]): a permit taken but acknowledged by no
     /// replica is released ([`Error::NotReplicated`]); one whose reply was lost is released in
     /// the background ([`Error::Ambiguous`]).
@@ -307,7 +274,7 @@ impl PermitExpirableSemaphore {
             async move {
                 let id = PermitId::random();
                 let now = now_ms();
-                let call = this.acquire_call(id, lease_ms, now);
+                let call = this.calls().acquire(id, lease_ms, now);
                 let barrier = crate::conn::replicas::Barrier::default();
                 let outcome = this
                     .client
@@ -345,29 +312,12 @@ impl PermitExpirableSemaphore {
         .await
     }
 
-    fn release_call(&self, id: PermitId) -> ScriptCall {
-        ScriptCall::new(
-            ScriptId::PermitRelease,
-            vec![
-                self.name.as_str().into(),
-                self.channel.as_str().into(),
-                self.timeouts.as_str().into(),
-            ],
-            vec![
-                id_value(id),
-                Value::from(1),
-                Value::from(now_ms() as i64),
-                publish(&self.client),
-            ],
-        )
-    }
-
     /// PS-REL without the replica sync: `true` when a live permit was given back.
     async fn release_once(&self, id: PermitId) -> Result<bool> {
         let reply = self
             .client
             .core()
-            .run(self.release_call(id), &self.name)
+            .run(self.calls().release(id, now_ms()), &self.name)
             .await?;
         flag(&reply, &self.name)
     }
@@ -409,7 +359,8 @@ impl PermitExpirableSemaphore {
     /// Dropping the future after the call was sent may or may not have released the permit;
     /// calling again is harmless.
     pub async fn try_release(&self, id: PermitId) -> Result<bool> {
-        let reply = run_synced(&self.client, self.release_call(id), &self.name).await?;
+        let reply =
+            run_synced(&self.client, self.calls().release(id, now_ms()), &self.name).await?;
         crate::observe::synchronizer("permit_semaphore", &self.name, "release");
         flag(&reply, &self.name)
     }
@@ -450,6 +401,83 @@ impl PermitExpirableSemaphore {
             .await?;
         Ok(n > 0)
     }
+}
+
+/// The calls of one permit-expirable semaphore, built from its names (unit-tested against the
+/// scripts' headers and the protocol's argument order).
+struct Calls<'a> {
+    name: &'a str,
+    timeouts: &'a str,
+    channel: &'a str,
+    publish: &'static str,
+}
+
+impl Calls<'_> {
+    /// PS-SET (the semaphore's SEM-SET without TTL): `KEYS = [N, channel]`, `ARGV = [n, pub, 0]`.
+    fn set(&self, permits: u64) -> ScriptCall {
+        super::semaphore::Calls {
+            name: self.name,
+            channel: self.channel,
+            publish: self.publish,
+        }
+        .set(permits, 0)
+    }
+
+    /// PS-ADD: `KEYS = [N, channel]`, `ARGV = [n, pub]`.
+    fn add(&self, permits: i64) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::PermitAdd,
+            vec![self.name.into(), self.channel.into()],
+            vec![Value::from(permits), Value::from(self.publish)],
+        )
+    }
+
+    /// PS-AVAIL: `KEYS = [N, timeouts, channel]`, `ARGV = [now, pub]`.
+    fn available(&self, now: u64) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::PermitAvailable,
+            vec![self.name.into(), self.timeouts.into(), self.channel.into()],
+            vec![Value::from(epoch(now)), Value::from(self.publish)],
+        )
+    }
+
+    /// PS-ACQ for one permit: `KEYS = [N, timeouts, channel]`,
+    /// `ARGV = [1, deadline, now, 922337203685477, pub, id]` (deadline = now + lease, or the
+    /// no-lease score).
+    fn acquire(&self, id: PermitId, lease_ms: Option<u64>, now: u64) -> ScriptCall {
+        let expires = lease_ms.map_or(NO_LEASE, |ms| epoch(now.saturating_add(ms)));
+        ScriptCall::new(
+            ScriptId::PermitAcquire,
+            vec![self.name.into(), self.timeouts.into(), self.channel.into()],
+            vec![
+                Value::from(1),
+                Value::from(expires),
+                Value::from(epoch(now)),
+                Value::from(NO_LEASE),
+                Value::from(self.publish),
+                id_value(id),
+            ],
+        )
+    }
+
+    /// PS-REL: `KEYS = [N, channel, timeouts]`, `ARGV = [id, 1, now, pub]`.
+    fn release(&self, id: PermitId, now: u64) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::PermitRelease,
+            vec![self.name.into(), self.channel.into(), self.timeouts.into()],
+            vec![
+                id_value(id),
+                Value::from(1),
+                Value::from(epoch(now)),
+                Value::from(self.publish),
+            ],
+        )
+    }
+}
+
+/// Epoch milliseconds as a Redis integer.
+fn epoch(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// A permit id as the scripts take it: its 16 raw bytes.
@@ -575,6 +603,71 @@ impl Drop for PermitGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_call_matches_its_script_header_and_the_protocols_order() {
+        use crate::conn::scripts::tests::assert_matches_header;
+        let calls = Calls {
+            name: "p",
+            timeouts: "{p}:timeout",
+            channel: "redisson_sc:{p}",
+            publish: "publish",
+        };
+        let id = PermitId::from_bytes([0xab; 16]);
+        let text = |v: &Value| match v {
+            Value::Bytes(b) if b.len() == 16 => format!("<{} raw bytes>", b.len()),
+            other => other.as_string().unwrap(),
+        };
+        let three = ["p", "{p}:timeout", "redisson_sc:{p}"];
+        let raw = "<16 raw bytes>";
+        let cases = [
+            (
+                calls.set(4),
+                vec!["p", "redisson_sc:{p}"],
+                vec!["4", "publish", "0"],
+            ),
+            (
+                calls.add(2),
+                vec!["p", "redisson_sc:{p}"],
+                vec!["2", "publish"],
+            ),
+            (
+                calls.available(1_000),
+                three.to_vec(),
+                vec!["1000", "publish"],
+            ),
+            (
+                calls.acquire(id, Some(500), 1_000),
+                three.to_vec(),
+                vec!["1", "1500", "1000", "922337203685477", "publish", raw],
+            ),
+            (
+                calls.acquire(id, None, 1_000),
+                three.to_vec(),
+                vec![
+                    "1",
+                    "922337203685477",
+                    "1000",
+                    "922337203685477",
+                    "publish",
+                    raw,
+                ],
+            ),
+            (
+                calls.release(id, 2_000),
+                vec!["p", "redisson_sc:{p}", "{p}:timeout"],
+                vec![raw, "1", "2000", "publish"],
+            ),
+        ];
+        for (call, keys, args) in cases {
+            assert_matches_header(&call);
+            let k: Vec<&str> = call.keys.iter().map(|k| k.as_str().unwrap()).collect();
+            assert_eq!(k, keys, "{:?}", call.script);
+            let a: Vec<String> = call.args.iter().map(text).collect();
+            assert_eq!(a, args, "{:?}", call.script);
+        }
+        assert_eq!(id_value(id), Value::Bytes(vec![0xab; 16].into()));
+    }
 
     #[test]
     fn acquire_replies_decode_to_taken_busy_or_errors() {

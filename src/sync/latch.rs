@@ -6,7 +6,7 @@ use std::time::Duration;
 use fred::types::Value;
 use tokio::time::Instant;
 
-use super::{deadline_of, publish, semaphore::flag, wait_on_channel};
+use super::{deadline_of, semaphore::flag, wait_on_channel};
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
@@ -74,12 +74,12 @@ impl CountDownLatch {
         &self.name
     }
 
-    fn call(&self, script: ScriptId, args: Vec<Value>) -> ScriptCall {
-        ScriptCall::new(
-            script,
-            vec![self.name.as_str().into(), self.channel.as_str().into()],
-            args,
-        )
+    fn calls(&self) -> Calls<'_> {
+        Calls {
+            name: &self.name,
+            channel: &self.channel,
+            publish: self.client.core().messaging().publish_command(),
+        }
     }
 
     /// Sets the count if the latch does not exist (Redisson `trySetCount`) and announces `1`
@@ -97,11 +97,7 @@ impl CountDownLatch {
                 "a count-down latch's count is at least 1".into(),
             ));
         }
-        let count = i64::try_from(count).unwrap_or(i64::MAX);
-        let call = self.call(
-            ScriptId::LatchSet,
-            vec![Value::from("1"), Value::from(count), publish(&self.client)],
-        );
+        let call = self.calls().set(count);
         let reply = self.client.core().run(call, &self.name).await?;
         crate::observe::synchronizer("count_down_latch", &self.name, "set");
         flag(&reply, &self.name)
@@ -116,10 +112,7 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Dropping the future after the call was sent may or may not have counted down.
     pub async fn count_down(&self) -> Result<()> {
-        let call = self.call(
-            ScriptId::LatchCountDown,
-            vec![Value::from("0"), publish(&self.client)],
-        );
+        let call = self.calls().count_down();
         self.client.core().run(call, &self.name).await?;
         crate::observe::synchronizer("count_down_latch", &self.name, "count_down");
         Ok(())
@@ -147,10 +140,7 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Dropping the future after the call was sent may or may not have deleted it.
     pub async fn delete(&self) -> Result<bool> {
-        let call = self.call(
-            ScriptId::LatchDelete,
-            vec![Value::from("1"), publish(&self.client)],
-        );
+        let call = self.calls().delete();
         let reply = self.client.core().run(call, &self.name).await?;
         flag(&reply, &self.name)
     }
@@ -223,5 +213,74 @@ impl CountDownLatch {
             .await;
         watched.finish(&outcome);
         outcome.map(|o| o.is_some())
+    }
+}
+
+/// The calls of one latch, built from its names (unit-tested against the scripts' headers and
+/// the protocol's argument order).
+struct Calls<'a> {
+    name: &'a str,
+    channel: &'a str,
+    publish: &'static str,
+}
+
+impl Calls<'_> {
+    fn call(&self, script: ScriptId, args: Vec<Value>) -> ScriptCall {
+        ScriptCall::new(script, vec![self.name.into(), self.channel.into()], args)
+    }
+
+    /// CDL-SET: `KEYS = [N, channel]`, `ARGV = ["1", n, pub]`.
+    fn set(&self, count: u64) -> ScriptCall {
+        let count = i64::try_from(count).unwrap_or(i64::MAX);
+        self.call(
+            ScriptId::LatchSet,
+            vec![
+                Value::from("1"),
+                Value::from(count),
+                Value::from(self.publish),
+            ],
+        )
+    }
+
+    /// CDL-DOWN: `KEYS = [N, channel]`, `ARGV = ["0", pub]`.
+    fn count_down(&self) -> ScriptCall {
+        self.call(
+            ScriptId::LatchCountDown,
+            vec![Value::from("0"), Value::from(self.publish)],
+        )
+    }
+
+    /// CDL-DEL: `KEYS = [N, channel]`, `ARGV = ["1", pub]`.
+    fn delete(&self) -> ScriptCall {
+        self.call(
+            ScriptId::LatchDelete,
+            vec![Value::from("1"), Value::from(self.publish)],
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conn::scripts::tests::assert_matches_header;
+
+    #[test]
+    fn every_call_matches_its_script_header_and_the_protocols_order() {
+        let calls = Calls {
+            name: "l",
+            channel: "redisson_countdownlatch__channel__{l}",
+            publish: "publish",
+        };
+        for (call, args) in [
+            (calls.set(3), vec!["1", "3", "publish"]),
+            (calls.count_down(), vec!["0", "publish"]),
+            (calls.delete(), vec!["1", "publish"]),
+        ] {
+            assert_matches_header(&call);
+            let keys: Vec<&str> = call.keys.iter().map(|k| k.as_str().unwrap()).collect();
+            assert_eq!(keys, ["l", "redisson_countdownlatch__channel__{l}"]);
+            let got: Vec<String> = call.args.iter().map(|a| a.as_string().unwrap()).collect();
+            assert_eq!(got, args, "{:?}", call.script);
+        }
     }
 }

@@ -44,11 +44,6 @@ pub(crate) fn now_ms() -> u64 {
         .map_or(0, crate::config::clamp_millis)
 }
 
-/// The publish command this client passes to its scripts.
-fn publish(client: &Client) -> Value {
-    Value::from(client.core().messaging().publish_command())
-}
-
 /// Time left before `deadline` (`None`: no deadline).
 fn left(deadline: Option<Instant>) -> Option<Duration> {
     deadline.map(|d| d.saturating_duration_since(Instant::now()))
@@ -66,9 +61,8 @@ async fn run_synced(client: &Client, call: ScriptCall, name: &str) -> Result<Val
         .run_acquire(call, name, None, |_| true, &barrier)
         .await;
     match outcome {
-        Ok((value, Synced::Missing { wanted, acked })) => {
+        Ok((_, Synced::Missing { wanted, acked })) => {
             log::warn!("no replica acknowledged the change of {name} in time (the master has it)");
-            let _ = value;
             Err(Error::NotReplicated {
                 lock: name.to_owned(),
                 wanted,
@@ -150,22 +144,41 @@ where
 async fn retry_unreplicated<T, F, Fut>(
     client: &Client,
     deadline: Option<Instant>,
-    mut once: F,
+    once: F,
 ) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
     let config = client.config();
+    retry_within(
+        config.retry_attempts,
+        config.retry_delay,
+        deadline,
+        || client.is_closed(),
+        once,
+    )
+    .await
+}
+
+/// [`retry_unreplicated`]'s rule, over plain values (unit-tested on paused time): a retry only
+/// when its delay ends before the deadline.
+async fn retry_within<T, F, Fut>(
+    attempts: u32,
+    delay: Duration,
+    deadline: Option<Instant>,
+    closed: impl Fn() -> bool,
+    mut once: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T>>,
+{
     let mut tries = 0;
     loop {
         match once().await {
             Err(e @ Error::NotReplicated { .. }) => {
-                let delay = config.retry_delay;
-                if tries >= config.retry_attempts
-                    || client.is_closed()
-                    || left(deadline).is_some_and(|r| r <= delay)
-                {
+                if tries >= attempts || closed() || left(deadline).is_some_and(|r| r <= delay) {
                     return Err(e);
                 }
                 tries += 1;
@@ -195,6 +208,83 @@ mod tests {
         assert_eq!(deadline_of(Duration::ZERO), None);
         assert_eq!(deadline_of(Duration::MAX), Some(None));
         assert!(matches!(deadline_of(Duration::from_secs(1)), Some(Some(_))));
+    }
+
+    fn unreplicated() -> Error {
+        Error::NotReplicated {
+            lock: "s".into(),
+            wanted: 1,
+            acked: 0,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unreplicated_acquisitions_are_retried_after_the_delay_within_the_limits() {
+        let ms = Duration::from_millis;
+        let start = Instant::now();
+        let times = std::sync::Mutex::new(Vec::new());
+        // Two unreplicated tries, then taken: retried 100 ms apart.
+        let mut replies = vec![Ok(7), Err(unreplicated()), Err(unreplicated())];
+        let got = retry_within(
+            4,
+            ms(100),
+            None,
+            || false,
+            || {
+                times.lock().unwrap().push(start.elapsed());
+                let reply = replies.pop().unwrap();
+                async move { reply }
+            },
+        )
+        .await;
+        assert_eq!(got.unwrap(), 7);
+        assert_eq!(*times.lock().unwrap(), [ms(0), ms(100), ms(200)]);
+
+        // The attempts run out: the last error is returned.
+        let calls = std::sync::atomic::AtomicU32::new(0);
+        let got: Result<()> = retry_within(
+            2,
+            ms(100),
+            None,
+            || false,
+            || {
+                calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                async { Err(unreplicated()) }
+            },
+        )
+        .await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
+        assert_eq!(calls.load(std::sync::atomic::Ordering::Relaxed), 3);
+
+        // No retry whose delay would end past the deadline; none on a closed client; other
+        // errors at once.
+        let start = Instant::now();
+        let got: Result<()> = retry_within(
+            4,
+            ms(100),
+            Some(start + ms(150)),
+            || false,
+            || async { Err(unreplicated()) },
+        )
+        .await;
+        assert!(got.is_err());
+        assert_eq!(
+            start.elapsed(),
+            ms(100),
+            "one retry fits, the second would not"
+        );
+        let got: Result<()> =
+            retry_within(4, ms(100), None, || true, || async { Err(unreplicated()) }).await;
+        assert!(got.is_err());
+        let got: Result<()> = retry_within(
+            4,
+            ms(100),
+            None,
+            || false,
+            || async { Err(Error::Timeout("no reply".into())) },
+        )
+        .await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use fred::types::Value;
 use tokio::time::Instant;
 
-use super::{deadline_of, detached, publish, retry_unreplicated, run_synced, wait_on_channel};
+use super::{deadline_of, detached, retry_unreplicated, run_synced, wait_on_channel};
 use crate::{
     client::Client,
     conn::{
@@ -73,12 +73,12 @@ impl Semaphore {
         &self.name
     }
 
-    fn call(&self, script: ScriptId, with_channel: bool, args: Vec<Value>) -> ScriptCall {
-        let mut keys = vec![self.name.as_str().into()];
-        if with_channel {
-            keys.push(self.channel.as_str().into());
+    fn calls(&self) -> Calls<'_> {
+        Calls {
+            name: &self.name,
+            channel: &self.channel,
+            publish: self.client.core().messaging().publish_command(),
         }
-        ScriptCall::new(script, keys, args)
     }
 
     /// Sets the permits if the semaphore does not exist yet (Redisson `trySetPermits`), and
@@ -115,15 +115,7 @@ impl Semaphore {
     }
 
     async fn set(&self, permits: u64, ttl_ms: u64) -> Result<bool> {
-        let call = self.call(
-            ScriptId::SemSet,
-            true,
-            vec![
-                Value::from(clamp(permits)),
-                publish(&self.client),
-                Value::from(ttl_ms as i64),
-            ],
-        );
+        let call = self.calls().set(permits, ttl_ms);
         let reply = run_synced(&self.client, call, &self.name).await?;
         crate::observe::synchronizer("semaphore", &self.name, "set");
         flag(&reply, &self.name)
@@ -220,11 +212,7 @@ impl Semaphore {
         let taken = detached(
             &self.client,
             async move {
-                let call = this.call(
-                    ScriptId::SemAcquire,
-                    false,
-                    vec![Value::from(clamp(permits))],
-                );
+                let call = this.calls().acquire(permits);
                 let barrier = crate::conn::replicas::Barrier::default();
                 let outcome = this
                     .client
@@ -278,17 +266,9 @@ impl Semaphore {
 
     /// SEM-REL without the replica sync (an undo).
     async fn give_back(&self, permits: u64) -> Result<i64> {
-        let call = self.release_call(permits);
+        let call = self.calls().release(permits);
         let reply = self.client.core().run(call, &self.name).await?;
         integer(&reply, &self.name)
-    }
-
-    fn release_call(&self, permits: u64) -> ScriptCall {
-        self.call(
-            ScriptId::SemRelease,
-            true,
-            vec![Value::from(clamp(permits)), publish(&self.client)],
-        )
     }
 
     /// Gives back `permits` permits (Redisson `release(permits)`), creating the semaphore if
@@ -305,7 +285,7 @@ impl Semaphore {
         if permits == 0 {
             return Ok(());
         }
-        run_synced(&self.client, self.release_call(permits), &self.name).await?;
+        run_synced(&self.client, self.calls().release(permits), &self.name).await?;
         crate::observe::synchronizer("semaphore", &self.name, "release");
         Ok(())
     }
@@ -332,7 +312,7 @@ impl Semaphore {
     /// # Cancel safety
     /// Dropping the future after the call was sent may have taken the permits.
     pub async fn drain_permits(&self) -> Result<i64> {
-        let call = self.call(ScriptId::SemDrain, false, vec![]);
+        let call = self.calls().drain();
         let reply = run_synced(&self.client, call, &self.name).await?;
         crate::observe::synchronizer("semaphore", &self.name, "drain");
         integer(&reply, &self.name)
@@ -348,11 +328,7 @@ impl Semaphore {
     /// # Cancel safety
     /// Dropping the future after the call was sent may or may not have added the permits.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
-        let call = self.call(
-            ScriptId::SemAdd,
-            true,
-            vec![Value::from(permits), publish(&self.client)],
-        );
+        let call = self.calls().add(permits);
         run_synced(&self.client, call, &self.name).await?;
         crate::observe::synchronizer("semaphore", &self.name, "add");
         Ok(())
@@ -369,6 +345,63 @@ impl Semaphore {
     pub async fn delete(&self) -> Result<bool> {
         let n = self.client.core().delete(&[&self.name], &self.name).await?;
         Ok(n > 0)
+    }
+}
+
+/// The calls of one semaphore, built from its names (unit-tested against the scripts' headers
+/// and the protocol's argument order).
+pub(crate) struct Calls<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) channel: &'a str,
+    /// `publish`, `spublish` or `both`.
+    pub(crate) publish: &'static str,
+}
+
+impl Calls<'_> {
+    fn with_channel(&self, script: ScriptId, args: Vec<Value>) -> ScriptCall {
+        ScriptCall::new(script, vec![self.name.into(), self.channel.into()], args)
+    }
+
+    /// SEM-ACQ: `KEYS = [N]`, `ARGV = [permits]`.
+    pub(crate) fn acquire(&self, permits: u64) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::SemAcquire,
+            vec![self.name.into()],
+            vec![Value::from(clamp(permits))],
+        )
+    }
+
+    /// SEM-REL: `KEYS = [N, channel]`, `ARGV = [permits, pub]`.
+    pub(crate) fn release(&self, permits: u64) -> ScriptCall {
+        self.with_channel(
+            ScriptId::SemRelease,
+            vec![Value::from(clamp(permits)), Value::from(self.publish)],
+        )
+    }
+
+    /// SEM-SET / SEM-SET-TTL / PS-SET: `KEYS = [N, channel]`, `ARGV = [n, pub, ttlMs or 0]`.
+    pub(crate) fn set(&self, permits: u64, ttl_ms: u64) -> ScriptCall {
+        self.with_channel(
+            ScriptId::SemSet,
+            vec![
+                Value::from(clamp(permits)),
+                Value::from(self.publish),
+                Value::from(i64::try_from(ttl_ms).unwrap_or(i64::MAX)),
+            ],
+        )
+    }
+
+    /// SEM-DRAIN: `KEYS = [N]`, no `ARGV`.
+    pub(crate) fn drain(&self) -> ScriptCall {
+        ScriptCall::new(ScriptId::SemDrain, vec![self.name.into()], vec![])
+    }
+
+    /// SEM-ADD: `KEYS = [N, channel]`, `ARGV = [n, pub]`.
+    pub(crate) fn add(&self, permits: i64) -> ScriptCall {
+        self.with_channel(
+            ScriptId::SemAdd,
+            vec![Value::from(permits), Value::from(self.publish)],
+        )
     }
 }
 
@@ -410,30 +443,38 @@ mod tests {
     }
 
     #[test]
-    fn every_call_matches_its_script_header() {
-        let keys = |n: usize| -> Vec<fred::types::Key> {
-            ["s", "redisson_sc:{s}"][..n]
+    fn every_call_matches_its_script_header_and_the_protocols_order() {
+        let calls = Calls {
+            name: "s",
+            channel: "redisson_sc:{s}",
+            publish: "spublish",
+        };
+        let keys = |c: &ScriptCall| -> Vec<String> {
+            c.keys
                 .iter()
-                .map(|k| (*k).into())
+                .map(|k| k.as_str().unwrap().to_owned())
                 .collect()
         };
-        let p = Value::from("publish");
-        for call in [
-            ScriptCall::new(ScriptId::SemAcquire, keys(1), vec![Value::from(1)]),
-            ScriptCall::new(
-                ScriptId::SemRelease,
-                keys(2),
-                vec![Value::from(1), p.clone()],
+        let args = |c: &ScriptCall| -> Vec<String> {
+            c.args.iter().map(|a| a.as_string().unwrap()).collect()
+        };
+        let both = ["s", "redisson_sc:{s}"];
+        let cases = [
+            (calls.acquire(2), vec!["s"], vec!["2"]),
+            (calls.release(3), both.to_vec(), vec!["3", "spublish"]),
+            (calls.set(5, 0), both.to_vec(), vec!["5", "spublish", "0"]),
+            (
+                calls.set(5, 900),
+                both.to_vec(),
+                vec!["5", "spublish", "900"],
             ),
-            ScriptCall::new(
-                ScriptId::SemSet,
-                keys(2),
-                vec![Value::from(1), p.clone(), Value::from(0)],
-            ),
-            ScriptCall::new(ScriptId::SemDrain, keys(1), vec![]),
-            ScriptCall::new(ScriptId::SemAdd, keys(2), vec![Value::from(-1), p]),
-        ] {
+            (calls.drain(), vec!["s"], vec![]),
+            (calls.add(-4), both.to_vec(), vec!["-4", "spublish"]),
+        ];
+        for (call, k, a) in cases {
             assert_matches_header(&call);
+            assert_eq!(keys(&call), k, "{:?}", call.script);
+            assert_eq!(args(&call), a, "{:?}", call.script);
         }
     }
 }
