@@ -935,3 +935,115 @@ fn replica_sync_undoes_an_unacknowledged_semaphore_acquisition() {
     assert_eq!(synced.call("t1", "semtryacquire rs", T).value, "true");
     drop(rt);
 }
+
+/// (sharded, classic) listeners of `channel` on a cluster.
+fn cluster_listeners(c: &cluster::RedisCluster, channel: &str) -> (i64, i64) {
+    let owner = c.master_for_key(channel);
+    let sharded = cluster::RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", channel])
+        .items()
+        .get(1)
+        .and_then(|n| n.int())
+        .unwrap_or(0);
+    let classic = c
+        .live_ports()
+        .into_iter()
+        .filter_map(|p| {
+            cluster::RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", channel])
+                .items()
+                .get(1)
+                .and_then(|n| n.int())
+        })
+        .sum();
+    (sharded, classic)
+}
+
+/// On a cluster a peer in `both` bridges the two Redisson generations' namespaces for the
+/// synchronizers: its semaphore release, permit release and latch count-down wake a waiter
+/// listening with `SUBSCRIBE` (`off`, as Redisson 3.17) and one listening with `SSUBSCRIBE`
+/// (`on`, as Redisson 3.22+) alike, within 300 ms, on every master.
+#[test]
+fn on_a_cluster_a_both_peer_wakes_synchronizer_waiters_of_either_generation() {
+    let c = cluster::RedisCluster::start();
+    let seeds = c.seed_urls().join(",");
+    let mut bridge = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "both"]);
+    let mut classic = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "off"]);
+    let mut sharded = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "on"]);
+    let both_listening = |channel: &str| {
+        let deadline = Instant::now() + T;
+        loop {
+            let (s, k) = cluster_listeners(&c, channel);
+            if s > 0 && k > 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waiters never subscribed to {channel}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    for name in c.name_per_master("sync-bridge-") {
+        // Semaphore: one release of 2 wakes one waiter in each namespace.
+        assert_eq!(
+            bridge
+                .call("t1", &format!("semsetpermits {name} 0"), T)
+                .value,
+            "true"
+        );
+        classic.send(&format!("t1 semacquire {name}"));
+        sharded.send(&format!("t1 semacquire {name}"));
+        both_listening(&format!("redisson_sc:{{{name}}}"));
+        let released = bridge.call("t1", &format!("semrelease {name} 2"), T);
+        assert!(released.ok, "{released:?}");
+        for peer in [&mut classic, &mut sharded] {
+            let woke = peer.reply("t1", "semacquire", T);
+            assert_eq!(woke.value, "acquired");
+            let latency = after(&woke, &released);
+            assert!(latency < 300, "{name}: woke {latency} ms after the release");
+        }
+        // Permit-expirable semaphore: the classic peer holds the only permit; the bridge
+        // releases it by its id and the sharded peer's waiter takes it.
+        let ps = format!("{name}:ps");
+        assert_eq!(
+            bridge
+                .call("t1", &format!("psemsetpermits {ps} 1"), T)
+                .value,
+            "true"
+        );
+        let id = classic.call("t1", &format!("psemacquire {ps}"), T).value;
+        sharded.send(&format!("t1 psemtryacquire {ps} 20000"));
+        let channel = format!("redisson_sc:{{{ps}}}");
+        let deadline = Instant::now() + T;
+        while cluster_listeners(&c, &channel).0 == 0 {
+            assert!(Instant::now() < deadline, "no sharded waiter on {channel}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let released = bridge.call("t1", &format!("psemrelease {ps} {id}"), T);
+        assert_eq!(released.value, "released");
+        let woke = sharded.reply("t1", "psemtryacquire", T);
+        assert_eq!(woke.value.len(), 32, "{woke:?}");
+        let latency = after(&woke, &released);
+        assert!(latency < 300, "{ps}: woke {latency} ms after the release");
+        // Latch: the count-down that opens it wakes both.
+        let latch = format!("{name}:cdl");
+        assert_eq!(
+            bridge
+                .call("t1", &format!("cdlsetcount {latch} 1"), T)
+                .value,
+            "true"
+        );
+        classic.send(&format!("t1 cdlawait {latch}"));
+        sharded.send(&format!("t1 cdlawait {latch} 20000"));
+        both_listening(&format!("redisson_countdownlatch__channel__{{{latch}}}"));
+        let opened = bridge.call("t1", &format!("cdlcountdown {latch}"), T);
+        for peer in [&mut classic, &mut sharded] {
+            let woke = peer.reply("t1", "cdlawait", T);
+            assert_eq!(woke.value, "true");
+            let latency = after(&woke, &opened);
+            assert!(
+                latency < 300,
+                "{latch}: woke {latency} ms after the count-down"
+            );
+        }
+    }
+}
