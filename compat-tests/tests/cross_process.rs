@@ -809,6 +809,7 @@ fn two_peers_share_a_semaphore_and_a_release_wakes_the_other_within_300ms() {
     assert_eq!((w1.value.as_str(), w2.value.as_str()), ("acquired", "true"));
     for w in [&w1, &w2] {
         let latency = after(w, &released);
+        eprintln!("semaphore waiter woke {latency} ms after the other peer's release");
         assert!(latency < 300, "woke {latency} ms after the release");
     }
     // Permits are anonymous: b gives back what a took, a drains, adds.
@@ -841,6 +842,7 @@ fn a_permit_acquired_by_one_peer_is_released_by_the_other_and_wakes_its_waiter()
     assert_eq!(woke.value.len(), 32, "{woke:?}");
     assert_ne!(woke.value, id);
     let latency = after(&woke, &released);
+    eprintln!("permit waiter woke {latency} ms after the other peer released the permit");
     assert!(latency < 300, "woke {latency} ms after the release");
     // Released already: release fails with NOT_HELD, try-release says false.
     let again = a.call("t1", &format!("psemrelease p {id}"), T);
@@ -876,6 +878,7 @@ fn an_expired_permit_is_reclaimed_by_the_other_peers_waiter_within_500ms() {
     // `taken.at` is stamped after the acquisition's reply, so the expiry (the attempt's clock
     // + lease) is at most `taken.at + lease`.
     let after_expiry = after(&got, &taken) - lease;
+    eprintln!("expired permit taken by the other peer {after_expiry} ms after its expiry");
     assert!(
         after_expiry < 500,
         "taken {after_expiry} ms after the expiry"
@@ -904,6 +907,7 @@ fn a_count_down_by_one_peer_opens_the_other_peers_waiters_within_300ms() {
         let woke = b.reply(thread, "cdlawait", T);
         assert_eq!(woke.value, "true", "{woke:?}");
         let latency = after(&woke, &opened);
+        eprintln!("latch waiter {thread} woke {latency} ms after the other peer's count-down");
         assert!(
             latency < 300,
             "{thread} woke {latency} ms after the count-down"
