@@ -12,6 +12,11 @@
 //! asleep until their deadline. This crate's waiters also re-check after
 //! [`Config::lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) without a message
 //! (never sooner, so no busy loop), so a lost message costs at most that long.
+//!
+//! Unlike a lock wait, a synchronizer wait is not started again after a transient failure (a
+//! command timeout, a lost connection): the error ends it. A semaphore's permits are
+//! anonymous, so an attempt whose reply was lost cannot be told apart from one that never
+//! ran, and trying again could take the permits twice; the caller decides.
 
 pub(crate) mod expirable;
 pub(crate) mod latch;
