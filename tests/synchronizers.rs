@@ -830,3 +830,128 @@ async fn a_dropped_acquisition_leaves_nothing_behind() {
     );
     client.shutdown().await;
 }
+
+/// A latch wait and a permit wait go on after a reply is lost with its connection (the next
+/// attempt runs once the client reconnects), and end when the count-down or the release
+/// comes; a semaphore attempt is the one not repeated (its permits are anonymous).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waits_go_on_after_a_lost_reply_and_a_reset_connection() {
+    use common::proxy::Proxy;
+    let s = common::RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    let config = redisson_lock::Config::default()
+        .timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(100));
+    let client = redisson_lock::Client::connect(&proxy.url(), config)
+        .await
+        .unwrap();
+    let direct = redisson_lock::Client::connect(&s.url(), redisson_lock::Config::default())
+        .await
+        .unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let subscribed = |n: usize| {
+        let client = client.clone();
+        async move {
+            assert!(
+                common::eventually(Duration::from_secs(10), || async {
+                    client.stats().subscribed_channels == n
+                })
+                .await
+            )
+        }
+    };
+
+    // The latch: a spurious "0" makes the waiter read the count; that reply is lost.
+    let name = "fault-cdl";
+    assert!(direct
+        .get_count_down_latch(name)
+        .try_set_count(1)
+        .await
+        .unwrap());
+    let waiter = {
+        let latch = client.get_count_down_latch(name);
+        tokio::spawn(async move { latch.wait_for(Duration::from_secs(30)).await })
+    };
+    subscribed(1).await;
+    let dropped = proxy.drop_next_reply_matching(|d| d.starts_with(b"$1\r\n1\r\n"));
+    admin
+        .java_publish("redisson_countdownlatch__channel__{fault-cdl}", "0")
+        .await;
+    assert!(dropped.wait_caught(Duration::from_secs(10)).await.is_some());
+    proxy.reset();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!waiter.is_finished(), "the wait goes on after the failure");
+    subscribed(1).await;
+    direct
+        .get_count_down_latch(name)
+        .count_down()
+        .await
+        .unwrap();
+    let opened = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("opened by the count-down")
+        .unwrap();
+    assert!(opened.unwrap());
+
+    // The permit-expirable semaphore: the busy attempt's reply (nil) is lost.
+    let name = "fault-psem";
+    assert!(direct
+        .get_permit_expirable_semaphore(name)
+        .try_set_permits(0)
+        .await
+        .unwrap());
+    let waiter = {
+        let ps = client.get_permit_expirable_semaphore(name);
+        tokio::spawn(async move {
+            ps.try_acquire_for(Duration::from_secs(30), None)
+                .await
+                .map(|g| g.map(|g| g.keep()))
+        })
+    };
+    subscribed(1).await;
+    let dropped =
+        proxy.drop_next_reply_matching(|d| d.starts_with(b"$-1\r\n") || d.starts_with(b"_\r\n"));
+    admin.java_publish("redisson_sc:{fault-psem}", "1").await;
+    assert!(dropped.wait_caught(Duration::from_secs(10)).await.is_some());
+    proxy.reset();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!waiter.is_finished(), "the wait goes on after the failure");
+    subscribed(1).await;
+    direct.get_semaphore(name).release(1).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken by the release")
+        .unwrap()
+        .unwrap();
+    assert!(got.is_some(), "the released permit");
+    assert_eq!(
+        direct
+            .get_permit_expirable_semaphore(name)
+            .available_permits()
+            .await
+            .unwrap(),
+        0,
+        "one permit, taken once"
+    );
+
+    // The semaphore: the same failure ends the wait with the error.
+    let name = "fault-sem";
+    assert!(direct.get_semaphore(name).try_set_permits(0).await.unwrap());
+    let waiter = {
+        let sem = client.get_semaphore(name);
+        tokio::spawn(async move { sem.try_acquire_for(1, Duration::from_secs(30)).await })
+    };
+    subscribed(1).await;
+    let dropped = proxy.drop_next_reply_matching(|d| d.starts_with(b":0\r\n"));
+    admin.java_publish("redisson_sc:{fault-sem}", "1").await;
+    assert!(dropped.wait_caught(Duration::from_secs(10)).await.is_some());
+    proxy.reset();
+    let e = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("ended by the failure")
+        .unwrap()
+        .unwrap_err();
+    assert!(e.is_transient(), "{e:?}");
+    client.shutdown().await;
+    direct.shutdown().await;
+}

@@ -239,21 +239,31 @@ impl PermitExpirableSemaphore {
                         self.attempt(lease_ms, deadline)
                     })
                     .await?;
-                    Ok(match taken {
+                    Ok::<_, Error>(match taken {
                         Attempt::Taken(id) => Step::Done(id),
                         Attempt::Busy(frees_in) => Step::Busy { frees_in },
                     })
                 };
-                match attempt().await? {
-                    Step::Done(id) => return Ok(Some(id)),
-                    Step::Busy { .. } if wait.is_none() => return Ok(None),
-                    Step::Busy { .. } => {}
+                match attempt().await {
+                    Ok(Step::Done(id)) => return Ok(Some(id)),
+                    Ok(Step::Busy { .. }) if wait.is_some() => {}
+                    Ok(Step::Busy { .. }) => return Ok(None),
+                    // A lost reply's permit is released by its id: waiting on is safe.
+                    Err(e)
+                        if wait.is_some()
+                            && e.is_transient()
+                            && !matches!(e, Error::NotReplicated { .. }) =>
+                    {
+                        log::debug!("acquiring a permit of {}: {e}; waiting on", self.name);
+                    }
+                    Err(e) => return Err(e),
                 }
                 wait_on_channel(
                     &self.client,
                     &self.channel,
                     Reading::Permits,
                     deadline,
+                    true,
                     attempt,
                 )
                 .await

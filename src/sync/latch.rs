@@ -145,10 +145,13 @@ impl CountDownLatch {
         flag(&reply, &self.name)
     }
 
-    /// Waits without limit until the count is 0 (Redisson `await()`).
+    /// Waits without limit until the count is 0 (Redisson `await()`). A transient failure
+    /// (a command timeout, a lost connection) does not end the wait: it reads again after a
+    /// pause.
     ///
     /// # Errors
-    /// Redis and connection errors; a subscription that could not be made.
+    /// Redis errors that are not transient; [`Error::PermissionDenied`] for a channel it may
+    /// not listen on.
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped wait leaves the channel and nothing else.
@@ -185,13 +188,19 @@ impl CountDownLatch {
         let outcome = watched
             .run(async {
                 let attempt = || async {
-                    Ok(match self.count().await? {
+                    Ok::<_, Error>(match self.count().await? {
                         0 => Step::Done(()),
                         _ => Step::Busy { frees_in: None },
                     })
                 };
-                if let Step::Done(()) = attempt().await? {
-                    return Ok(Some(()));
+                match attempt().await {
+                    Ok(Step::Done(())) => return Ok(Some(())),
+                    Ok(Step::Busy { .. }) => {}
+                    // A read: a waiting call reads again once subscribed.
+                    Err(e) if wait.is_some() && e.is_transient() => {
+                        log::debug!("reading the count of {}: {e}; waiting on", self.name);
+                    }
+                    Err(e) => return Err(e),
                 }
                 let Some(deadline) = wait else {
                     return Ok(None);
@@ -201,6 +210,7 @@ impl CountDownLatch {
                     &self.channel,
                     Reading::Opening,
                     deadline,
+                    true,
                     attempt,
                 )
                 .await?

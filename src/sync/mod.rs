@@ -13,10 +13,12 @@
 //! [`Config::lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) without a message
 //! (never sooner, so no busy loop), so a lost message costs at most that long.
 //!
-//! Unlike a lock wait, a synchronizer wait is not started again after a transient failure (a
-//! command timeout, a lost connection): the error ends it. A semaphore's permits are
-//! anonymous, so an attempt whose reply was lost cannot be told apart from one that never
-//! ran, and trying again could take the permits twice; the caller decides.
+//! A wait that meets a transient failure (a command timeout, a lost connection) starts again
+//! within its deadline, as a lock wait does, where that is safe: a latch's attempt is a read,
+//! and a permit-expirable semaphore's attempt releases the permit it may have taken by its id.
+//! A semaphore's attempt is not repeated: its permits are anonymous, so an attempt whose reply
+//! was lost cannot be told apart from one that never ran, and trying again could take the
+//! permits twice; the error ends the wait and the caller decides.
 
 pub(crate) mod expirable;
 pub(crate) mod latch;
@@ -106,41 +108,74 @@ fn subscription_wait(client: &Client, deadline: Option<Instant>) -> Duration {
     left(deadline).map_or(limit, |l| l.min(limit))
 }
 
+/// The first pause after a transient failure of a wait (it doubles up to the configured retry
+/// delay), as for lock waits.
+const OUTAGE_PAUSE: Duration = Duration::from_millis(50);
+
 /// The waiting part of an acquisition or an await, after a first attempt found it busy:
 /// joins the channel's subscription (read as `reading`), waits for the barrier, then runs the
 /// engine's waiting loop ([`wait_on_wakeups`]: attempt, sleep on the wake-ups for min(what the
 /// attempt said, time left), again). `Ok(None)` at the deadline.
+///
+/// A transient failure of the subscription (nothing was taken) starts the wait again after a
+/// growing pause, within the deadline; so does one of an attempt when `retry_attempts` says an
+/// attempt may be repeated safely (a read, or an attempt whose outcome is undone by itself).
 async fn wait_on_channel<T, F, Fut>(
     client: &Client,
     channel: &str,
     reading: Reading,
     deadline: Option<Instant>,
-    attempt: F,
+    retry_attempts: bool,
+    mut attempt: F,
 ) -> Result<Option<T>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Step<T>>>,
 {
-    if left(deadline) == Some(Duration::ZERO) {
-        return Ok(None);
-    }
-    let subscription = client.pubsub().subscribe_as(channel, reading);
-    if let Err(e) = subscription
-        .ready(subscription_wait(client, deadline))
-        .await
-    {
-        if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) {
+    let config = client.config();
+    let max_pause = config.retry_delay.max(OUTAGE_PAUSE);
+    let mut pause = OUTAGE_PAUSE;
+    loop {
+        if left(deadline) == Some(Duration::ZERO) {
             return Ok(None);
         }
-        return Err(e);
+        let subscription = client.pubsub().subscribe_as(channel, reading);
+        let (error, retryable) = match subscription
+            .ready(subscription_wait(client, deadline))
+            .await
+        {
+            Err(e)
+                if e.kind() == crate::ErrorKind::Timeout
+                    && left(deadline) == Some(Duration::ZERO) =>
+            {
+                return Ok(None)
+            }
+            Err(e) => (e, true),
+            Ok(()) => match wait_on_wakeups(
+                &mut attempt,
+                &subscription,
+                deadline,
+                config.lock_watchdog_timeout,
+            )
+            .await
+            {
+                Err(e) => (e, retry_attempts),
+                done => return done,
+            },
+        };
+        drop(subscription);
+        let again = retryable
+            && error.is_transient()
+            && !matches!(error, Error::NotReplicated { .. })
+            && !client.is_closed();
+        let remaining = left(deadline);
+        if !again || remaining == Some(Duration::ZERO) {
+            return Err(error);
+        }
+        log::debug!("waiting on {channel}: {error}; trying again");
+        tokio::time::sleep(remaining.map_or(pause, |r| r.min(pause))).await;
+        pause = (pause * 2).min(max_pause);
     }
-    wait_on_wakeups(
-        attempt,
-        &subscription,
-        deadline,
-        client.config().lock_watchdog_timeout,
-    )
-    .await
 }
 
 /// Retries an acquisition no replica acknowledged (already undone by `once`) after

@@ -190,11 +190,14 @@ impl Semaphore {
                     Step::Busy { .. } if wait.is_none() => return Ok(None),
                     Step::Busy { .. } => {}
                 }
+                // An attempt is not repeated after a transient failure: it may have taken
+                // the (anonymous) permits.
                 wait_on_channel(
                     &self.client,
                     &self.channel,
                     Reading::Permits,
                     deadline,
+                    false,
                     attempt,
                 )
                 .await
