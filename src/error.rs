@@ -94,6 +94,11 @@ pub enum Error {
     /// tries again up to [`retry_attempts`](crate::Config::retry_attempts) times (each after
     /// [`retry_delay`](crate::Config::retry_delay), within its wait) before returning it.
     /// Transient: a replica that lagged (e.g. during a failover) may acknowledge the next try.
+    ///
+    /// For the synchronizers, a semaphore acquisition is undone the same way (its permits given
+    /// back); a release, set, add or drain that no replica acknowledged is **done on the
+    /// master** and not undone or run again (Redisson's `NoSyncedSlavesException` after such a
+    /// call means the same).
     NotReplicated {
         /// The raw lock name in Redis.
         lock: String,

@@ -42,6 +42,7 @@ mod error;
 mod lock;
 mod observe;
 mod service;
+mod sync;
 mod types;
 
 pub use client::Client;
@@ -58,7 +59,16 @@ pub use lock::{
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
 pub use service::watchdog::HoldState;
-pub use types::{owner::Owner, stats::Stats, ttl::Ttl};
+pub use sync::{
+    CountDownLatch, PermitExpirableSemaphore, PermitGuard, RCountDownLatch,
+    RPermitExpirableSemaphore, RSemaphore, Semaphore,
+};
+pub use types::{
+    owner::Owner,
+    permit::{ParsePermitIdError, PermitId},
+    stats::Stats,
+    ttl::Ttl,
+};
 
 /// Support for the `redisson-lock` binary (feature `cli`). Not part of the stable API.
 #[cfg(feature = "cli")]

@@ -38,6 +38,9 @@ pub(crate) mod names {
     pub(crate) const IN_DOUBT: &str = "redisson_lock_in_doubt_total";
     /// Counter: re-subscriptions of every live channel after a reconnect.
     pub(crate) const RESUBSCRIPTIONS: &str = "redisson_lock_resubscriptions_total";
+    /// Counter: synchronizer operations other than acquisitions; labels `object`
+    /// (`semaphore`, `permit_semaphore`, `count_down_latch`) and `op`.
+    pub(crate) const SYNC_OPS: &str = "redisson_lock_sync_operations_total";
 }
 
 /// Describes the metrics to the installed recorder (once per process).
@@ -65,6 +68,10 @@ pub(crate) fn describe() {
                 "Holds put in doubt by a connection failure"
             );
             describe_counter!(names::RESUBSCRIPTIONS, "Re-subscriptions after a reconnect");
+            describe_counter!(
+                names::SYNC_OPS,
+                "Synchronizer operations (releases, sets, count-downs...)"
+            );
         });
     }
 }
@@ -192,6 +199,19 @@ pub(crate) fn guard_closed(kind: &'static str, held_for: Duration) {
         metrics::gauge!(names::HELD, "kind" => kind).decrement(1.0);
         metrics::histogram!(names::HOLD, "kind" => kind).record(held_for.as_secs_f64());
     }
+}
+
+/// A synchronizer operation other than an acquisition or an await (those are
+/// [`Acquisition`]s) was done: `object` is `semaphore`, `permit_semaphore` or
+/// `count_down_latch`, `op` what was done (`release`, `set`, `count_down`...).
+#[allow(unused_variables)]
+pub(crate) fn synchronizer(object: &'static str, name: &str, op: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::SYNC_OPS, "object" => object, "op" => op).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "redisson_lock", object, name, op, "synchronizer operation");
+    #[cfg(not(feature = "tracing"))]
+    log::trace!("{object} {name}: {op}");
 }
 
 /// The watchdog renewed one hold.

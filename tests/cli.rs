@@ -556,3 +556,97 @@ async fn cli_over_tls_with_a_ca_file() {
     client.shutdown().await;
     other.shutdown().await;
 }
+
+/// Semaphores, permit-expirable semaphores and latches: `inspect` shows the permits or the
+/// count, the acquired permits with their ids and expiries, the waiters; `list` finds them
+/// (not the crate's internal counters); `unlock --force` refuses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_and_list_understand_semaphores_and_latches() {
+    let s = RedisServer::start();
+    let url = s.url();
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let sem = client.get_semaphore("clisync:sem");
+    assert!(sem.try_set_permits(3).await.unwrap());
+    assert!(sem.try_acquire(1).await.unwrap());
+    let psem = client.get_permit_expirable_semaphore("clisync:psem");
+    assert!(psem.try_set_permits(2).await.unwrap());
+    let leased = psem
+        .try_acquire(Some(Duration::from_secs(60)))
+        .await
+        .unwrap()
+        .unwrap()
+        .keep();
+    let forever = psem.try_acquire(None).await.unwrap().unwrap().keep();
+    let latch = client.get_count_down_latch("clisync:cdl");
+    assert!(latch.try_set_count(2).await.unwrap());
+    // A latch waiter tells the latch from a semaphore.
+    let waiter = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait().await })
+    };
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            Admin::connect(&url)
+                .await
+                .numsub("redisson_countdownlatch__channel__{clisync:cdl}")
+                .await
+                == 1
+        })
+        .await
+    );
+    let _fenced = client
+        .get_fenced_lock("clisync:token")
+        .lock()
+        .await
+        .unwrap();
+
+    let json = ok(cli(&url, &["inspect", "clisync:sem", "--json"], ""));
+    assert!(json.contains("\"kind\":\"semaphore-or-latch\""), "{json}");
+    assert!(json.contains("\"value\":2"), "{json}");
+    let json = ok(cli(&url, &["inspect", "clisync:psem", "--json"], ""));
+    assert!(
+        json.contains("\"kind\":\"permit-expirable-semaphore\""),
+        "{json}"
+    );
+    assert!(json.contains("\"value\":0"), "{json}");
+    assert!(
+        json.contains(&format!("{{\"id\":\"{forever}\",\"expires_ms\":null}}")),
+        "{json}"
+    );
+    assert!(
+        json.contains(&format!("{{\"id\":\"{leased}\",\"expires_ms\":1")),
+        "{json}"
+    );
+    let json = ok(cli(&url, &["inspect", "clisync:cdl", "--json"], ""));
+    assert!(json.contains("\"kind\":\"count-down-latch\""), "{json}");
+    assert!(json.contains("\"value\":2"), "{json}");
+    assert!(json.contains("\"subscribers\":1"), "{json}");
+    let text = ok(cli(&url, &["inspect", "clisync:psem"], ""));
+    assert!(text.contains("acquired: 2"), "{text}");
+    assert!(text.contains(&format!("{forever} expires never")), "{text}");
+
+    let listed = ok(cli(&url, &["list", "*"], ""));
+    assert!(
+        listed.contains("clisync:sem\tsemaphore-or-latch\tvalue=2"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("clisync:psem\tpermit-expirable-semaphore\tvalue=0\tacquired=2"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("clisync:cdl\tcount-down-latch\tvalue=2"),
+        "{listed}"
+    );
+    assert!(listed.contains("clisync:token\tfenced"), "{listed}");
+    assert!(!listed.contains("redisson_lock_token"), "{listed}");
+
+    let refused = cli(&url, &["unlock", "clisync:sem", "--force", "--yes"], "");
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("not a lock"), "{}", refused.stderr);
+
+    latch.count_down().await.unwrap();
+    latch.count_down().await.unwrap();
+    waiter.await.unwrap().unwrap();
+    client.shutdown().await;
+}

@@ -187,3 +187,61 @@ async fn acquisitions_holds_renewals_losses_and_subscriptions_are_measured() {
     .await;
     held.keep();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn synchronizer_acquisitions_waits_guards_and_operations_are_measured() {
+    recording();
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let sem = client.get_semaphore("m:sem");
+    assert!(sem.try_set_permits(1).await.unwrap());
+    assert!(sem.try_acquire(1).await.unwrap());
+    assert!(!sem.try_acquire(1).await.unwrap());
+    sem.release(1).await.unwrap();
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=semaphore,outcome=acquired}"),
+        1
+    );
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=semaphore,outcome=not_acquired}"),
+        1
+    );
+    assert_eq!(
+        counter("redisson_lock_sync_operations_total{object=semaphore,op=set}"),
+        1
+    );
+    assert_eq!(
+        counter("redisson_lock_sync_operations_total{object=semaphore,op=release}"),
+        1
+    );
+
+    let ps = client.get_permit_expirable_semaphore("m:psem");
+    assert!(ps.try_set_permits(1).await.unwrap());
+    let permit = ps.acquire(None).await.unwrap();
+    assert_eq!(gauge("redisson_lock_held{kind=permit_semaphore}"), 1.0);
+    assert!(permit.release().await.unwrap());
+    assert_eq!(gauge("redisson_lock_held{kind=permit_semaphore}"), 0.0);
+    assert_eq!(
+        samples("redisson_lock_hold_seconds{kind=permit_semaphore}").len(),
+        1
+    );
+
+    let latch = client.get_count_down_latch("m:cdl");
+    assert!(latch.try_set_count(1).await.unwrap());
+    assert!(!latch.wait_for(Duration::from_millis(50)).await.unwrap());
+    latch.count_down().await.unwrap();
+    assert!(latch.wait_for(Duration::from_millis(50)).await.unwrap());
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=count_down_latch,outcome=not_acquired}"),
+        1
+    );
+    assert_eq!(
+        counter("redisson_lock_acquisitions_total{kind=count_down_latch,outcome=acquired}"),
+        1
+    );
+    assert_eq!(
+        counter("redisson_lock_sync_operations_total{object=count_down_latch,op=count_down}"),
+        1
+    );
+    client.shutdown().await;
+}

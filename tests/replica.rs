@@ -389,3 +389,55 @@ async fn replica_in_full_sync_is_not_counted() {
     guard.unlock().await.unwrap();
     assert_eq!(count_in(port, "replica-full-sync", &field).await, 0);
 }
+
+/// The synchronizers sync where Redisson does (sync protocol §1.3): a permit no replica
+/// acknowledged is released by its id and the acquisition fails `NotReplicated` (a waiting one
+/// after its retries); a release, a set or an add no replica acknowledged fails `NotReplicated`
+/// but stays done on the master (never run twice); the latch is never synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_synchronizers_sync_where_redisson_does() {
+    let set = ReplicaSet::start().await;
+    let port = set.master.port();
+    let config = Config::default()
+        .replicas_sync_timeout(Duration::from_millis(200))
+        .retry_attempts(1)
+        .retry_delay(Duration::from_millis(100));
+    let c = Client::connect(&set.url(), config).await.unwrap();
+    let ps = c.get_permit_expirable_semaphore("replica-psem");
+    assert!(ps.try_set_permits(2).await.unwrap());
+    let healthy = ps.try_acquire(None).await.unwrap().expect("a free permit");
+    let waits = set.wait_calls().await;
+    assert!(waits >= 2, "set and acquisition synced with WAIT");
+
+    set.proxy.freeze();
+    let e = ps.try_acquire(None).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotReplicated, "{e:?}");
+    assert_eq!(cli(port, &["GET", "replica-psem"]).await, "1", "given back");
+    assert_eq!(cli(port, &["ZCARD", "{replica-psem}:timeout"]).await, "1");
+    // A waiting acquisition: tried 1 + retry_attempts times, then the error.
+    let e = ps
+        .try_acquire_for(Duration::from_secs(5), None)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotReplicated, "{e:?}");
+    assert_eq!(cli(port, &["GET", "replica-psem"]).await, "1");
+    // A release: done on the master, reported.
+    let e = healthy.release().await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotReplicated, "{e:?}");
+    assert_eq!(cli(port, &["GET", "replica-psem"]).await, "2");
+    assert_eq!(cli(port, &["ZCARD", "{replica-psem}:timeout"]).await, "0");
+    // An add: done once.
+    let sem = c.get_semaphore("replica-sem");
+    let e = sem.add_permits(3).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotReplicated, "{e:?}");
+    assert_eq!(cli(port, &["GET", "replica-sem"]).await, "3");
+    // The latch: no WAIT at all.
+    let waits = set.wait_calls().await;
+    let latch = c.get_count_down_latch("replica-cdl");
+    assert!(latch.try_set_count(1).await.unwrap());
+    latch.count_down().await.unwrap();
+    assert_eq!(set.wait_calls().await, waits, "the latch never syncs");
+    set.proxy.unfreeze();
+    assert!(ps.try_acquire(None).await.unwrap().is_some());
+    c.shutdown().await;
+}

@@ -416,3 +416,15 @@ async fn sentinel_a_hold_is_in_doubt_from_the_master_kill_until_the_new_master_c
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Semaphore, permit-expirable semaphore and count-down latch waits through the sentinels,
+/// each woken within 300 ms of its message (acquisitions synced to the replicas).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_synchronizers_wait_and_wake_up() {
+    let set = SentinelSet::start();
+    let a = connect(&set, config()).await;
+    let b = connect(&set, config()).await;
+    common::synchronizers_wait_wake(&a, &b, "sentinel:sync", Duration::from_millis(300)).await;
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -333,3 +333,45 @@ async fn tls_sentinel_lock_wait_and_wake_up() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// Semaphore, permit-expirable semaphore and count-down latch waits woken over TLS, on a
+/// server, a Sentinel set and a cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_synchronizers_wait_and_wake_up() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "server", false, &[]);
+    let a = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap();
+    let b = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap();
+    common::synchronizers_wait_wake(&a, &b, "tls:sync", Duration::from_millis(500)).await;
+    a.shutdown().await;
+    b.shutdown().await;
+
+    let set = tls_rig::TlsSentinelSet::start(&certs);
+    let urls = set.sentinel_urls();
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let a = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
+        .await
+        .unwrap();
+    let b = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
+        .await
+        .unwrap();
+    common::synchronizers_wait_wake(&a, &b, "tls:sentinel:sync", Duration::from_millis(500)).await;
+    a.shutdown().await;
+    b.shutdown().await;
+    drop(set);
+
+    let cluster = tls_rig::TlsCluster::start(&certs);
+    let a = Client::connect(&cluster.url(), tls_config(&certs))
+        .await
+        .unwrap();
+    let b = Client::connect(&cluster.url(), tls_config(&certs))
+        .await
+        .unwrap();
+    common::synchronizers_wait_wake(&a, &b, "tls:cluster:sync", Duration::from_millis(500)).await;
+    a.shutdown().await;
+    b.shutdown().await;
+}

@@ -264,6 +264,75 @@ async fn row(
     (s, per_op)
 }
 
+/// `owners` tasks looping acquire(1) → release(1) on one semaphore of `permits` permits for
+/// `secs`: pairs/s and the pair latency, and the server commands per pair.
+async fn semaphore_row(
+    client: &Client,
+    raw: &fred::clients::Client,
+    permits: u64,
+    owners: usize,
+    secs: Duration,
+) -> (Stats, f64) {
+    let name = format!("bench:semaphore:{permits}");
+    let sem = client.get_semaphore(&name);
+    sem.delete().await.unwrap();
+    assert!(sem.try_set_permits(permits).await.unwrap());
+    let before = sent_commands(raw).await;
+    let started = Instant::now();
+    let deadline = started + secs;
+    let mut tasks = Vec::new();
+    for _ in 0..owners {
+        let sem = sem.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut samples = Vec::new();
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                sem.acquire(1).await.unwrap();
+                sem.release(1).await.unwrap();
+                samples.push(t.elapsed().as_micros() as u64);
+            }
+            samples
+        }));
+    }
+    let mut samples = Vec::new();
+    for t in tasks {
+        samples.extend(t.await.unwrap());
+    }
+    let s = Stats::from_samples(samples, started.elapsed());
+    let after = sent_commands(raw).await;
+    assert_eq!(sem.available_permits().await.unwrap(), permits as i64);
+    (s, (after - before) as f64 / s.ops.max(1) as f64)
+}
+
+/// `waiters` tasks waiting on one count-down latch; the time from the count-down's return to
+/// each waiter's return.
+async fn latch_wake(client: &Client, waiters: usize) -> Stats {
+    let latch = client.get_count_down_latch("bench:latch");
+    latch.delete().await.unwrap();
+    assert!(latch.try_set_count(1).await.unwrap());
+    let channel = "redisson_countdownlatch__channel__{bench:latch}";
+    let mut tasks = Vec::new();
+    for _ in 0..waiters {
+        let latch = latch.clone();
+        tasks.push(tokio::spawn(async move {
+            latch.wait().await.unwrap();
+            Instant::now()
+        }));
+    }
+    while client.stats().channels.get(channel).copied() != Some(waiters) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let started = Instant::now();
+    latch.count_down().await.unwrap();
+    let opened = Instant::now();
+    let mut samples = Vec::new();
+    for t in tasks {
+        let woke = t.await.unwrap();
+        samples.push(woke.saturating_duration_since(opened).as_micros() as u64);
+    }
+    Stats::from_samples(samples, started.elapsed())
+}
+
 /// Two `lock-peer` processes, each running `bench contended 8` on the same lock at once.
 fn cross_process(url: &str, millis: u64) -> Option<Vec<String>> {
     let exe = std::env::current_exe().ok()?;
@@ -431,6 +500,22 @@ async fn standalone_figures() {
     println!(
         "  {:.1} % of the ceiling (target >= 50 %); {cmds:.2} commands/op",
         of_ceiling(s.ops_per_s)
+    );
+
+    // Synchronizers: semaphore acquire+release pairs with 16 owners (16 permits: nobody
+    // waits; 4 permits: 12 owners wait on the release messages), and the latch's wake-up.
+    for permits in [16, 4] {
+        let (s, cmds) = semaphore_row(&client, &raw, permits, 16, secs).await;
+        println!("16 owners, semaphore of {permits:>2}: {}", s.render());
+        println!(
+            "  {:.1} % of the ceiling (pairs/s over the pipelined script ceiling's pairs/s); {cmds:.2} commands/op",
+            of_ceiling(s.ops_per_s)
+        );
+    }
+    let wake = latch_wake(&client, 100).await;
+    println!(
+        "count-down latch, 100 waiters: wake-up after the count-down p50 {} us  p99 {} us  max {} us",
+        wake.p50_us, wake.p99_us, wake.max_us
     );
 
     // Two processes contending for one lock: 2 lock-peer processes x 8 owners.

@@ -11,6 +11,8 @@ use std::{
 };
 
 use compat_tests::bench;
+
+mod sync_commands;
 use redisson_lock::{
     AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, Owner, RLock, ReadWriteLock,
     ShardedSubscriptionMode, SpinLock,
@@ -479,6 +481,9 @@ async fn execute(client: &Client, state: &mut ThreadState, words: &[String]) -> 
             return Ok("slept".into());
         }
         _ => {}
+    }
+    if sync_commands::is_sync_command(command) {
+        return sync_commands::execute(client, words).await;
     }
     let Some((family, op)) = split_family(command) else {
         return Err(("UNSUPPORTED", format!("unknown command {command}")));

@@ -760,3 +760,294 @@ fn replica_sync_ms_fails_an_unacknowledged_acquisition_with_not_replicated() {
     assert_eq!(synced.call("t1", "trylock frozen", T).value, "true");
     drop(rt);
 }
+
+// ---- Synchronizers (peer protocol "Synchronizers, non-reentrant and group locks") ----
+
+/// Subscribers of `channel` on a standalone server (`PUBSUB NUMSUB`).
+fn numsub(s: &RedisServer, channel: &str) -> i64 {
+    cluster::RedisCluster::query(s.port(), &["PUBSUB", "NUMSUB", channel])
+        .unwrap()
+        .items()
+        .get(1)
+        .and_then(|n| n.int())
+        .unwrap_or(0)
+}
+
+/// Waits until some process listens on `channel` (a waiter has subscribed).
+fn wait_for_listener(s: &RedisServer, channel: &str) {
+    let deadline = Instant::now() + T;
+    while numsub(s, channel) == 0 {
+        assert!(Instant::now() < deadline, "nobody subscribed to {channel}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Milliseconds from one peer's reply to another's (both stamp `at=` with the wall clock).
+fn after(later: &Reply, earlier: &Reply) -> i128 {
+    later.at as i128 - earlier.at as i128
+}
+
+#[test]
+fn two_peers_share_a_semaphore_and_a_release_wakes_the_other_within_300ms() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "semsetpermits s 2", T).value, "true");
+    assert_eq!(b.call("t1", "semsetpermits s 5", T).value, "false");
+    assert_eq!(a.call("t1", "semacquire s 2", T).value, "acquired");
+    assert_eq!(b.call("t1", "semavailable s", T).value, "0");
+    assert_eq!(b.call("t1", "semtryacquire s", T).value, "false");
+    assert_eq!(b.call("t1", "semtryacquire s 1 100", T).value, "false");
+    // Two waiters of b, each for one permit; a's release of 2 lets both through.
+    b.send("t1 semacquire s");
+    b.send("t2 semtryacquire s 1 20000");
+    wait_for_listener(&s, "redisson_sc:{s}");
+    let released = a.call("t1", "semrelease s 2", T);
+    assert_eq!(released.value, "released");
+    let w1 = b.reply("t1", "semacquire", T);
+    let w2 = b.reply("t2", "semtryacquire", T);
+    assert_eq!((w1.value.as_str(), w2.value.as_str()), ("acquired", "true"));
+    for w in [&w1, &w2] {
+        let latency = after(w, &released);
+        eprintln!("semaphore waiter woke {latency} ms after the other peer's release");
+        assert!(latency < 300, "woke {latency} ms after the release");
+    }
+    // Permits are anonymous: b gives back what a took, a drains, adds.
+    assert_eq!(b.call("t1", "semrelease s 3", T).value, "released");
+    assert_eq!(a.call("t1", "semdrain s", T).value, "3");
+    assert_eq!(a.call("t1", "semadd s -2", T).value, "added");
+    assert_eq!(b.call("t1", "semavailable s", T).value, "-2");
+    let bad = a.call("t1", "semsetpermits s", T);
+    assert!(!bad.ok && bad.value.starts_with("INVALID"), "{bad:?}");
+}
+
+#[test]
+fn a_permit_acquired_by_one_peer_is_released_by_the_other_and_wakes_its_waiter() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "psemsetpermits p 1", T).value, "true");
+    let id = a.call("t1", "psemacquire p", T).value;
+    assert_eq!(id.len(), 32, "{id}");
+    assert!(id
+        .bytes()
+        .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    assert_eq!(b.call("t1", "psemtryacquire p", T).value, "null");
+    assert_eq!(b.call("t1", "psemavailable p", T).value, "0");
+    a.send("t2 psemtryacquire p 20000");
+    wait_for_listener(&s, "redisson_sc:{p}");
+    let released = b.call("t1", &format!("psemrelease p {id}"), T);
+    assert_eq!(released.value, "released");
+    let woke = a.reply("t2", "psemtryacquire", T);
+    assert_eq!(woke.value.len(), 32, "{woke:?}");
+    assert_ne!(woke.value, id);
+    let latency = after(&woke, &released);
+    eprintln!("permit waiter woke {latency} ms after the other peer released the permit");
+    assert!(latency < 300, "woke {latency} ms after the release");
+    // Released already: release fails with NOT_HELD, try-release says false.
+    let again = a.call("t1", &format!("psemrelease p {id}"), T);
+    assert!(
+        !again.ok && again.value.starts_with("NOT_HELD"),
+        "{again:?}"
+    );
+    assert_eq!(
+        a.call("t1", &format!("psemtryrelease p {id}"), T).value,
+        "false"
+    );
+    assert_eq!(
+        b.call("t1", &format!("psemtryrelease p {}", woke.value), T)
+            .value,
+        "true"
+    );
+    assert_eq!(a.call("t1", "psemavailable p", T).value, "1");
+    let bad = a.call("t1", "psemrelease p xyz", T);
+    assert!(!bad.ok && bad.value.starts_with("INVALID"), "{bad:?}");
+}
+
+#[test]
+fn an_expired_permit_is_reclaimed_by_the_other_peers_waiter_within_500ms() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "psemsetpermits e 1", T).value, "true");
+    let lease = 800;
+    let taken = a.call("t1", &format!("psemacquire e {lease}"), T);
+    assert_eq!(taken.value.len(), 32, "{taken:?}");
+    let got = b.call("t1", "psemtryacquire e 20000", T);
+    assert_eq!(got.value.len(), 32, "{got:?}");
+    // `taken.at` is stamped after the acquisition's reply, so the expiry (the attempt's clock
+    // + lease) is at most `taken.at + lease`.
+    let after_expiry = after(&got, &taken) - lease;
+    eprintln!("expired permit taken by the other peer {after_expiry} ms after its expiry");
+    assert!(
+        after_expiry < 500,
+        "taken {after_expiry} ms after the expiry"
+    );
+    let late = a.call("t1", &format!("psemtryrelease e {}", taken.value), T);
+    assert_eq!(late.value, "false", "expired and given back already");
+}
+
+#[test]
+fn a_count_down_by_one_peer_opens_the_other_peers_waiters_within_300ms() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "cdlsetcount l 2", T).value, "true");
+    assert_eq!(b.call("t1", "cdlsetcount l 7", T).value, "false");
+    assert_eq!(b.call("t1", "cdlcount l", T).value, "2");
+    assert_eq!(b.call("t1", "cdlawait l 100", T).value, "false");
+    b.send("t1 cdlawait l");
+    b.send("t2 cdlawait l 20000");
+    wait_for_listener(&s, "redisson_countdownlatch__channel__{l}");
+    assert_eq!(a.call("t1", "cdlcountdown l", T).value, "ok");
+    assert_eq!(a.call("t1", "cdlcount l", T).value, "1");
+    let opened = a.call("t1", "cdlcountdown l", T);
+    assert_eq!(opened.value, "ok");
+    for thread in ["t1", "t2"] {
+        let woke = b.reply(thread, "cdlawait", T);
+        assert_eq!(woke.value, "true", "{woke:?}");
+        let latency = after(&woke, &opened);
+        eprintln!("latch waiter {thread} woke {latency} ms after the other peer's count-down");
+        assert!(
+            latency < 300,
+            "{thread} woke {latency} ms after the count-down"
+        );
+    }
+    assert_eq!(b.call("t1", "cdlcount l", T).value, "0");
+    assert_eq!(b.call("t1", "cdlawait l 100", T).value, "true");
+}
+
+#[test]
+fn replica_sync_undoes_an_unacknowledged_semaphore_acquisition() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let set = rt.block_on(replica::ReplicaSet::start());
+    let port = set.master.port();
+    let mut synced = Peer::start(&set.url(), &["--replica-sync-ms", "300"]);
+    assert_eq!(synced.call("t1", "semsetpermits rs 2", T).value, "true");
+    let waits = rt.block_on(replica::wait_calls(port));
+    assert_eq!(synced.call("t1", "semtryacquire rs", T).value, "true");
+    assert!(
+        rt.block_on(replica::wait_calls(port)) > waits,
+        "WAIT after SEM-ACQ"
+    );
+    set.proxy.freeze();
+    let r = synced.call("t1", "semtryacquire rs", T);
+    assert!(!r.ok && r.value.starts_with("NOT_REPLICATED:"), "{r:?}");
+    // Given back: the master still has the one permit left.
+    assert_eq!(rt.block_on(replica::cli(port, &["GET", "rs"])), "1");
+    set.proxy.unfreeze();
+    assert_eq!(synced.call("t1", "semtryacquire rs", T).value, "true");
+    drop(rt);
+}
+
+/// (sharded, classic) listeners of `channel` on a cluster.
+fn cluster_listeners(c: &cluster::RedisCluster, channel: &str) -> (i64, i64) {
+    let owner = c.master_for_key(channel);
+    let sharded = cluster::RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", channel])
+        .items()
+        .get(1)
+        .and_then(|n| n.int())
+        .unwrap_or(0);
+    let classic = c
+        .live_ports()
+        .into_iter()
+        .filter_map(|p| {
+            cluster::RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", channel])
+                .items()
+                .get(1)
+                .and_then(|n| n.int())
+        })
+        .sum();
+    (sharded, classic)
+}
+
+/// On a cluster a peer in `both` bridges the two Redisson generations' namespaces for the
+/// synchronizers: its semaphore release, permit release and latch count-down wake a waiter
+/// listening with `SUBSCRIBE` (`off`, as Redisson 3.17) and one listening with `SSUBSCRIBE`
+/// (`on`, as Redisson 3.22+) alike, within 300 ms, on every master.
+#[test]
+fn on_a_cluster_a_both_peer_wakes_synchronizer_waiters_of_either_generation() {
+    let c = cluster::RedisCluster::start();
+    let seeds = c.seed_urls().join(",");
+    let mut bridge = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "both"]);
+    let mut classic = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "off"]);
+    let mut sharded = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "on"]);
+    let both_listening = |channel: &str| {
+        let deadline = Instant::now() + T;
+        loop {
+            let (s, k) = cluster_listeners(&c, channel);
+            if s > 0 && k > 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waiters never subscribed to {channel}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    for name in c.name_per_master("sync-bridge-") {
+        // Semaphore: one release of 2 wakes one waiter in each namespace.
+        assert_eq!(
+            bridge
+                .call("t1", &format!("semsetpermits {name} 0"), T)
+                .value,
+            "true"
+        );
+        classic.send(&format!("t1 semacquire {name}"));
+        sharded.send(&format!("t1 semacquire {name}"));
+        both_listening(&format!("redisson_sc:{{{name}}}"));
+        let released = bridge.call("t1", &format!("semrelease {name} 2"), T);
+        assert!(released.ok, "{released:?}");
+        for peer in [&mut classic, &mut sharded] {
+            let woke = peer.reply("t1", "semacquire", T);
+            assert_eq!(woke.value, "acquired");
+            let latency = after(&woke, &released);
+            assert!(latency < 300, "{name}: woke {latency} ms after the release");
+        }
+        // Permit-expirable semaphore: the classic peer holds the only permit; the bridge
+        // releases it by its id and the sharded peer's waiter takes it.
+        let ps = format!("{name}:ps");
+        assert_eq!(
+            bridge
+                .call("t1", &format!("psemsetpermits {ps} 1"), T)
+                .value,
+            "true"
+        );
+        let id = classic.call("t1", &format!("psemacquire {ps}"), T).value;
+        sharded.send(&format!("t1 psemtryacquire {ps} 20000"));
+        let channel = format!("redisson_sc:{{{ps}}}");
+        let deadline = Instant::now() + T;
+        while cluster_listeners(&c, &channel).0 == 0 {
+            assert!(Instant::now() < deadline, "no sharded waiter on {channel}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let released = bridge.call("t1", &format!("psemrelease {ps} {id}"), T);
+        assert_eq!(released.value, "released");
+        let woke = sharded.reply("t1", "psemtryacquire", T);
+        assert_eq!(woke.value.len(), 32, "{woke:?}");
+        let latency = after(&woke, &released);
+        assert!(latency < 300, "{ps}: woke {latency} ms after the release");
+        // Latch: the count-down that opens it wakes both.
+        let latch = format!("{name}:cdl");
+        assert_eq!(
+            bridge
+                .call("t1", &format!("cdlsetcount {latch} 1"), T)
+                .value,
+            "true"
+        );
+        classic.send(&format!("t1 cdlawait {latch}"));
+        sharded.send(&format!("t1 cdlawait {latch} 20000"));
+        both_listening(&format!("redisson_countdownlatch__channel__{{{latch}}}"));
+        let opened = bridge.call("t1", &format!("cdlcountdown {latch}"), T);
+        for peer in [&mut classic, &mut sharded] {
+            let woke = peer.reply("t1", "cdlawait", T);
+            assert_eq!(woke.value, "true");
+            let latency = after(&woke, &opened);
+            assert!(
+                latency < 300,
+                "{latch}: woke {latency} ms after the count-down"
+            );
+        }
+    }
+}

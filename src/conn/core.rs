@@ -535,6 +535,17 @@ impl Core {
         Ok(v.unwrap_or(0).max(0) as u64)
     }
 
+    /// A signed integer value (0 when absent): a semaphore's permits, a latch's count.
+    pub(crate) async fn integer(&self, key: &str, lock: &str) -> Result<i64> {
+        let v: Option<i64> = self.query("GET", &[key], lock).await?;
+        Ok(v.unwrap_or(0))
+    }
+
+    /// `DEL` of an object's keys (one slot); how many existed. Publishes nothing.
+    pub(crate) async fn delete(&self, keys: &[&str], lock: &str) -> Result<i64> {
+        self.query("DEL", keys, lock).await
+    }
+
     /// Unlinks keys, ignoring the outcome (clean-up of unlock latches).
     pub(crate) async fn unlink(&self, keys: Vec<Key>) {
         let _ = self.redis.unlink::<i64, _>(keys).await;

@@ -10,7 +10,7 @@ use fred::types::{Key, Value};
 /// Declares the scripts once: the enum, the list of all of them and their sources.
 macro_rules! scripts {
     ($($(#[$doc:meta])* $id:ident => $source:expr,)*) => {
-        /// The scripts of the lock family, one file each in `lua/`.
+        /// The scripts of the lock family and the synchronizers, one file each in `lua/`.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub(crate) enum ScriptId {
             $($(#[$doc])* $id,)*
@@ -95,11 +95,36 @@ scripts! {
     RwIsLocked => include_str!("../../lua/rw_is_locked.lua"),
     /// Asks whether this user may listen on some channels (ACL check before subscribing).
     CanSubscribe => include_str!("../../lua/can_subscribe.lua"),
+    /// SEM-ACQ (sync §2.2).
+    SemAcquire => include_str!("../../lua/sem_acquire.lua"),
+    /// SEM-REL (sync §2.2).
+    SemRelease => notifying!("sem_release.lua"),
+    /// SEM-SET, SEM-SET-TTL and PS-SET (sync §2.2, §3.2).
+    SemSet => notifying!("sem_set.lua"),
+    /// SEM-DRAIN (sync §2.2).
+    SemDrain => include_str!("../../lua/sem_drain.lua"),
+    /// SEM-ADD (sync §2.2).
+    SemAdd => notifying!("sem_add.lua"),
+    /// PS-ACQ (sync §3.2).
+    PermitAcquire => notifying!("psem_acquire.lua"),
+    /// PS-REL (sync §3.2).
+    PermitRelease => notifying!("psem_release.lua"),
+    /// PS-AVAIL (sync §3.2).
+    PermitAvailable => notifying!("psem_available.lua"),
+    /// PS-ADD (sync §3.2).
+    PermitAdd => notifying!("psem_add.lua"),
+    /// CDL-SET (sync §4.2).
+    LatchSet => notifying!("cdl_set.lua"),
+    /// CDL-DOWN (sync §4.2).
+    LatchCountDown => notifying!("cdl_count_down.lua"),
+    /// CDL-DEL (sync §4.2).
+    LatchDelete => notifying!("cdl_delete.lua"),
 }
 
 impl ScriptId {
-    /// `true` for the scripts that publish an unlock message (releases and forced unlocks): a
-    /// user that may not publish is refused them before anything is written.
+    /// `true` for the scripts that publish (releases and forced unlocks, and every synchronizer
+    /// script that announces): a user that may not publish is refused them before anything is
+    /// written.
     pub(crate) fn announces(self) -> bool {
         matches!(
             self,
@@ -110,6 +135,16 @@ impl ScriptId {
                 | ScriptId::ReadRelease
                 | ScriptId::WriteRelease
                 | ScriptId::RwForceUnlock
+                | ScriptId::SemRelease
+                | ScriptId::SemSet
+                | ScriptId::SemAdd
+                | ScriptId::PermitAcquire
+                | ScriptId::PermitRelease
+                | ScriptId::PermitAvailable
+                | ScriptId::PermitAdd
+                | ScriptId::LatchSet
+                | ScriptId::LatchCountDown
+                | ScriptId::LatchDelete
         )
     }
 }

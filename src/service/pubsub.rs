@@ -7,8 +7,10 @@
 //!   waiters retry their acquisition only once the subscription really exists.
 //! * All subscribe/unsubscribe commands go through one task, in the order they were asked for, so
 //!   an `UNSUBSCRIBE` from a departing last waiter can never overtake the `SUBSCRIBE` of a new one.
-//! * A message `0` adds one permit (wakes one waiter), `1` wakes every waiter of that channel.
-//!   Permits are capped at the number of waiters, so a burst of messages cannot turn into a busy
+//! * How a message wakes is the channel's [`Reading`], fixed by its first subscriber: on a lock
+//!   channel a message `0` adds one permit (wakes one waiter), `1` wakes every waiter; on a
+//!   semaphore channel a message `v` wakes `v` waiters; on a count-down latch channel `0` wakes
+//!   every waiter (and `1`, "closed", wakes nobody). Permits are capped at the number of waiters, so a burst of messages cannot turn into a busy
 //!   loop. If the message stream lags (fred's broadcast channel overflowed) or the connection was
 //!   re-established, every waiter is woken once: a spurious wake costs one script call, a lost
 //!   one a whole TTL.
@@ -38,6 +40,31 @@ use crate::{
     conn::{cluster::Messaging, core::Core},
     error::{Error, Result},
 };
+
+/// How the messages of a channel wake its waiters (protocol §3.2, sync protocol §1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// Lock channels: `0` wakes one waiter, `1` wakes them all.
+    Lock,
+    /// Semaphore channels (`redisson_sc:{N}`): a message `v` (the permits now available, or
+    /// given back) wakes `min(v, waiters)` waiters; `v <= 0` wakes nobody.
+    Permits,
+    /// Count-down latch channels: `0` (the count reached zero) wakes every waiter; anything
+    /// else (`1`: the count was set) wakes nobody.
+    Opening,
+}
+
+impl Reading {
+    /// How many waiters message `value` wakes: `None` for every one of them.
+    fn wakes(self, value: i64) -> Option<u64> {
+        match (self, value) {
+            (Reading::Lock, 0) => Some(1),
+            (Reading::Lock, 1) | (Reading::Opening, 0) => None,
+            (Reading::Permits, v) if v > 0 => Some(v as u64),
+            _ => Some(0),
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Status {
@@ -81,8 +108,17 @@ impl Wakeups {
 
     /// Message `0`: wake one waiter (unless every waiter already has a permit).
     pub(crate) fn wake_one(&self) {
-        if self.permits.available_permits() < self.waiters() {
-            self.permits.add_permits(1);
+        self.wake(1);
+    }
+
+    /// Wakes `n` waiters, never more than there are waiters without a permit.
+    pub(crate) fn wake(&self, n: u64) {
+        let missing = self
+            .waiters()
+            .saturating_sub(self.permits.available_permits());
+        let add = usize::try_from(n).unwrap_or(usize::MAX).min(missing);
+        if add > 0 {
+            self.permits.add_permits(add);
         }
     }
 
@@ -118,6 +154,7 @@ impl Wakeups {
 /// One subscribed channel and its wake-ups.
 struct Channel {
     name: String,
+    reading: Reading,
     wakeups: Wakeups,
     status: watch::Sender<Status>,
     /// A retry of its failed re-subscription is scheduled (one at a time per channel).
@@ -135,6 +172,20 @@ impl Channel {
             self.wakeups.wake_all();
         } else {
             self.wakeups.wake_one();
+        }
+    }
+
+    /// A message `value`: counted, then read as the channel's [`Reading`] says.
+    fn message(&self, value: i64) {
+        match self.reading.wakes(value) {
+            None => self.signal(true),
+            Some(0) => {
+                self.messages.fetch_add(1, Ordering::AcqRel);
+            }
+            Some(n) => {
+                self.messages.fetch_add(1, Ordering::AcqRel);
+                self.wakeups.wake(n);
+            }
         }
     }
 }
@@ -207,9 +258,16 @@ impl PubSub {
         Self { shared, tasks }
     }
 
-    /// Joins (or creates) the shared subscription of `channel`. Dropping the returned value leaves
-    /// it; the last one out unsubscribes.
+    /// Joins (or creates) the shared subscription of the lock channel `channel`. Dropping the
+    /// returned value leaves it; the last one out unsubscribes.
     pub(crate) fn subscribe(&self, channel: &str) -> Subscription {
+        self.subscribe_as(channel, Reading::Lock)
+    }
+
+    /// [`subscribe`](Self::subscribe) to a channel whose messages are read as `reading` says
+    /// (the reading of the channel's first subscriber stays while the channel has waiters:
+    /// every object of one channel name reads it alike).
+    pub(crate) fn subscribe_as(&self, channel: &str, reading: Reading) -> Subscription {
         let mut map = self.shared.channels.lock();
         if let Some(existing) = map.get(channel) {
             let failed = matches!(*existing.status.borrow(), Status::Failed(_));
@@ -224,6 +282,7 @@ impl PubSub {
         let (status, _) = watch::channel(Status::Pending);
         let entry = Arc::new(Channel {
             name: channel.to_owned(),
+            reading,
             wakeups: Wakeups::new(1),
             status,
             retrying: Default::default(),
@@ -656,9 +715,8 @@ async fn run_messages(shared: Arc<Shared>) {
                 let channel = shared.channels.lock().get(&*msg.channel).cloned();
                 let Some(channel) = channel else { continue };
                 match message_value(&msg.value) {
-                    Some(0) => channel.signal(false),
-                    Some(1) => channel.signal(true),
-                    _ => log::debug!("ignoring message {:?} on {}", msg.value, channel.name),
+                    Some(v) => channel.message(v),
+                    None => log::debug!("ignoring message {:?} on {}", msg.value, channel.name),
                 }
             }
             Err(RecvError::Lagged(n)) => {
@@ -790,6 +848,34 @@ mod tests {
         let start = tokio::time::Instant::now();
         assert!(!wakeups.wait(Some(Duration::from_millis(250))).await);
         assert_eq!(start.elapsed(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn each_reading_wakes_as_its_object_does() {
+        assert_eq!(Reading::Lock.wakes(0), Some(1));
+        assert_eq!(Reading::Lock.wakes(1), None);
+        assert_eq!(Reading::Lock.wakes(7), Some(0));
+        assert_eq!(Reading::Permits.wakes(3), Some(3));
+        assert_eq!(Reading::Permits.wakes(1), Some(1));
+        assert_eq!(Reading::Permits.wakes(0), Some(0));
+        assert_eq!(Reading::Permits.wakes(-2), Some(0));
+        assert_eq!(Reading::Opening.wakes(0), None);
+        assert_eq!(Reading::Opening.wakes(1), Some(0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permits_message_wakes_as_many_waiters_as_it_names_capped_at_the_waiters() {
+        let wakeups = Wakeups::new(4);
+        wakeups.wake(3);
+        assert_eq!(wakeups.permits.available_permits(), 3);
+        wakeups.wake(3);
+        assert_eq!(
+            wakeups.permits.available_permits(),
+            4,
+            "capped at the waiters"
+        );
+        wakeups.wake(u64::MAX);
+        assert_eq!(wakeups.permits.available_permits(), 4);
     }
 
     #[test]

@@ -25,6 +25,22 @@ pub(crate) fn lock_channel(name: &str) -> String {
     prefix_name("redisson_lock__channel", name)
 }
 
+/// The channel of a semaphore (both kinds): `redisson_sc:{N}` (sync protocol §2.1).
+pub(crate) fn semaphore_channel(name: &str) -> String {
+    prefix_name("redisson_sc", name)
+}
+
+/// The sorted set of a permit-expirable semaphore's acquired permits: `{N}:timeout` (§3.1).
+pub(crate) fn permit_timeouts(name: &str) -> String {
+    suffix_name(name, "timeout")
+}
+
+/// The channel of a count-down latch: `redisson_countdownlatch__channel__{N}`, always with
+/// braces around `N` (the brace rule does not apply, sync protocol §4.1).
+pub(crate) fn latch_channel(name: &str) -> String {
+    format!("redisson_countdownlatch__channel__{{{name}}}")
+}
+
 /// The private unlock latch of one unlock request: `redisson_unlock_latch:{N}:<request id>`.
 pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
     const PREFIX: &str = "redisson_unlock_latch:";
@@ -69,6 +85,19 @@ pub(crate) fn request_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn synchronizer_names_follow_their_rules() {
+        assert_eq!(semaphore_channel("s"), "redisson_sc:{s}");
+        assert_eq!(semaphore_channel("{t}s"), "redisson_sc:{t}s");
+        assert_eq!(permit_timeouts("p"), "{p}:timeout");
+        assert_eq!(permit_timeouts("{t}p"), "{t}p:timeout");
+        assert_eq!(latch_channel("l"), "redisson_countdownlatch__channel__{l}");
+        assert_eq!(
+            latch_channel("{t}l"),
+            "redisson_countdownlatch__channel__{{t}l}"
+        );
+    }
 
     #[test]
     fn brace_rule_adds_braces_only_without_an_opening_brace() {

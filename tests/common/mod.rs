@@ -415,3 +415,90 @@ impl Drop for Monitor {
         }
     }
 }
+
+/// The synchronizers across two clients of any deployment: a semaphore release in `a` wakes a
+/// waiter in `b`, a permit `b` acquired is released by `a` and wakes `a`'s waiter, a latch
+/// count-down in `a` opens `b`'s waiter; each wake-up within `bound` of its message.
+pub async fn synchronizers_wait_wake(
+    a: &redisson_lock::Client,
+    b: &redisson_lock::Client,
+    name: &str,
+    bound: Duration,
+) {
+    use redisson_lock::Error;
+    use tokio::time::Instant;
+    let wait_listening = |client: &redisson_lock::Client, channel: String| {
+        let client = client.clone();
+        async move {
+            assert!(
+                eventually(Duration::from_secs(10), || async {
+                    client.stats().channels.contains_key(&channel)
+                })
+                .await,
+                "no waiter on {channel}"
+            );
+        }
+    };
+    // Semaphore.
+    let sem = format!("{name}:sem");
+    a.get_semaphore(&sem).delete().await.unwrap();
+    assert!(a.get_semaphore(&sem).try_set_permits(0).await.unwrap());
+    let waiter = {
+        let s = b.get_semaphore(&sem);
+        tokio::spawn(async move {
+            s.acquire(1).await?;
+            Ok::<_, Error>((Instant::now(), ()))
+        })
+    };
+    wait_listening(b, format!("redisson_sc:{{{sem}}}")).await;
+    let released = Instant::now();
+    a.get_semaphore(&sem).release(1).await.unwrap();
+    woke_within(waiter, released, bound).await;
+    // Permit-expirable semaphore: b acquires, a's waiter waits, a releases b's permit.
+    let psem = format!("{name}:psem");
+    a.get_permit_expirable_semaphore(&psem)
+        .delete()
+        .await
+        .unwrap();
+    assert!(a
+        .get_permit_expirable_semaphore(&psem)
+        .try_set_permits(1)
+        .await
+        .unwrap());
+    let id = b
+        .get_permit_expirable_semaphore(&psem)
+        .acquire(None)
+        .await
+        .unwrap()
+        .keep();
+    let waiter = {
+        let s = a.get_permit_expirable_semaphore(&psem);
+        tokio::spawn(async move {
+            let g = s.try_acquire_for(Duration::from_secs(20), None).await?;
+            Ok::<_, Error>((Instant::now(), g))
+        })
+    };
+    wait_listening(a, format!("redisson_sc:{{{psem}}}")).await;
+    let released = Instant::now();
+    a.get_permit_expirable_semaphore(&psem)
+        .release(id)
+        .await
+        .unwrap();
+    let g = woke_within(waiter, released, bound).await;
+    assert!(g.expect("the released permit").release().await.unwrap());
+    // Count-down latch.
+    let cdl = format!("{name}:cdl");
+    a.get_count_down_latch(&cdl).delete().await.unwrap();
+    assert!(a.get_count_down_latch(&cdl).try_set_count(1).await.unwrap());
+    let waiter = {
+        let l = b.get_count_down_latch(&cdl);
+        tokio::spawn(async move {
+            l.wait().await?;
+            Ok::<_, Error>((Instant::now(), ()))
+        })
+    };
+    wait_listening(b, format!("redisson_countdownlatch__channel__{{{cdl}}}")).await;
+    let opened = Instant::now();
+    a.get_count_down_latch(&cdl).count_down().await.unwrap();
+    woke_within(waiter, opened, bound).await;
+}

@@ -104,7 +104,19 @@ pub struct Waiter {
     pub deadline_ms: Option<i64>,
 }
 
-/// What a lock looks like in Redis right now.
+/// An acquired permit of a permit-expirable semaphore.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Permit {
+    /// The id as Redisson shows it: 32 lowercase hex characters of the 16 stored bytes.
+    pub id: String,
+    /// Epoch milliseconds at which it expires (`None`: acquired without a lease).
+    pub expires_ms: Option<i64>,
+}
+
+/// The score of a permit acquired without a lease (sync protocol §3.1).
+const NO_LEASE: i64 = 922_337_203_685_477;
+
+/// What a lock (or a synchronizer) looks like in Redis right now.
 #[derive(Debug, Clone, Default)]
 pub struct Inspection {
     pub name: String,
@@ -117,12 +129,24 @@ pub struct Inspection {
     pub token: Option<i64>,
     /// (channel, subscribers) for the lock's unlock channel(s).
     pub channels: Vec<(String, i64)>,
+    /// A semaphore's available permits or a latch's count (the string key's value).
+    pub value: Option<i64>,
+    /// A permit-expirable semaphore's acquired permits, earliest expiry first.
+    pub permits: Vec<Permit>,
 }
 
 impl Inspection {
     /// `true` when nothing of the lock exists (no hash, queue or token).
     pub fn is_missing(&self) -> bool {
-        !self.exists && self.queue.is_empty() && self.token.is_none()
+        !self.exists && self.queue.is_empty() && self.token.is_none() && self.permits.is_empty()
+    }
+
+    /// `true` for a semaphore or a count-down latch (a counter, not a lock hash).
+    pub fn is_synchronizer(&self) -> bool {
+        matches!(
+            self.kind,
+            "semaphore" | "permit-expirable-semaphore" | "count-down-latch" | "semaphore-or-latch"
+        )
     }
 
     pub fn subscribers(&self) -> i64 {
@@ -139,13 +163,21 @@ pub async fn inspect(redis: &Redis, name: &str) -> Result<Inspection> {
         kind: "reentrant",
         ..Default::default()
     };
+    if key_type == "string" || key_type == "none" {
+        if let Some(found) = inspect_synchronizer(redis, name, &key_type).await? {
+            return Ok(found);
+        }
+    }
     match key_type.as_str() {
         "none" => {}
         "hash" => out.exists = true,
         other => {
             return Err(Failure::new(
                 EXIT_ERROR,
-                format!("key '{name}' is a {other}, not a lock (locks are hashes)"),
+                format!(
+                    "key '{name}' is a {other}, not a lock (locks are hashes; semaphores and \
+                     latches are integer strings)"
+                ),
             ))
         }
     }
@@ -263,6 +295,89 @@ pub async fn inspect(redis: &Redis, name: &str) -> Result<Inspection> {
     Ok(out)
 }
 
+/// A semaphore, a permit-expirable semaphore or a count-down latch named `name` (sync protocol
+/// §2–4): an integer string `N`, and for the permit-expirable semaphore the sorted set
+/// `{N}:timeout`. `None` when neither is there (not a synchronizer). A semaphore and a latch
+/// look alike in Redis: the waiters on their channels tell them apart when there are any.
+async fn inspect_synchronizer(
+    redis: &Redis,
+    name: &str,
+    key_type: &str,
+) -> Result<Option<Inspection>> {
+    let b = braced(name);
+    let timeouts = format!("{b}:timeout");
+    let value = match key_type {
+        "string" => match text(&cmd(redis, "GET", vec![name.into()]).await?).parse::<i64>() {
+            Ok(v) => Some(v),
+            Err(_) => return Ok(None),
+        },
+        _ => None,
+    };
+    let expirable = text(&cmd(redis, "TYPE", vec![timeouts.as_str().into()]).await?) == "zset";
+    if value.is_none() && !expirable {
+        return Ok(None);
+    }
+    let mut out = Inspection {
+        name: name.to_owned(),
+        exists: value.is_some(),
+        value,
+        ..Default::default()
+    };
+    if out.exists {
+        let pttl = cmd(redis, "PTTL", vec![name.into()])
+            .await?
+            .as_i64()
+            .unwrap_or(-2);
+        out.ttl_ms = (pttl >= 0).then_some(pttl);
+    }
+    let semaphore_channel = format!("redisson_sc:{b}");
+    let latch_channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+    if expirable {
+        out.kind = "permit-expirable-semaphore";
+        let scores = cmd(
+            redis,
+            "ZRANGE",
+            vec![timeouts.into(), 0.into(), (-1).into(), "WITHSCORES".into()],
+        )
+        .await?
+        .into_array();
+        for pair in scores.chunks(2) {
+            let id: String = pair[0]
+                .as_bytes()
+                .unwrap_or_default()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let score = pair
+                .get(1)
+                .and_then(Value::as_string)
+                .and_then(|s| s.parse::<f64>().ok())
+                .map(|f| f as i64);
+            out.permits.push(Permit {
+                id,
+                expires_ms: score.filter(|s| *s != NO_LEASE),
+            });
+        }
+        out.channels = subscribers(redis, &[semaphore_channel]).await?;
+        return Ok(Some(out));
+    }
+    // The latch channel's hash tag may differ from N's (a name with `}`): counted apart.
+    let mut channels = subscribers(redis, std::slice::from_ref(&semaphore_channel)).await?;
+    channels.extend(subscribers(redis, std::slice::from_ref(&latch_channel)).await?);
+    let (semaphore, latch) = (channels[0].1, channels[1].1);
+    out.kind = match (semaphore > 0, latch > 0) {
+        (true, false) => "semaphore",
+        (false, true) => "count-down-latch",
+        _ => "semaphore-or-latch",
+    };
+    out.channels = match out.kind {
+        "semaphore" => vec![channels[0].clone()],
+        "count-down-latch" => vec![channels[1].clone()],
+        _ => channels,
+    };
+    Ok(Some(out))
+}
+
 /// Subscribers of each channel. On a cluster a channel's listeners may be sharded
 /// (`SSUBSCRIBE`, counted by `PUBSUB SHARDNUMSUB` on the node that owns the channel's slot) or
 /// classic (`SUBSCRIBE`, counted by `PUBSUB NUMSUB` on each node separately): both are added up,
@@ -319,8 +434,51 @@ async fn subscribers(redis: &Redis, channels: &[String]) -> Result<Vec<(String, 
     Ok(channels.iter().cloned().zip(total).collect())
 }
 
+/// The human-readable report of a semaphore or a latch.
+fn render_synchronizer(i: &Inspection) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "name:    {}", i.name);
+    let _ = writeln!(s, "kind:    {}", i.kind);
+    let what = match i.kind {
+        "count-down-latch" => "count:  ",
+        "semaphore-or-latch" => "value:  ",
+        _ => "permits:",
+    };
+    match i.value {
+        Some(v) => {
+            let _ = writeln!(s, "{what} {v}");
+        }
+        None => {
+            let _ = writeln!(s, "{what} 0 (no key)");
+        }
+    }
+    let ttl = match (i.exists, i.ttl_ms) {
+        (false, _) => "-".to_owned(),
+        (true, Some(ms)) => format!("{ms} ms"),
+        (true, None) => "no expiry".to_owned(),
+    };
+    let _ = writeln!(s, "ttl:     {ttl}");
+    if i.kind == "permit-expirable-semaphore" {
+        let _ = writeln!(s, "acquired: {}", i.permits.len());
+        for p in &i.permits {
+            let expires = p
+                .expires_ms
+                .map_or("never".to_owned(), |e| format!("{e} (epoch ms)"));
+            let _ = writeln!(s, "  {} expires {expires}", p.id);
+        }
+    }
+    let _ = writeln!(s, "subscribers: {}", i.subscribers());
+    for (c, n) in &i.channels {
+        let _ = writeln!(s, "  {c}: {n}");
+    }
+    s
+}
+
 /// The human-readable report.
 pub fn render(i: &Inspection) -> String {
+    if i.is_synchronizer() {
+        return render_synchronizer(i);
+    }
     let mut s = String::new();
     let _ = writeln!(s, "lock:    {}", i.name);
     let _ = writeln!(s, "kind:    {}", i.kind);
@@ -429,8 +587,19 @@ pub fn render_json(i: &Inspection) -> String {
         .iter()
         .map(|(c, n)| format!("{{\"channel\":{},\"subscribers\":{n}}}", json_str(c)))
         .collect();
+    let permits: Vec<String> = i
+        .permits
+        .iter()
+        .map(|p| {
+            format!(
+                "{{\"id\":{},\"expires_ms\":{}}}",
+                json_str(&p.id),
+                json_opt(p.expires_ms)
+            )
+        })
+        .collect();
     format!(
-        "{{\"name\":{},\"kind\":{},\"held\":{},\"ttl_ms\":{},\"mode\":{},\"holders\":[{}],\"queue\":[{}],\"token\":{},\"subscribers\":{},\"channels\":[{}]}}",
+        "{{\"name\":{},\"kind\":{},\"held\":{},\"ttl_ms\":{},\"mode\":{},\"holders\":[{}],\"queue\":[{}],\"token\":{},\"subscribers\":{},\"channels\":[{}],\"value\":{},\"permits\":[{}]}}",
         json_str(&i.name),
         json_str(i.kind),
         i.exists,
@@ -440,7 +609,9 @@ pub fn render_json(i: &Inspection) -> String {
         queue.join(","),
         json_opt(i.token),
         i.subscribers(),
-        channels.join(",")
+        channels.join(","),
+        json_opt(i.value),
+        permits.join(",")
     )
 }
 

@@ -51,7 +51,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Lists the lock hashes whose names match PATTERN (SCAN, never KEYS).
+    /// Lists the lock hashes, and the semaphores and latches (integer strings), whose names
+    /// match PATTERN (SCAN, never KEYS).
     List {
         /// A glob pattern of raw key names (with the prefix).
         #[arg(default_value = "*")]
@@ -183,31 +184,31 @@ async fn command(cli: &Cli, redis: &Redis) -> Result<()> {
     }
 }
 
-async fn list(redis: &Redis, pattern: &str) -> Result<()> {
-    let keys: Vec<String> = {
-        let stream = if redis.is_clustered() {
-            redis
-                .scan_cluster_buffered(pattern, Some(1000), Some(ScanType::Hash))
-                .boxed()
-        } else {
-            redis
-                .scan_buffered(pattern, Some(1000), Some(ScanType::Hash))
-                .boxed()
-        };
-        let mut keys = Vec::new();
-        let mut stream = stream;
-        while let Some(key) = stream.next().await {
-            let key = key.map_err(Failure::redis)?;
-            if let Some(k) = key.as_str() {
-                keys.push(k.to_owned());
-            }
-        }
-        keys
+/// Every key of `kind` whose name matches `pattern` (SCAN of every primary on a cluster),
+/// sorted.
+async fn scan(redis: &Redis, pattern: &str, kind: ScanType) -> Result<Vec<String>> {
+    let stream = if redis.is_clustered() {
+        redis
+            .scan_cluster_buffered(pattern, Some(1000), Some(kind))
+            .boxed()
+    } else {
+        redis.scan_buffered(pattern, Some(1000), Some(kind)).boxed()
     };
-    let mut keys = keys;
+    let mut keys = Vec::new();
+    let mut stream = stream;
+    while let Some(key) = stream.next().await {
+        let key = key.map_err(Failure::redis)?;
+        if let Some(k) = key.as_str() {
+            keys.push(k.to_owned());
+        }
+    }
     keys.sort();
     keys.dedup();
-    for key in keys {
+    Ok(keys)
+}
+
+async fn list(redis: &Redis, pattern: &str) -> Result<()> {
+    for key in scan(redis, pattern, ScanType::Hash).await? {
         if !inspect::looks_like_lock(redis, &key).await? {
             continue;
         }
@@ -220,12 +221,37 @@ async fn list(redis: &Redis, pattern: &str) -> Result<()> {
             i.queue.len()
         );
     }
+    // Semaphores and latches: integer strings (the crate's and Redisson's own keys, such as
+    // fenced-lock tokens, start with `redisson_` and are left out).
+    for key in scan(redis, pattern, ScanType::String).await? {
+        if key.starts_with("redisson_") {
+            continue;
+        }
+        let i = inspect::inspect(redis, &key).await;
+        let Ok(i) = i else { continue };
+        if !i.is_synchronizer() {
+            continue;
+        }
+        let ttl = i.ttl_ms.map_or("-".to_owned(), |t| format!("{t}ms"));
+        println!(
+            "{key}\t{}\tvalue={}\tacquired={}\tttl={ttl}",
+            i.kind,
+            i.value.unwrap_or(0),
+            i.permits.len()
+        );
+    }
     Ok(())
 }
 
 async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
     let raw = format!("{}{name}", cli.prefix);
     let found = inspect::inspect(redis, &raw).await?;
+    if found.is_synchronizer() {
+        return Err(Failure::new(
+            inspect::EXIT_USAGE,
+            format!("'{raw}' is a {}, not a lock: nothing to unlock", found.kind),
+        ));
+    }
     if !found.exists {
         return Err(Failure::new(
             EXIT_NOT_FOUND,

@@ -1,0 +1,11 @@
+-- SEM-ADD: add (or with a negative amount remove) permits of a semaphore (sync protocol §2.2).
+--! keys=2 argv=2
+-- KEYS[1] = semaphore N, KEYS[2] = channel redisson_sc:{N}
+-- ARGV[1] = amount (may be negative), ARGV[2] = publish command
+-- Writes the new count (dropping any TTL) and publishes it, whatever its sign.
+-- Reply: the new count.
+check_notify(ARGV[2], KEYS[2])
+local count = tonumber(redis.call('get', KEYS[1]) or '0') + tonumber(ARGV[1])
+redis.call('set', KEYS[1], count)
+notify(ARGV[2], KEYS[2], count)
+return count

@@ -1,0 +1,709 @@
+//! The permit-expirable semaphore (Redisson `RPermitExpirableSemaphore`, sync protocol §3):
+//! the available permits in `N`, every acquired permit in the sorted set `{N}:timeout` under
+//! its 16-byte id with its expiry as the score; expired permits go back to the pool inside the
+//! scripts that look (there is no timer).
+
+use std::time::Duration;
+
+use fred::types::Value;
+use tokio::time::Instant;
+
+use super::{
+    deadline_of, detached, now_ms, retry_unreplicated, run_synced,
+    semaphore::{flag, integer},
+    wait_on_channel,
+};
+use crate::{
+    client::Client,
+    conn::{
+        core::unexpected,
+        replicas::Synced,
+        scripts::{ScriptCall, ScriptId},
+    },
+    error::{Error, Result},
+    lock::kind::Step,
+    service::pubsub::Reading,
+    types::{names, permit::PermitId},
+};
+
+/// The score of a permit acquired without a lease: it never expires.
+pub(crate) const NO_LEASE: i64 = 922_337_203_685_477;
+
+/// A distributed semaphore whose permits have ids and, optionally, a lease, wire-compatible
+/// with Redisson's `RPermitExpirableSemaphore`.
+///
+/// Each acquired permit has a [`PermitId`] (16 random bytes, shown as 32 hexadecimal
+/// characters, as Java shows them): any client may release it by that id, so a Java service
+/// can release a permit a Rust service acquired and the other way round. A permit acquired
+/// with a lease expires at the acquirer's clock time + lease; the next call that looks
+/// (an acquisition, [`available_permits`](Self::available_permits)) gives it back and
+/// announces it, which wakes waiters. A waiter told when the earliest permit expires sleeps at
+/// most until then, so an expired permit is taken over without anyone releasing it.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use std::time::Duration;
+/// let semaphore = client.get_permit_expirable_semaphore("licences");
+/// semaphore.try_set_permits(2).await?;
+/// let permit = semaphore.acquire(Some(Duration::from_secs(60))).await?;
+/// println!("holding permit {}", permit.id());
+/// permit.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct PermitExpirableSemaphore {
+    client: Client,
+    name: String,
+    timeouts: String,
+    channel: String,
+}
+
+/// Redisson's name for [`PermitExpirableSemaphore`].
+pub type RPermitExpirableSemaphore = PermitExpirableSemaphore;
+
+impl std::fmt::Debug for PermitExpirableSemaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PermitExpirableSemaphore")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl Client {
+    /// The permit-expirable semaphore `name` (Redisson `getPermitExpirableSemaphore`); the name
+    /// goes through the configured [`NameMapper`](crate::NameMapper). Makes no call.
+    pub fn get_permit_expirable_semaphore(&self, name: &str) -> PermitExpirableSemaphore {
+        let name = self.map_name(name);
+        PermitExpirableSemaphore {
+            client: self.clone(),
+            timeouts: names::permit_timeouts(&name),
+            channel: names::semaphore_channel(&name),
+            name,
+        }
+    }
+}
+
+/// What one acquisition attempt did.
+enum Attempt {
+    Taken(PermitId),
+    /// Not taken; the earliest permit expires in this long (`None`: none will).
+    Busy(Option<Duration>),
+}
+
+impl PermitExpirableSemaphore {
+    /// The raw name in Redis (after the name mapper): the key holding the available permits.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn calls(&self) -> Calls<'_> {
+        Calls {
+            name: &self.name,
+            timeouts: &self.timeouts,
+            channel: &self.channel,
+            publish: self.client.core().messaging().publish_command(),
+        }
+    }
+
+    /// The sorted set of acquired permits: `{N}:timeout`.
+    pub fn timeouts_key(&self) -> &str {
+        &self.timeouts
+    }
+
+    /// Sets the permits if the semaphore does not exist yet (Redisson `trySetPermits`) and
+    /// announces them. `true` when set, `false` when it existed (nothing changed).
+    ///
+    /// # Errors
+    /// Redis and connection errors; [`Error::NotReplicated`] when replica sync is on and no
+    /// replica acknowledged (the master has the permits).
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the call was sent may or may not have set the permits.
+    pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
+        let call = self.calls().set(permits);
+        let reply = run_synced(&self.client, call, &self.name).await?;
+        crate::observe::synchronizer("permit_semaphore", &self.name, "set");
+        flag(&reply, &self.name)
+    }
+
+    /// Adds `permits` (or removes, when negative) to the available permits (Redisson
+    /// `addPermits`); an addition is announced (the amount added).
+    ///
+    /// # Errors
+    /// As [`try_set_permits`](Self::try_set_permits). Never run twice: a lost reply is not
+    /// retried.
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the call was sent may or may not have added the permits.
+    pub async fn add_permits(&self, permits: i64) -> Result<()> {
+        let call = self.calls().add(permits);
+        run_synced(&self.client, call, &self.name).await?;
+        crate::observe::synchronizer("permit_semaphore", &self.name, "add");
+        Ok(())
+    }
+
+    /// The available permits (Redisson `availablePermits`), after giving back (and
+    /// announcing) every expired permit.
+    ///
+    /// # Errors
+    /// Redis and connection errors.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped after the call was sent, expired permits may have been given back
+    /// (as any caller's next look would).
+    pub async fn available_permits(&self) -> Result<i64> {
+        let call = self.calls().available(now_ms());
+        let reply = self.client.core().run(call, &self.name).await?;
+        integer(&reply, &self.name)
+    }
+
+    /// Acquires a permit, waiting without limit (Redisson `acquire(leaseTime)`). With a
+    /// `lease`, the permit expires that long after the attempt that took it; without, never.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zero lease (nothing sent); Redis and connection
+    /// errors; [`Error::Ambiguous`] when an attempt's reply was lost (the permit it may have
+    /// taken is released in the background, by its id); [`Error::NotReplicated`] once the
+    /// retries of an acquisition no replica acknowledged are used up (each was released).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped while waiting it leaves the channel; dropped while an attempt is in
+    /// flight, the attempt finishes in the background and releases what it took.
+    pub async fn acquire(&self, lease: Option<Duration>) -> Result<PermitGuard> {
+        match self.acquire_until(Some(None), lease).await? {
+            Some(guard) => Ok(guard),
+            None => Err(Error::Timeout("acquire without limit ended".into())),
+        }
+    }
+
+    /// One attempt to acquire a permit (Redisson `tryAcquire(-1, leaseTime)`): `None` when
+    /// none is available.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, lease: Option<Duration>) -> Result<Option<PermitGuard>> {
+        self.acquire_until(None, lease).await
+    }
+
+    /// Acquires a permit, waiting at most `wait` (Redisson `tryAcquire(waitTime, leaseTime)`):
+    /// `None` when `wait` passed first. A zero `wait` is one attempt.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<PermitGuard>> {
+        self.acquire_until(deadline_of(wait), lease).await
+    }
+
+    async fn acquire_until(
+        &self,
+        wait: Option<Option<Instant>>,
+        lease: Option<Duration>,
+    ) -> Result<Option<PermitGuard>> {
+        let lease_ms = match lease {
+            None => None,
+            Some(l) => match crate::config::clamp_millis(l) {
+                0 => {
+                    return Err(Error::InvalidArgument(
+                        "a permit's lease is at least 1 ms (None: no lease)".into(),
+                    ))
+                }
+                ms => Some(ms),
+            },
+        };
+        let watched = crate::observe::Acquisition::start(
+            "permit_semaphore",
+            &self.name,
+            "",
+            wait.map(|d| {
+                d.map_or(Duration::MAX, |d| {
+                    d.saturating_duration_since(Instant::now())
+                })
+            }),
+            lease,
+        );
+        let outcome = watched
+            .run(async {
+                let deadline = wait.flatten();
+                let attempt = || async {
+                    let taken = retry_unreplicated(&self.client, deadline, || {
+                        self.attempt(lease_ms, deadline)
+                    })
+                    .await?;
+                    Ok::<_, Error>(match taken {
+                        Attempt::Taken(id) => Step::Done(id),
+                        Attempt::Busy(frees_in) => Step::Busy { frees_in },
+                    })
+                };
+                match attempt().await {
+                    Ok(Step::Done(id)) => return Ok(Some(id)),
+                    Ok(Step::Busy { .. }) if wait.is_some() => {}
+                    Ok(Step::Busy { .. }) => return Ok(None),
+                    // A lost reply's permit is released by its id: waiting on is safe.
+                    Err(e)
+                        if wait.is_some()
+                            && e.is_transient()
+                            && !matches!(e, Error::NotReplicated { .. }) =>
+                    {
+                        log::debug!("acquiring a permit of {}: {e}; waiting on", self.name);
+                    }
+                    Err(e) => return Err(e),
+                }
+                wait_on_channel(
+                    &self.client,
+                    &self.channel,
+                    Reading::Permits,
+                    deadline,
+                    true,
+                    attempt,
+                )
+                .await
+            })
+            .await;
+        watched.finish(&outcome);
+        Ok(outcome?.map(|id| PermitGuard::new(self.clone(), id)))
+    }
+
+    /// One PS-ACQ on its own task (see [`detached`]): a permit taken but acknowledged by no
+    /// replica is released ([`Error::NotReplicated`]); one whose reply was lost is released in
+    /// the background ([`Error::Ambiguous`]).
+    async fn attempt(&self, lease_ms: Option<u64>, deadline: Option<Instant>) -> Result<Attempt> {
+        let this = self.clone();
+        let giver = self.clone();
+        detached(
+            &self.client,
+            async move {
+                let id = PermitId::random();
+                let now = now_ms();
+                let call = this.calls().acquire(id, lease_ms, now);
+                let barrier = crate::conn::replicas::Barrier::default();
+                let outcome = this
+                    .client
+                    .core()
+                    .run_acquire(call, &this.name, deadline, is_ok, &barrier)
+                    .await;
+                match outcome {
+                    Err(f) if f.sent && f.error.is_transient() => {
+                        this.release_in_background(id);
+                        Err(f.error.into_ambiguous(&this.name))
+                    }
+                    Err(f) => Err(f.error),
+                    Ok((_, Synced::Missing { wanted, acked })) => {
+                        crate::observe::not_replicated(&this.name, &id.to_string());
+                        if let Err(e) = this.release_once(id).await {
+                            log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
+                            this.release_in_background(id);
+                        }
+                        Err(Error::NotReplicated {
+                            lock: this.name.clone(),
+                            wanted,
+                            acked,
+                        })
+                    }
+                    Ok((value, _)) => decode_acquire(&value, id, now, &this.name),
+                }
+            },
+            move |taken| async move {
+                if let Attempt::Taken(id) = taken {
+                    crate::observe::late_acquisition(&giver.name, &id.to_string());
+                    giver.release_in_background(id);
+                }
+            },
+        )
+        .await
+    }
+
+    /// PS-REL without the replica sync: `true` when a live permit was given back.
+    async fn release_once(&self, id: PermitId) -> Result<bool> {
+        let reply = self
+            .client
+            .core()
+            .run(self.calls().release(id, now_ms()), &self.name)
+            .await?;
+        flag(&reply, &self.name)
+    }
+
+    /// Releases `id` on the client's runtime, retrying transient failures (at most
+    /// `retry_attempts` times, `retry_delay` apart). Releasing an id twice is harmless: the
+    /// second finds nothing.
+    pub(crate) fn release_in_background(&self, id: PermitId) {
+        let this = self.clone();
+        drop(self.client.spawn(async move {
+            let config = this.client.config();
+            let mut tries = 0;
+            loop {
+                match this.release_once(id).await {
+                    Err(e) if e.is_transient() && tries < config.retry_attempts && !this.client.is_closed() => {
+                        tries += 1;
+                        tokio::time::sleep(config.retry_delay).await;
+                    }
+                    Err(e) => {
+                        log::warn!("could not release permit {id} of {}: {e}; it stays until its lease ends", this.name);
+                        return;
+                    }
+                    Ok(_) => return,
+                }
+            }
+        }));
+    }
+
+    /// Releases the permit `id`, which any client may have acquired (Redisson
+    /// `tryRelease(permitId)`): `true` when a live permit was given back; `false` when the id
+    /// is unknown, released already, or expired (an expired permit still in the set is given
+    /// back too). A give-back is announced.
+    ///
+    /// # Errors
+    /// Redis and connection errors; [`Error::NotReplicated`] when replica sync is on and no
+    /// replica acknowledged (the master has the release).
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the call was sent may or may not have released the permit;
+    /// calling again is harmless.
+    pub async fn try_release(&self, id: PermitId) -> Result<bool> {
+        let reply =
+            run_synced(&self.client, self.calls().release(id, now_ms()), &self.name).await?;
+        crate::observe::synchronizer("permit_semaphore", &self.name, "release");
+        flag(&reply, &self.name)
+    }
+
+    /// Releases the permit `id` (Redisson `release(permitId)`).
+    ///
+    /// # Errors
+    /// [`Error::NotHeld`] (with the id as `owner`) where [`try_release`](Self::try_release)
+    /// gives `false` (Redisson throws `IllegalArgumentException`); otherwise as
+    /// [`try_release`](Self::try_release).
+    ///
+    /// # Cancel safety
+    /// As [`try_release`](Self::try_release).
+    pub async fn release(&self, id: PermitId) -> Result<()> {
+        if self.try_release(id).await? {
+            Ok(())
+        } else {
+            Err(Error::NotHeld {
+                lock: self.name.clone(),
+                owner: id.to_string(),
+            })
+        }
+    }
+
+    /// Deletes the semaphore's keys (`N` and `{N}:timeout`): `true` when either existed.
+    /// Announces nothing, as Redisson does.
+    ///
+    /// # Errors
+    /// Redis and connection errors.
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the call was sent may or may not have deleted them.
+    pub async fn delete(&self) -> Result<bool> {
+        let n = self
+            .client
+            .core()
+            .delete(&[&self.name, &self.timeouts], &self.name)
+            .await?;
+        Ok(n > 0)
+    }
+}
+
+/// The calls of one permit-expirable semaphore, built from its names (unit-tested against the
+/// scripts' headers and the protocol's argument order).
+struct Calls<'a> {
+    name: &'a str,
+    timeouts: &'a str,
+    channel: &'a str,
+    publish: &'static str,
+}
+
+impl Calls<'_> {
+    /// PS-SET (the semaphore's SEM-SET without TTL): `KEYS = [N, channel]`, `ARGV = [n, pub, 0]`.
+    fn set(&self, permits: u64) -> ScriptCall {
+        super::semaphore::Calls {
+            name: self.name,
+            channel: self.channel,
+            publish: self.publish,
+        }
+        .set(permits, 0)
+    }
+
+    /// PS-ADD: `KEYS = [N, channel]`, `ARGV = [n, pub]`.
+    fn add(&self, permits: i64) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::PermitAdd,
+            vec![self.name.into(), self.channel.into()],
+            vec![Value::from(permits), Value::from(self.publish)],
+        )
+    }
+
+    /// PS-AVAIL: `KEYS = [N, timeouts, channel]`, `ARGV = [now, pub]`.
+    fn available(&self, now: u64) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::PermitAvailable,
+            vec![self.name.into(), self.timeouts.into(), self.channel.into()],
+            vec![Value::from(epoch(now)), Value::from(self.publish)],
+        )
+    }
+
+    /// PS-ACQ for one permit: `KEYS = [N, timeouts, channel]`,
+    /// `ARGV = [1, deadline, now, 922337203685477, pub, id]` (deadline = now + lease, or the
+    /// no-lease score).
+    fn acquire(&self, id: PermitId, lease_ms: Option<u64>, now: u64) -> ScriptCall {
+        let expires = lease_ms.map_or(NO_LEASE, |ms| epoch(now.saturating_add(ms)));
+        ScriptCall::new(
+            ScriptId::PermitAcquire,
+            vec![self.name.into(), self.timeouts.into(), self.channel.into()],
+            vec![
+                Value::from(1),
+                Value::from(expires),
+                Value::from(epoch(now)),
+                Value::from(NO_LEASE),
+                Value::from(self.publish),
+                id_value(id),
+            ],
+        )
+    }
+
+    /// PS-REL: `KEYS = [N, channel, timeouts]`, `ARGV = [id, 1, now, pub]`.
+    fn release(&self, id: PermitId, now: u64) -> ScriptCall {
+        ScriptCall::new(
+            ScriptId::PermitRelease,
+            vec![self.name.into(), self.channel.into(), self.timeouts.into()],
+            vec![
+                id_value(id),
+                Value::from(1),
+                Value::from(epoch(now)),
+                Value::from(self.publish),
+            ],
+        )
+    }
+}
+
+/// Epoch milliseconds as a Redis integer.
+fn epoch(ms: u64) -> i64 {
+    i64::try_from(ms).unwrap_or(i64::MAX)
+}
+
+/// A permit id as the scripts take it: its 16 raw bytes.
+fn id_value(id: PermitId) -> Value {
+    Value::Bytes(fred::bytes::Bytes::copy_from_slice(id.as_bytes()))
+}
+
+/// `true` for PS-ACQ's success reply.
+fn is_ok(reply: &Value) -> bool {
+    matches!(reply.as_bytes(), Some(b"OK"))
+}
+
+/// PS-ACQ's reply: `OK`, `:<expiry ms>` or nil.
+fn decode_acquire(reply: &Value, id: PermitId, now: u64, name: &str) -> Result<Attempt> {
+    if reply.is_null() {
+        return Ok(Attempt::Busy(None));
+    }
+    let Some(text) = reply.as_bytes().and_then(|b| std::str::from_utf8(b).ok()) else {
+        return Err(unexpected(
+            name,
+            format!("OK, :<ms> or nil expected, got {reply:?}"),
+        ));
+    };
+    if text == "OK" {
+        return Ok(Attempt::Taken(id));
+    }
+    let expires = text
+        .strip_prefix(':')
+        .and_then(|ms| ms.parse::<f64>().ok())
+        .filter(|ms| ms.is_finite())
+        .ok_or_else(|| unexpected(name, format!("OK, :<ms> or nil expected, got {text:?}")))?;
+    // At least 1 ms: an expired permit left in the set is given back by the next attempt.
+    let wait_ms = (expires - now as f64)
+        .max(1.0)
+        .min(crate::MAX_MILLIS as f64);
+    Ok(Attempt::Busy(Some(Duration::from_millis(wait_ms as u64))))
+}
+
+/// One acquired permit of a [`PermitExpirableSemaphore`]. Dropping it releases the permit in
+/// the background (drop never blocks); [`release`](Self::release) releases it and says how,
+/// [`keep`](Self::keep) leaves it acquired (for another process to release by its id, or to
+/// expire with its lease).
+#[must_use = "dropping a PermitGuard releases its permit at once"]
+pub struct PermitGuard {
+    semaphore: PermitExpirableSemaphore,
+    id: PermitId,
+    armed: bool,
+    #[cfg(feature = "metrics")]
+    since: Instant,
+}
+
+impl std::fmt::Debug for PermitGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PermitGuard")
+            .field("semaphore", &self.semaphore.name)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl PermitGuard {
+    fn new(semaphore: PermitExpirableSemaphore, id: PermitId) -> Self {
+        crate::observe::guard_opened("permit_semaphore");
+        Self {
+            semaphore,
+            id,
+            armed: true,
+            #[cfg(feature = "metrics")]
+            since: Instant::now(),
+        }
+    }
+
+    /// The permit's id (what a Java service's `release(permitId)` takes, as 32 hex
+    /// characters).
+    pub fn id(&self) -> PermitId {
+        self.id
+    }
+
+    /// The semaphore the permit belongs to.
+    pub fn semaphore(&self) -> &PermitExpirableSemaphore {
+        &self.semaphore
+    }
+
+    fn close(&mut self) {
+        self.armed = false;
+        #[cfg(feature = "metrics")]
+        crate::observe::guard_closed("permit_semaphore", self.since.elapsed());
+        #[cfg(not(feature = "metrics"))]
+        crate::observe::guard_closed("permit_semaphore", Duration::ZERO);
+    }
+
+    /// Releases the permit: `true` when it was live and is given back, `false` when it had
+    /// expired or been released by someone else already (see
+    /// [`PermitExpirableSemaphore::try_release`]).
+    ///
+    /// # Errors
+    /// As [`PermitExpirableSemaphore::try_release`]; on an error the permit is not released
+    /// again (it expires with its lease, or is released by its id).
+    ///
+    /// # Cancel safety
+    /// Dropping the future after the call was sent may or may not have released the permit.
+    pub async fn release(mut self) -> Result<bool> {
+        self.close();
+        self.semaphore.try_release(self.id).await
+    }
+
+    /// Leaves the permit acquired and returns its id (nothing is sent).
+    pub fn keep(mut self) -> PermitId {
+        self.close();
+        self.id
+    }
+}
+
+impl Drop for PermitGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.close();
+            self.semaphore.release_in_background(self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_matches_its_script_header_and_the_protocols_order() {
+        use crate::conn::scripts::tests::assert_matches_header;
+        let calls = Calls {
+            name: "p",
+            timeouts: "{p}:timeout",
+            channel: "redisson_sc:{p}",
+            publish: "publish",
+        };
+        let id = PermitId::from_bytes([0xab; 16]);
+        let text = |v: &Value| match v {
+            Value::Bytes(b) if b.len() == 16 => format!("<{} raw bytes>", b.len()),
+            other => other.as_string().unwrap(),
+        };
+        let three = ["p", "{p}:timeout", "redisson_sc:{p}"];
+        let raw = "<16 raw bytes>";
+        let cases = [
+            (
+                calls.set(4),
+                vec!["p", "redisson_sc:{p}"],
+                vec!["4", "publish", "0"],
+            ),
+            (
+                calls.add(2),
+                vec!["p", "redisson_sc:{p}"],
+                vec!["2", "publish"],
+            ),
+            (
+                calls.available(1_000),
+                three.to_vec(),
+                vec!["1000", "publish"],
+            ),
+            (
+                calls.acquire(id, Some(500), 1_000),
+                three.to_vec(),
+                vec!["1", "1500", "1000", "922337203685477", "publish", raw],
+            ),
+            (
+                calls.acquire(id, None, 1_000),
+                three.to_vec(),
+                vec![
+                    "1",
+                    "922337203685477",
+                    "1000",
+                    "922337203685477",
+                    "publish",
+                    raw,
+                ],
+            ),
+            (
+                calls.release(id, 2_000),
+                vec!["p", "redisson_sc:{p}", "{p}:timeout"],
+                vec![raw, "1", "2000", "publish"],
+            ),
+        ];
+        for (call, keys, args) in cases {
+            assert_matches_header(&call);
+            let k: Vec<&str> = call.keys.iter().map(|k| k.as_str().unwrap()).collect();
+            assert_eq!(k, keys, "{:?}", call.script);
+            let a: Vec<String> = call.args.iter().map(text).collect();
+            assert_eq!(a, args, "{:?}", call.script);
+        }
+        assert_eq!(id_value(id), Value::Bytes(vec![0xab; 16].into()));
+    }
+
+    #[test]
+    fn acquire_replies_decode_to_taken_busy_or_errors() {
+        let id = PermitId::from_bytes([7; 16]);
+        let now = 1_000_000;
+        assert!(matches!(
+            decode_acquire(&Value::from("OK"), id, now, "p"),
+            Ok(Attempt::Taken(i)) if i == id
+        ));
+        assert!(matches!(
+            decode_acquire(&Value::Null, id, now, "p"),
+            Ok(Attempt::Busy(None))
+        ));
+        assert!(matches!(
+            decode_acquire(&Value::from(":1000250"), id, now, "p"),
+            Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(250)
+        ));
+        // Expired already (more expired permits than one attempt gives back): 1 ms.
+        assert!(matches!(
+            decode_acquire(&Value::from(":999000"), id, now, "p"),
+            Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(1)
+        ));
+        for bad in [Value::from("KO"), Value::from(":x"), Value::Integer(1)] {
+            assert!(decode_acquire(&bad, id, now, "p").is_err(), "{bad:?}");
+        }
+        assert!(is_ok(&Value::from("OK")));
+        assert!(!is_ok(&Value::Null));
+    }
+}
