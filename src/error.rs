@@ -103,6 +103,16 @@ pub enum Error {
         /// Replicas that acknowledged in time.
         acked: u64,
     },
+    /// A non-reentrant lock ([`NonReentrantLock`](crate::NonReentrantLock),
+    /// [`NonReentrantFairLock`](crate::NonReentrantFairLock)) was acquired again by the owner
+    /// that holds it. Answered at once, without waiting; nothing changed (the hold count stays
+    /// 1, a fair lock's queue is untouched). Redisson throws `IllegalMonitorStateException`
+    /// ("... is non-reentrant and is already held ..."); the script's error text carries the
+    /// same marker, `NON_REENTRANT_REACQUIRE`.
+    Reentry {
+        /// The raw lock name in Redis.
+        lock: String,
+    },
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
@@ -143,6 +153,8 @@ pub enum ErrorKind {
     Tls,
     /// [`Error::NotReplicated`].
     NotReplicated,
+    /// [`Error::Reentry`].
+    Reentry,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -217,6 +229,7 @@ impl Error {
             Error::NotAcquired { .. } => ErrorKind::NotAcquired,
             Error::Tls(_) => ErrorKind::Tls,
             Error::NotReplicated { .. } => ErrorKind::NotReplicated,
+            Error::Reentry { .. } => ErrorKind::Reentry,
         }
     }
 
@@ -258,6 +271,11 @@ impl Error {
                 lock: lock.to_owned(),
             };
         }
+        if details.contains(REENTRY_MARKER) {
+            return Error::Reentry {
+                lock: lock.to_owned(),
+            };
+        }
         if details.contains("NOPERM") || matches!(err.kind(), K::Auth) {
             return Error::PermissionDenied(Failure::with_source(details, err));
         }
@@ -284,6 +302,10 @@ impl Error {
         }
     }
 }
+
+/// The error text the non-reentrant acquire scripts reply with when the holder acquires again
+/// (Redisson's marker, recognised anywhere in the error text).
+pub(crate) const REENTRY_MARKER: &str = "NON_REENTRANT_REACQUIRE";
 
 #[cfg(feature = "tls")]
 fn is_tls_kind(err: &fred::error::Error) -> bool {
@@ -353,6 +375,11 @@ impl fmt::Display for Error {
                 f,
                 "acquisition of lock '{lock}' was undone: {acked} of {wanted} replicas \
                  acknowledged it within the sync timeout"
+            ),
+            Error::Reentry { lock } => write!(
+                f,
+                "lock '{lock}' is non-reentrant and is already held by this owner \
+                 ({REENTRY_MARKER})"
             ),
         }
     }
@@ -429,6 +456,22 @@ mod tests {
         assert!(Error::InvalidArgument("x".into()).source().is_none());
         assert!(Error::Timeout("waited".into()).source().is_none());
         assert_eq!(Error::Shutdown.kind(), ErrorKind::Shutdown);
+    }
+
+    #[test]
+    fn the_reentry_marker_maps_to_reentry_wherever_it_is() {
+        for text in [
+            "ERR NON_REENTRANT_REACQUIRE",
+            "NON_REENTRANT_REACQUIRE",
+            "ERR Error running script (call to f_x): NON_REENTRANT_REACQUIRE",
+        ] {
+            let e = fred::error::Error::new(fred::error::ErrorKind::Unknown, text);
+            let mapped = Error::from_redis(e, "k");
+            assert_eq!(mapped, Error::Reentry { lock: "k".into() }, "{text}");
+            assert_eq!(mapped.kind(), ErrorKind::Reentry);
+            assert!(!mapped.is_transient(), "answered at once, never retried");
+            assert!(mapped.to_string().contains("NON_REENTRANT_REACQUIRE"));
+        }
     }
 
     #[test]

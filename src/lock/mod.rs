@@ -2,7 +2,8 @@
 //!
 //! * [`kind`]: what a lock kind is — a pure description of its keys, scripts and channels
 //!   ([`kind::Protocol`]) plus the typed replies.
-//! * [`kinds`]: one file per kind (`reentrant`, `fair`, `rwlock`, `fenced`, `spin`): its
+//! * [`kinds`]: one file per kind (`reentrant`, `fair`, `rwlock`, `fenced`, `spin`,
+//!   `non_reentrant`, `non_reentrant_fair`, `group`): its
 //!   description, its marker type and its kind-specific methods.
 //! * [`acquire`]: the acquisition machinery: one owner's hold of one lock and the calls made
 //!   with it (`hold`), the one acquire engine (`engine`), the per-client acquisition state
@@ -26,6 +27,9 @@ pub use kind::{AnyKind, Kind, UnlockOutcome};
 pub use kinds::{
     fair::{Fair, FairGuard, FairLock},
     fenced::{Fenced, FencedGuard, FencedLock},
+    group::{Group, GroupGuard, GroupLock},
+    non_reentrant::{NonReentrant, NonReentrantGuard, NonReentrantLock},
+    non_reentrant_fair::{NonReentrantFair, NonReentrantFairGuard, NonReentrantFairLock},
     reentrant::{LockGuard, RLock, Reentrant},
     rwlock::{Read, ReadGuard, ReadLock, ReadWriteLock, Write, WriteGuard, WriteLock},
     spin::{Spin, SpinGuard, SpinLock},
@@ -45,6 +49,9 @@ mod tests {
         send_sync_static::<ReadWriteLock>();
         send_sync_static::<FencedLock>();
         send_sync_static::<SpinLock>();
+        send_sync_static::<NonReentrantLock>();
+        send_sync_static::<GroupLock>();
+        send_sync_static::<NonReentrantFairLock>();
         send_sync_static::<LockPart>();
         send_sync_static::<MultiLock>();
         send_sync_static::<RedLock>();

@@ -180,6 +180,10 @@ pub(crate) enum Layout {
     PerHold,
     /// One entry per lock: `KEYS += keys`, `ARGV += count, field…` (R-RENEW).
     PerLock,
+    /// One entry per hold, with the hold's own values and this machine's clock:
+    /// `KEYS += keys`, `ARGV += field, now (epoch ms), count, value…` (G-RENEW: a group
+    /// multi-lock's deadlines are client-clock times).
+    WithValues,
 }
 
 /// How a lock kind's holds are renewed: the script, the lock's keys for one entry, the layout.
@@ -189,6 +193,8 @@ pub(crate) struct RenewalShape {
     pub(crate) script: ScriptId,
     pub(crate) keys: Arc<[Key]>,
     pub(crate) layout: Layout,
+    /// The hold's values ([`Layout::WithValues`]; empty otherwise).
+    pub(crate) values: Arc<[String]>,
 }
 
 impl RenewalShape {
@@ -198,8 +204,16 @@ impl RenewalShape {
             script: ScriptId::Renew,
             keys: Arc::from([Key::from(name)]),
             layout: Layout::PerHold,
+            values: Arc::from([]),
         }
     }
+}
+
+/// This machine's wall clock in epoch ms.
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Builds one renewal call over `entries` (all of one script and layout): each entry is a
@@ -212,8 +226,17 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
     for (shape, fields) in entries {
         debug_assert_eq!(shape.script, script, "one script per call");
         keys.extend(shape.keys.iter().cloned());
-        if shape.layout == Layout::PerLock {
-            args.push(Value::from(fields.len() as i64));
+        match shape.layout {
+            Layout::PerHold => {}
+            Layout::PerLock => args.push(Value::from(fields.len() as i64)),
+            Layout::WithValues => {
+                debug_assert_eq!(fields.len(), 1, "one hold per entry");
+                args.extend(fields.iter().map(|f| Value::from(*f)));
+                args.push(Value::from(epoch_ms()));
+                args.push(Value::from(shape.values.len() as i64));
+                args.extend(shape.values.iter().map(|v| Value::from(v.as_str())));
+                continue;
+            }
         }
         args.extend(fields.iter().map(|f| Value::from(*f)));
     }
@@ -639,7 +662,7 @@ fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Bat
     let mut per_lock: std::collections::HashMap<&RenewalShape, usize> = Default::default();
     for (i, item) in items.iter().enumerate() {
         match item.shape.layout {
-            Layout::PerHold => groups.push((&item.shape, vec![i])),
+            Layout::PerHold | Layout::WithValues => groups.push((&item.shape, vec![i])),
             Layout::PerLock => match per_lock.get(&item.shape) {
                 Some(&g) => groups[g].1.push(i),
                 None => {
@@ -746,6 +769,7 @@ mod tests {
             script: ScriptId::ReadRenew,
             keys: Arc::from([Key::from(name), Key::from(prefix)]),
             layout: Layout::PerLock,
+            values: Arc::from([]),
         }
     }
 
