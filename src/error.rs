@@ -113,6 +113,16 @@ pub enum Error {
         /// The raw lock name in Redis.
         lock: String,
     },
+    /// Lock events ([`Lock::events`](crate::Lock::events)) cannot be delivered: the server's
+    /// `notify-keyspace-events` lacks what they need (`E` with `g` and `x`, or `A`), or the
+    /// deployment does not deliver them to this client. Checked when the events are asked
+    /// for, so a stream never silently stays empty.
+    EventsUnavailable {
+        /// The raw lock name in Redis.
+        lock: String,
+        /// Why, with the server's setting when that is the reason.
+        reason: String,
+    },
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
@@ -155,6 +165,8 @@ pub enum ErrorKind {
     NotReplicated,
     /// [`Error::Reentry`].
     Reentry,
+    /// [`Error::EventsUnavailable`].
+    EventsUnavailable,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -230,6 +242,7 @@ impl Error {
             Error::Tls(_) => ErrorKind::Tls,
             Error::NotReplicated { .. } => ErrorKind::NotReplicated,
             Error::Reentry { .. } => ErrorKind::Reentry,
+            Error::EventsUnavailable { .. } => ErrorKind::EventsUnavailable,
         }
     }
 
@@ -376,6 +389,9 @@ impl fmt::Display for Error {
                 "acquisition of lock '{lock}' was undone: {acked} of {wanted} replicas \
                  acknowledged it within the sync timeout"
             ),
+            Error::EventsUnavailable { lock, reason } => {
+                write!(f, "no events of lock '{lock}' can be delivered: {reason}")
+            }
             Error::Reentry { lock } => write!(
                 f,
                 "lock '{lock}' is non-reentrant and is already held by this owner \

@@ -11,8 +11,10 @@
 //! * [`front`]: the generic front end [`Lock<K>`](front::Lock); [`guard`]:
 //!   [`Guard<K>`](guard::Guard); `run`: `Lock::run` and friends.
 //! * `multi`: MultiLock and RedLock over type-erased parts.
+//! * `events`: a lock's deleted/expired keyspace events ([`Lock::events`](front::Lock::events)).
 
 pub(crate) mod acquire;
+mod events;
 pub(crate) mod front;
 pub(crate) mod guard;
 pub(crate) mod kind;
@@ -21,6 +23,7 @@ mod multi;
 mod run;
 
 pub use acquire::backoff::BackOff;
+pub use events::{LockEvent, LockEvents};
 pub use front::{Lock, LockPart};
 pub use guard::{AnyGuard, Guard};
 pub use kind::{AnyKind, Kind, UnlockOutcome};
