@@ -32,8 +32,8 @@ use tokio::runtime::Runtime;
 use crate::{
     error::{Error, Result},
     lock::{
-        Fair, Fenced, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin, UnlockOutcome,
-        Write,
+        Fair, Fenced, Group, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin,
+        UnlockOutcome, Write,
     },
     types::ttl::Ttl,
     BackOff, Config, Owner,
@@ -169,7 +169,7 @@ impl Client {
     }
 
     /// A non-reentrant lock; its owner is whichever thread calls it. The thread that holds it
-    /// gets [`Error::Reentry`](crate::Error::Reentry) from a second acquisition.
+    /// gets [`Error::Reentry`] from a second acquisition.
     pub fn get_non_reentrant_lock(&self, name: &str) -> NonReentrantLock {
         self.wrap(
             self.inner
@@ -182,6 +182,19 @@ impl Client {
         self.wrap(
             self.inner
                 .get_non_reentrant_fair_lock_with_owner(name, Owner::current_thread()),
+        )
+    }
+
+    /// A group multi-lock over `values` of `group` (all or none); its owner is whichever
+    /// thread calls it.
+    pub fn get_group_lock<I>(&self, group: &str, values: I) -> GroupLock
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.wrap(
+            self.inner
+                .get_group_lock_with_owner(group, values, Owner::current_thread()),
         )
     }
 
@@ -293,6 +306,15 @@ pub type NonReentrantLock = Lock<NonReentrant>;
 /// # Ok(()) }
 /// ```
 pub type NonReentrantFairLock = Lock<NonReentrantFair>;
+/// A blocking group multi-lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let seats: redisson_lock::blocking::GroupLock = client.get_group_lock("flight:42", ["12A", "12B"]);
+/// let guard = seats.lock()?; // both values, or wait
+/// # Ok(()) }
+/// ```
+pub type GroupLock = Lock<Group>;
 
 /// A blocking read-write lock: two halves owned by the calling thread.
 ///

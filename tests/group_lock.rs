@@ -280,3 +280,30 @@ async fn an_empty_value_set_is_refused_before_anything_is_sent() {
         ErrorKind::InvalidArgument
     );
 }
+
+#[test]
+fn the_blocking_facade_locks_a_group_per_thread() {
+    let server = common::RedisServer::start();
+    let client =
+        redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    let seats = client.get_group_lock("b-group", ["a", "b"]);
+    let guard = seats.lock().unwrap();
+    assert_eq!(seats.hold_count().unwrap(), 1);
+    let (tried, tried_rx) = std::sync::mpsc::channel();
+    let other = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let lock = client.get_group_lock("b-group", ["b"]);
+            let busy = lock.try_lock().unwrap().is_none();
+            tried.send(()).unwrap();
+            let got = lock
+                .try_lock_for(Duration::from_secs(10))
+                .unwrap()
+                .is_some();
+            (busy, got)
+        });
+        tried_rx.recv().unwrap();
+        guard.unlock().unwrap();
+        t.join().unwrap()
+    });
+    assert_eq!(other, (true, true));
+}
