@@ -272,6 +272,10 @@ pub(crate) struct WatchdogState {
     /// The loss signals of the leased guards (no renewal) of each owner on each lock, told when
     /// a call of that owner sets the lock's TTL.
     leased: DashMap<HoldKey, Vec<Arc<LossSignal>>>,
+    /// How the leased holds of a (lock, owner) are confirmed after a reconnect when their kind
+    /// has no owner field in the lock's hash (a group multi-lock): a call answering the hold
+    /// count. Absent: `HEXISTS <lock> <field>`.
+    presence: DashMap<HoldKey, ScriptCall>,
     wake: Notify,
     /// A hold's deadline came closer than the next regular run: run now.
     urgent: Notify,
@@ -288,6 +292,7 @@ impl WatchdogState {
         Self {
             holds: DashMap::new(),
             leased: DashMap::new(),
+            presence: DashMap::new(),
             wake: Notify::new(),
             urgent: Notify::new(),
             next_epoch: AtomicU64::new(1),
@@ -414,12 +419,21 @@ impl Watchdog {
 
     /// Stops following a leased guard's loss signal.
     pub(crate) fn untrack_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
-        self.state
-            .leased
-            .remove_if_mut(&hold_key(name, field), |_, signals| {
-                signals.retain(|s| !Arc::ptr_eq(s, loss));
-                signals.is_empty()
-            });
+        let key = hold_key(name, field);
+        let gone = self.state.leased.remove_if_mut(&key, |_, signals| {
+            signals.retain(|s| !Arc::ptr_eq(s, loss));
+            signals.is_empty()
+        });
+        if gone.is_some() {
+            self.state.presence.remove(&key);
+        }
+    }
+
+    /// How the leased holds of this (lock, owner) are confirmed after a reconnect, for a kind
+    /// whose hold is not one field of the lock's hash: `count` answers the owner's hold count
+    /// (more than 0: held). Kept while leased holds are followed.
+    pub(crate) fn confirm_leased_with(&self, name: &Arc<str>, field: &Arc<str>, count: ScriptCall) {
+        self.state.presence.insert(hold_key(name, field), count);
     }
 
     /// A call of the owner `field` on the lock `name`, sent at `sent_at` and answered at
