@@ -307,3 +307,32 @@ fn the_blocking_facade_locks_a_group_per_thread() {
     });
     assert_eq!(other, (true, true));
 }
+
+/// One owner, two sets of one group in watchdog mode: refused up front (the watchdog renews one
+/// set per lock and owner); a leased second set and another owner's set are fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_renewed_set_of_one_owner_is_refused_not_left_unrenewed() {
+    let server = common::RedisServer::start();
+    let client = redisson_lock::Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let owner = redisson_lock::Owner::new();
+    let ab = client.get_group_lock_with_owner("g2", ["a", "b"], owner);
+    let c = client.get_group_lock_with_owner("g2", ["c"], owner);
+    let g = ab.lock().await.unwrap();
+    let again = ab.lock().await.unwrap();
+    let err = c.try_lock().await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
+    assert!(!c.is_locked().await.unwrap(), "nothing taken");
+    let leased = c
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .expect("a leased set is not renewed, so it may be held");
+    let other = client.get_group_lock("g2", ["d"]).lock().await.unwrap();
+    for g in [again, g] {
+        g.unlock().await.unwrap();
+    }
+    leased.unlock().await.unwrap();
+    other.unlock().await.unwrap();
+}

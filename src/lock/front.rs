@@ -156,6 +156,19 @@ impl Handle {
             _ => self.client.config().fair_wait_ms(),
         };
         let hold = self.hold(owner, lease_ms);
+        if lease.is_none() {
+            // The watchdog renews one hold per (lock, owner): a hold of another shape (a group
+            // lock's other set of values) would go unrenewed, so it is refused up front.
+            let held = self.client.watchdog().renewal_of(&hold.name, &hold.field);
+            if held.is_some_and(|shape| shape != self.proto.renewal()) {
+                return Err(Error::InvalidArgument(format!(
+                    "owner {} already holds '{}' with another set of values in this client, \
+                     renewed by the watchdog; use another owner (another handle) for this set",
+                    hold.field,
+                    self.raw_name()
+                )));
+            }
+        }
         let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
         let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
         let acquired = watch.run(engine::acquire(&hold, wait, queue_ms)).await;

@@ -45,8 +45,11 @@ use crate::{
 /// `StringCodec` to share a group). Duplicate values count once.
 ///
 /// One owner holds one set per group in a client: the watchdog and the hold bookkeeping of a
-/// client follow (group, owner). To hold two sets of one group at once, use two handles (each
-/// [`Client::get_group_lock`] has an owner of its own).
+/// client follow (group, owner). A watchdog-mode acquisition of another set by an owner whose
+/// set of that group the watchdog renews fails with
+/// [`InvalidArgument`](crate::Error::InvalidArgument) (Redisson would leave it unrenewed). To
+/// hold two sets of one group at once, use two handles (each [`Client::get_group_lock`] has an
+/// owner of its own).
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {

@@ -490,6 +490,14 @@ impl Watchdog {
     }
 
     /// Whether `field`'s hold on `name` is being renewed.
+    /// How the watchdog renews the hold of this (lock, owner), if it renews one.
+    pub(crate) fn renewal_of(&self, name: &Arc<str>, field: &Arc<str>) -> Option<RenewalShape> {
+        self.state
+            .holds
+            .get(&hold_key(name, field))
+            .map(|h| h.shape.clone())
+    }
+
     pub(crate) fn renews(&self, name: &Arc<str>, field: &Arc<str>) -> bool {
         self.state.holds.contains_key(&HoldKey {
             name: name.clone(),
