@@ -913,7 +913,7 @@ fn non_reentrant_and_group_locks_wake_across_processes_on_a_cluster_in_every_mod
                 ),
                 (
                     format!("glock {name} a,b"),
-                    format!("gtrylock {name} b"),
+                    format!("gtrylock {name} b,a"),
                     "glock",
                     format!("gunlock {name} a,b"),
                 ),
@@ -924,7 +924,10 @@ fn non_reentrant_and_group_locks_wake_across_processes_on_a_cluster_in_every_mod
                     assert!(!r.ok && r.value.starts_with("REENTRY:"), "{mode}: {r:?}");
                 } else {
                     assert_eq!(r.value, "true", "{mode}: a group re-entry");
-                    assert!(a.call("t1", &format!("gunlock {name} b"), T).ok);
+                    assert!(a.call("t1", &format!("gunlock {name} b,a"), T).ok);
+                    // Another set of the same group by the same (renewed) owner: refused.
+                    let r = a.call("t1", &format!("gtrylock {name} c"), T);
+                    assert!(!r.ok && r.value.starts_with("INVALID:"), "{mode}: {r:?}");
                 }
                 b.send(&format!("t1 {hold}"));
                 let channel = format!("redisson_lock__channel:{{{name}}}");

@@ -97,7 +97,7 @@ struct Desc {
     name: String,
     key: Key,
     channel: String,
-    /// `H(v)` of each distinct value, in the order given.
+    /// `H(v)` of each distinct value, sorted.
     fields: Arc<[String]>,
 }
 
@@ -105,11 +105,12 @@ impl Desc {
     fn new(raw: String, values: Vec<Vec<u8>>) -> Self {
         let mut fields: Vec<String> = Vec::with_capacity(values.len());
         for v in values {
-            let f = highway::group_field(&v);
-            if !fields.contains(&f) {
-                fields.push(f);
-            }
+            fields.push(highway::group_field(&v));
         }
+        // One order for one set (the order has no meaning on the wire): handles of the same
+        // values in any order are the same hold to the watchdog.
+        fields.sort_unstable();
+        fields.dedup();
         Self {
             key: Key::from(raw.as_str()),
             channel: names::lock_channel(&raw),
@@ -289,8 +290,10 @@ mod tests {
         let d = desc();
         assert_eq!(
             &*d.fields,
-            ["qwvAS12pR0CgRitaypEjUw", "Q5CdP+xmkHdTGWYr64Lw6A"]
+            ["Q5CdP+xmkHdTGWYr64Lw6A", "qwvAS12pR0CgRitaypEjUw"]
         );
+        let reversed = Desc::new("g".into(), vec![b"b".to_vec(), b"a".to_vec()]);
+        assert_eq!(reversed.renewal(), d.renewal(), "one set, one shape");
         let (acq, reply) = d.acquire(AcquireRequest {
             field: "u:1",
             lease_ms: 30_000,
@@ -304,8 +307,8 @@ mod tests {
         assert_eq!(
             acq.args[3..],
             [
-                Value::from("qwvAS12pR0CgRitaypEjUw"),
-                Value::from("Q5CdP+xmkHdTGWYr64Lw6A")
+                Value::from("Q5CdP+xmkHdTGWYr64Lw6A"),
+                Value::from("qwvAS12pR0CgRitaypEjUw")
             ]
         );
         let rel = d.release(release_req("u:1"));
