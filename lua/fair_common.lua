@@ -40,3 +40,24 @@ local function take_if_free(lock, queue, timeouts, field, lease, wait)
   end
   return false
 end
+
+-- A waiting caller that did not get the lock: an already queued one sleeps at most the lock's
+-- remaining TTL; a new one joins the queue behind the last waiter (or the holder) with the
+-- deadline ttl + wait + now. Reply: the TTL bound for the waiter's next sleep.
+local function join_queue(lock, queue, timeouts, field, wait, now)
+  if redis.call('zscore', timeouts, field) then
+    return math.max(0, redis.call('pttl', lock))
+  end
+  local ttl
+  local last = redis.call('lindex', queue, -1)
+  local last_deadline = last and last ~= field and redis.call('zscore', timeouts, last)
+  if last_deadline then
+    ttl = tonumber(last_deadline) - now
+  else
+    ttl = redis.call('pttl', lock)
+  end
+  if redis.call('zadd', timeouts, ttl + wait + now, field) == 1 then
+    redis.call('rpush', queue, field)
+  end
+  return ttl
+end

@@ -31,7 +31,10 @@ use tokio::runtime::Runtime;
 
 use crate::{
     error::{Error, Result},
-    lock::{Fair, Fenced, Kind, Read, Reentrant, Spin, UnlockOutcome, Write},
+    lock::{
+        Fair, Fenced, Group, Kind, NonReentrant, NonReentrantFair, Read, Reentrant, Spin,
+        UnlockOutcome, Write,
+    },
     types::ttl::Ttl,
     BackOff, Config, Owner,
 };
@@ -165,6 +168,36 @@ impl Client {
         )
     }
 
+    /// A non-reentrant lock; its owner is whichever thread calls it. The thread that holds it
+    /// gets [`Error::Reentry`] from a second acquisition.
+    pub fn get_non_reentrant_lock(&self, name: &str) -> NonReentrantLock {
+        self.wrap(
+            self.inner
+                .get_non_reentrant_lock_with_owner(name, Owner::current_thread()),
+        )
+    }
+
+    /// A non-reentrant fair lock; its owner is whichever thread calls it.
+    pub fn get_non_reentrant_fair_lock(&self, name: &str) -> NonReentrantFairLock {
+        self.wrap(
+            self.inner
+                .get_non_reentrant_fair_lock_with_owner(name, Owner::current_thread()),
+        )
+    }
+
+    /// A group multi-lock over `values` of `group` (all or none); its owner is whichever
+    /// thread calls it.
+    pub fn get_group_lock<I>(&self, group: &str, values: I) -> GroupLock
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.wrap(
+            self.inner
+                .get_group_lock_with_owner(group, values, Owner::current_thread()),
+        )
+    }
+
     /// Stops the watchdog and closes the connections without releasing anything.
     ///
     /// # Panics
@@ -253,6 +286,35 @@ pub type FencedLock = Lock<Fenced>;
 /// # Ok(()) }
 /// ```
 pub type SpinLock = Lock<Spin>;
+/// A blocking non-reentrant lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::blocking::NonReentrantLock = client.get_non_reentrant_lock("orders");
+/// let guard = lock.lock()?;
+/// assert!(lock.try_lock().is_err(), "the holding thread may not acquire it again");
+/// # Ok(()) }
+/// ```
+pub type NonReentrantLock = Lock<NonReentrant>;
+/// A blocking non-reentrant fair lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::blocking::NonReentrantFairLock =
+///     client.get_non_reentrant_fair_lock("jobs");
+/// let guard = lock.lock()?;
+/// # Ok(()) }
+/// ```
+pub type NonReentrantFairLock = Lock<NonReentrantFair>;
+/// A blocking group multi-lock.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// let seats: redisson_lock::blocking::GroupLock = client.get_group_lock("flight:42", ["12A", "12B"]);
+/// let guard = seats.lock()?; // both values, or wait
+/// # Ok(()) }
+/// ```
+pub type GroupLock = Lock<Group>;
 
 /// A blocking read-write lock: two halves owned by the calling thread.
 ///

@@ -108,6 +108,26 @@ pub enum Error {
         /// Replicas that acknowledged in time.
         acked: u64,
     },
+    /// A non-reentrant lock ([`NonReentrantLock`](crate::NonReentrantLock),
+    /// [`NonReentrantFairLock`](crate::NonReentrantFairLock)) was acquired again by the owner
+    /// that holds it. Answered at once, without waiting; nothing changed (the hold count stays
+    /// 1, a fair lock's queue is untouched). Redisson throws `IllegalMonitorStateException`
+    /// ("... is non-reentrant and is already held ..."); the script's error text carries the
+    /// same marker, `NON_REENTRANT_REACQUIRE`.
+    Reentry {
+        /// The raw lock name in Redis.
+        lock: String,
+    },
+    /// Lock events ([`Lock::events`](crate::Lock::events)) cannot be delivered: the server's
+    /// `notify-keyspace-events` lacks what they need (`E` with `g` and `x`, or `A`), or the
+    /// deployment does not deliver them to this client. Checked when the events are asked
+    /// for, so a stream never silently stays empty.
+    EventsUnavailable {
+        /// The raw lock name in Redis.
+        lock: String,
+        /// Why, with the server's setting when that is the reason.
+        reason: String,
+    },
 }
 
 /// The kind of an [`Error`], as a plain value (for metrics, logs and protocol mappings).
@@ -148,6 +168,10 @@ pub enum ErrorKind {
     Tls,
     /// [`Error::NotReplicated`].
     NotReplicated,
+    /// [`Error::Reentry`].
+    Reentry,
+    /// [`Error::EventsUnavailable`].
+    EventsUnavailable,
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
@@ -222,6 +246,8 @@ impl Error {
             Error::NotAcquired { .. } => ErrorKind::NotAcquired,
             Error::Tls(_) => ErrorKind::Tls,
             Error::NotReplicated { .. } => ErrorKind::NotReplicated,
+            Error::Reentry { .. } => ErrorKind::Reentry,
+            Error::EventsUnavailable { .. } => ErrorKind::EventsUnavailable,
         }
     }
 
@@ -263,6 +289,11 @@ impl Error {
                 lock: lock.to_owned(),
             };
         }
+        if details.contains(REENTRY_MARKER) {
+            return Error::Reentry {
+                lock: lock.to_owned(),
+            };
+        }
         if details.contains("NOPERM") || matches!(err.kind(), K::Auth) {
             return Error::PermissionDenied(Failure::with_source(details, err));
         }
@@ -289,6 +320,10 @@ impl Error {
         }
     }
 }
+
+/// The error text the non-reentrant acquire scripts reply with when the holder acquires again
+/// (Redisson's marker, recognised anywhere in the error text).
+pub(crate) const REENTRY_MARKER: &str = "NON_REENTRANT_REACQUIRE";
 
 #[cfg(feature = "tls")]
 fn is_tls_kind(err: &fred::error::Error) -> bool {
@@ -358,6 +393,14 @@ impl fmt::Display for Error {
                 f,
                 "acquisition of lock '{lock}' was undone: {acked} of {wanted} replicas \
                  acknowledged it within the sync timeout"
+            ),
+            Error::EventsUnavailable { lock, reason } => {
+                write!(f, "no events of lock '{lock}' can be delivered: {reason}")
+            }
+            Error::Reentry { lock } => write!(
+                f,
+                "lock '{lock}' is non-reentrant and is already held by this owner \
+                 ({REENTRY_MARKER})"
             ),
         }
     }
@@ -434,6 +477,22 @@ mod tests {
         assert!(Error::InvalidArgument("x".into()).source().is_none());
         assert!(Error::Timeout("waited".into()).source().is_none());
         assert_eq!(Error::Shutdown.kind(), ErrorKind::Shutdown);
+    }
+
+    #[test]
+    fn the_reentry_marker_maps_to_reentry_wherever_it_is() {
+        for text in [
+            "ERR NON_REENTRANT_REACQUIRE",
+            "NON_REENTRANT_REACQUIRE",
+            "ERR Error running script (call to f_x): NON_REENTRANT_REACQUIRE",
+        ] {
+            let e = fred::error::Error::new(fred::error::ErrorKind::Unknown, text);
+            let mapped = Error::from_redis(e, "k");
+            assert_eq!(mapped, Error::Reentry { lock: "k".into() }, "{text}");
+            assert_eq!(mapped.kind(), ErrorKind::Reentry);
+            assert!(!mapped.is_transient(), "answered at once, never retried");
+            assert!(mapped.to_string().contains("NON_REENTRANT_REACQUIRE"));
+        }
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //!   subscription registry and the watchdog.
 //! * [`Lock<K>`](Lock): one generic lock handle for every kind `K`, with aliases for each:
 //!   [`RLock`] (reentrant), [`FairLock`], [`ReadWriteLock`] ([`ReadLock`], [`WriteLock`]),
-//!   [`FencedLock`], [`SpinLock`]. [`Guard<K>`](Guard): one hold, released on drop.
+//!   [`FencedLock`], [`SpinLock`], [`NonReentrantLock`], [`NonReentrantFairLock`], [`GroupLock`]
+//!   (a set of values of one group, all or none).
+//!   [`Guard<K>`](Guard): one hold, released on drop.
 //! * [`MultiLock`] (all of several locks) and [`RedLock`] (a quorum of independent masters).
 //! * [`blocking`]: the same API for synchronous code, owned by the calling OS thread.
 //!
@@ -53,8 +55,10 @@ pub use config::{
 };
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
-    AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Guard,
-    Kind, Lock, LockGuard, LockPart, MultiGuard, MultiLock, RLock, Read, ReadGuard, ReadLock,
+    AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Group,
+    GroupGuard, GroupLock, Guard, Kind, Lock, LockEvent, LockEvents, LockGuard, LockPart,
+    MultiGuard, MultiLock, NonReentrant, NonReentrantFair, NonReentrantFairGuard,
+    NonReentrantFairLock, NonReentrantGuard, NonReentrantLock, RLock, Read, ReadGuard, ReadLock,
     ReadWriteLock, RedLock, RedLockGuard, RedLockOptions, Reentrant, Spin, SpinGuard, SpinLock,
     UnlockOutcome, Write, WriteGuard, WriteLock,
 };
@@ -132,7 +136,7 @@ pub mod cli_support {
 /// | `name = "orders:{id}"` | the lock name; `{arg}` or `{arg.field}` inserts an argument (with `Display`); `{{` and `}}` are literal braces (a cluster hash tag is `"{{orders}}:{id}"`) | required |
 /// | `wait = "5s"` | how long to wait for the lock; then the call returns [`Error::NotAcquired`] and the body does not run (`"0s"`: one attempt) | wait without limit |
 /// | `lease = "30s"` | hold the lock at most this long (no watchdog); a body still running when it runs out is dropped and the call returns [`Error::LockLost`] | the watchdog renews the lock while the body runs, honouring [`Config::max_renewals`] |
-/// | `kind = fair` | `reentrant`, `fair`, `fenced`, `spin`, `read` or `write` (a half of the read-write lock of that name) | `reentrant` |
+/// | `kind = fair` | `reentrant`, `fair`, `fenced`, `spin`, `non_reentrant`, `non_reentrant_fair` (the same locks on the wire as `reentrant` and `fair`; every call has its own owner, so a call never re-enters either way), `read` or `write` (a half of the read-write lock of that name) | `reentrant` |
 ///
 /// Durations are strings with units (`"500ms"`, `"5s"`, `"2m"`, `"1h"`, `"1m30s"`) or any
 /// expression of type `Duration`.

@@ -41,6 +41,9 @@ pub(crate) mod names {
     /// Counter: synchronizer operations other than acquisitions; labels `object`
     /// (`semaphore`, `permit_semaphore`, `count_down_latch`) and `op`.
     pub(crate) const SYNC_OPS: &str = "redisson_lock_sync_operations_total";
+    /// Counter: lock events delivered ([`Lock::events`](crate::Lock::events)); label `event`
+    /// (`deleted`, `expired`).
+    pub(crate) const EVENTS: &str = "redisson_lock_events_total";
 }
 
 /// Describes the metrics to the installed recorder (once per process).
@@ -270,6 +273,24 @@ pub(crate) fn lock_confirmed(lock: &str, owner: &str) {
 pub(crate) fn subscriptions_changed(delta: i8) {
     #[cfg(feature = "metrics")]
     metrics::gauge!(names::SUBSCRIPTIONS).increment(f64::from(delta));
+}
+
+/// A stream of a lock's keyspace events was opened (the server's setting checked, the
+/// subscriptions acknowledged).
+pub(crate) fn lock_events_subscribed(lock: &str) {
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "redisson_lock", lock, "listening to the lock's keyspace events");
+    #[cfg(not(feature = "tracing"))]
+    log::debug!("listening to the keyspace events of lock {lock}");
+}
+
+/// A lock event was delivered to its stream.
+#[allow(unused_variables)]
+pub(crate) fn lock_event(lock: &str, event: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::EVENTS, "event" => event).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "redisson_lock", lock, event, "lock event");
 }
 
 /// After a reconnect, every live channel (`channels` of them) is subscribed again.

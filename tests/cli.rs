@@ -650,3 +650,57 @@ async fn inspect_and_list_understand_semaphores_and_latches() {
     waiter.await.unwrap().unwrap();
     client.shutdown().await;
 }
+
+/// A group multi-lock's hash: `inspect` shows its values with their holders, counts and
+/// deadlines, `list` finds it as a group, `unlock --force` frees the whole group and wakes a
+/// waiter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_list_and_force_unlock_understand_the_group_hash() {
+    let s = RedisServer::start();
+    let url = s.url();
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let a = client.get_group_lock("cli:group", ["a", "b"]);
+    let _ga = a.lock().await.unwrap();
+    let _ga2 = a.lock().await.unwrap();
+    let c = client.get_group_lock("cli:group", ["c"]);
+    let _gc = c.lock().await.unwrap();
+    let json = ok(cli(&url, &["inspect", "cli:group", "--json"], ""));
+    assert!(json.contains("\"kind\":\"group\""), "{json}");
+    for (value, lock, count) in [("a", &a, 2), ("b", &a, 2), ("c", &c, 1)] {
+        let entry = format!(
+            "{{\"field\":\"{}\",\"client_id\":\"{}\",\"thread_id\":\"{}\",\"count\":{count},\"deadline_ms\":",
+            redisson_lock::GroupLock::value_field(value),
+            client.id(),
+            lock.owner().id()
+        );
+        assert!(json.contains(&entry), "{value}: {json}");
+    }
+    let text = ok(cli(&url, &["inspect", "cli:group"], ""));
+    assert!(text.contains("kind:    group"), "{text}");
+    assert!(text.contains("holders: 2"), "{text}");
+    assert!(text.contains("values:  3"), "{text}");
+    let listed = ok(cli(&url, &["list", "cli:*"], ""));
+    assert!(listed.contains("cli:group\tgroup\tholders=2"), "{listed}");
+    // A waiter in another client wakes when the group is force-unlocked.
+    let other = Client::connect(&url, Config::default()).await.unwrap();
+    let waiter = other.get_group_lock("cli:group", ["b"]);
+    let task = tokio::spawn(async move { waiter.try_lock_for(Duration::from_secs(20)).await });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            Admin::connect(&url)
+                .await
+                .numsub("redisson_lock__channel:{cli:group}")
+                .await
+                == 1
+        })
+        .await
+    );
+    let out = ok(cli(&url, &["unlock", "cli:group", "--force", "--yes"], ""));
+    assert!(out.contains("unlocked 'cli:group'"), "{out}");
+    let got = tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("woken by the force unlock's message")
+        .unwrap()
+        .unwrap();
+    assert!(got.is_some());
+}

@@ -257,6 +257,41 @@ async fn a_leased_hold_is_checked_after_the_reconnect() {
     );
 }
 
+// A leased group multi-lock hold has no owner field in its hash: after a reconnect it is
+// confirmed by the kind's own count query (owner and deadline of every value), not `HEXISTS`.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leased_group_hold_is_confirmed_by_its_values_after_the_reconnect() {
+    let mut s = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let holder = Client::connect(&s.url(), config(Duration::from_secs(3)))
+        .await
+        .unwrap();
+    let group = holder.get_group_lock("loss:group", ["a", "b"]);
+    let guard = group
+        .lock_with_lease(Duration::from_secs(20))
+        .await
+        .unwrap();
+    s.kill();
+    tokio::time::timeout(T, guard.lost()).await.unwrap();
+    assert_eq!(guard.state(), HoldState::InDoubt);
+    s.restart();
+    assert!(
+        eventually(T, || async { guard.state() == HoldState::Held }).await,
+        "{:?}",
+        guard.state()
+    );
+    // Without the hash (the data is wiped while the client is away): lost.
+    s.kill();
+    tokio::time::timeout(T, guard.lost()).await.unwrap();
+    std::fs::remove_dir_all(s.dir().join("appendonlydir")).unwrap();
+    s.restart();
+    assert!(
+        eventually(T, || async { guard.state() == HoldState::Lost }).await,
+        "{:?}",
+        guard.state()
+    );
+}
+
 // Many holds across restarts without persistence: overlaps happen (the data is gone) but every
 // one is announced: no holder is Held while another client holds the same lock.
 

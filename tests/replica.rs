@@ -441,3 +441,66 @@ async fn replica_synchronizers_sync_where_redisson_does() {
     assert!(ps.try_acquire(None).await.unwrap().is_some());
     c.shutdown().await;
 }
+
+/// The non-reentrant, non-reentrant fair and group locks go through the same replica-synced
+/// acquisition: with the replica frozen each is undone (its own release) and fails
+/// `NotReplicated`; a group holder's re-entry takes back only its own increment, on every value.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_frozen_non_reentrant_and_group_acquisitions_are_undone() {
+    let set = ReplicaSet::start().await;
+    let port = set.master.port();
+    let c = client(&set.url(), Duration::from_millis(300)).await;
+    let group = c.get_group_lock("replica-group", ["a", "b"]);
+    let held = group.try_lock().await.unwrap().expect("free group");
+    let count_field = |v: &str| {
+        format!(
+            "{}:{}:lock_count",
+            redisson_lock::GroupLock::value_field(v),
+            group.owner_field()
+        )
+    };
+    set.proxy.freeze();
+    let nr = c
+        .get_non_reentrant_lock("replica-nr")
+        .try_lock()
+        .await
+        .unwrap_err();
+    let nrf = c
+        .get_non_reentrant_fair_lock("replica-nrf")
+        .try_lock()
+        .await
+        .unwrap_err();
+    let fresh_group = c
+        .get_group_lock("replica-group", ["c"])
+        .try_lock()
+        .await
+        .unwrap_err();
+    let reentry = group.try_lock().await.unwrap_err();
+    for e in [nr, nrf, fresh_group, reentry] {
+        assert_eq!(e.kind(), ErrorKind::NotReplicated, "{e:?}");
+    }
+    assert_eq!(cli(port, &["EXISTS", "replica-nr"]).await, "0");
+    assert_eq!(cli(port, &["EXISTS", "replica-nrf"]).await, "0");
+    for v in ["a", "b"] {
+        assert_eq!(
+            cli(port, &["HGET", "replica-group", &count_field(v)]).await,
+            "1"
+        );
+    }
+    assert_eq!(
+        cli(
+            port,
+            &[
+                "HEXISTS",
+                "replica-group",
+                &redisson_lock::GroupLock::value_field("c")
+            ]
+        )
+        .await,
+        "0"
+    );
+    assert_eq!(group.hold_count().await.unwrap(), 1);
+    set.proxy.unfreeze();
+    held.unlock().await.unwrap();
+    assert_eq!(cli(port, &["EXISTS", "replica-group"]).await, "0");
+}

@@ -428,3 +428,108 @@ async fn sentinel_synchronizers_wait_and_wake_up() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The non-reentrant, non-reentrant fair and group locks through Sentinel: the holder's
+/// re-entry refused, a waiter in another client woken by the release, every acquisition
+/// replica-synced (a replica has the hold when it returns; `WAIT` sent), and lock events of the
+/// master's keyspace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_non_reentrant_and_group_locks_wake_sync_and_report_events() {
+    let set = SentinelSet::start();
+    let a = connect(&set, config()).await;
+    let b = connect(&set, config()).await;
+    let master = set.master_port();
+    set.data_cli(master, &["CONFIG", "SET", "notify-keyspace-events", "Egx"]);
+    let mut events = a.get_lock("sentinel:nr").events().await.unwrap();
+
+    // Non-reentrant: refused re-entry, then a waiter in b woken by a's release.
+    let nr = a.get_non_reentrant_lock("sentinel:nr");
+    let g = nr.lock().await.unwrap();
+    assert_eq!(nr.try_lock().await.unwrap_err().kind(), ErrorKind::Reentry);
+    let waiter = {
+        let lock = b.get_non_reentrant_lock("sentinel:nr");
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            Ok::<_, Error>((Instant::now(), g))
+        })
+    };
+    // The waiter is in (its subscription made or being made: it attempts again once it is).
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            b.stats()
+                .channel_waiters("redisson_lock__channel:{sentinel:nr}")
+                > 0
+        })
+        .await
+    );
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    let got = woke_within(waiter, released, Duration::from_millis(300)).await;
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), events.next())
+            .await
+            .unwrap(),
+        Some(redisson_lock::LockEvent::Deleted)
+    );
+    got.unwrap().unlock().await.unwrap();
+
+    // Non-reentrant fair: refused re-entry, nothing queued.
+    let nrf = a.get_non_reentrant_fair_lock("sentinel:nrf");
+    let g = nrf.lock().await.unwrap();
+    assert_eq!(
+        nrf.try_lock_for(Duration::from_secs(1))
+            .await
+            .unwrap_err()
+            .kind(),
+        ErrorKind::Reentry
+    );
+    assert_eq!(
+        set.data_cli(master, &["EXISTS", "redisson_lock_queue:{sentinel:nrf}"]),
+        "0"
+    );
+    g.unlock().await.unwrap();
+
+    // Group: a's {x, y}, b waits for {y}; replica-synced acquisition.
+    let group = a.get_group_lock("sentinel:group", ["x", "y"]);
+    let g = group.lock().await.unwrap();
+    let field = redisson_lock::GroupLock::value_field("x");
+    let info = set.data_cli(master, &["INFO", "replication"]);
+    let replicas: Vec<u16> = info
+        .lines()
+        .filter(|l| l.starts_with("slave"))
+        .filter_map(|l| l.split(',').find_map(|kv| kv.strip_prefix("port=")))
+        .filter_map(|p| p.trim().parse().ok())
+        .collect();
+    let holding = replicas
+        .iter()
+        .filter(|&&port| {
+            set.data_cli(port, &["HGET", "sentinel:group", &field]) == group.owner_field()
+        })
+        .count();
+    assert!(holding >= 1, "a replica has the group hold when it returns");
+    assert!(set
+        .data_cli(master, &["INFO", "commandstats"])
+        .contains("cmdstat_wait:"));
+    let waiter = {
+        let lock = b.get_group_lock("sentinel:group", ["y"]);
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            Ok::<_, Error>((Instant::now(), g))
+        })
+    };
+    // The waiter is in (its subscription made or being made: it attempts again once it is).
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            b.stats()
+                .channel_waiters("redisson_lock__channel:{sentinel:group}")
+                > 0
+        })
+        .await
+    );
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    let got = woke_within(waiter, released, Duration::from_millis(300)).await;
+    got.unwrap().unlock().await.unwrap();
+    a.shutdown().await;
+    b.shutdown().await;
+}

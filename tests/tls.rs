@@ -375,3 +375,69 @@ async fn tls_synchronizers_wait_and_wake_up() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// The non-reentrant and group locks over TLS: the re-entry refused, a waiter in another client
+/// woken by the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_non_reentrant_and_group_locks_wait_and_wake() {
+    let certs = Certs::make();
+    let server = TlsRedis::start(&certs, "server", false, &[]);
+    let a = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap();
+    let b = Client::connect(&server.url(), tls_config(&certs))
+        .await
+        .unwrap();
+    let nr = a.get_non_reentrant_lock("tls:nr");
+    let g = nr.lock().await.unwrap();
+    assert_eq!(nr.try_lock().await.unwrap_err().kind(), ErrorKind::Reentry);
+    let waiter = {
+        let lock = b.get_non_reentrant_lock("tls:nr");
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            Ok::<_, redisson_lock::Error>((Instant::now(), g))
+        })
+    };
+    // The waiter is in (its subscription made or being made: it attempts again once it is).
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            b.stats().channel_waiters("redisson_lock__channel:{tls:nr}") > 0
+        })
+        .await
+    );
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    woke_within(waiter, released, Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+
+    let group = a.get_group_lock("tls:group", ["x", "y"]);
+    let g = group.lock().await.unwrap();
+    let waiter = {
+        let lock = b.get_group_lock("tls:group", ["y", "z"]);
+        tokio::spawn(async move {
+            let g = lock.try_lock_for(Duration::from_secs(20)).await?;
+            Ok::<_, redisson_lock::Error>((Instant::now(), g))
+        })
+    };
+    // The waiter is in (its subscription made or being made: it attempts again once it is).
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            b.stats()
+                .channel_waiters("redisson_lock__channel:{tls:group}")
+                > 0
+        })
+        .await
+    );
+    let released = Instant::now();
+    g.unlock().await.unwrap();
+    woke_within(waiter, released, Duration::from_millis(300))
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+}

@@ -435,6 +435,60 @@ async fn every_kind_applies_the_brace_rule_to_every_derived_name() {
 }
 
 #[tokio::test]
+async fn non_reentrant_and_group_locks_apply_the_brace_rule_to_their_channel() {
+    // Sync protocol §5, §6: the reentrant lock's channel for both (no extra braces for a name
+    // that has a '{'); the unlock latch leaves no key behind.
+    let (s, client, admin) = setup().await;
+    let name = "{t}:nrg";
+    let mut rec = Recorder::subscribe(&s.url(), &["redisson_lock__channel:{t}:nrg"]).await;
+    let nr = client.get_non_reentrant_lock(name);
+    let g = nr.lock().await.unwrap();
+    assert_eq!(
+        admin.hgetall(name).await,
+        [(nr.owner_field().to_string(), "1".to_string())].into()
+    );
+    assert_eq!(
+        nr.lock().await.unwrap_err().kind(),
+        redisson_lock::ErrorKind::Reentry
+    );
+    g.unlock().await.unwrap();
+    let group = client.get_group_lock(name, ["v"]);
+    let g = group.lock().await.unwrap();
+    let field = redisson_lock::GroupLock::value_field("v");
+    let f = group.owner_field().to_string();
+    let fields = admin.hgetall(name).await;
+    assert_eq!(fields.len(), 3, "{fields:?}");
+    assert_eq!(fields[&field], f);
+    assert_eq!(fields[&format!("{field}:{f}:lock_count")], "1");
+    g.unlock().await.unwrap();
+    assert!(!admin.exists(name).await);
+    assert_eq!(
+        rec.drain(Duration::from_millis(300)).await,
+        vec![
+            (
+                "redisson_lock__channel:{t}:nrg".to_string(),
+                "0".to_string()
+            ),
+            (
+                "redisson_lock__channel:{t}:nrg".to_string(),
+                "0".to_string()
+            )
+        ]
+    );
+    assert!(
+        common::eventually(Duration::from_secs(2), || async {
+            admin
+                .cmd("KEYS", vec!["redisson_unlock_latch:*".into()])
+                .await
+                .unwrap()
+                .into_array()
+                .is_empty()
+        })
+        .await
+    );
+}
+
+#[tokio::test]
 async fn a_retried_unlock_with_the_same_request_id_is_answered_by_the_latch() {
     // Fault S11: the reply of an unlock is lost and the unlock is sent again with the same
     // request id. The latch must answer the replay: no double decrement, no second message.

@@ -14,8 +14,9 @@ use compat_tests::bench;
 
 mod sync_commands;
 use redisson_lock::{
-    AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, Owner, RLock, ReadWriteLock,
-    ShardedSubscriptionMode, SpinLock,
+    AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, GroupLock,
+    NonReentrantFairLock, NonReentrantLock, Owner, RLock, ReadWriteLock, ShardedSubscriptionMode,
+    SpinLock,
 };
 use tokio::{
     io::{AsyncBufReadExt, BufReader},
@@ -299,6 +300,10 @@ enum AnyLock {
     Fair(FairLock),
     Fenced(FencedLock),
     Spin(SpinLock),
+    NonReentrant(NonReentrantLock),
+    NonReentrantFair(NonReentrantFairLock),
+    /// `glock` & co: one handle per (group, values) of a thread.
+    Group(GroupLock),
     /// `r`/`w` share one read-write lock per name, so a thread can downgrade.
     ReadWrite(ReadWriteLock),
 }
@@ -311,6 +316,9 @@ macro_rules! with_lock {
             AnyLock::Fair($l) => $body,
             AnyLock::Fenced($l) => $body,
             AnyLock::Spin($l) => $body,
+            AnyLock::NonReentrant($l) => $body,
+            AnyLock::NonReentrantFair($l) => $body,
+            AnyLock::Group($l) => $body,
             AnyLock::ReadWrite(rw) if $write => {
                 let $l = rw.write_lock();
                 $body
@@ -435,6 +443,7 @@ fn kind_word(e: &Error) -> &'static str {
         ErrorKind::CrossSlot => "CROSS_SLOT",
         ErrorKind::Tls => "TLS",
         ErrorKind::NotReplicated => "NOT_REPLICATED",
+        ErrorKind::Reentry => "REENTRY",
         _ => "REDIS",
     }
 }
@@ -459,7 +468,7 @@ fn millis_arg(words: &[String], i: usize) -> Result<Option<i64>, (&'static str, 
 
 /// Splits `fencedtrylock` into (`fenced`, `trylock`); the longest prefix wins.
 fn split_family(command: &str) -> Option<(&'static str, &str)> {
-    for family in ["fenced", "spin", "f", "r", "w", ""] {
+    for family in ["fenced", "spin", "nrf", "nr", "f", "r", "w", ""] {
         if let Some(op) = command.strip_prefix(family) {
             if is_operation(op) {
                 return Some((family, op));
@@ -480,6 +489,7 @@ async fn execute(client: &Client, state: &mut ThreadState, words: &[String]) -> 
             tokio::time::sleep(Duration::from_millis(ms)).await;
             return Ok("slept".into());
         }
+        "glock" | "gtrylock" | "gunlock" => return group(client, state, words).await,
         _ => {}
     }
     if sync_commands::is_sync_command(command) {
@@ -521,6 +531,40 @@ impl Target {
     }
 }
 
+/// `glock <group> <values> [leaseMs]`, `gtrylock <group> <values> [waitMs [leaseMs]]`,
+/// `gunlock <group> <values>`: the group multi-lock over comma-separated string values.
+async fn group(client: &Client, state: &mut ThreadState, words: &[String]) -> Reply {
+    let (Some(group), Some(values)) = (words.get(1), words.get(2)) else {
+        return Err(invalid("usage: <op> <group> <values> [...]"));
+    };
+    let values: Vec<&str> = values.split(',').filter(|v| !v.is_empty()).collect();
+    if values.is_empty() {
+        return Err(invalid("no values"));
+    }
+    let owner = state.owner;
+    // One handle (and one record of holds) per group and value list.
+    let name = format!("{group} {}", values.join(","));
+    let lock = state
+        .locks
+        .entry(("g", name.clone()))
+        .or_insert_with(|| {
+            Arc::new(AnyLock::Group(
+                client.get_group_lock_with_owner(group, &values, owner),
+            ))
+        })
+        .clone();
+    let target = Target {
+        lock,
+        family: "g",
+        name,
+    };
+    match words[0].as_str() {
+        "gunlock" => release(state, &target, "unlock").await,
+        "glock" => acquire(state, &target, "lock", &words[1..]).await,
+        _ => acquire(state, &target, "trylock", &words[1..]).await,
+    }
+}
+
 /// The thread's handle for a family and name (`r`/`w` share one read-write lock per name, so
 /// a thread can downgrade).
 fn lock_for(
@@ -546,6 +590,12 @@ fn lock_for(
                     owner,
                     redisson_lock::BackOff::default(),
                 )),
+                "nr" => {
+                    AnyLock::NonReentrant(client.get_non_reentrant_lock_with_owner(name, owner))
+                }
+                "nrf" => AnyLock::NonReentrantFair(
+                    client.get_non_reentrant_fair_lock_with_owner(name, owner),
+                ),
                 "rw" => AnyLock::ReadWrite(client.get_read_write_lock_with_owner(name, owner)),
                 _ => AnyLock::Reentrant(client.get_lock_with_owner(name, owner)),
             })

@@ -1051,3 +1051,209 @@ fn on_a_cluster_a_both_peer_wakes_synchronizer_waiters_of_either_generation() {
         }
     }
 }
+
+/// Subscribers of a classic channel on one server (`PUBSUB NUMSUB`).
+fn raw_numsub(port: u16, channel: &str) -> i64 {
+    use std::io::Read;
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    conn.write_all(format!("PUBSUB NUMSUB {channel}\r\n").as_bytes())
+        .unwrap();
+    let mut reply = String::new();
+    let mut buf = [0u8; 256];
+    // *2 $len channel :n — read until the integer has arrived.
+    while !reply.contains("\r\n:") || !reply.ends_with("\r\n") {
+        let n = conn.read(&mut buf).unwrap();
+        assert!(n > 0, "connection closed: {reply:?}");
+        reply.push_str(std::str::from_utf8(&buf[..n]).unwrap());
+    }
+    let count = reply.rsplit("\r\n:").next().unwrap();
+    count.trim().parse().unwrap_or_else(|_| panic!("{reply:?}"))
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + T;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn non_reentrant_locks_refuse_the_holder_and_wake_the_other_peer_within_300ms() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    for (prefix, name) in [("nr", "nr-x"), ("nrf", "nrf-x")] {
+        assert_eq!(
+            a.call("t1", &format!("{prefix}lock {name}"), T).value,
+            "locked"
+        );
+        // The holder again, every form: REENTRY at once, nothing changes.
+        for again in [
+            format!("{prefix}lock {name}"),
+            format!("{prefix}trylock {name}"),
+            format!("{prefix}trylock {name} 5000"),
+        ] {
+            let r = a.call("t1", &again, T);
+            assert!(!r.ok && r.value.starts_with("REENTRY:"), "{again}: {r:?}");
+        }
+        assert_eq!(
+            a.call("t1", &format!("{prefix}holdcount {name}"), T).value,
+            "1"
+        );
+        assert_eq!(
+            raw_int(s.port(), &format!("EXISTS redisson_lock_queue:{{{name}}}")),
+            0
+        );
+        // The reentrant / fair lock of the name is the same lock.
+        let plain = if prefix == "nr" { "" } else { "f" };
+        assert_eq!(
+            b.call("t1", &format!("{plain}trylock {name}"), T).value,
+            "false"
+        );
+        assert_eq!(
+            b.call("t1", &format!("{prefix}trylock {name}"), T).value,
+            "false"
+        );
+        // The other peer waits; the release wakes it.
+        b.send(&format!("t1 {prefix}lock {name}"));
+        if prefix == "nr" {
+            let channel = format!("redisson_lock__channel:{{{name}}}");
+            wait_for("the waiter's subscription", || {
+                raw_numsub(s.port(), &channel) > 0
+            });
+        } else {
+            let queue = format!("LLEN redisson_lock_queue:{{{name}}}");
+            wait_for("the waiter's queue entry", || {
+                raw_int(s.port(), &queue) == 1
+            });
+        }
+        let unlocked = a.call("t1", &format!("{prefix}unlock {name}"), T);
+        assert!(unlocked.ok, "{unlocked:?}");
+        let woke = b.reply("t1", &format!("{prefix}lock"), T);
+        assert!(woke.ok, "{woke:?}");
+        let latency = woke.at as i128 - unlocked.at as i128;
+        eprintln!("{prefix}: woke {latency} ms after the unlock");
+        assert!(
+            latency < WAKE_BOUND_MS,
+            "{prefix}: woke {latency} ms after the unlock"
+        );
+        assert!(b.call("t1", &format!("{prefix}unlock {name}"), T).ok);
+        assert_eq!(raw_int(s.port(), &format!("EXISTS {name}")), 0);
+    }
+}
+
+#[test]
+fn group_locks_across_processes_take_all_or_none_and_wake_within_300ms() {
+    let s = RedisServer::start();
+    let mut a = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(&s.url(), &[]);
+    assert_eq!(a.call("t1", "glock seats a,b", T).value, "locked");
+    // Overlapping sets: nothing taken; disjoint: held at once by the other process.
+    assert_eq!(b.call("t1", "gtrylock seats b,c", T).value, "false");
+    assert_eq!(b.call("t1", "gtrylock seats b,c 200", T).value, "false");
+    assert_eq!(
+        raw_int(s.port(), "HLEN seats"),
+        6,
+        "a's two values, three fields each"
+    );
+    assert_eq!(b.call("t2", "gtrylock seats c,d", T).value, "true");
+    assert_eq!(raw_int(s.port(), "HLEN seats"), 12);
+    // Not the holder: NOT_HELD, nothing changes.
+    let r = b.call("t1", "gunlock seats a,b", T);
+    assert!(!r.ok && r.value.starts_with("NOT_HELD"), "{r:?}");
+    assert_eq!(raw_int(s.port(), "HLEN seats"), 12);
+    // b waits for {b, e}; a's release of {a, b} wakes it.
+    b.send("t1 glock seats b,e");
+    wait_for("the waiter's subscription", || {
+        raw_numsub(s.port(), "redisson_lock__channel:{seats}") > 0
+    });
+    let unlocked = a.call("t1", "gunlock seats a,b", T);
+    assert!(unlocked.ok, "{unlocked:?}");
+    let woke = b.reply("t1", "glock", T);
+    assert!(woke.ok, "{woke:?}");
+    let latency = woke.at as i128 - unlocked.at as i128;
+    eprintln!("woke {latency} ms after the unlock");
+    assert!(
+        latency < WAKE_BOUND_MS,
+        "woke {latency} ms after the unlock"
+    );
+    assert!(b.call("t1", "gunlock seats b,e", T).ok);
+    assert!(b.call("t2", "gunlock seats c,d", T).ok);
+    assert_eq!(raw_int(s.port(), "EXISTS seats"), 0);
+}
+
+#[test]
+fn non_reentrant_and_group_locks_wake_across_processes_on_a_cluster_in_every_mode() {
+    let c = cluster::RedisCluster::start();
+    let seeds = c.seed_urls().join(",");
+    for mode in ["auto", "on", "off", "both"] {
+        let flags = ["--cluster", "--sharded-pubsub", mode];
+        let mut a = Peer::start(&seeds, &flags);
+        let mut b = Peer::start(&seeds, &flags);
+        for name in c.name_per_master(&format!("nrg-{mode}-")) {
+            for (hold, again, wait, release) in [
+                (
+                    format!("nrlock {name}"),
+                    format!("nrtrylock {name} 1000"),
+                    "nrlock",
+                    format!("nrunlock {name}"),
+                ),
+                (
+                    format!("glock {name} a,b"),
+                    format!("gtrylock {name} b,a"),
+                    "glock",
+                    format!("gunlock {name} a,b"),
+                ),
+            ] {
+                assert_eq!(a.call("t1", &hold, T).value, "locked");
+                let r = a.call("t1", &again, T);
+                if wait == "nrlock" {
+                    assert!(!r.ok && r.value.starts_with("REENTRY:"), "{mode}: {r:?}");
+                } else {
+                    assert_eq!(r.value, "true", "{mode}: a group re-entry");
+                    assert!(a.call("t1", &format!("gunlock {name} b,a"), T).ok);
+                    // Another set of the same group by the same (renewed) owner: refused.
+                    let r = a.call("t1", &format!("gtrylock {name} c"), T);
+                    assert!(!r.ok && r.value.starts_with("INVALID:"), "{mode}: {r:?}");
+                }
+                b.send(&format!("t1 {hold}"));
+                let channel = format!("redisson_lock__channel:{{{name}}}");
+                let owner = c.master_for_key(&channel);
+                wait_for("the waiter's subscription", || {
+                    let sharded =
+                        cluster::RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", &channel])
+                            .items()
+                            .get(1)
+                            .and_then(|n| n.int())
+                            .unwrap_or(0);
+                    let classic: i64 = c
+                        .live_ports()
+                        .into_iter()
+                        .filter_map(|p| {
+                            cluster::RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", &channel])
+                                .items()
+                                .get(1)
+                                .and_then(|n| n.int())
+                        })
+                        .sum();
+                    sharded + classic > 0
+                });
+                let unlocked = a.call("t1", &release, T);
+                assert!(unlocked.ok, "{mode}: {unlocked:?}");
+                let woke = b.reply("t1", wait, T);
+                assert!(woke.ok, "{mode}: {woke:?}");
+                let latency = woke.at as i128 - unlocked.at as i128;
+                eprintln!("{mode} {wait}: woke {latency} ms after the unlock");
+                assert!(
+                    latency < WAKE_BOUND_MS,
+                    "{mode} {wait}: woke {latency} ms after the unlock"
+                );
+                assert!(b.call("t1", &release, T).ok);
+            }
+        }
+    }
+}
+
+/// The bound for a wake-up after the release that allows it.
+const WAKE_BOUND_MS: i128 = 300;

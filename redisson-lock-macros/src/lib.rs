@@ -33,7 +33,7 @@ pub fn locked(attr: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 const KEYS: &str = "client, name, wait, lease, kind";
-const KINDS: &str = "reentrant, fair, fenced, spin, read, write";
+const KINDS: &str = "reentrant, fair, fenced, spin, read, write, non_reentrant, non_reentrant_fair";
 const DURATION_HELP: &str =
     "write a duration as a string with a unit: \"500ms\", \"5s\", \"2m\", \"1h\" or \"1m30s\"";
 
@@ -61,6 +61,8 @@ enum Kind {
     Spin,
     Read,
     Write,
+    NonReentrant,
+    NonReentrantFair,
 }
 
 impl Parse for Args {
@@ -170,6 +172,8 @@ fn kind(value: &Expr) -> syn::Result<Kind> {
         "spin" => Kind::Spin,
         "read" => Kind::Read,
         "write" => Kind::Write,
+        "non_reentrant" => Kind::NonReentrant,
+        "non_reentrant_fair" => Kind::NonReentrantFair,
         _ => {
             return Err(syn::Error::new(
                 value.span(),
@@ -448,6 +452,10 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<Tokens> {
         Kind::Fair => quote!(#lock.get_fair_lock(&__redisson_lock_name)),
         Kind::Fenced => quote!(#lock.get_fenced_lock(&__redisson_lock_name)),
         Kind::Spin => quote!(#lock.get_spin_lock(&__redisson_lock_name)),
+        Kind::NonReentrant => quote!(#lock.get_non_reentrant_lock(&__redisson_lock_name)),
+        Kind::NonReentrantFair => {
+            quote!(#lock.get_non_reentrant_fair_lock(&__redisson_lock_name))
+        }
         Kind::Read => {
             quote!(#lock.get_read_write_lock(&__redisson_lock_name).into_read_lock())
         }

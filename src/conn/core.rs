@@ -546,6 +546,42 @@ impl Core {
         self.query("DEL", keys, lock).await
     }
 
+    /// The server's `notify-keyspace-events` setting (`CONFIG GET`; on a cluster, the node that
+    /// owns `key`'s slot).
+    pub(crate) async fn keyspace_events_setting(&self, key: &str) -> Result<String> {
+        let slot = slot_of(&Key::from(key));
+        let reply = self
+            .send(
+                &self.redis,
+                "CONFIG",
+                slot,
+                vec!["GET".into(), "notify-keyspace-events".into()],
+            )
+            .await
+            .map_err(|e| Error::from_redis(e, key))?
+            .0;
+        let pairs: Vec<String> = match reply {
+            // RESP3 answers a map.
+            Value::Map(m) => m
+                .inner()
+                .into_iter()
+                .flat_map(|(k, v)| [k.as_str().map(|s| s.to_string()), v.as_string()])
+                .flatten()
+                .collect(),
+            other => other
+                .into_array()
+                .into_iter()
+                .filter_map(|v| v.as_string())
+                .collect(),
+        };
+        Ok(pairs.get(1).cloned().unwrap_or_default())
+    }
+
+    /// The database this client works in (the keyspace event channels name it).
+    pub(crate) fn database(&self) -> u8 {
+        self.redis.client_config().database.unwrap_or(0)
+    }
+
     /// Unlinks keys, ignoring the outcome (clean-up of unlock latches).
     pub(crate) async fn unlink(&self, keys: Vec<Key>) {
         let _ = self.redis.unlink::<i64, _>(keys).await;

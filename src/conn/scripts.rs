@@ -93,6 +93,24 @@ scripts! {
     RwForceUnlock => notifying!("rw_force_unlock.lua"),
     /// Read/write isLocked (§8.6).
     RwIsLocked => include_str!("../../lua/rw_is_locked.lua"),
+    /// NR-ACQ (sync §5.1): the reentrant acquisition with the re-entry refused.
+    NonReentrantAcquire => include_str!("../../lua/nonreentrant_acquire.lua"),
+    /// NRF-TRY (sync §5.2).
+    NonReentrantFairTry => fair!("nonreentrant_fair_try.lua"),
+    /// NRF-ACQ (sync §5.2).
+    NonReentrantFairAcquire => fair!("nonreentrant_fair_acquire.lua"),
+    /// G-ACQ (sync §6.2).
+    GroupAcquire => include_str!("../../lua/group_acquire.lua"),
+    /// G-REL (sync §6.2).
+    GroupRelease => notifying!("group_release.lua"),
+    /// G-FORCE (sync §6.2).
+    GroupForceUnlock => notifying!("group_force_unlock.lua"),
+    /// G-ISLOCKED (sync §6.2).
+    GroupIsLocked => include_str!("../../lua/group_is_locked.lua"),
+    /// An owner's hold count on a set of values of a group.
+    GroupHoldCount => include_str!("../../lua/group_hold_count.lua"),
+    /// G-RENEW, batched (sync §6.2).
+    GroupRenew => include_str!("../../lua/group_renew.lua"),
     /// Asks whether this user may listen on some channels (ACL check before subscribing).
     CanSubscribe => include_str!("../../lua/can_subscribe.lua"),
     /// SEM-ACQ (sync §2.2).
@@ -145,6 +163,8 @@ impl ScriptId {
                 | ScriptId::LatchSet
                 | ScriptId::LatchCountDown
                 | ScriptId::LatchDelete
+                | ScriptId::GroupRelease
+                | ScriptId::GroupForceUnlock
         )
     }
 }

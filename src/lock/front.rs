@@ -46,10 +46,12 @@ pub(crate) struct Handle {
 }
 
 /// Why a handle refuses every operation before sending anything.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Invalid {
     EmptyName,
     CrossSlot,
+    /// The kind's own reason (`Protocol::invalid`).
+    Argument(String),
 }
 
 impl Handle {
@@ -65,6 +67,8 @@ impl Handle {
         let field: Arc<str> = proto.owner_field(client.owner_field(owner)).into();
         let invalid = if name.is_empty() || proto.name().is_empty() {
             Some(Invalid::EmptyName)
+        } else if let Some(why) = proto.invalid() {
+            Some(Invalid::Argument(why))
         } else if client.core().is_clustered()
             && !crate::conn::cluster::one_slot(&every_key(proto.as_ref(), &field))
         {
@@ -101,10 +105,11 @@ impl Handle {
     }
 
     pub(crate) fn check(&self) -> Result<()> {
-        match self.invalid {
+        match &self.invalid {
             Some(Invalid::EmptyName) => Err(Error::InvalidArgument(
                 "lock name must not be empty".to_owned(),
             )),
+            Some(Invalid::Argument(why)) => Err(Error::InvalidArgument(why.clone())),
             Some(Invalid::CrossSlot) => Err(Error::CrossSlot {
                 lock: self.raw_name().to_owned(),
             }),
@@ -155,6 +160,19 @@ impl Handle {
             queue_ms,
             ..self.hold(owner, lease_ms)
         };
+        if lease.is_none() {
+            // The watchdog renews one hold per (lock, owner): a hold of another shape (a group
+            // lock's other set of values) would go unrenewed, so it is refused up front.
+            let held = self.client.watchdog().renewal_of(&hold.name, &hold.field);
+            if held.is_some_and(|shape| shape != self.proto.renewal()) {
+                return Err(Error::InvalidArgument(format!(
+                    "owner {} already holds '{}' with another set of values in this client, \
+                     renewed by the watchdog; use another owner (another handle) for this set",
+                    hold.field,
+                    self.raw_name()
+                )));
+            }
+        }
         let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
         let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
         let acquired = watch.run(engine::acquire(&hold, wait)).await;
@@ -184,13 +202,15 @@ impl Handle {
 
     pub(crate) async fn hold_count_as(&self, owner: Owner) -> Result<u64> {
         self.check()?;
-        let field = self.field_for(owner);
-        self.client.core().hold_count(self.raw_name(), &field).await
+        self.hold(owner, 0).count().await
     }
 
     pub(crate) async fn is_held_as(&self, owner: Owner) -> Result<bool> {
         self.check()?;
         let field = self.field_for(owner);
+        if self.proto.hold_count(&field).is_some() {
+            return Ok(self.hold(owner, 0).count().await? > 0);
+        }
         self.client.core().has_field(self.raw_name(), &field).await
     }
 

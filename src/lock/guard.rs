@@ -113,6 +113,9 @@ impl Held {
             // (a shorter re-entry, a partial release) move its deadline.
             let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)));
             wd.track_leased(&hold.name, &hold.field, &loss);
+            if let Some(count) = hold.proto.hold_count(&hold.field) {
+                wd.confirm_leased_with(&hold.name, &hold.field, count);
+            }
             (loss, 0)
         };
         hold.client
@@ -306,6 +309,9 @@ impl<K: Kind> Guard<K> {
             wd.untrack_leased(name, field, &self.held.loss);
             self.held.loss = LossSignal::new(valid_until(sent_at, lease));
             wd.track_leased(name, field, &self.held.loss);
+            if let Some(count) = self.held.hold.proto.hold_count(field) {
+                wd.confirm_leased_with(name, field, count);
+            }
         }
         Ok(())
     }

@@ -247,6 +247,16 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn is_locked(&self) -> Query {
         Query::Exists(self.name().to_owned())
     }
+    /// How an owner's hold count is read: `None` (the default) for `HGET <name> <field>`,
+    /// or a script answering the count (the group multi-lock, whose counts are per value).
+    fn hold_count(&self, _field: &str) -> Option<ScriptCall> {
+        None
+    }
+    /// Why this description can take no call at all (refused before anything is sent), e.g. a
+    /// group multi-lock without values. `None` (the default): it can.
+    fn invalid(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Every key a lock can touch for `field`: the keys of each of its calls and its channel. On a
@@ -276,6 +286,7 @@ pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::K
         crate::service::watchdog::renewal_call(&[(&proto.renewal(), vec![field])], 1),
     ];
     calls.extend(proto.give_up(field, 1));
+    calls.extend(proto.hold_count(field));
     if let Query::Script(call) = proto.is_locked() {
         calls.push(call);
     }

@@ -2,7 +2,8 @@
 //!
 //! * [`kind`]: what a lock kind is — a pure description of its keys, scripts and channels
 //!   ([`kind::Protocol`]) plus the typed replies.
-//! * [`kinds`]: one file per kind (`reentrant`, `fair`, `rwlock`, `fenced`, `spin`): its
+//! * [`kinds`]: one file per kind (`reentrant`, `fair`, `rwlock`, `fenced`, `spin`,
+//!   `non_reentrant`, `non_reentrant_fair`, `group`): its
 //!   description, its marker type and its kind-specific methods.
 //! * [`acquire`]: the acquisition machinery: one owner's hold of one lock and the calls made
 //!   with it (`hold`), the one acquire engine (`engine`), the per-client acquisition state
@@ -10,8 +11,10 @@
 //! * [`front`]: the generic front end [`Lock<K>`](front::Lock); [`guard`]:
 //!   [`Guard<K>`](guard::Guard); `run`: `Lock::run` and friends.
 //! * `multi`: MultiLock and RedLock over type-erased parts.
+//! * `events`: a lock's deleted/expired keyspace events ([`Lock::events`](front::Lock::events)).
 
 pub(crate) mod acquire;
+mod events;
 pub(crate) mod front;
 pub(crate) mod guard;
 pub(crate) mod kind;
@@ -20,12 +23,16 @@ mod multi;
 mod run;
 
 pub use acquire::backoff::BackOff;
+pub use events::{LockEvent, LockEvents};
 pub use front::{Lock, LockPart};
 pub use guard::{AnyGuard, Guard};
 pub use kind::{AnyKind, Kind, UnlockOutcome};
 pub use kinds::{
     fair::{Fair, FairGuard, FairLock},
     fenced::{Fenced, FencedGuard, FencedLock},
+    group::{Group, GroupGuard, GroupLock},
+    non_reentrant::{NonReentrant, NonReentrantGuard, NonReentrantLock},
+    non_reentrant_fair::{NonReentrantFair, NonReentrantFairGuard, NonReentrantFairLock},
     reentrant::{LockGuard, RLock, Reentrant},
     rwlock::{Read, ReadGuard, ReadLock, ReadWriteLock, Write, WriteGuard, WriteLock},
     spin::{Spin, SpinGuard, SpinLock},
@@ -45,6 +52,9 @@ mod tests {
         send_sync_static::<ReadWriteLock>();
         send_sync_static::<FencedLock>();
         send_sync_static::<SpinLock>();
+        send_sync_static::<NonReentrantLock>();
+        send_sync_static::<GroupLock>();
+        send_sync_static::<NonReentrantFairLock>();
         send_sync_static::<LockPart>();
         send_sync_static::<MultiLock>();
         send_sync_static::<RedLock>();

@@ -162,6 +162,9 @@ struct Channel {
     /// Messages (and wake-everyone events) seen on the channel so far: a waiter that must act on
     /// a message sent after some moment compares counts (see [`Subscription::messages`]).
     messages: AtomicU64,
+    /// Every message's payload, for subscriptions that read them (keyspace events); sent only
+    /// while someone listens.
+    payloads: tokio::sync::broadcast::Sender<Value>,
 }
 
 impl Channel {
@@ -200,6 +203,9 @@ enum Op {
         pause: Duration,
     },
 }
+
+/// How many payloads a channel's payload readers may fall behind before they miss some.
+pub(crate) const PAYLOADS: usize = 1024;
 
 /// The first pause before a failed re-subscription is tried again; it doubles up to
 /// [`RETRY_MAX`].
@@ -287,6 +293,7 @@ impl PubSub {
             status,
             retrying: Default::default(),
             messages: AtomicU64::new(0),
+            payloads: tokio::sync::broadcast::channel(PAYLOADS).0,
         });
         if map.insert(channel.to_owned(), entry.clone()).is_none() {
             crate::observe::subscriptions_changed(1);
@@ -367,6 +374,13 @@ impl Subscription {
     /// Returns `true` when woken by a message.
     pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
         self.channel.wakeups.wait(max).await
+    }
+
+    /// The payloads of the messages on this channel from now on (for channels whose messages
+    /// are not wake-ups: keyspace events). A reader slower than [`PAYLOADS`] messages behind
+    /// is told how many it missed.
+    pub(crate) fn payloads(&self) -> tokio::sync::broadcast::Receiver<Value> {
+        self.channel.payloads.subscribe()
     }
 
     /// How many messages (and wake-everyone events: a lag, a reconnect) the channel has seen
@@ -706,14 +720,40 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     }
 }
 
-/// Reads messages and signals the channels' wake-ups.
+/// Reads messages and signals the channels' wake-ups. fred hands messages of keyspace-event
+/// channels (`__keyevent@<db>__:<event>`) to a stream of their own: they go to their channel's
+/// payload readers (the key is the payload).
 async fn run_messages(shared: Arc<Shared>) {
     let mut rx = shared.sub.message_rx();
+    let mut keyspace = shared.sub.keyspace_event_rx();
     loop {
-        match rx.recv().await {
+        let received = tokio::select! {
+            m = rx.recv() => m,
+            event = keyspace.recv() => {
+                match event {
+                    Ok(e) => {
+                        let name = format!("__keyevent@{}__:{}", e.db, e.operation);
+                        let channel = shared.channels.lock().get(&name).cloned();
+                        if let Some(channel) = channel {
+                            let key = Value::Bytes(e.key.as_bytes().to_vec().into());
+                            let _ = channel.payloads.send(key);
+                        }
+                    }
+                    Err(RecvError::Lagged(n)) => {
+                        log::warn!("keyspace-event reader lagged by {n} messages");
+                    }
+                    Err(RecvError::Closed) => break,
+                }
+                continue;
+            }
+        };
+        match received {
             Ok(msg) => {
                 let channel = shared.channels.lock().get(&*msg.channel).cloned();
                 let Some(channel) = channel else { continue };
+                if channel.payloads.receiver_count() > 0 {
+                    let _ = channel.payloads.send(msg.value.clone());
+                }
                 match message_value(&msg.value) {
                     Some(v) => channel.message(v),
                     None => log::debug!("ignoring message {:?} on {}", msg.value, channel.name),

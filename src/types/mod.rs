@@ -1,6 +1,7 @@
 //! Small value types with no dependencies: the key and channel names ([`names`]), owners
 //! ([`owner`]), permit ids ([`permit`]), TTL readings ([`ttl`]) and the client's statistics snapshot ([`stats`]).
 
+pub(crate) mod highway;
 pub(crate) mod names;
 pub(crate) mod owner;
 pub(crate) mod permit;

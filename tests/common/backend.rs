@@ -175,9 +175,43 @@ impl Backend {
 }
 
 /// One test per deployment for each `async fn name(b: Backend)`: `name::standalone`,
-/// `name::cluster_auto`, `name::cluster_on`, `name::cluster_off`.
+/// `name::cluster_auto`, `name::cluster_on`, `name::cluster_off`; with `both:` first, also
+/// `name::cluster_both` (`SPUBLISH` and `PUBLISH`, listening on both).
 #[macro_export]
 macro_rules! backend_tests {
+    (both: $($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                use redisson_lock::ShardedSubscriptionMode as Mode;
+                use super::common::Backend;
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn standalone() {
+                    super::$name(Backend::standalone()).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn cluster_auto() {
+                    super::$name(Backend::cluster(Mode::Auto)).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn cluster_on() {
+                    super::$name(Backend::cluster(Mode::On)).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn cluster_off() {
+                    super::$name(Backend::cluster(Mode::Off)).await
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn cluster_both() {
+                    super::$name(Backend::cluster(Mode::Both)).await
+                }
+            }
+        )*
+    };
     ($($name:ident),* $(,)?) => {
         $(
             mod $name {

@@ -117,6 +117,39 @@ pub struct Permit {
 const NO_LEASE: i64 = 922_337_203_685_477;
 
 /// What a lock (or a synchronizer) looks like in Redis right now.
+/// One value of a group multi-lock (Redisson `getMultiLock(group, values)`): its hash field
+/// (the value's HighwayHash in Base64; values themselves are not stored) and its holder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupValue {
+    pub field: String,
+    pub client_id: String,
+    pub thread_id: String,
+    pub count: i64,
+    /// Epoch ms (the holder's clock) when the hold ends unless renewed.
+    pub deadline_ms: Option<i64>,
+}
+
+/// `true` for a group multi-lock's field: a value field (22 Base64 characters, no `:`) or a
+/// holder's `<value>:<owner>:expire_time` / `:lock_count`.
+fn is_group_field(field: &str) -> bool {
+    let value_field = |f: &str| {
+        f.len() == 22
+            && f.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'+' || b == b'/')
+    };
+    if value_field(field) {
+        return true;
+    }
+    let Some(rest) = field
+        .strip_suffix(":expire_time")
+        .or_else(|| field.strip_suffix(":lock_count"))
+    else {
+        return false;
+    };
+    rest.split_once(':')
+        .is_some_and(|(v, owner)| value_field(v) && parse_field(owner).is_some())
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct Inspection {
     pub name: String,
@@ -133,6 +166,8 @@ pub struct Inspection {
     pub value: Option<i64>,
     /// A permit-expirable semaphore's acquired permits, earliest expiry first.
     pub permits: Vec<Permit>,
+    /// The held values of a group multi-lock (kind `group`).
+    pub values: Vec<GroupValue>,
 }
 
 impl Inspection {
@@ -188,6 +223,15 @@ pub async fn inspect(redis: &Redis, name: &str) -> Result<Inspection> {
             .unwrap_or(-2);
         out.ttl_ms = (pttl >= 0).then_some(pttl);
         let fields = cmd(redis, "HGETALL", vec![name.into()]).await?.into_array();
+        let all: Vec<(String, String)> = fields
+            .chunks(2)
+            .map(|p| (text(&p[0]), p.get(1).map(text).unwrap_or_default()))
+            .collect();
+        if !all.is_empty() && all.iter().all(|(f, _)| is_group_field(f)) {
+            group(&mut out, &all);
+            out.channels = subscribers(redis, &[format!("redisson_lock__channel:{b}")]).await?;
+            return Ok(out);
+        }
         for pair in fields.chunks(2) {
             let (field, value) = (text(&pair[0]), pair.get(1).map(text).unwrap_or_default());
             if field == "mode" {
@@ -378,6 +422,46 @@ async fn inspect_synchronizer(
     Ok(Some(out))
 }
 
+/// Fills in a group multi-lock's values and holders (distinct owners, each with the lowest
+/// count over its values) from its hash fields.
+fn group(out: &mut Inspection, fields: &[(String, String)]) {
+    out.kind = "group";
+    let get = |f: &str| fields.iter().find(|(k, _)| k == f).map(|(_, v)| v.as_str());
+    for (field, owner) in fields {
+        if field.contains(':') {
+            continue;
+        }
+        let Some((client_id, thread_id, _)) = parse_field(owner) else {
+            continue;
+        };
+        out.values.push(GroupValue {
+            field: field.clone(),
+            client_id,
+            thread_id,
+            count: get(&format!("{field}:{owner}:lock_count"))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0),
+            deadline_ms: get(&format!("{field}:{owner}:expire_time")).and_then(|d| d.parse().ok()),
+        });
+    }
+    out.values.sort_by(|a, b| a.field.cmp(&b.field));
+    for v in &out.values {
+        let owner = format!("{}:{}", v.client_id, v.thread_id);
+        match out.holders.iter_mut().find(|h| h.field == owner) {
+            Some(h) => h.count = h.count.min(v.count),
+            None => out.holders.push(Holder {
+                client_id: v.client_id.clone(),
+                thread_id: v.thread_id.clone(),
+                count: v.count,
+                mode: None,
+                reader_ttls_ms: Vec::new(),
+                field: owner,
+            }),
+        }
+    }
+    out.holders.sort_by(|a, b| a.field.cmp(&b.field));
+}
+
 /// Subscribers of each channel. On a cluster a channel's listeners may be sharded
 /// (`SSUBSCRIBE`, counted by `PUBSUB SHARDNUMSUB` on the node that owns the channel's slot) or
 /// classic (`SUBSCRIBE`, counted by `PUBSUB NUMSUB` on each node separately): both are added up,
@@ -519,6 +603,19 @@ pub fn render(i: &Inspection) -> String {
             );
         }
     }
+    if i.kind == "group" {
+        let _ = writeln!(s, "values:  {}", i.values.len());
+        for v in &i.values {
+            let deadline = v
+                .deadline_ms
+                .map_or("none".to_owned(), |d| format!("{d} (epoch ms)"));
+            let _ = writeln!(
+                s,
+                "  {} client {} thread {} count {} deadline {deadline}",
+                v.field, v.client_id, v.thread_id, v.count
+            );
+        }
+    }
     if let Some(t) = i.token {
         let _ = writeln!(s, "token:   {t}");
     }
@@ -598,8 +695,22 @@ pub fn render_json(i: &Inspection) -> String {
             )
         })
         .collect();
+    let values: Vec<String> = i
+        .values
+        .iter()
+        .map(|v| {
+            format!(
+                "{{\"field\":{},\"client_id\":{},\"thread_id\":{},\"count\":{},\"deadline_ms\":{}}}",
+                json_str(&v.field),
+                json_str(&v.client_id),
+                json_str(&v.thread_id),
+                v.count,
+                json_opt(v.deadline_ms)
+            )
+        })
+        .collect();
     format!(
-        "{{\"name\":{},\"kind\":{},\"held\":{},\"ttl_ms\":{},\"mode\":{},\"holders\":[{}],\"queue\":[{}],\"token\":{},\"subscribers\":{},\"channels\":[{}],\"value\":{},\"permits\":[{}]}}",
+        "{{\"name\":{},\"kind\":{},\"held\":{},\"ttl_ms\":{},\"mode\":{},\"holders\":[{}],\"queue\":[{}],\"token\":{},\"subscribers\":{},\"channels\":[{}],\"value\":{},\"permits\":[{}],\"values\":[{}]}}",
         json_str(&i.name),
         json_str(i.kind),
         i.exists,
@@ -611,18 +722,20 @@ pub fn render_json(i: &Inspection) -> String {
         i.subscribers(),
         channels.join(","),
         json_opt(i.value),
-        permits.join(",")
+        permits.join(","),
+        values.join(",")
     )
 }
 
 /// `true` for a hash whose fields all look like lock fields (owners, or `mode`).
 pub async fn looks_like_lock(redis: &Redis, key: &str) -> Result<bool> {
     let fields = cmd(redis, "HKEYS", vec![key.into()]).await?.into_array();
-    Ok(!fields.is_empty()
-        && fields.iter().all(|f| {
-            let f = text(f);
-            f == "mode" || parse_field(&f).is_some_and(|(c, _, _)| c.len() == 36)
-        }))
+    let lock = fields.iter().all(|f| {
+        let f = text(f);
+        f == "mode" || parse_field(&f).is_some_and(|(c, _, _)| c.len() == 36)
+    });
+    let group = fields.iter().all(|f| is_group_field(&text(f)));
+    Ok(!fields.is_empty() && (lock || group))
 }
 
 /// Waits for the client to be connected, bounded.
@@ -659,6 +772,34 @@ mod tests {
             Some((id.into(), "7".into(), true))
         );
         assert_eq!(parse_field("mode"), None);
+    }
+
+    #[test]
+    fn group_fields_are_value_fields_and_their_holders_deadlines_and_counts() {
+        let id = "0b4f4d6e-2a62-4b5e-9d1c-3f0e5c1a2b3c";
+        let v = "qwvAS12pR0CgRitaypEjUw";
+        assert!(is_group_field(v));
+        assert!(is_group_field(&format!("{v}:{id}:57:expire_time")));
+        assert!(is_group_field(&format!("{v}:{id}:57:lock_count")));
+        assert!(!is_group_field(&format!("{id}:57")));
+        assert!(!is_group_field("mode"));
+        assert!(!is_group_field(&format!("{v}:{id}:57:other")));
+        let mut i = Inspection::default();
+        group(
+            &mut i,
+            &[
+                (v.into(), format!("{id}:57")),
+                (format!("{v}:{id}:57:lock_count"), "2".into()),
+                (format!("{v}:{id}:57:expire_time"), "1795393654759".into()),
+            ],
+        );
+        assert_eq!(i.kind, "group");
+        assert_eq!(i.values.len(), 1);
+        assert_eq!(i.values[0].count, 2);
+        assert_eq!(i.values[0].deadline_ms, Some(1_795_393_654_759));
+        assert_eq!(i.holders.len(), 1);
+        assert!(render(&i).contains("values:  1"));
+        assert!(render_json(&i).contains("\"values\":[{\"field\""));
     }
 
     #[test]

@@ -166,11 +166,7 @@ impl Hold {
             // A re-entry (or a count this client is unsure of): read it, so an ambiguous
             // attempt is judged against the real count, not a hold that expired unseen.
             _ => {
-                let n = self
-                    .client
-                    .core()
-                    .hold_count(self.name(), &self.field)
-                    .await?;
+                let n = self.count().await?;
                 entry.set(Known::Count(n));
                 n
             }
@@ -336,11 +332,7 @@ impl Hold {
     /// One reconciliation round; the owner's count afterwards, and whether the attempt had run
     /// (and was undone).
     async fn reconcile_once(&self, before: u64) -> Result<(u64, bool)> {
-        let now = self
-            .client
-            .core()
-            .hold_count(self.name(), &self.field)
-            .await?;
+        let now = self.count().await?;
         if now != before + 1 {
             // `before`: the attempt did not run; lower: it expired or was force-unlocked.
             // Higher cannot happen while the entry is held; leave it and say so.
@@ -359,6 +351,20 @@ impl Hold {
             Release::Released | Release::NotHeld => 0,
         };
         Ok((after, true))
+    }
+
+    /// This owner's hold count, read as the kind reads it (see `Protocol::hold_count`).
+    pub(crate) async fn count(&self) -> Result<u64> {
+        let core = self.client.core();
+        match self.proto.hold_count(&self.field) {
+            None => core.hold_count(self.name(), &self.field).await,
+            Some(call) => {
+                let v = core.run(call, self.name()).await?;
+                v.as_i64()
+                    .map(|n| n.max(0) as u64)
+                    .ok_or_else(|| crate::conn::core::unexpected(self.name(), format!("{v:?}")))
+            }
+        }
     }
 
     /// Releases one hold, retrying transient failures with the same request id (the unlock

@@ -659,11 +659,17 @@ mod tests {
         tokio::time::sleep(ECHO_WINDOW - MS).await;
         assert!(matches!(second.next(true), Plan::Wait(_)), "an echo");
         tokio::time::sleep(MS).await;
-        assert!(matches!(second.next(false), Plan::Wait(_)), "no message, no news");
+        assert!(
+            matches!(second.next(false), Plan::Wait(_)),
+            "no message, no news"
+        );
         assert_eq!(second.next(true), Plan::Attempt, "a later message is news");
         // While the local holder's own release is under way, its message is no news.
         let _ = q.releasing("lock", "n");
-        assert!(matches!(second.next(true), Plan::Wait(_)), "the release's own message");
+        assert!(
+            matches!(second.next(true), Plan::Wait(_)),
+            "the release's own message"
+        );
     }
 
     #[test]
@@ -671,9 +677,18 @@ mod tests {
         let q = queues();
         assert!(q.attempts_first("lock", "n", false), "nobody queued");
         let _queued = q.join("lock", "n", "ch");
-        assert!(!q.attempts_first("lock", "n", false), "no barging past the queue");
-        assert!(q.attempts_first("lock", "n", true), "a re-entry never waits behind itself");
-        assert!(q.attempts_first("write", "n", false), "another kind's queue");
+        assert!(
+            !q.attempts_first("lock", "n", false),
+            "no barging past the queue"
+        );
+        assert!(
+            q.attempts_first("lock", "n", true),
+            "a re-entry never waits behind itself"
+        );
+        assert!(
+            q.attempts_first("write", "n", false),
+            "another kind's queue"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -68,24 +68,25 @@ pub type FairLock = Lock<Fair>;
 /// ```
 pub type FairGuard = Guard<Fair>;
 
-fn now_ms() -> i64 {
+/// This machine's wall clock in epoch ms (the fair and group locks put it into Redis).
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
 pub(crate) struct Desc {
-    name: String,
-    key: Key,
-    queue: Key,
-    timeouts: Key,
-    channel: String,
+    pub(crate) name: String,
+    pub(crate) key: Key,
+    pub(crate) queue: Key,
+    pub(crate) timeouts: Key,
+    pub(crate) channel: String,
     /// `fair_lock_wait_timeout`, the queue time F-TRY charges (Redisson's `threadWaitTime`).
-    try_wait_ms: u64,
+    pub(crate) try_wait_ms: u64,
 }
 
 impl Desc {
-    fn new(raw: String, try_wait_ms: u64) -> Self {
+    pub(crate) fn new(raw: String, try_wait_ms: u64) -> Self {
         Self {
             key: Key::from(raw.as_str()),
             queue: Key::from(names::prefix_name("redisson_lock_queue", &raw)),
@@ -96,7 +97,7 @@ impl Desc {
         }
     }
 
-    fn lock_keys(&self) -> Vec<Key> {
+    pub(crate) fn lock_keys(&self) -> Vec<Key> {
         vec![self.key.clone(), self.queue.clone(), self.timeouts.clone()]
     }
 }

@@ -4,6 +4,9 @@
 
 pub(crate) mod fair;
 pub(crate) mod fenced;
+pub(crate) mod group;
+pub(crate) mod non_reentrant;
+pub(crate) mod non_reentrant_fair;
 pub(crate) mod reentrant;
 pub(crate) mod rwlock;
 pub(crate) mod spin;

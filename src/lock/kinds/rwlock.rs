@@ -207,6 +207,7 @@ impl Protocol for ReadDesc {
                 Key::from(names::braced(&self.0.name).as_ref()),
             ]),
             layout: Layout::PerLock,
+            values: Arc::from([]),
         }
     }
 

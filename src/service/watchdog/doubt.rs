@@ -370,7 +370,15 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
             break;
         }
         let sent_epoch = state.doubts.current();
-        match core.has_field(name, field).await {
+        let count = state.presence.get(&key).map(|c| c.clone());
+        let present = match count {
+            None => core.has_field(name, field).await,
+            Some(call) => core
+                .run(call, name)
+                .await
+                .map(|v| v.as_i64().is_some_and(|n| n > 0)),
+        };
+        match present {
             Ok(true) => {
                 for loss in &doubted {
                     if loss.confirm(sent_epoch) {

@@ -180,6 +180,10 @@ pub(crate) enum Layout {
     PerHold,
     /// One entry per lock: `KEYS += keys`, `ARGV += count, field…` (R-RENEW).
     PerLock,
+    /// One entry per hold, with the hold's own values and this machine's clock:
+    /// `KEYS += keys`, `ARGV += field, now (epoch ms), count, value…` (G-RENEW: a group
+    /// multi-lock's deadlines are client-clock times).
+    WithValues,
 }
 
 /// How a lock kind's holds are renewed: the script, the lock's keys for one entry, the layout.
@@ -189,6 +193,8 @@ pub(crate) struct RenewalShape {
     pub(crate) script: ScriptId,
     pub(crate) keys: Arc<[Key]>,
     pub(crate) layout: Layout,
+    /// The hold's values ([`Layout::WithValues`]; empty otherwise).
+    pub(crate) values: Arc<[String]>,
 }
 
 impl RenewalShape {
@@ -198,8 +204,16 @@ impl RenewalShape {
             script: ScriptId::Renew,
             keys: Arc::from([Key::from(name)]),
             layout: Layout::PerHold,
+            values: Arc::from([]),
         }
     }
+}
+
+/// This machine's wall clock in epoch ms.
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// Builds one renewal call over `entries` (all of one script and layout): each entry is a
@@ -212,8 +226,17 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
     for (shape, fields) in entries {
         debug_assert_eq!(shape.script, script, "one script per call");
         keys.extend(shape.keys.iter().cloned());
-        if shape.layout == Layout::PerLock {
-            args.push(Value::from(fields.len() as i64));
+        match shape.layout {
+            Layout::PerHold => {}
+            Layout::PerLock => args.push(Value::from(fields.len() as i64)),
+            Layout::WithValues => {
+                debug_assert_eq!(fields.len(), 1, "one hold per entry");
+                args.extend(fields.iter().map(|f| Value::from(*f)));
+                args.push(Value::from(epoch_ms()));
+                args.push(Value::from(shape.values.len() as i64));
+                args.extend(shape.values.iter().map(|v| Value::from(v.as_str())));
+                continue;
+            }
         }
         args.extend(fields.iter().map(|f| Value::from(*f)));
     }
@@ -249,6 +272,10 @@ pub(crate) struct WatchdogState {
     /// The loss signals of the leased guards (no renewal) of each owner on each lock, told when
     /// a call of that owner sets the lock's TTL.
     leased: DashMap<HoldKey, Vec<Arc<LossSignal>>>,
+    /// How the leased holds of a (lock, owner) are confirmed after a reconnect when their kind
+    /// has no owner field in the lock's hash (a group multi-lock): a call answering the hold
+    /// count. Absent: `HEXISTS <lock> <field>`.
+    presence: DashMap<HoldKey, ScriptCall>,
     wake: Notify,
     /// A hold's deadline came closer than the next regular run: run now.
     urgent: Notify,
@@ -265,6 +292,7 @@ impl WatchdogState {
         Self {
             holds: DashMap::new(),
             leased: DashMap::new(),
+            presence: DashMap::new(),
             wake: Notify::new(),
             urgent: Notify::new(),
             next_epoch: AtomicU64::new(1),
@@ -391,12 +419,21 @@ impl Watchdog {
 
     /// Stops following a leased guard's loss signal.
     pub(crate) fn untrack_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
-        self.state
-            .leased
-            .remove_if_mut(&hold_key(name, field), |_, signals| {
-                signals.retain(|s| !Arc::ptr_eq(s, loss));
-                signals.is_empty()
-            });
+        let key = hold_key(name, field);
+        let gone = self.state.leased.remove_if_mut(&key, |_, signals| {
+            signals.retain(|s| !Arc::ptr_eq(s, loss));
+            signals.is_empty()
+        });
+        if gone.is_some() {
+            self.state.presence.remove(&key);
+        }
+    }
+
+    /// How the leased holds of this (lock, owner) are confirmed after a reconnect, for a kind
+    /// whose hold is not one field of the lock's hash: `count` answers the owner's hold count
+    /// (more than 0: held). Kept while leased holds are followed.
+    pub(crate) fn confirm_leased_with(&self, name: &Arc<str>, field: &Arc<str>, count: ScriptCall) {
+        self.state.presence.insert(hold_key(name, field), count);
     }
 
     /// A call of the owner `field` on the lock `name`, sent at `sent_at` and answered at
@@ -453,6 +490,14 @@ impl Watchdog {
     }
 
     /// Whether `field`'s hold on `name` is being renewed.
+    /// How the watchdog renews the hold of this (lock, owner), if it renews one.
+    pub(crate) fn renewal_of(&self, name: &Arc<str>, field: &Arc<str>) -> Option<RenewalShape> {
+        self.state
+            .holds
+            .get(&hold_key(name, field))
+            .map(|h| h.shape.clone())
+    }
+
     pub(crate) fn renews(&self, name: &Arc<str>, field: &Arc<str>) -> bool {
         self.state.holds.contains_key(&HoldKey {
             name: name.clone(),
@@ -639,7 +684,7 @@ fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Bat
     let mut per_lock: std::collections::HashMap<&RenewalShape, usize> = Default::default();
     for (i, item) in items.iter().enumerate() {
         match item.shape.layout {
-            Layout::PerHold => groups.push((&item.shape, vec![i])),
+            Layout::PerHold | Layout::WithValues => groups.push((&item.shape, vec![i])),
             Layout::PerLock => match per_lock.get(&item.shape) {
                 Some(&g) => groups[g].1.push(i),
                 None => {
@@ -746,6 +791,7 @@ mod tests {
             script: ScriptId::ReadRenew,
             keys: Arc::from([Key::from(name), Key::from(prefix)]),
             layout: Layout::PerLock,
+            values: Arc::from([]),
         }
     }
 

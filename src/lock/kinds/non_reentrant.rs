@@ -1,0 +1,170 @@
+//! The non-reentrant lock (Redisson 4.4+ `getNonReentrantLock`, sync protocol §5.1): the
+//! reentrant lock's keys, channel, release, watchdog and queries, with an acquisition that
+//! refuses the holder's second acquisition.
+
+use std::sync::Arc;
+
+use fred::types::Value;
+
+use crate::lock::{
+    front::{Handle, Lock},
+    guard::Guard,
+    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    kinds::reentrant,
+};
+use crate::{
+    client::Client,
+    conn::scripts::{ScriptCall, ScriptId},
+    error::REENTRY_MARKER,
+    service::watchdog::RenewalShape,
+    types::owner::Owner,
+};
+
+/// The non-reentrant lock kind (Redisson 4.4+ `RedissonNonReentrantLock`).
+///
+/// The same lock on the wire as an [`RLock`](crate::RLock) of the same name (hash `N`, field
+/// `<uuid>:<id>` → `1`, channel `redisson_lock__channel:{N}`), but an acquisition by the owner
+/// that already holds it fails at once with [`Error::Reentry`](crate::Error::Reentry): never
+/// a wait, never a count of 2. An unlock therefore always frees the lock.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::{ErrorKind, Lock, NonReentrant};
+/// let lock: Lock<NonReentrant> = client.get_non_reentrant_lock("orders");
+/// let guard = lock.lock().await?;
+/// let again = lock.try_lock().await.unwrap_err();
+/// assert_eq!(again.kind(), ErrorKind::Reentry);
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NonReentrant {}
+
+impl Sealed for NonReentrant {}
+impl Kind for NonReentrant {
+    const NAME: &'static str = "non_reentrant";
+}
+
+/// A non-reentrant lock handle; see [`Lock`] for the methods and [`NonReentrant`] for the rule.
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let lock: redisson_lock::NonReentrantLock = client.get_non_reentrant_lock("orders");
+/// let guard = lock.lock().await?;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub type NonReentrantLock = Lock<NonReentrant>;
+
+/// A hold of a [`NonReentrantLock`].
+///
+/// ```no_run
+/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+/// let guard: redisson_lock::NonReentrantGuard =
+///     client.get_non_reentrant_lock("orders").lock().await?;
+/// # Ok(()) }
+/// ```
+pub type NonReentrantGuard = Guard<NonReentrant>;
+
+/// The reentrant description with NR-ACQ as its acquisition.
+pub(crate) struct Desc {
+    base: reentrant::Desc,
+}
+
+impl Protocol for Desc {
+    fn name(&self) -> &str {
+        &self.base.name
+    }
+
+    fn waiting(&self) -> Waiting {
+        self.base.waiting()
+    }
+
+    /// The reentrant lock's local queue: the same lock on the wire.
+    fn local_queue(&self) -> Option<&'static str> {
+        self.base.local_queue()
+    }
+
+    /// NR-ACQ: `KEYS = [N]`, `ARGV = [lease, field, "NON_REENTRANT_REACQUIRE"]`; nil, the
+    /// PTTL, or the marker as an error reply.
+    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+        let call = ScriptCall::new(
+            ScriptId::NonReentrantAcquire,
+            vec![self.base.key.clone()],
+            vec![
+                Value::from(req.lease_ms as i64),
+                Value::from(req.field),
+                Value::from(REENTRY_MARKER),
+            ],
+        );
+        (call, AcquireReply::NilOrPttl)
+    }
+
+    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
+        self.base.release(req)
+    }
+
+    fn renewal(&self) -> RenewalShape {
+        self.base.renewal()
+    }
+
+    fn force_unlock(&self, publish: &str) -> ScriptCall {
+        self.base.force_unlock(publish)
+    }
+}
+
+impl Client {
+    /// A non-reentrant lock handle for `name`, bound to a fresh [`Owner`] (Redisson 4.4+
+    /// `getNonReentrantLock`).
+    pub fn get_non_reentrant_lock(&self, name: &str) -> NonReentrantLock {
+        self.get_non_reentrant_lock_with_owner(name, Owner::new())
+    }
+
+    /// A non-reentrant lock handle acting as `owner`.
+    pub fn get_non_reentrant_lock_with_owner(&self, name: &str, owner: Owner) -> NonReentrantLock {
+        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
+            Arc::new(Desc {
+                base: reentrant::Desc::new(raw),
+            })
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        conn::scripts::tests::assert_matches_header, lock::kind::Mode,
+        lock::kinds::reentrant::tests::release_req,
+    };
+    use fred::types::Key;
+
+    #[test]
+    fn acquires_with_the_marker_and_releases_as_the_reentrant_lock() {
+        let d = Desc {
+            base: reentrant::Desc::new("n".into()),
+        };
+        for mode in [Mode::Once, Mode::Queued { queue_ms: 5 }] {
+            let (call, reply) = d.acquire(AcquireRequest {
+                field: "u:1",
+                lease_ms: 30_000,
+                mode,
+            });
+            assert_eq!(reply, AcquireReply::NilOrPttl);
+            assert_matches_header(&call);
+            assert_eq!(call.keys, vec![Key::from("n")]);
+            assert_eq!(
+                call.args,
+                vec![
+                    Value::from(30_000i64),
+                    Value::from("u:1"),
+                    Value::from("NON_REENTRANT_REACQUIRE")
+                ]
+            );
+        }
+        let rel = d.release(release_req("u:1"));
+        assert_eq!(rel.script, ScriptId::Release);
+        assert_eq!(d.renewal(), RenewalShape::per_hold("n"));
+        assert_eq!(d.local_queue(), Some("lock"), "the reentrant lock's queue");
+    }
+}
