@@ -22,6 +22,7 @@
 //! | `W` | `<t_reply_ns> <token> <1 or 0>` | a fenced write sent at `t_ns`, accepted or rejected |
 //! | `E` | | the critical section ends (just before the release is sent) |
 //! | `R` | `<ok or error kind>` | the release's outcome |
+//! | `X` | `<what:kind>` | an error inside the critical section (e.g. a failed re-entry) |
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
@@ -285,6 +286,7 @@ pub fn check<'a>(
             }
             "E" => a.end = Some(t),
             "R" => a.release = Some(field(5)?),
+            "X" => *report.errors.entry(field(5)?).or_default() += 1,
             _ => return Err(bad()),
         }
     }

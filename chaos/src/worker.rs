@@ -255,7 +255,7 @@ impl Owner_ {
                 &format!("{name} {}", self.variant),
             );
             let got = self.acquire(&name, owner).await;
-            let held = match got {
+            let mut held = match got {
                 Ok(Some(held)) => held,
                 Ok(None) => {
                     h.emit("N", self.owner, seq, now_ns(), "none");
@@ -273,7 +273,7 @@ impl Owner_ {
                 .map_or_else(|| "-".to_owned(), |t| t.to_string());
             let deadline = instant_ns(held.valid_until());
             h.emit("A", self.owner, seq, t, &format!("{token} {deadline}"));
-            self.critical_section(&name, seq, &held).await;
+            self.critical_section(&name, seq, owner, &mut held).await;
             h.emit("E", self.owner, seq, now_ns(), "");
             let me = format!("{}/{}/{seq}", h.process, self.owner);
             let _: Result<Value, _> = self
@@ -297,20 +297,11 @@ impl Owner_ {
         Ok(match self.variant.as_str() {
             "reentrant" => {
                 let lock = self.client.get_lock_with_owner(name, owner);
-                match lock.try_lock_for(wait).await.map_err(kind)? {
-                    // Re-entered at once by the same owner (hold count 2).
-                    Some(g) => {
-                        let inner = lock.try_lock_for(wait).await.map_err(kind);
-                        match inner {
-                            Ok(inner) => Some(Held::Reentrant(g, inner)),
-                            Err(e) => {
-                                let _ = g.unlock().await;
-                                return Err(format!("reentry:{e}"));
-                            }
-                        }
-                    }
-                    None => None,
-                }
+                // Re-entered in the critical section (hold count 2).
+                lock.try_lock_for(wait)
+                    .await
+                    .map_err(kind)?
+                    .map(|g| Held::Reentrant(g, None))
             }
             "fair" => self
                 .client
@@ -354,7 +345,7 @@ impl Owner_ {
     /// every 200 ms and stopping early when told), fenced writes at the start and at the end
     /// (the end one without looking first: a pause can fall between a check and a write, which
     /// is what fencing is for).
-    async fn critical_section(&mut self, name: &str, seq: u64, held: &Held) {
+    async fn critical_section(&mut self, name: &str, seq: u64, owner: Owner, held: &mut Held) {
         let h = self.history.clone();
         let me = format!("{}/{}/{seq}", h.process, self.owner);
         let prev: String = match self
@@ -366,6 +357,20 @@ impl Owner_ {
             Err(_) => "-".into(),
         };
         h.emit("G", self.owner, seq, now_ns(), &prev);
+        if let Held::Reentrant(_, inner) = held {
+            // The same owner again: at once, a second hold on the same lock.
+            let lock = self.client.get_lock_with_owner(name, owner);
+            match lock.try_lock_for(self.wait).await {
+                Ok(g) => *inner = g,
+                Err(e) => h.emit(
+                    "X",
+                    self.owner,
+                    seq,
+                    now_ns(),
+                    &format!("reentry:{:?}", e.kind()),
+                ),
+            }
+        }
         let token = held.token();
         if let Some(tok) = token {
             self.fenced_write(name, seq, tok).await;
