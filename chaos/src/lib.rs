@@ -140,6 +140,8 @@ pub struct Report {
     pub examples: Vec<String>,
     /// Overlaps by variant: `(all, unannounced)`.
     pub by_variant: BTreeMap<String, (u64, u64)>,
+    /// Every overlap: when the later holder acquired, and whether it was unannounced.
+    pub overlap_at: Vec<(u64, bool)>,
     /// A few announced overlaps, described (what the earlier holder knew).
     pub announced_examples: Vec<String>,
 }
@@ -355,6 +357,7 @@ pub fn check<'a>(
                 }
                 report.overlaps += 1;
                 let told = x.told_by(ty);
+                report.overlap_at.push((ty, !told));
                 let v = report.by_variant.entry(y.variant.clone()).or_default();
                 v.0 += 1;
                 if told && report.announced_examples.len() < 5 {

@@ -92,6 +92,9 @@ enum Cmd {
         /// An attempt longer than this (ms) is a stuck wait.
         #[arg(long, default_value_t = 25_000)]
         stuck_ms: u64,
+        /// Also print every unannounced overlap's time (`CLOCK_MONOTONIC` ns).
+        #[arg(long)]
+        list: bool,
     },
     /// One worker process (started by `run`).
     #[command(hide = true)]
@@ -229,9 +232,21 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Cmd::Check { dir, stuck_ms } => match nemesis::check_dir(&dir, stuck_ms) {
+        Cmd::Check {
+            dir,
+            stuck_ms,
+            list,
+        } => match nemesis::check_dir(&dir, stuck_ms) {
             Ok(report) => {
+                if list {
+                    for (t, unannounced) in &report.overlap_at {
+                        if *unannounced {
+                            println!("unannounced at {t}");
+                        }
+                    }
+                }
                 println!("{}", report.summary());
+                println!("{}", nemesis::by_fault_line(&dir, &report));
                 for e in &report.announced_examples {
                     println!("announced overlap: {e}");
                 }

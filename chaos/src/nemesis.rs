@@ -457,7 +457,22 @@ impl Deployment {
                     let s = set.sentinel_ports()[0];
                     let r = set.sentinel_cli(s, &["SENTINEL", "FAILOVER", sentinel::MASTER_NAME]);
                     let new = set.await_new_master(old, Duration::from_secs(30));
-                    format!("SENTINEL FAILOVER ({r}): {old} -> {new}")
+                    // The old master is alive: it stays a master, with its clients' connections
+                    // open, until a sentinel converts it into a replica.
+                    let t = std::time::Instant::now();
+                    let mut demoted = None;
+                    while t.elapsed() < Duration::from_secs(20) {
+                        if cli(old, &["ROLE"]).starts_with("slave") {
+                            demoted = Some(t.elapsed().as_millis());
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    format!(
+                        "SENTINEL FAILOVER ({r}): {old} -> {new}; the old master still a master for \
+                         {} ms after the new one was named",
+                        demoted.map_or_else(|| ">20000".to_owned(), |ms| ms.to_string())
+                    )
                 })
                 .await
                 .unwrap_or_else(|e| format!("failed: {e}"))
@@ -562,6 +577,56 @@ fn history_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// Overlaps per fault: each overlap goes to the last fault of `nemesis.log` (lines `<start_ns>
+/// t=<s>s <fault> (<ms> ms): <what>`) that started before it, `-` before the first.
+/// `(fault, overlaps, unannounced)`, in schedule order of first appearance.
+pub fn overlaps_by_fault(dir: &Path, report: &Report) -> Vec<(String, u64, u64)> {
+    let log = std::fs::read_to_string(dir.join("nemesis.log")).unwrap_or_default();
+    let mut steps: Vec<(u64, String)> = log
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let t0 = w.next()?.parse().ok()?;
+            let name = w.nth(1)?.to_owned();
+            Some((t0, name))
+        })
+        .collect();
+    steps.sort();
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    for &(t, unannounced) in &report.overlap_at {
+        let n = steps.partition_point(|(t0, _)| *t0 <= t);
+        let name = if n == 0 {
+            "-".to_owned()
+        } else {
+            steps[n - 1].1.clone()
+        };
+        match out.iter_mut().find(|(f, _, _)| *f == name) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += u64::from(unannounced);
+            }
+            None => out.push((name, 1, u64::from(unannounced))),
+        }
+    }
+    out
+}
+
+/// [`overlaps_by_fault`] as one line.
+pub fn by_fault_line(dir: &Path, report: &Report) -> String {
+    let v: Vec<String> = overlaps_by_fault(dir, report)
+        .iter()
+        .map(|(f, a, u)| format!("{f}:{a}/{u}"))
+        .collect();
+    format!(
+        "overlaps by the fault before them (all/unannounced): {}",
+        if v.is_empty() {
+            "none".into()
+        } else {
+            v.join(",")
+        }
+    )
 }
 
 /// Checks every `*.history` file of `dir`.
@@ -732,6 +797,7 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         }
     );
     println!("result {}", report.summary());
+    println!("{}", by_fault_line(&dir, &report));
     let nemesis = if args.nemesis == "full" {
         format!(
             "full ({})",
