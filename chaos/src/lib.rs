@@ -24,6 +24,7 @@
 //! | `R` | `<ok or error kind>` | the release's outcome |
 //! | `X` | `<what:kind>` | an error inside the critical section (e.g. a failed re-entry) |
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 use std::collections::{BTreeMap, HashMap};
 

@@ -7,6 +7,7 @@
 //! end it checks the merged history (`redisson_lock_chaos::check`) and prints the findings.
 //! `chaos check <dir>` checks a kept history again.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 #[path = "../../tests/common/redis_server.rs"]
 mod redis_server;
