@@ -743,7 +743,19 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     }
     let mut log = std::fs::File::create(dir.join("nemesis.log")).map_err(|e| e.to_string())?;
     let start = Instant::now();
-    for step in steps {
+    let total = steps.len();
+    for (i, step) in steps.into_iter().enumerate() {
+        // A fault that took longer than scheduled (a failover that waits for the sentinels)
+        // delays the next ones; none starts after the run's length.
+        if start.elapsed() >= Duration::from_secs(args.duration) {
+            let line = format!(
+                "{} scheduled fault(s) not run: past the run's length",
+                total - i
+            );
+            println!("nemesis {line}");
+            let _ = writeln!(log, "# {line}");
+            break;
+        }
         let at = start + Duration::from_millis(step.at_ms);
         tokio::time::sleep_until(at).await;
         let t0 = now_ns();
