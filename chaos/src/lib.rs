@@ -1,0 +1,436 @@
+//! The history format and the checker of the chaos runner (`chaos`, see `src/main.rs`).
+//!
+//! Every worker process writes one line per event to its own history file, stamped with
+//! `CLOCK_MONOTONIC` in nanoseconds ([`clock::now_ns`]): one clock shared by every process of
+//! the machine, so events of different processes compare without any synchronisation. The
+//! checker ([`check`]) reads the merged history and counts overlaps of two holders of one lock,
+//! split into *announced* (the earlier holder had been told before the later one acquired) and
+//! *unannounced* ones, plus fenced-register outcomes, waits and errors.
+//!
+//! # Line format
+//! `<kind> <process> <owner> <seq> <t_ns> <fields...>`, one attempt being `(process, owner,
+//! seq)`:
+//!
+//! | kind | fields | meaning |
+//! |---|---|---|
+//! | `B` | `<lock> <variant>` | an acquisition attempt begins |
+//! | `A` | `<token or -> <deadline_ns>` | acquired; the hold's validity deadline |
+//! | `N` | `<kind>` | not acquired: `none` (the wait ran out) or an error kind |
+//! | `O` | `<state> <deadline_ns>` | the holder looked at its hold (`Held`, `InDoubt`, `Lost`) |
+//! | `T` | `<state>` | the holder was told: `lost()` resolved (in doubt or lost) |
+//! | `G` | `<previous occupant or ->` | entered the register: who was still inside |
+//! | `W` | `<t_reply_ns> <token> <1 or 0>` | a fenced write sent at `t_ns`, accepted or rejected |
+//! | `E` | | the critical section ends (just before the release is sent) |
+//! | `R` | `<ok or error kind>` | the release's outcome |
+//! | `X` | `<what:kind>` | an error inside the critical section (e.g. a failed re-entry) |
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::collections::{BTreeMap, HashMap};
+
+/// The shared monotonic clock.
+pub mod clock {
+    use std::time::Instant;
+
+    /// `CLOCK_MONOTONIC` in nanoseconds: comparable across the processes of one machine.
+    pub fn now_ns() -> u64 {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+        (t.tv_sec as u64) * 1_000_000_000 + t.tv_nsec as u64
+    }
+
+    /// A process-local [`Instant`] (std uses `CLOCK_MONOTONIC` on Linux) as [`now_ns`] time.
+    pub fn instant_ns(at: Instant) -> u64 {
+        let (now_i, now) = (Instant::now(), now_ns());
+        if at >= now_i {
+            now + (at - now_i).as_nanos() as u64
+        } else {
+            now.saturating_sub((now_i - at).as_nanos() as u64)
+        }
+    }
+}
+
+/// One acquisition attempt, rebuilt from the history.
+#[derive(Debug, Clone, Default)]
+pub struct Attempt {
+    /// Worker process number.
+    pub process: u32,
+    /// Owner number within the process.
+    pub owner: u32,
+    /// Attempt number of that owner.
+    pub seq: u64,
+    /// Lock name.
+    pub lock: String,
+    /// Variant (`reentrant`, `fair`, `write`, `fenced`, `redlock`).
+    pub variant: String,
+    /// When the attempt began.
+    pub begin: u64,
+    /// When the acquisition returned with the lock.
+    pub acquired: Option<u64>,
+    /// When the attempt returned without the lock, and why.
+    pub failed: Option<(u64, String)>,
+    /// Fencing token of the hold.
+    pub token: Option<u64>,
+    /// What the holder knew: `(when, state, validity deadline)`; the first is the acquisition.
+    pub looks: Vec<(u64, String, u64)>,
+    /// When `lost()` first resolved.
+    pub told: Option<u64>,
+    /// When the critical section ended.
+    pub end: Option<u64>,
+    /// The release outcome.
+    pub release: Option<String>,
+}
+
+impl Attempt {
+    fn id(&self) -> String {
+        format!("p{}/o{}/#{}", self.process, self.owner, self.seq)
+    }
+
+    /// Whether the holder had been told, at `t`, that its hold was not safe any more: its
+    /// latest look at or before `t` (the acquisition, a look at the state, `lost()` resolving)
+    /// showed a state other than `Held`, or a validity deadline at or before `t`. A hold in
+    /// doubt that was confirmed held again before `t` counts as not told.
+    pub fn told_by(&self, t: u64) -> bool {
+        match self.looks.iter().filter(|l| l.0 <= t).max_by_key(|l| l.0) {
+            Some((_, state, deadline)) => state != "Held" || *deadline <= t,
+            None => false,
+        }
+    }
+}
+
+/// A fenced write.
+#[derive(Debug, Clone)]
+struct FencedWrite {
+    attempt: (u32, u32, u64),
+    sent: u64,
+    reply: u64,
+    token: u64,
+    accepted: bool,
+}
+
+/// What the checker found.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Acquisitions (holds).
+    pub ops: u64,
+    /// Attempts that returned without the lock because the wait ran out.
+    pub not_acquired: u64,
+    /// Pairs of holds of one lock by different owners whose critical sections overlapped.
+    pub overlaps: u64,
+    /// Overlaps where the earlier holder had not been told before the later one acquired.
+    pub unannounced: u64,
+    /// Entries into the register that found another holder still inside (clock-free check).
+    pub register_overlaps: u64,
+    /// Fenced writes sent.
+    pub fenced_writes: u64,
+    /// Fenced writes the register rejected (a token lower than one it had accepted).
+    pub fenced_rejected: u64,
+    /// Fenced writes accepted although a write of another hold with a token at least as high
+    /// had been accepted before they were sent: must be 0.
+    pub stale_accepted: u64,
+    /// Holds of one lock by different attempts with the same fencing token.
+    pub duplicate_tokens: u64,
+    /// Attempts that never returned, or returned later than the stuck bound.
+    pub stuck_waits: u64,
+    /// The longest attempt (begin to return), in milliseconds.
+    pub max_wait_ms: f64,
+    /// Errors by kind (acquisitions: the kind; releases: `release:<kind>`).
+    pub errors: BTreeMap<String, u64>,
+    /// From the first to the last event, in seconds.
+    pub span_s: f64,
+    /// A few unannounced overlaps, described.
+    pub examples: Vec<String>,
+    /// Overlaps by variant: `(all, unannounced)`.
+    pub by_variant: BTreeMap<String, (u64, u64)>,
+    /// Every overlap: when the later holder acquired, and whether it was unannounced.
+    pub overlap_at: Vec<(u64, bool)>,
+    /// A few announced overlaps, described (what the earlier holder knew).
+    pub announced_examples: Vec<String>,
+}
+
+impl Report {
+    /// Acquisitions per second over the history's span.
+    pub fn ops_per_s(&self) -> f64 {
+        if self.span_s > 0.0 {
+            self.ops as f64 / self.span_s
+        } else {
+            0.0
+        }
+    }
+
+    /// `key=value` lines, the format the runner prints.
+    pub fn summary(&self) -> String {
+        let errors: Vec<String> = self
+            .errors
+            .iter()
+            .map(|(k, v)| format!("{k}:{v}"))
+            .collect();
+        let mut s = format!(
+            "ops={} ops_per_s={:.1} not_acquired={} overlaps={} unannounced={} register_overlaps={} \
+             fenced_writes={} fenced_rejected={} stale_accepted={} duplicate_tokens={} \
+             stuck_waits={} max_wait_ms={:.0} errors={}",
+            self.ops,
+            self.ops_per_s(),
+            self.not_acquired,
+            self.overlaps,
+            self.unannounced,
+            self.register_overlaps,
+            self.fenced_writes,
+            self.fenced_rejected,
+            self.stale_accepted,
+            self.duplicate_tokens,
+            self.stuck_waits,
+            self.max_wait_ms,
+            if errors.is_empty() {
+                "none".to_owned()
+            } else {
+                errors.join(",")
+            }
+        );
+        let by: Vec<String> = self
+            .by_variant
+            .iter()
+            .map(|(k, (a, u))| format!("{k}:{a}/{u}"))
+            .collect();
+        s.push_str(&format!(
+            " overlaps_by_variant(all/unannounced)={}",
+            by.join(",")
+        ));
+        for e in &self.examples {
+            s.push_str("\nunannounced overlap: ");
+            s.push_str(e);
+        }
+        s
+    }
+}
+
+/// A history line that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// The line.
+    pub line: String,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "bad history line: {:?}", self.line)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Checks a history (lines of every worker, in any order). `stuck_ms` bounds one attempt
+/// (its wait plus retries, pauses and slack): a longer or unfinished attempt is a stuck wait.
+pub fn check<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    stuck_ms: u64,
+) -> Result<Report, ParseError> {
+    let mut attempts: HashMap<(u32, u32, u64), Attempt> = HashMap::new();
+    let mut writes: HashMap<String, Vec<FencedWrite>> = HashMap::new();
+    let mut pending_writes: Vec<FencedWrite> = Vec::new();
+    let mut report = Report::default();
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    for line in lines {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = || ParseError {
+            line: line.to_owned(),
+        };
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if w.len() < 5 {
+            return Err(bad());
+        }
+        let num = |i: usize| w.get(i).and_then(|v| v.parse::<u64>().ok()).ok_or_else(bad);
+        let key = (num(1)? as u32, num(2)? as u32, num(3)?);
+        let t = num(4)?;
+        first = first.min(t);
+        last = last.max(t);
+        let a = attempts.entry(key).or_insert_with(|| Attempt {
+            process: key.0,
+            owner: key.1,
+            seq: key.2,
+            ..Attempt::default()
+        });
+        let field = |i: usize| w.get(i).map(|s| s.to_string()).ok_or_else(bad);
+        match w[0] {
+            "B" => {
+                a.begin = t;
+                a.lock = field(5)?;
+                a.variant = field(6)?;
+            }
+            "A" => {
+                a.acquired = Some(t);
+                a.token = w.get(5).and_then(|v| v.parse().ok());
+                a.looks.push((t, "Held".to_owned(), num(6)?));
+            }
+            "N" => a.failed = Some((t, field(5)?)),
+            "O" => a.looks.push((t, field(5)?, num(6)?)),
+            "T" => {
+                a.told.get_or_insert(t);
+                // Being told is a look that says "not safe" (a later look may say held again).
+                a.looks.push((t, "Told".to_owned(), 0));
+            }
+            "G" => {
+                if field(5)? != "-" {
+                    report.register_overlaps += 1;
+                }
+            }
+            "W" => {
+                let reply = num(5)?;
+                last = last.max(reply);
+                pending_writes.push(FencedWrite {
+                    attempt: key,
+                    sent: t,
+                    reply,
+                    token: num(6)?,
+                    accepted: field(7)? == "1",
+                });
+            }
+            "E" => a.end = Some(t),
+            "R" => a.release = Some(field(5)?),
+            "X" => *report.errors.entry(field(5)?).or_default() += 1,
+            _ => return Err(bad()),
+        }
+    }
+    for wr in pending_writes {
+        let lock = attempts
+            .get(&wr.attempt)
+            .map(|a| a.lock.clone())
+            .unwrap_or_default();
+        writes.entry(lock).or_default().push(wr);
+    }
+    report.span_s = if last > first {
+        (last - first) as f64 / 1e9
+    } else {
+        0.0
+    };
+
+    // Attempts: ops, waits, errors.
+    let mut by_lock: HashMap<&str, Vec<&Attempt>> = HashMap::new();
+    for a in attempts.values() {
+        let done = a.acquired.or(a.failed.as_ref().map(|f| f.0));
+        match done {
+            Some(d) => {
+                let ms = d.saturating_sub(a.begin) as f64 / 1e6;
+                report.max_wait_ms = report.max_wait_ms.max(ms);
+                if ms > stuck_ms as f64 {
+                    report.stuck_waits += 1;
+                }
+            }
+            None => report.stuck_waits += 1,
+        }
+        if let Some((_, kind)) = &a.failed {
+            if kind == "none" {
+                report.not_acquired += 1;
+            } else {
+                *report.errors.entry(kind.clone()).or_default() += 1;
+            }
+        }
+        if let Some(r) = &a.release {
+            if r != "ok" {
+                *report.errors.entry(format!("release:{r}")).or_default() += 1;
+            }
+        }
+        if a.acquired.is_some() {
+            report.ops += 1;
+            by_lock.entry(a.lock.as_str()).or_default().push(a);
+        }
+    }
+
+    // Overlaps: per lock, holds by acquisition time; a hold that never ended lasts to the end.
+    for holds in by_lock.values_mut() {
+        holds.sort_by_key(|a| a.acquired);
+        let mut tokens: HashMap<u64, (u32, u32, u64)> = HashMap::new();
+        // Holds whose critical section had not ended at the current acquisition.
+        let mut active: Vec<&Attempt> = Vec::new();
+        for y in holds.iter() {
+            let ty = y.acquired.unwrap_or(0);
+            if let Some(tok) = y.token {
+                if tokens.insert(tok, (y.process, y.owner, y.seq)).is_some() {
+                    report.duplicate_tokens += 1;
+                }
+            }
+            active.retain(|x| x.end.unwrap_or(u64::MAX) > ty);
+            for x in &active {
+                if (x.process, x.owner) == (y.process, y.owner) {
+                    continue;
+                }
+                report.overlaps += 1;
+                let told = x.told_by(ty);
+                report.overlap_at.push((ty, !told));
+                let v = report.by_variant.entry(y.variant.clone()).or_default();
+                v.0 += 1;
+                if told && report.announced_examples.len() < 5 {
+                    report.announced_examples.push(format!(
+                        "lock {} ({}): {} told {:?}, looks before: {:?}; {} acquired at {}",
+                        y.lock,
+                        y.variant,
+                        x.id(),
+                        x.told,
+                        x.looks.iter().filter(|l| l.0 <= ty).collect::<Vec<_>>(),
+                        y.id(),
+                        ty
+                    ));
+                }
+                if !told {
+                    v.1 += 1;
+                    report.unannounced += 1;
+                    if report.examples.len() < 10 {
+                        let deadline = x
+                            .looks
+                            .iter()
+                            .filter(|l| l.0 <= ty)
+                            .max_by_key(|l| l.0)
+                            .map(|l| l.2);
+                        report.examples.push(format!(
+                            "lock {} ({}): {} held from {} (deadline {:?}, told {:?}, ended {:?}); \
+                             {} acquired at {}",
+                            y.lock,
+                            y.variant,
+                            x.id(),
+                            x.acquired.unwrap_or(0),
+                            deadline,
+                            x.told,
+                            x.end,
+                            y.id(),
+                            ty
+                        ));
+                    }
+                }
+            }
+            active.push(y);
+        }
+    }
+
+    // Fenced writes: the register must have rejected every stale one.
+    for ws in writes.values_mut() {
+        report.fenced_writes += ws.len() as u64;
+        report.fenced_rejected += ws.iter().filter(|w| !w.accepted).count() as u64;
+        // Accepted writes by reply time, with the highest token accepted so far and the hold
+        // that wrote it.
+        let mut accepted: Vec<&FencedWrite> = ws.iter().filter(|w| w.accepted).collect();
+        accepted.sort_by_key(|w| w.reply);
+        let mut high: Vec<(u64, u64, (u32, u32, u64))> = Vec::with_capacity(accepted.len());
+        let mut top: Option<(u64, (u32, u32, u64))> = None;
+        for v in &accepted {
+            if top.is_none_or(|(t, _)| v.token >= t) {
+                top = Some((v.token, v.attempt));
+            }
+            if let Some((t, a)) = top {
+                high.push((v.reply, t, a));
+            }
+        }
+        for w in ws.iter().filter(|w| w.accepted) {
+            // Writes whose reply came before this one was sent were applied before it.
+            let n = high.partition_point(|(reply, _, _)| *reply < w.sent);
+            if n > 0 {
+                let (_, t, a) = high[n - 1];
+                if t > w.token || (t == w.token && a != w.attempt) {
+                    report.stale_accepted += 1;
+                }
+            }
+        }
+    }
+    Ok(report)
+}

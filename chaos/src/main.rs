@@ -1,0 +1,276 @@
+//! `chaos`: runs redisson-lock under faults and counts every overlap of two holders.
+//!
+//! `chaos run --topology standalone|sentinel|cluster --duration <s> [--seed N]` starts its own
+//! servers on free loopback ports (a lock deployment, three independent RedLock nodes and an
+//! unfaulted register server), N worker processes (`chaos worker`, this binary) with several
+//! owners each, and a seeded nemesis schedule (printed, replayable with the same seed); at the
+//! end it checks the merged history (`redisson_lock_chaos::check`) and prints the findings.
+//! `chaos check <dir>` checks a kept history again.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[path = "../../tests/common/redis_server.rs"]
+mod redis_server;
+
+#[path = "../../tests/common/proxy.rs"]
+mod proxy;
+
+#[path = "../../tests/common/cluster.rs"]
+mod cluster;
+
+#[path = "../../tests/common/sentinel.rs"]
+mod sentinel;
+
+/// The path `sentinel.rs` expects its sibling at.
+mod common {
+    pub(crate) use super::redis_server;
+}
+
+mod nemesis;
+mod worker;
+
+use std::{path::PathBuf, process::ExitCode};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// The lock variants a worker's owners use (owner i of process p: variant (i + p) mod n).
+pub const VARIANTS: [&str; 5] = ["reentrant", "fair", "write", "fenced", "redlock"];
+
+/// The lock names of a variant (each variant contends on its own names).
+pub fn lock_names(variant: &str, n: u32) -> Vec<String> {
+    (0..n.max(1))
+        .map(|i| format!("chaos-{variant}-{i}"))
+        .collect()
+}
+
+/// A small seeded generator (SplitMix64): the same seed gives the same schedule.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+}
+
+#[derive(Parser)]
+#[command(
+    name = "chaos",
+    about = "Runs redisson-lock under faults and counts overlapping holders"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start servers, workers and the nemesis; check the history at the end.
+    Run(RunArgs),
+    /// Check a history kept with `run --keep <dir>`.
+    Check {
+        /// The directory with the `worker-*.history` files.
+        dir: PathBuf,
+        /// An attempt longer than this (ms) is a stuck wait.
+        #[arg(long, default_value_t = 25_000)]
+        stuck_ms: u64,
+        /// Also print every unannounced overlap's time (`CLOCK_MONOTONIC` ns).
+        #[arg(long)]
+        list: bool,
+    },
+    /// One worker process (started by `run`).
+    #[command(hide = true)]
+    Worker(WorkerArgs),
+}
+
+/// The deployment under test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Topology {
+    /// One master with one replica; clients reach the master through a loopback fault proxy.
+    Standalone,
+    /// One master, two replicas, three sentinels.
+    Sentinel,
+    /// A 3+3 Redis Cluster.
+    Cluster,
+}
+
+/// Options of `chaos run`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct RunArgs {
+    /// The deployment to run against.
+    #[arg(long, value_enum, default_value_t = Topology::Standalone)]
+    pub topology: Topology,
+    /// Length of the workload in seconds.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(5..=86_400))]
+    pub duration: u64,
+    /// Seed of the nemesis schedule and of the workload's choices (default: from the clock).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Worker processes.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=32))]
+    pub processes: u32,
+    /// Owners (concurrent lock users) per worker process.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub owners: u32,
+    /// Lock names per variant.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub locks: u32,
+    /// Lock variants, comma-separated (reentrant, fair, write, fenced, redlock).
+    #[arg(long, default_value = "reentrant,fair,write,fenced,redlock")]
+    pub variants: String,
+    /// Faults, comma-separated, or `full` (every fault of the topology) or `none`; see
+    /// `--list-faults`.
+    #[arg(long, default_value = "full")]
+    pub nemesis: String,
+    /// Print the faults of each topology and exit.
+    #[arg(long)]
+    pub list_faults: bool,
+    /// Mean pause between two faults, in seconds.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub interval: u64,
+    /// Watchdog timeout (the lease) in ms.
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(500..=60_000))]
+    pub watchdog_ms: u64,
+    /// Command timeout in ms.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    pub timeout_ms: u64,
+    /// How long one acquisition waits, in ms.
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub wait_ms: u64,
+    /// Turn replica sync off (`check_lock_synced_replicas(false)`).
+    #[arg(long)]
+    pub no_replica_sync: bool,
+    /// Keep the history and the nemesis log in this directory (default: a removed temp dir).
+    #[arg(long)]
+    pub keep: Option<PathBuf>,
+    /// Exit with status 1 unless: ops > 0, no unannounced overlap, no stuck wait, no stale
+    /// fenced write accepted.
+    #[arg(long)]
+    pub expect_safe: bool,
+}
+
+/// Options of a worker process.
+#[derive(clap::Args, Clone, Debug)]
+pub struct WorkerArgs {
+    /// Process number.
+    #[arg(long)]
+    pub process: u32,
+    /// `standalone:<url>`, `sentinel:<master>:<url,url,..>` or `cluster:<url,url,..>`.
+    #[arg(long)]
+    pub connect: String,
+    /// URLs of the RedLock nodes, comma-separated (empty: no RedLock owners).
+    #[arg(long, default_value = "")]
+    pub redlock: String,
+    /// URL of the register server.
+    #[arg(long)]
+    pub register: String,
+    /// The history file to write.
+    #[arg(long)]
+    pub history: String,
+    /// Owners.
+    #[arg(long, default_value_t = 5)]
+    pub owners: u32,
+    /// Lock names per variant.
+    #[arg(long, default_value_t = 2)]
+    pub locks: u32,
+    /// Variants, comma-separated.
+    #[arg(long, default_value = "reentrant,fair,write,fenced,redlock")]
+    pub variants: String,
+    /// Watchdog timeout in ms.
+    #[arg(long, default_value_t = 3000)]
+    pub watchdog_ms: u64,
+    /// Command timeout in ms.
+    #[arg(long, default_value_t = 1000)]
+    pub timeout_ms: u64,
+    /// Acquisition wait in ms.
+    #[arg(long, default_value_t = 5000)]
+    pub wait_ms: u64,
+    /// Replica sync off.
+    #[arg(long)]
+    pub no_replica_sync: bool,
+    /// Seed of the owners' choices.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("chaos: cannot start the runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.cmd {
+        Cmd::Worker(args) => match rt.block_on(worker::run(args)) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("chaos worker: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Cmd::Check {
+            dir,
+            stuck_ms,
+            list,
+        } => match nemesis::check_dir(&dir, stuck_ms) {
+            Ok(report) => {
+                if list {
+                    for (t, unannounced) in &report.overlap_at {
+                        if *unannounced {
+                            println!("unannounced at {t}");
+                        }
+                    }
+                }
+                println!("{}", report.summary());
+                println!("{}", nemesis::by_fault_line(&dir, &report));
+                for e in &report.announced_examples {
+                    println!("announced overlap: {e}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("chaos check: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Cmd::Run(args) => {
+            if args.list_faults {
+                nemesis::list_faults();
+                return ExitCode::SUCCESS;
+            }
+            match rt.block_on(nemesis::run(args)) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("chaos: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}

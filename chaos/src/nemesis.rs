@@ -1,0 +1,855 @@
+//! The runner: servers, workers, the seeded nemesis schedule, and the final check.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use redisson_lock_chaos::{check, clock::now_ns, Report};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
+    process::{Child, Command},
+    time::Instant,
+};
+
+use crate::{
+    cluster::RedisCluster,
+    lock_names,
+    proxy::{Direction, Proxy},
+    redis_server::RedisServer,
+    sentinel::{self, SentinelSet},
+    Rng, RunArgs, Topology,
+};
+
+/// One kind of fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// `kill -9` of the master, restarted at once from its AOF (`appendfsync always`).
+    KillPersist,
+    /// `kill -9` of the master, restarted at once without its data (disk lost).
+    KillWipe,
+    /// `kill -9` of the master (no persistence); the deployment fails over; the old one is
+    /// restarted empty and rejoins as a replica.
+    KillFailover,
+    /// `SIGSTOP` of one worker process for 1.3–2 leases, then `SIGCONT`.
+    PauseClient,
+    /// `SIGSTOP` of the master for 0.5–2.5 s, then `SIGCONT`.
+    PauseServer,
+    /// The proxy in front of the master forwards nothing for 0.5–4 s (connections stay open),
+    /// then delivers what it held.
+    Partition,
+    /// A partition whose held bytes are discarded, then every connection reset: requests and
+    /// replies lost.
+    ReplyLoss,
+    /// 50–300 ms more latency each way for 2–5 s.
+    Latency,
+    /// `DEBUG SLEEP` 0.3–2 s on the master (a clock-free pause of the server).
+    DebugSleep,
+    /// `SENTINEL FAILOVER` (a manual failover).
+    SentinelFailover,
+    /// `CLUSTER FAILOVER` on a replica of the master of a lock's slot.
+    ClusterFailover,
+    /// A lock's slot is migrated to another master, its `ASK` phase held 0.5–3 s.
+    Migrate,
+    /// `kill -9` of one RedLock node, restarted at once without its data.
+    RedlockRestart,
+    /// `FLUSHALL` on the master: the locks vanish while every connection stays open, as with
+    /// a server restarted behind a proxy that keeps the client's connection (a documented
+    /// exception; not part of `full`).
+    Flush,
+}
+
+const ALL: [(&str, Fault); 14] = [
+    ("kill-persist", Fault::KillPersist),
+    ("kill-wipe", Fault::KillWipe),
+    ("kill-failover", Fault::KillFailover),
+    ("pause-client", Fault::PauseClient),
+    ("pause-server", Fault::PauseServer),
+    ("partition", Fault::Partition),
+    ("reply-loss", Fault::ReplyLoss),
+    ("latency", Fault::Latency),
+    ("debug-sleep", Fault::DebugSleep),
+    ("sentinel-failover", Fault::SentinelFailover),
+    ("cluster-failover", Fault::ClusterFailover),
+    ("migrate", Fault::Migrate),
+    ("redlock-restart", Fault::RedlockRestart),
+    ("flush", Fault::Flush),
+];
+
+impl Fault {
+    fn name(self) -> &'static str {
+        ALL.iter().find(|(_, f)| *f == self).map_or("?", |(n, _)| n)
+    }
+
+    /// The faults of `full` on a topology.
+    fn full(topology: Topology) -> Vec<Fault> {
+        use Fault::*;
+        match topology {
+            Topology::Standalone => vec![
+                KillPersist,
+                KillWipe,
+                PauseClient,
+                PauseServer,
+                Partition,
+                ReplyLoss,
+                Latency,
+                DebugSleep,
+                RedlockRestart,
+            ],
+            Topology::Sentinel => vec![
+                KillFailover,
+                SentinelFailover,
+                PauseClient,
+                PauseServer,
+                DebugSleep,
+                RedlockRestart,
+            ],
+            Topology::Cluster => vec![
+                KillFailover,
+                ClusterFailover,
+                Migrate,
+                PauseClient,
+                PauseServer,
+                DebugSleep,
+                RedlockRestart,
+            ],
+        }
+    }
+
+    /// Whether the fault can run on a topology.
+    fn fits(self, topology: Topology) -> bool {
+        self == Fault::Flush || Fault::full(topology).contains(&self)
+    }
+}
+
+/// Prints the faults of every topology.
+pub fn list_faults() {
+    for t in [Topology::Standalone, Topology::Sentinel, Topology::Cluster] {
+        let names: Vec<&str> = Fault::full(t).iter().map(|f| f.name()).collect();
+        println!("{t:?}: full = {} (+ flush on request)", names.join(","));
+    }
+}
+
+fn parse_faults(spec: &str, topology: Topology) -> Result<Vec<Fault>, String> {
+    match spec {
+        "full" => return Ok(Fault::full(topology)),
+        "none" => return Ok(Vec::new()),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    for word in spec.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+        let (name, fault) = match word {
+            "full" => {
+                out.extend(Fault::full(topology));
+                continue;
+            }
+            w => ALL
+                .iter()
+                .find(|(n, _)| *n == w)
+                .copied()
+                .ok_or_else(|| format!("unknown fault {w:?} (see --list-faults)"))?,
+        };
+        if !fault.fits(topology) {
+            return Err(format!("fault {name} does not apply to {topology:?}"));
+        }
+        out.push(fault);
+    }
+    Ok(out)
+}
+
+/// One step of the schedule.
+#[derive(Clone, Debug)]
+struct Step {
+    at_ms: u64,
+    fault: Fault,
+    /// The fault's length in ms (where it has one).
+    ms: u64,
+    /// Which target (a worker, a master, a lock), reduced modulo the candidates.
+    pick: u64,
+}
+
+fn schedule(args: &RunArgs, faults: &[Fault], seed: u64) -> Vec<Step> {
+    let mut rng = Rng::new(seed);
+    let mut steps = Vec::new();
+    if faults.is_empty() {
+        return steps;
+    }
+    let end = args.duration.saturating_mul(1000).saturating_sub(4000);
+    let mut t = 2000 + rng.below(args.interval * 500);
+    while t < end {
+        let fault = faults[rng.below(faults.len() as u64) as usize];
+        let lease = args.watchdog_ms;
+        let ms = match fault {
+            Fault::PauseClient => lease * 13 / 10 + rng.below(lease * 7 / 10),
+            Fault::PauseServer => 500 + rng.below(2000),
+            Fault::Partition => 500 + rng.below(3500),
+            Fault::ReplyLoss => 200 + rng.below(1000),
+            Fault::Latency => 2000 + rng.below(3000),
+            Fault::DebugSleep => 300 + rng.below(1700),
+            Fault::Migrate => 500 + rng.below(2500),
+            _ => 0,
+        };
+        let pick = rng.next_u64();
+        steps.push(Step {
+            at_ms: t,
+            fault,
+            ms,
+            pick,
+        });
+        t += ms + args.interval * 500 + rng.below(args.interval * 1000);
+    }
+    steps
+}
+
+/// The servers of a run.
+struct Deployment {
+    topology: Topology,
+    register: RedisServer,
+    redlock: Vec<Mutex<RedisServer>>,
+    /// Standalone: the master, its replica, the clients' proxy.
+    master: Option<Mutex<RedisServer>>,
+    replica: Option<RedisServer>,
+    proxy: Option<Proxy>,
+    sentinel: Option<Mutex<SentinelSet>>,
+    cluster: Option<RedisCluster>,
+    /// PIDs of the worker processes.
+    workers: Vec<u32>,
+}
+
+fn signal(pid: u32, stop: bool) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let sig = if stop {
+            rustix::process::Signal::STOP
+        } else {
+            rustix::process::Signal::CONT
+        };
+        let _ = rustix::process::kill_process(pid, sig);
+    }
+}
+
+/// `redis-cli` on a port, blocking (the fixture's).
+fn cli(port: u16, args: &[&str]) -> String {
+    sentinel::cli(port, args)
+}
+
+impl Deployment {
+    async fn start(topology: Topology) -> Deployment {
+        let register = RedisServer::start();
+        let redlock = (0..3)
+            .map(|_| Mutex::new(RedisServer::start()))
+            .collect::<Vec<_>>();
+        let mut d = Deployment {
+            topology,
+            register,
+            redlock,
+            master: None,
+            replica: None,
+            proxy: None,
+            sentinel: None,
+            cluster: None,
+            workers: Vec::new(),
+        };
+        match topology {
+            Topology::Standalone => {
+                let master = RedisServer::start_with(&[
+                    "--appendonly",
+                    "yes",
+                    "--appendfsync",
+                    "always",
+                    "--repl-diskless-sync",
+                    "yes",
+                    "--repl-diskless-sync-delay",
+                    "0",
+                ]);
+                let mport = master.port();
+                let replica =
+                    RedisServer::start_with(&["--replicaof", "127.0.0.1", &mport.to_string()]);
+                sentinel::wait_for("the replica", Duration::from_secs(30), || {
+                    cli(mport, &["INFO", "replication"]).contains("state=online")
+                });
+                d.proxy = Some(Proxy::start(mport).await);
+                d.master = Some(Mutex::new(master));
+                d.replica = Some(replica);
+            }
+            Topology::Sentinel => {
+                let set = tokio::task::spawn_blocking(SentinelSet::start)
+                    .await
+                    .expect("start the sentinel set");
+                d.sentinel = Some(Mutex::new(set));
+            }
+            Topology::Cluster => {
+                let c = tokio::task::spawn_blocking(RedisCluster::start)
+                    .await
+                    .expect("start the cluster");
+                d.cluster = Some(c);
+            }
+        }
+        d
+    }
+
+    fn connect_spec(&self) -> String {
+        match self.topology {
+            Topology::Standalone => {
+                format!(
+                    "standalone:{}",
+                    self.proxy.as_ref().map(|p| p.url()).unwrap_or_default()
+                )
+            }
+            Topology::Sentinel => {
+                let set = self
+                    .sentinel
+                    .as_ref()
+                    .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()));
+                let urls = set.map(|s| s.sentinel_urls().join(",")).unwrap_or_default();
+                format!("sentinel:{}:{urls}", sentinel::MASTER_NAME)
+            }
+            Topology::Cluster => {
+                let urls = self
+                    .cluster
+                    .as_ref()
+                    .map(|c| c.seed_urls().join(","))
+                    .unwrap_or_default();
+                format!("cluster:{urls}")
+            }
+        }
+    }
+
+    /// The port of the master that serves the locks (on a cluster: of `name`'s slot).
+    fn master_port(&self, name: &str) -> u16 {
+        match self.topology {
+            Topology::Standalone => self
+                .master
+                .as_ref()
+                .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).port())
+                .unwrap_or(0),
+            Topology::Sentinel => self
+                .sentinel
+                .as_ref()
+                .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).master_port())
+                .unwrap_or(0),
+            Topology::Cluster => self
+                .cluster
+                .as_ref()
+                .map(|c| c.master_for_key(name))
+                .unwrap_or(0),
+        }
+    }
+
+    fn master_pid(&self, port: u16) -> Option<u32> {
+        match self.topology {
+            Topology::Standalone => self
+                .master
+                .as_ref()
+                .and_then(|m| m.lock().unwrap_or_else(|e| e.into_inner()).pid()),
+            Topology::Sentinel => self.sentinel.as_ref().and_then(|s| {
+                let s = s.lock().unwrap_or_else(|e| e.into_inner());
+                s.servers
+                    .iter()
+                    .flatten()
+                    .find(|r| r.port() == port)
+                    .and_then(RedisServer::pid)
+            }),
+            Topology::Cluster => self.cluster.as_ref().and_then(|c| c.pid(port)),
+        }
+    }
+
+    /// Runs one step; returns what was done.
+    async fn run_step(self: Arc<Self>, step: Step, names: Vec<String>) -> String {
+        let name = names[(step.pick % names.len() as u64) as usize].clone();
+        let pause = Duration::from_millis(step.ms);
+        match step.fault {
+            Fault::PauseClient => {
+                let pid = self.workers[(step.pick % self.workers.len() as u64) as usize];
+                signal(pid, true);
+                tokio::time::sleep(pause).await;
+                signal(pid, false);
+                format!("SIGSTOP worker pid {pid} for {} ms", step.ms)
+            }
+            Fault::PauseServer => {
+                let port = self.master_port(&name);
+                let Some(pid) = self.master_pid(port) else {
+                    return format!("no master pid for {port}");
+                };
+                signal(pid, true);
+                tokio::time::sleep(pause).await;
+                signal(pid, false);
+                format!("SIGSTOP master {port} for {} ms", step.ms)
+            }
+            Fault::DebugSleep => {
+                let port = self.master_port(&name);
+                let secs = format!("{:.3}", step.ms as f64 / 1000.0);
+                let s2 = secs.clone();
+                let _ =
+                    tokio::task::spawn_blocking(move || cli(port, &["DEBUG", "SLEEP", &s2])).await;
+                format!("DEBUG SLEEP {secs} on {port}")
+            }
+            Fault::KillPersist | Fault::KillWipe => {
+                let Some(m) = &self.master else {
+                    return "no master".into();
+                };
+                let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+                m.kill();
+                let wiped = step.fault == Fault::KillWipe;
+                if wiped {
+                    let _ = std::fs::remove_dir_all(m.dir().join("appendonlydir"));
+                    let _ = std::fs::remove_file(m.dir().join("dump.rdb"));
+                }
+                m.restart();
+                format!(
+                    "kill -9 master {} and restart {}",
+                    m.port(),
+                    if wiped {
+                        "without its data"
+                    } else {
+                        "from its AOF"
+                    }
+                )
+            }
+            Fault::KillFailover => self.kill_failover(&name).await,
+            Fault::Partition | Fault::ReplyLoss => {
+                let Some(p) = &self.proxy else {
+                    return "no proxy".into();
+                };
+                p.freeze();
+                tokio::time::sleep(pause).await;
+                if step.fault == Fault::Partition {
+                    p.unfreeze();
+                    format!("partition (proxy frozen) for {} ms", step.ms)
+                } else {
+                    p.unfreeze_dropping();
+                    p.reset();
+                    format!(
+                        "requests and replies of {} ms lost, connections reset",
+                        step.ms
+                    )
+                }
+            }
+            Fault::Latency => {
+                let Some(p) = &self.proxy else {
+                    return "no proxy".into();
+                };
+                let extra = Duration::from_millis(50 + step.pick % 250);
+                p.set_latency(Direction::Upstream, extra);
+                p.set_latency(Direction::Downstream, extra);
+                tokio::time::sleep(pause).await;
+                p.set_latency(Direction::Upstream, Duration::ZERO);
+                p.set_latency(Direction::Downstream, Duration::ZERO);
+                format!(
+                    "latency +{} ms each way for {} ms",
+                    extra.as_millis(),
+                    step.ms
+                )
+            }
+            Fault::SentinelFailover => {
+                let this = self.clone();
+                tokio::task::spawn_blocking(move || {
+                    let Some(set) = &this.sentinel else {
+                        return "no sentinel".to_owned();
+                    };
+                    let set = set.lock().unwrap_or_else(|e| e.into_inner());
+                    let old = set.master_port();
+                    let s = set.sentinel_ports()[0];
+                    let r = set.sentinel_cli(s, &["SENTINEL", "FAILOVER", sentinel::MASTER_NAME]);
+                    let new = set.await_new_master(old, Duration::from_secs(30));
+                    // The old master is alive: it stays a master, with its clients' connections
+                    // open, until a sentinel converts it into a replica.
+                    let t = std::time::Instant::now();
+                    let mut demoted = None;
+                    while t.elapsed() < Duration::from_secs(20) {
+                        if cli(old, &["ROLE"]).starts_with("slave") {
+                            demoted = Some(t.elapsed().as_millis());
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    format!(
+                        "SENTINEL FAILOVER ({r}): {old} -> {new}; the old master still a master for \
+                         {} ms after the new one was named",
+                        demoted.map_or_else(|| ">20000".to_owned(), |ms| ms.to_string())
+                    )
+                })
+                .await
+                .unwrap_or_else(|e| format!("failed: {e}"))
+            }
+            Fault::ClusterFailover => {
+                let Some(c) = &self.cluster else {
+                    return "no cluster".into();
+                };
+                let master = c.master_for_key(&name);
+                let replica = c.replica_of(master);
+                c.failover_under_load(replica).await;
+                format!("CLUSTER FAILOVER {master} -> {replica} (slot of {name})")
+            }
+            Fault::Migrate => {
+                let Some(c) = &self.cluster else {
+                    return "no cluster".into();
+                };
+                let slot = c.keyslot(&name);
+                let from = c.master_of_slot(slot);
+                let masters: Vec<u16> = c.masters().into_iter().filter(|m| *m != from).collect();
+                let to = masters[(step.pick % masters.len() as u64) as usize];
+                c.begin_migration(slot, from, to);
+                tokio::time::sleep(pause).await;
+                // Keys created on the source during the ASK phase move too.
+                c.begin_migration(slot, from, to);
+                c.finish_migration(slot, from, to).await;
+                format!(
+                    "slot {slot} ({name}) {from} -> {to}, ASK phase {} ms",
+                    step.ms
+                )
+            }
+            Fault::RedlockRestart => {
+                let i = (step.pick % self.redlock.len() as u64) as usize;
+                let mut s = self.redlock[i].lock().unwrap_or_else(|e| e.into_inner());
+                s.restart();
+                format!("kill -9 RedLock node {} and restart it empty", s.port())
+            }
+            Fault::Flush => {
+                let port = self.master_port(&name);
+                let r = tokio::task::spawn_blocking(move || cli(port, &["FLUSHALL"]))
+                    .await
+                    .unwrap_or_default();
+                format!("FLUSHALL on {port}: {r}")
+            }
+        }
+    }
+
+    async fn kill_failover(&self, name: &str) -> String {
+        match self.topology {
+            Topology::Cluster => {
+                let Some(c) = &self.cluster else {
+                    return "no cluster".into();
+                };
+                let master = c.master_for_key(name);
+                let idx = c.masters().iter().position(|m| *m == master).unwrap_or(0);
+                let (killed, promoted) = c.kill_master(idx).await;
+                c.restart_node(killed).await;
+                format!("kill -9 master {killed} (slot of {name}): {promoted} promoted; {killed} restarted empty")
+            }
+            Topology::Sentinel => {
+                let Some(set) = &self.sentinel else {
+                    return "no sentinel".into();
+                };
+                let (old, i) = {
+                    let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
+                    let old = set.master_port();
+                    let i = set
+                        .servers
+                        .iter()
+                        .position(|s| s.as_ref().is_some_and(|s| s.port() == old));
+                    if let Some(i) = i {
+                        if let Some(s) = set.servers[i].as_mut() {
+                            s.kill();
+                        }
+                    }
+                    (old, i)
+                };
+                let new = {
+                    let set = set.lock().unwrap_or_else(|e| e.into_inner());
+                    set.await_new_master(old, Duration::from_secs(60))
+                };
+                if let Some(i) = i {
+                    let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
+                    if let Some(s) = set.servers[i].as_mut() {
+                        s.restart();
+                    }
+                }
+                format!("kill -9 master {old}: {new} promoted; {old} restarted empty")
+            }
+            Topology::Standalone => "no failover here".into(),
+        }
+    }
+}
+
+fn history_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.extension().is_some_and(|x| x == "history") {
+            out.push(p);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Overlaps per fault: each overlap goes to the last fault of `nemesis.log` (lines `<start_ns>
+/// t=<s>s <fault> (<ms> ms): <what>`) that started before it, `-` before the first.
+/// `(fault, overlaps, unannounced)`, in schedule order of first appearance.
+pub fn overlaps_by_fault(dir: &Path, report: &Report) -> Vec<(String, u64, u64)> {
+    let log = std::fs::read_to_string(dir.join("nemesis.log")).unwrap_or_default();
+    let mut steps: Vec<(u64, String)> = log
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let t0 = w.next()?.parse().ok()?;
+            let name = w.nth(1)?.to_owned();
+            Some((t0, name))
+        })
+        .collect();
+    steps.sort();
+    let mut out: Vec<(String, u64, u64)> = Vec::new();
+    for &(t, unannounced) in &report.overlap_at {
+        let n = steps.partition_point(|(t0, _)| *t0 <= t);
+        let name = if n == 0 {
+            "-".to_owned()
+        } else {
+            steps[n - 1].1.clone()
+        };
+        match out.iter_mut().find(|(f, _, _)| *f == name) {
+            Some(e) => {
+                e.1 += 1;
+                e.2 += u64::from(unannounced);
+            }
+            None => out.push((name, 1, u64::from(unannounced))),
+        }
+    }
+    out
+}
+
+/// [`overlaps_by_fault`] as one line.
+pub fn by_fault_line(dir: &Path, report: &Report) -> String {
+    let v: Vec<String> = overlaps_by_fault(dir, report)
+        .iter()
+        .map(|(f, a, u)| format!("{f}:{a}/{u}"))
+        .collect();
+    format!(
+        "overlaps by the fault before them (all/unannounced): {}",
+        if v.is_empty() {
+            "none".into()
+        } else {
+            v.join(",")
+        }
+    )
+}
+
+/// Checks every `*.history` file of `dir`.
+pub fn check_dir(dir: &Path, stuck_ms: u64) -> Result<Report, String> {
+    let mut text = String::new();
+    for f in history_files(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
+        text.push_str(&std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?);
+        text.push('\n');
+    }
+    check(text.lines(), stuck_ms).map_err(|e| e.to_string())
+}
+
+async fn spawn_worker(
+    args: &RunArgs,
+    d: &Deployment,
+    process: u32,
+    dir: &Path,
+    seed: u64,
+) -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let redlock: Vec<String> = d
+        .redlock
+        .iter()
+        .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).url())
+        .collect();
+    let mut cmd = Command::new(exe);
+    cmd.arg("worker")
+        .args(["--process", &process.to_string()])
+        .args(["--connect", &d.connect_spec()])
+        .args(["--redlock", &redlock.join(",")])
+        .args(["--register", &d.register.url()])
+        .arg("--history")
+        .arg(dir.join(format!("worker-{process}.history")))
+        .args(["--owners", &args.owners.to_string()])
+        .args(["--locks", &args.locks.to_string()])
+        .args(["--variants", &args.variants])
+        .args(["--watchdog-ms", &args.watchdog_ms.to_string()])
+        .args(["--timeout-ms", &args.timeout_ms.to_string()])
+        .args(["--wait-ms", &args.wait_ms.to_string()])
+        .args(["--seed", &seed.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if args.no_replica_sync {
+        cmd.arg("--no-replica-sync");
+    }
+    let mut child = cmd.spawn().map_err(|e| format!("spawn worker: {e}"))?;
+    let out = child.stdout.take().ok_or("worker stdout")?;
+    let mut lines = BufReader::new(out).lines();
+    let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+    match first {
+        Ok(Ok(Some(l))) if l == "ready" => {}
+        other => return Err(format!("worker {process} did not start: {other:?}")),
+    }
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok(child)
+}
+
+/// `chaos run`: returns whether the run passed `--expect-safe` (always `true` without it).
+pub async fn run(args: RunArgs) -> Result<bool, String> {
+    let faults = parse_faults(&args.nemesis, args.topology)?;
+    let seed = args.seed.unwrap_or_else(|| now_ns() % 1_000_000);
+    let steps = schedule(&args, &faults, seed);
+    let command = format!(
+        "cargo run --release -p redisson-lock-chaos -- run --topology {} --duration {} --seed {seed} \
+         --processes {} --owners {} --nemesis {} --interval {}{}",
+        format!("{:?}", args.topology).to_lowercase(),
+        args.duration,
+        args.processes,
+        args.owners,
+        args.nemesis,
+        args.interval,
+        if args.no_replica_sync { " --no-replica-sync" } else { "" }
+    );
+    println!("chaos: {command}");
+    println!("nemesis schedule (seed {seed}):");
+    for s in &steps {
+        println!(
+            "  t={:>7.1}s {:<17} ms={:<5} pick={}",
+            s.at_ms as f64 / 1000.0,
+            s.fault.name(),
+            s.ms,
+            s.pick % 1000
+        );
+    }
+    let (dir, keep) = match &args.keep {
+        Some(d) => (d.clone(), true),
+        None => (
+            std::env::temp_dir().join(format!("redisson-lock-chaos-{}", std::process::id())),
+            false,
+        ),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for f in history_files(&dir).unwrap_or_default() {
+        let _ = std::fs::remove_file(f);
+    }
+    let t_setup = Instant::now();
+    let mut d = Deployment::start(args.topology).await;
+    println!("servers up in {:.1}s", t_setup.elapsed().as_secs_f64());
+    let mut children = Vec::new();
+    for p in 0..args.processes {
+        let child = spawn_worker(&args, &d, p, &dir, seed.wrapping_add(p as u64)).await?;
+        d.workers.extend(child.id());
+        children.push(child);
+    }
+    let d = Arc::new(d);
+    let mut names = Vec::new();
+    for v in args.variants.split(',').filter(|v| *v != "redlock") {
+        names.extend(lock_names(v, args.locks));
+    }
+    if names.is_empty() {
+        names.push(lock_names("reentrant", 1).remove(0));
+    }
+    let mut log = std::fs::File::create(dir.join("nemesis.log")).map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let total = steps.len();
+    for (i, step) in steps.into_iter().enumerate() {
+        // A fault that took longer than scheduled (a failover that waits for the sentinels)
+        // delays the next ones; none starts after the run's length.
+        if start.elapsed() >= Duration::from_secs(args.duration) {
+            let line = format!(
+                "{} scheduled fault(s) not run: past the run's length",
+                total - i
+            );
+            println!("nemesis {line}");
+            let _ = writeln!(log, "# {line}");
+            break;
+        }
+        let at = start + Duration::from_millis(step.at_ms);
+        tokio::time::sleep_until(at).await;
+        let t0 = now_ns();
+        let what = format!("{:?}", step.fault);
+        let res = tokio::spawn(d.clone().run_step(step.clone(), names.clone())).await;
+        let done = match res {
+            Ok(s) => s,
+            Err(e) => format!("{what} FAILED: {e}"),
+        };
+        let line = format!(
+            "t={:.1}s {} ({} ms): {done}",
+            start.elapsed().as_secs_f64(),
+            step.fault.name(),
+            (now_ns() - t0) / 1_000_000
+        );
+        println!("nemesis {line}");
+        let _ = writeln!(log, "{t0} {line}");
+    }
+    tokio::time::sleep_until(start + Duration::from_secs(args.duration)).await;
+    // Stop: every worker running again, then asked to finish its current attempt and exit.
+    for &pid in &d.workers {
+        signal(pid, false);
+    }
+    for c in &mut children {
+        if let Some(mut stdin) = c.stdin.take() {
+            let _ = stdin.write_all(b"stop\n").await;
+        }
+    }
+    let stop_bound = Duration::from_millis(args.wait_ms + 4 * args.watchdog_ms + 30_000);
+    let mut killed = 0;
+    for c in &mut children {
+        match tokio::time::timeout(stop_bound, c.wait()).await {
+            Ok(_) => {}
+            Err(_) => {
+                killed += 1;
+                let _ = c.kill().await;
+            }
+        }
+    }
+    if killed > 0 {
+        println!("{killed} worker(s) did not stop within {stop_bound:?} and were killed");
+    }
+    let stuck_ms = args.wait_ms + 2 * args.watchdog_ms + 20_000;
+    let report = check_dir(&dir, stuck_ms)?;
+    println!(
+        "history: {}",
+        if keep {
+            dir.display().to_string()
+        } else {
+            "removed".into()
+        }
+    );
+    println!("result {}", report.summary());
+    println!("{}", by_fault_line(&dir, &report));
+    let nemesis = if args.nemesis == "full" {
+        format!(
+            "full ({})",
+            faults
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        args.nemesis.clone()
+    };
+    println!(
+        "| {:?}{} | {} | {} s | {seed} | {} | {:.0} | {} | {} | {} / {} | {} | {} | {:.0} ms |",
+        args.topology,
+        if args.no_replica_sync {
+            " (no replica sync)"
+        } else {
+            ""
+        },
+        nemesis,
+        args.duration,
+        report.ops,
+        report.ops_per_s(),
+        report.overlaps,
+        report.unannounced,
+        report.fenced_rejected,
+        report.fenced_writes,
+        report.stale_accepted,
+        report.stuck_waits,
+        report.max_wait_ms
+    );
+    if !keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    drop(d);
+    let safe = report.ops > 0
+        && report.unannounced == 0
+        && report.stuck_waits == 0
+        && report.stale_accepted == 0
+        && killed == 0;
+    Ok(!args.expect_safe || safe)
+}
