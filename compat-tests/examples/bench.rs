@@ -20,13 +20,50 @@
 //! at the same time on the same lock name.
 //!
 //! The fairness section (`BENCH_ONLY=fairness`) puts two clients with 3 owners each on one lock,
-//! every owner looping lock → hold 100 ms → unlock, all starting together, and prints each
-//! side's share of the acquisitions while both still had owners waiting and each side's longest
-//! single wait in holds: two `lock-peer` processes; a `lock-peer` beside a Redisson-like client
-//! (raw commands: a waiter attempts only on an unlock message or when the TTL it was told runs
-//! out, no local queue: Java Redisson's behaviour); and the reference, two Redisson-like clients.
-//! `BENCH_PEER_BEFORE=<path of another lock-peer>` adds the first two rows with that binary
-//! (e.g. one built before a change), in the same run.
+//! every owner looping lock → hold 100 ms → unlock, all starting together, for a fixed time
+//! (12 s, `BENCH_FAIR_SECS`), and prints each side's share of the acquisitions, each side's
+//! longest and 95th-percentile single wait in holds (a wait still going on when the run ends
+//! counts up to then) and each side's longest run of consecutive acquisitions. The pairs: two
+//! `lock-peer` processes; a `lock-peer` beside a Redisson-like client; and the reference, two
+//! Redisson-like clients. Each pair runs 4 times (`BENCH_FAIR_RUNS`), the pairs taking turns so
+//! that the machine's load drifts over all of them alike; the section prints every run and then
+//! the runs of each pair pooled (about 500 acquisitions a pair, in 2.5 minutes).
+//! `BENCH_PEER_BEFORE=<path of another lock-peer>` adds the first two pairs with that binary
+//! (e.g. one built before a change), in the same runs.
+//!
+//! Why the fairness runs are built this way:
+//! * **A fixed time, not a fixed number of rounds.** With rounds, the side that goes faster ends
+//!   first and the share is read up to that moment, so the statistic hinges on one side's
+//!   finish; with a fixed time every owner of both sides contends from the first acquisition to
+//!   the last one counted, and the share is a plain count. The runs end by stopping both sides
+//!   (`halt` for a peer, aborted tasks for the stand-in) on a lock name of their own.
+//! * **Repeats, pooled.** One side of such a pair keeps the lock for several holds in a row (a
+//!   Java client's releasing thread races for the lock again at once, see below), so the
+//!   acquisitions are correlated and 150 of them left the share ±15 points from run to run
+//!   (the reference pair gave 23/77 % and 42/58 %). The runs of each pair are pooled (about 480
+//!   acquisitions); the spread of the runs is printed beside.
+//! * **The Redisson-like client is Java Redisson 3.52's `RLock.lock()` / `unlock()`**, from raw
+//!   commands (`RedissonLike`): attempt; busy → subscribe (one lock entry per channel per
+//!   client, shared by its threads inside `lock()`; the first in subscribes, the last out
+//!   unsubscribes) → attempt again → wait on the entry's latch (a semaphore that every unlock
+//!   message releases once, uncapped) for at most the returned TTL → attempt, and so on. After
+//!   `unlock()` returns, the owner calls `lock()` at once, as a Java thread looping over
+//!   `lock(); try { work } finally { unlock(); }` does: no pause between the two.
+//! * **Its owners are OS threads, its I/O runs on the runtime's threads**, as a Java thread
+//!   blocks on each call while Netty's threads do the I/O. So the hops are Java's: the
+//!   releasing owner's next attempt waits for the release's reply and one thread wake-up (the
+//!   I/O thread completes the call, the owner's thread runs on), a waiter's attempt for the
+//!   unlock message and one thread wake-up (the pub/sub connection's reader, a raw RESP socket,
+//!   releases the latch itself, as Redisson's I/O thread does; a client library's message
+//!   stream would add a task in between), and both send through the client's I/O thread. The
+//!   race on each release is then decided as in Java: the releasing client brings two attempts
+//!   (the releasing thread's and the one its latch woke) against one from every other client,
+//!   and Redis sends the reply a few microseconds before the message, so the releasing thread
+//!   often wins. With owners as tasks (one wake-up less on the releasing side than on the
+//!   waiting side) it won every race it entered: one owner kept the lock for a whole run, which
+//!   no Java client does beside another (Java Redisson 3.52 beside itself: 53/47 %, longest
+//!   waits 19 and 18 holds). An earlier version slept 1 ms after each unlock as a stand-in for
+//!   the thread hops, and capped the latch's permits; Java does neither.
 
 #[path = "../../tests/common/redis_server.rs"]
 mod redis_server;
@@ -54,8 +91,7 @@ use std::{
 
 use compat_tests::bench::{self, Mode, Stats};
 use fred::{
-    clients::SubscriberClient,
-    interfaces::{ClientLike, EventInterface, LuaInterface, PubsubInterface},
+    interfaces::{ClientLike, LuaInterface},
     types::{config::Config as FredConfig, Value},
 };
 use redisson_lock::{Client, Config};
@@ -778,22 +814,36 @@ async fn replica_figures() {
 
 /// Owners per side in the fairness rows.
 const FAIR_OWNERS: usize = 3;
-/// Rounds (lock → hold → unlock) per owner in the fairness rows.
-const FAIR_ROUNDS: usize = 25;
 /// The hold of every owner in the fairness rows.
 const FAIR_HOLD: Duration = Duration::from_millis(100);
-/// The pause of every owner between its unlock and its next lock in the fairness rows. Java's
-/// `unlock()` returns to the calling thread through a hop from the I/O thread, and its next
-/// `lock()` goes back through one, about as long as a waiter's wake-up by the unlock message
-/// takes; a raw client's owner would otherwise re-take the lock it just released every time
-/// (its next attempt reaches Redis before any woken waiter's), which no Java client does.
-const FAIR_PAUSE_MS: u64 = 1;
+/// How long one fairness run lasts (`BENCH_FAIR_SECS` overrides it).
+const FAIR_SECS: u64 = 12;
+/// How many runs of each pair the section makes, the pairs taking turns (`BENCH_FAIR_RUNS`
+/// overrides it).
+const FAIR_RUNS: usize = 4;
 
-/// One acquisition of a fairness run: when (ms since the epoch), and how long the owner waited.
+/// A number from the environment, or `default`.
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One acquisition of a fairness run: when it completed (ms since the epoch), and how long the
+/// owner waited for it.
 #[derive(Debug, Clone, Copy)]
 struct Got {
     at_ms: f64,
     waited_ms: f64,
+}
+
+/// What one owner did in a fairness run: its acquisitions, and since when it has been waiting
+/// when its record ends (`None`: it held the lock then).
+#[derive(Debug, Clone, Default)]
+struct OwnerLog {
+    got: Vec<Got>,
+    waiting_since: Option<f64>,
 }
 
 fn epoch_ms() -> f64 {
@@ -836,180 +886,462 @@ fn start_peer(exe: &Path, url: &str) -> Peer {
     Peer { child, out }
 }
 
-/// Drives a started peer: its owners `t1..t3` loop lock → sleep → unlock; returns every
-/// acquisition (read from the `lock` replies: `at=` is when it completed, `elapsed_ms=` how
-/// long it waited).
-fn drive_peer(mut peer: Peer, name: &str) -> Vec<Got> {
-    let stdin = peer.child.stdin.as_mut().unwrap();
+/// A peer whose owners `t1..t3` are looping lock → sleep → unlock (with no pause between an
+/// unlock and the next lock: each logical thread runs its next command at once), more rounds
+/// than a run can use; its replies are read on a thread of their own.
+struct Driven {
+    child: std::process::Child,
+    reader: std::thread::JoinHandle<Vec<String>>,
+}
+
+fn drive_peer(peer: Peer, name: &str, secs: u64) -> Driven {
+    let Peer { mut child, mut out } = peer;
+    // Even one owner holding for the whole run does fewer rounds than this.
+    let rounds = (secs * 1000 / FAIR_HOLD.as_millis() as u64) as usize + 2;
     let mut script = String::new();
-    for round in 0..FAIR_ROUNDS {
+    for _ in 0..rounds {
         for t in 1..=FAIR_OWNERS {
-            let _ = round;
             script.push_str(&format!(
-                "t{t} lock {name}\nt{t} sleep {}\nt{t} unlock {name}\nt{t} sleep {FAIR_PAUSE_MS}\n",
+                "t{t} lock {name}\nt{t} sleep {}\nt{t} unlock {name}\n",
                 FAIR_HOLD.as_millis()
             ));
         }
     }
+    let stdin = child.stdin.as_mut().unwrap();
     stdin.write_all(script.as_bytes()).unwrap();
     stdin.flush().unwrap();
-    let mut got = Vec::new();
-    let mut unlocks = 0;
-    let mut line = String::new();
-    while unlocks < FAIR_OWNERS * FAIR_ROUNDS {
-        line.clear();
-        if peer.out.read_line(&mut line).unwrap() == 0 {
-            panic!("lock-peer ended early");
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        let mut line = String::new();
+        while out.read_line(&mut line).unwrap_or(0) > 0 {
+            lines.push(std::mem::take(&mut line));
         }
+        lines
+    });
+    Driven { child, reader }
+}
+
+/// Stops a driven peer at once (`halt`: its holds stay behind on this run's own lock name) and
+/// reads what its owners did; `start`: when the run started (ms since the epoch).
+fn stop_peer(mut driven: Driven, start: f64) -> Vec<OwnerLog> {
+    if let Some(stdin) = driven.child.stdin.as_mut() {
+        let _ = writeln!(stdin, "halt");
+        let _ = stdin.flush();
+    }
+    let _ = driven.child.wait();
+    let lines = driven.reader.join().unwrap();
+    let mut logs = vec![
+        OwnerLog {
+            got: Vec::new(),
+            waiting_since: Some(start),
+        };
+        FAIR_OWNERS
+    ];
+    for line in &lines {
         let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(owner) = words
+            .first()
+            .and_then(|t| t.strip_prefix('t')?.parse::<usize>().ok())
+        else {
+            continue;
+        };
         assert!(
             words.get(2) == Some(&"OK"),
             "fairness run: lock-peer failed: {line}"
         );
+        let log = &mut logs[owner - 1];
         match words.get(1) {
-            Some(&"lock") => got.push(Got {
-                at_ms: field(&line, "at"),
-                waited_ms: field(&line, "elapsed_ms"),
-            }),
-            Some(&"unlock") => unlocks += 1,
+            Some(&"lock") => {
+                log.got.push(Got {
+                    at_ms: field(line, "at"),
+                    waited_ms: field(line, "elapsed_ms"),
+                });
+                log.waiting_since = None;
+            }
+            Some(&"unlock") => log.waiting_since = Some(field(line, "at")),
             _ => {}
         }
     }
-    let _ = writeln!(stdin, "quit");
-    let _ = peer.child.wait();
-    got
+    logs
 }
 
-/// A client that behaves as Java Redisson's `RLock.lock()` does, from raw commands: one
-/// subscription to the lock's channel, a semaphore that every unlock message gives one permit,
-/// and owners that attempt, and when busy sleep on the semaphore for at most the TTL the
-/// attempt returned, then attempt again. No local queue, no hand-over.
+/// Java's `Semaphore` as Redisson's lock entry uses it for its latch: `release` adds a permit
+/// and wakes one waiting thread; `try_acquire` waits at most `timeout` for a permit (or until
+/// the run stops).
+#[derive(Default)]
+struct Latch {
+    permits: std::sync::Mutex<usize>,
+    woken: std::sync::Condvar,
+}
+
+impl Latch {
+    fn release(&self) {
+        *self.permits.lock().unwrap() += 1;
+        self.woken.notify_one();
+    }
+
+    fn try_acquire(&self, timeout: Duration, stop: &std::sync::atomic::AtomicBool) -> bool {
+        let until = Instant::now() + timeout;
+        let mut permits = self.permits.lock().unwrap();
+        loop {
+            if *permits > 0 {
+                *permits -= 1;
+                return true;
+            }
+            let now = Instant::now();
+            if now >= until || stop.load(Ordering::Acquire) {
+                return false;
+            }
+            permits = self.woken.wait_timeout(permits, until - now).unwrap().0;
+        }
+    }
+}
+
+/// Java Redisson's lock entry of one channel (`RedissonLockEntry`): how many of the client's
+/// threads are inside `lock()`, and its latch.
+struct LockEntry {
+    count: usize,
+    latch: Arc<Latch>,
+}
+
+/// The latch of the current lock entry, where the message reader finds it.
+type CurrentLatch = Arc<std::sync::Mutex<Option<Arc<Latch>>>>;
+
+/// The stand-in's pub/sub connection, raw RESP on a socket. Its reader task stands for
+/// Redisson's I/O thread: it releases the current latch once per message itself, so that a
+/// waiting owner is one thread wake-up away from the message, as the releasing owner is one
+/// thread wake-up away from its reply (a client library's message stream would put a task in
+/// between).
+struct RawSubscriber {
+    writer: tokio::sync::Mutex<tokio::net::tcp::OwnedWriteHalf>,
+    /// Confirmations of `SUBSCRIBE`/`UNSUBSCRIBE`, in order.
+    confirmed: tokio::sync::Mutex<tokio::sync::mpsc::UnboundedReceiver<()>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl RawSubscriber {
+    async fn connect(url: &str, channel: &str, latch: CurrentLatch) -> RawSubscriber {
+        let addr = url.trim_start_matches("redis://").trim_end_matches('/');
+        let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream.set_nodelay(true).unwrap();
+        let (read, write) = stream.into_split();
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let channel = channel.as_bytes().to_vec();
+        let reader = tokio::spawn(async move {
+            use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+            let mut read = tokio::io::BufReader::new(read);
+            let mut line = Vec::new();
+            let number = |line: &[u8]| -> usize {
+                std::str::from_utf8(&line[1..line.len() - 2])
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            };
+            loop {
+                // Every push on a RESP2 subscriber connection is an array.
+                line.clear();
+                if read.read_until(b'\n', &mut line).await.unwrap_or(0) == 0 {
+                    return;
+                }
+                let mut parts = Vec::new();
+                for _ in 0..number(&line) {
+                    line.clear();
+                    read.read_until(b'\n', &mut line).await.unwrap();
+                    if line[0] == b'$' {
+                        let mut bulk = vec![0; number(&line) + 2];
+                        read.read_exact(&mut bulk).await.unwrap();
+                        bulk.truncate(bulk.len() - 2);
+                        parts.push(bulk);
+                    } else {
+                        parts.push(line[1..line.len() - 2].to_vec());
+                    }
+                }
+                match parts.first().map(Vec::as_slice) {
+                    Some(b"message") if parts.get(1) == Some(&channel) => {
+                        if let Some(latch) = latch.lock().unwrap().as_ref() {
+                            latch.release();
+                        }
+                    }
+                    Some(b"subscribe" | b"unsubscribe") => {
+                        let _ = tx.send(());
+                    }
+                    _ => {}
+                }
+            }
+        });
+        RawSubscriber {
+            writer: tokio::sync::Mutex::new(write),
+            confirmed: tokio::sync::Mutex::new(rx),
+            reader,
+        }
+    }
+
+    /// Sends `SUBSCRIBE`/`UNSUBSCRIBE` of `channel` and waits for its confirmation.
+    async fn command(&self, command: &str, channel: &str) {
+        use tokio::io::AsyncWriteExt;
+        let frame = format!(
+            "*2\r\n${}\r\n{command}\r\n${}\r\n{channel}\r\n",
+            command.len(),
+            channel.len()
+        );
+        let mut confirmed = self.confirmed.lock().await;
+        self.writer
+            .lock()
+            .await
+            .write_all(frame.as_bytes())
+            .await
+            .unwrap();
+        confirmed.recv().await;
+    }
+}
+
+/// A client that does what Java Redisson 3.52's `RLock.lock()` / `unlock()` do, from raw
+/// commands (`redisson-lock-protocol.md` §3.2, §4.7). Each owner is an OS thread that blocks on
+/// every call, as a Java thread does, while the I/O runs on the runtime's threads, as
+/// Redisson's runs on Netty's:
+/// * `lock()`: attempt; busy → subscribe (one entry per channel per client, counted over the
+///   threads inside `lock()`: the first subscribes, the last to leave unsubscribes, each in
+///   turn under the channel's lock); attempt again; then loop: wait on the entry's latch for
+///   at most the TTL the attempt returned, attempt.
+/// * Every unlock message releases the latch once (one permit, uncapped: Redisson does not cap
+///   it; a permit nobody waited for makes a later wait return at once, and one more attempt).
+/// * `unlock()`: the release script, waited for; the owner's loop then calls `lock()` at once.
 struct RedissonLike {
     redis: fred::clients::Client,
-    sub: SubscriberClient,
-    permits: Arc<tokio::sync::Semaphore>,
+    sub: Arc<RawSubscriber>,
     acquire: String,
     release: String,
     id: String,
+    channel: String,
+    entry: Arc<tokio::sync::Mutex<Option<LockEntry>>>,
+    latch: CurrentLatch,
+    runtime: tokio::runtime::Handle,
+    stop: std::sync::atomic::AtomicBool,
 }
 
 impl RedissonLike {
     async fn connect(url: &str, name: &str, id: &str) -> RedissonLike {
         let config = FredConfig::from_url(url).unwrap();
-        let redis = fred::clients::Client::new(config.clone(), None, None, None);
+        let redis = fred::clients::Client::new(config, None, None, None);
         redis.init().await.unwrap();
-        let sub = SubscriberClient::new(config, None, None, None);
-        sub.init().await.unwrap();
         let acquire: String = redis.script_load(ACQUIRE).await.unwrap();
         let release: String = redis.script_load(RELEASE).await.unwrap();
-        let permits = Arc::new(tokio::sync::Semaphore::new(0));
         let channel = format!("redisson_lock__channel:{{{name}}}");
-        let mut messages = sub.message_rx();
-        sub.subscribe(channel.clone()).await.unwrap();
-        let _: Value = sub.ping(None).await.unwrap();
-        let p = permits.clone();
-        tokio::spawn(async move {
-            while let Ok(msg) = messages.recv().await {
-                // Redisson releases one permit per message whether or not a thread waits at
-                // that moment (a waiter between its failed attempt and its wait must not miss
-                // it); capped here so stale permits stay few.
-                if *msg.channel == *channel && p.available_permits() < FAIR_OWNERS {
-                    p.add_permits(1);
-                }
-            }
-        });
+        let latch: CurrentLatch = Arc::default();
+        let sub = Arc::new(RawSubscriber::connect(url, &channel, latch.clone()).await);
         RedissonLike {
             redis,
             sub,
-            permits,
             acquire,
             release,
             id: id.to_owned(),
+            channel,
+            entry: Arc::default(),
+            latch,
+            runtime: tokio::runtime::Handle::current(),
+            stop: Default::default(),
         }
     }
 
-    /// Runs the owners; returns every acquisition.
-    async fn run(self, name: &str) -> Vec<Got> {
-        let me = Arc::new(self);
-        let mut tasks = Vec::new();
-        for owner in 1..=FAIR_OWNERS {
-            let (me, name) = (me.clone(), name.to_owned());
-            tasks.push(tokio::spawn(async move {
-                let field = format!("{}:{owner}", me.id);
-                let channel = format!("redisson_lock__channel:{{{name}}}");
-                let mut got = Vec::new();
-                for round in 0..FAIR_ROUNDS {
-                    let started = Instant::now();
-                    loop {
-                        let reply: Value = me
-                            .redis
-                            .evalsha(&me.acquire, vec![name.as_str()], vec!["30000", &field])
-                            .await
-                            .unwrap();
-                        let Some(ttl) = reply.as_i64() else { break };
-                        let wait = Duration::from_millis(ttl.max(1) as u64);
-                        if let Ok(Ok(permit)) =
-                            tokio::time::timeout(wait, me.permits.acquire()).await
-                        {
-                            permit.forget();
-                        }
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// One attempt, from an owner's thread: `None` acquired, else the lock's TTL in ms.
+    fn attempt(&self, name: &str, field: &str) -> Option<i64> {
+        let reply: Value = self
+            .runtime
+            .block_on(
+                self.redis
+                    .evalsha(&self.acquire, vec![name], vec!["30000", field]),
+            )
+            .unwrap();
+        reply.as_i64()
+    }
+
+    /// Joins the channel's entry (subscribing if it is the first); returns its latch.
+    fn subscribe(&self) -> Arc<Latch> {
+        self.runtime.block_on(async {
+            let mut entry = self.entry.lock().await;
+            if let Some(e) = entry.as_mut() {
+                e.count += 1;
+                return e.latch.clone();
+            }
+            let latch = Arc::new(Latch::default());
+            *self.latch.lock().unwrap() = Some(latch.clone());
+            self.sub.command("SUBSCRIBE", &self.channel).await;
+            *entry = Some(LockEntry {
+                count: 1,
+                latch: latch.clone(),
+            });
+            latch
+        })
+    }
+
+    /// Leaves the channel's entry without waiting (Java's `unsubscribe` is asynchronous: the
+    /// count drops at once when the channel's lock is free, and the last one out sends
+    /// `UNSUBSCRIBE` holding it).
+    fn unsubscribe(self: &Arc<Self>) {
+        let me = self.clone();
+        let leave = move |mut entry: tokio::sync::OwnedMutexGuard<Option<LockEntry>>| {
+            let e = entry.as_mut()?;
+            e.count -= 1;
+            if e.count > 0 {
+                return None;
+            }
+            *entry = None;
+            *me.latch.lock().unwrap() = None;
+            let sub = me.sub.clone();
+            let channel = me.channel.clone();
+            Some(async move {
+                sub.command("UNSUBSCRIBE", &channel).await;
+                drop(entry);
+            })
+        };
+        match self.entry.clone().try_lock_owned() {
+            Ok(guard) => {
+                if let Some(unsubscribe) = leave(guard) {
+                    self.runtime.spawn(unsubscribe);
+                }
+            }
+            Err(_) => {
+                let entry = self.entry.clone();
+                self.runtime.spawn(async move {
+                    if let Some(unsubscribe) = leave(entry.lock_owned().await) {
+                        unsubscribe.await;
                     }
-                    got.push(Got {
+                });
+            }
+        }
+    }
+
+    /// Java's `lock()`, from an owner's thread; `false`: the run stopped first.
+    fn lock(self: &Arc<Self>, name: &str, field: &str) -> bool {
+        if self.attempt(name, field).is_none() {
+            return true;
+        }
+        let latch = self.subscribe();
+        let mut acquired = false;
+        while !self.stopped() {
+            let Some(ttl) = self.attempt(name, field) else {
+                acquired = true;
+                break;
+            };
+            let wait = if ttl >= 0 {
+                Duration::from_millis(ttl as u64)
+            } else {
+                Duration::MAX / 2
+            };
+            latch.try_acquire(wait, &self.stop);
+        }
+        self.unsubscribe();
+        acquired
+    }
+
+    /// Java's `unlock()`, from an owner's thread (`request`: unique per call, as Redisson's
+    /// request id: the release script keeps its answer under it for a retried release).
+    fn unlock(&self, name: &str, field: &str, request: &str) {
+        let latch = format!("redisson_unlock_latch:{{{name}}}:{request}");
+        let _: Value = self
+            .runtime
+            .block_on(self.redis.evalsha(
+                &self.release,
+                vec![name, self.channel.as_str(), latch.as_str()],
+                vec!["0", "30000", field, "publish", "1000"],
+            ))
+            .unwrap();
+    }
+
+    /// Runs the owners, each a thread looping lock → hold → unlock, until `deadline`; returns
+    /// what each did (an owner still waiting then stops where it is).
+    async fn run(self, name: &str, start: f64, deadline: Instant) -> Vec<OwnerLog> {
+        let me = Arc::new(self);
+        let mut threads = Vec::new();
+        for owner in 0..FAIR_OWNERS {
+            let (me, name) = (me.clone(), name.to_owned());
+            threads.push(std::thread::spawn(move || {
+                let field = format!("{}:{owner}", me.id);
+                let mut log = OwnerLog {
+                    got: Vec::new(),
+                    waiting_since: Some(start),
+                };
+                for round in 0u64.. {
+                    let started = Instant::now();
+                    if !me.lock(&name, &field) {
+                        break;
+                    }
+                    log.got.push(Got {
                         at_ms: epoch_ms(),
                         waited_ms: started.elapsed().as_secs_f64() * 1000.0,
                     });
-                    tokio::time::sleep(FAIR_HOLD).await;
-                    let latch =
-                        format!("redisson_unlock_latch:{{{name}}}:{}:{owner}:{round}", me.id);
-                    let _: Value = me
-                        .redis
-                        .evalsha(
-                            &me.release,
-                            vec![name.as_str(), channel.as_str(), latch.as_str()],
-                            vec!["0", "30000", field.as_str(), "publish", "1000"],
-                        )
-                        .await
-                        .unwrap();
-                    tokio::time::sleep(Duration::from_millis(FAIR_PAUSE_MS)).await;
+                    log.waiting_since = None;
+                    std::thread::sleep(FAIR_HOLD);
+                    me.unlock(&name, &field, &format!("{field}:{round}"));
+                    log.waiting_since = Some(epoch_ms());
+                    if me.stopped() {
+                        break;
+                    }
                 }
-                got
+                log
             }));
         }
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.unwrap());
+        tokio::time::sleep_until(deadline.into()).await;
+        me.stop.store(true, Ordering::Release);
+        if let Some(latch) = me.latch.lock().unwrap().as_ref() {
+            let _guard = latch.permits.lock().unwrap();
+            latch.woken.notify_all();
         }
-        let _ = me.sub.quit().await;
+        let logs = tokio::task::spawn_blocking(move || {
+            threads
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap();
+        me.sub.reader.abort();
         let _ = me.redis.quit().await;
-        all
+        logs
     }
 }
 
 /// What one fairness run measured, per side.
+#[derive(Debug, Clone)]
 struct Fairness {
-    /// Share of the acquisitions (%) while both sides still had owners waiting.
-    share: [f64; 2],
-    /// Longest single wait, in holds.
-    longest: [f64; 2],
+    /// Acquisitions within the run (every owner of both sides contended all along).
+    count: [usize; 2],
+    /// Every wait, in holds: those that ended in an acquisition within the run, and those still
+    /// going on when it ended (counted up to then).
+    waits: [Vec<f64>; 2],
     /// Longest run of consecutive acquisitions by one side.
     run: [usize; 2],
 }
 
 impl Fairness {
-    fn of(sides: [Vec<Got>; 2]) -> Fairness {
+    fn of(sides: [Vec<OwnerLog>; 2], start: f64, end: f64) -> Fairness {
         let hold = FAIR_HOLD.as_secs_f64() * 1000.0;
-        // Both still had owners waiting until the first side's last acquisition.
-        let end = sides
-            .iter()
-            .map(|g| g.iter().map(|x| x.at_ms).fold(0.0, f64::max))
-            .fold(f64::MAX, f64::min);
         let mut all: Vec<(f64, usize)> = Vec::new();
-        for (i, got) in sides.iter().enumerate() {
-            all.extend(got.iter().filter(|g| g.at_ms <= end).map(|g| (g.at_ms, i)));
+        let mut waits: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+        for (i, owners) in sides.iter().enumerate() {
+            for owner in owners {
+                let mut still = owner.waiting_since;
+                for g in &owner.got {
+                    if g.at_ms <= end {
+                        all.push((g.at_ms, i));
+                        waits[i].push(g.waited_ms / hold);
+                    } else {
+                        // Acquired after the end: it was still waiting then.
+                        still = Some(g.at_ms - g.waited_ms);
+                        break;
+                    }
+                }
+                if let Some(since) = still.filter(|s| *s < end) {
+                    waits[i].push((end - since.max(start)) / hold);
+                }
+            }
         }
         all.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let counts = [0, 1].map(|i| all.iter().filter(|(_, s)| *s == i).count() as f64);
-        let total = (counts[0] + counts[1]).max(1.0);
+        let count = [0, 1].map(|i| all.iter().filter(|(_, s)| *s == i).count());
         let mut run = [0usize; 2];
         let mut current = (usize::MAX, 0usize);
         for (_, side) in &all {
@@ -1020,29 +1352,69 @@ impl Fairness {
             };
             run[*side] = run[*side].max(current.1);
         }
-        Fairness {
-            share: [counts[0] / total * 100.0, counts[1] / total * 100.0],
-            longest: [0, 1]
-                .map(|i| sides[i].iter().map(|g| g.waited_ms).fold(0.0, f64::max) / hold),
-            run,
+        Fairness { count, waits, run }
+    }
+
+    /// Several runs of one pair taken together.
+    fn pooled(runs: &[Fairness]) -> Fairness {
+        let mut p = Fairness {
+            count: [0, 0],
+            waits: [Vec::new(), Vec::new()],
+            run: [0, 0],
+        };
+        for f in runs {
+            for i in 0..2 {
+                p.count[i] += f.count[i];
+                p.waits[i].extend(&f.waits[i]);
+                p.run[i] = p.run[i].max(f.run[i]);
+            }
         }
+        p
+    }
+
+    fn share(&self) -> [f64; 2] {
+        let total = (self.count[0] + self.count[1]).max(1) as f64;
+        self.count.map(|c| c as f64 / total * 100.0)
+    }
+
+    fn smaller_share(&self) -> f64 {
+        let s = self.share();
+        s[0].min(s[1])
+    }
+
+    fn longest(&self) -> [f64; 2] {
+        [0, 1].map(|i| self.waits[i].iter().copied().fold(0.0, f64::max))
+    }
+
+    fn p95(&self) -> [f64; 2] {
+        [0, 1].map(|i| {
+            let mut w = self.waits[i].clone();
+            w.sort_by(f64::total_cmp);
+            w.get(((w.len().max(1) - 1) as f64 * 0.95).round() as usize)
+                .copied()
+                .unwrap_or(0.0)
+        })
     }
 
     fn render(&self) -> String {
+        let (s, l, p) = (self.share(), self.longest(), self.p95());
         format!(
-            "share {:.0} % / {:.0} %; longest wait {:.1} / {:.1} holds; longest run {} / {}",
-            self.share[0],
-            self.share[1],
-            self.longest[0],
-            self.longest[1],
+            "share {:.0} % / {:.0} % of {}; longest wait {:.1} / {:.1} holds (p95 {:.1} / {:.1}); longest run {} / {}",
+            s[0],
+            s[1],
+            self.count[0] + self.count[1],
+            l[0],
+            l[1],
+            p[0],
+            p[1],
             self.run[0],
             self.run[1]
         )
     }
 }
 
-/// One fairness run of two sides on a fresh lock name.
-async fn fairness_run(url: &str, sides: [Side; 2], tag: &str) -> Fairness {
+/// One fairness run of two sides on a fresh lock name, `secs` long.
+async fn fairness_run(url: &str, sides: &[Side; 2], tag: &str, secs: u64) -> Fairness {
     let name = format!("bench:fair:{tag}:{}", epoch_ms() as u64);
     // Everyone connects first; then all owners start together.
     let mut peers = Vec::new();
@@ -1056,23 +1428,32 @@ async fn fairness_run(url: &str, sides: [Side; 2], tag: &str) -> Fairness {
             )),
         }
     }
+    let start = epoch_ms();
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let end = start + secs as f64 * 1000.0;
+    let driven: Vec<(usize, Driven)> = peers
+        .into_iter()
+        .map(|(i, peer)| (i, drive_peer(peer, &name, secs)))
+        .collect();
     let mut handles = Vec::new();
-    for (i, peer) in peers {
+    for (i, like) in likes {
         let name = name.clone();
         handles.push((
             i,
-            tokio::task::spawn_blocking(move || drive_peer(peer, &name)),
+            tokio::spawn(async move { like.run(&name, start, deadline).await }),
         ));
     }
-    for (i, like) in likes {
-        let name = name.clone();
-        handles.push((i, tokio::spawn(async move { like.run(&name).await })));
+    tokio::time::sleep_until(deadline.into()).await;
+    let mut logs: [Vec<OwnerLog>; 2] = [Vec::new(), Vec::new()];
+    for (i, d) in driven {
+        logs[i] = tokio::task::spawn_blocking(move || stop_peer(d, start))
+            .await
+            .unwrap();
     }
-    let mut got: [Vec<Got>; 2] = [Vec::new(), Vec::new()];
     for (i, h) in handles {
-        got[i] = h.await.unwrap();
+        logs[i] = h.await.unwrap();
     }
-    Fairness::of(got)
+    Fairness::of(logs, start, end)
 }
 
 /// The fairness rows (see the module doc).
@@ -1087,52 +1468,73 @@ async fn fairness_figures() {
         );
         return;
     }
+    let secs = env_or("BENCH_FAIR_SECS", FAIR_SECS);
+    let repeats = env_or("BENCH_FAIR_RUNS", FAIR_RUNS).max(1);
     println!(
-        "fairness: two clients x {FAIR_OWNERS} owners, each looping lock -> hold {} ms -> unlock {FAIR_ROUNDS} times, one lock, all starting together",
+        "fairness: two clients x {FAIR_OWNERS} owners on one lock, each owner looping lock -> hold {} ms -> unlock; {repeats} runs of {secs} s per pair, the pairs taking turns",
         FAIR_HOLD.as_millis()
     );
-    println!("  (share of the acquisitions while both sides had owners waiting; longest single wait in holds; longest run of consecutive acquisitions by one side)");
-    let mut rows: Vec<(String, [Side; 2])> = vec![
+    println!("  (share of the acquisitions; longest and 95th-percentile wait of one owner in holds, waits still going on at the end included; longest run of consecutive acquisitions by one side)");
+    let mut rows: Vec<(&str, [Side; 2])> = vec![
         (
-            "crate beside crate                  ".into(),
+            "crate beside crate                 ",
             [Side::Peer(peer.clone()), Side::Peer(peer.clone())],
         ),
         (
-            "crate beside Redisson-like          ".into(),
+            "crate beside Redisson-like         ",
             [Side::Peer(peer.clone()), Side::RedissonLike],
         ),
         (
-            "Redisson-like beside Redisson-like  ".into(),
+            "Redisson-like beside Redisson-like ",
             [Side::RedissonLike, Side::RedissonLike],
         ),
     ];
     if let Ok(before) = std::env::var("BENCH_PEER_BEFORE") {
         let before = PathBuf::from(before);
         rows.push((
-            "before: crate beside crate          ".into(),
+            "before: crate beside crate         ",
             [Side::Peer(before.clone()), Side::Peer(before.clone())],
         ));
         rows.push((
-            "before: crate beside Redisson-like  ".into(),
+            "before: crate beside Redisson-like ",
             [Side::Peer(before), Side::RedissonLike],
         ));
     }
-    let mut results = Vec::new();
-    for (i, (label, sides)) in rows.into_iter().enumerate() {
-        let f = fairness_run(&url, sides, &format!("r{i}")).await;
-        println!("  {label}: {}", f.render());
-        results.push(f);
+    let mut results: Vec<Vec<Fairness>> = vec![Vec::new(); rows.len()];
+    for r in 0..repeats {
+        for (i, (label, sides)) in rows.iter().enumerate() {
+            let f = fairness_run(&url, sides, &format!("r{i}x{r}"), secs).await;
+            println!("  run {}: {label}: {}", r + 1, f.render());
+            results[i].push(f);
+        }
     }
-    let reference = results[2].longest[0].max(results[2].longest[1]);
-    for (label, f) in [
-        ("crate beside crate", &results[0]),
-        ("crate beside Redisson-like", &results[1]),
-    ] {
-        let smaller = f.share[0].min(f.share[1]);
-        let longest = f.longest[0].max(f.longest[1]);
+    println!("  all {repeats} runs together:");
+    let pooled: Vec<Fairness> = results.iter().map(|r| Fairness::pooled(r)).collect();
+    for ((label, _), (p, runs)) in rows.iter().zip(pooled.iter().zip(&results)) {
+        let smaller: Vec<f64> = runs.iter().map(Fairness::smaller_share).collect();
+        let mean = smaller.iter().sum::<f64>() / smaller.len() as f64;
+        let sd = (smaller.iter().map(|s| (s - mean).powi(2)).sum::<f64>()
+            / (smaller.len().max(2) - 1) as f64)
+            .sqrt();
+        let (lo, hi) = smaller
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), s| (lo.min(*s), hi.max(*s)));
         println!(
-            "  {label}: smaller share {smaller:.0} % (target >= 40 %); longest wait {longest:.1} holds vs the reference's {reference:.1} (target <= 1.25x = {:.1})",
-            reference * 1.25
+            "    {label}: {}; smaller side per run {lo:.0}-{hi:.0} % (mean {mean:.0}, sd {sd:.0})",
+            p.render()
+        );
+    }
+    let reference = &pooled[2];
+    let reference_longest = reference.longest()[0].max(reference.longest()[1]);
+    for (label, f) in [
+        ("crate beside crate", &pooled[0]),
+        ("crate beside Redisson-like", &pooled[1]),
+    ] {
+        let longest = f.longest()[0].max(f.longest()[1]);
+        println!(
+            "  {label}: smaller share {:.0} % (target >= 40 %); longest wait {longest:.1} holds vs the reference's {reference_longest:.1} (target <= 1.25x = {:.1})",
+            f.smaller_share(),
+            reference_longest * 1.25
         );
     }
 }

@@ -239,16 +239,17 @@ impl fmt::Debug for TlsSettings {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LocalHandOff {
-    /// No local hand-over: after every release the next local owner waits for the release's
-    /// unlock message and races for the lock like the waiters of every other client (Redisson's
-    /// behaviour; one pub/sub round trip per hand-over).
+    /// No local hand-over: after every release the next local owner races for the lock with
+    /// the waiters of every other client, as a Redisson client's releasing thread does
+    /// (Redisson's behaviour; no local hand-over ever).
     Off,
     /// Local hand-overs while no other client waits; while one does (a subscriber on the lock's
     /// channel beyond this client, `PUBSUB NUMSUB`/`SHARDNUMSUB`, asked at most once per budget
-    /// together with a release), a run of local hand-overs ends once it has lasted this long.
-    /// The next local owner then races like everyone else, and after two such races won in a
-    /// row stands back until another client has had the lock. The default, with 10 ms; the
-    /// worst case in holds is in README's Performance section.
+    /// together with a release), a run of local hand-overs ends once it has lasted this long,
+    /// or as long as the other clients' last turn if that was longer (at most 2 s). The next
+    /// local owner then races like everyone else, and after two such races won in a row stands
+    /// back until another client has had the lock. The default, with 10 ms; the worst case in
+    /// holds is in README's Performance section.
     Bounded(Duration),
     /// Always hand over locally, never ask who else listens: for a service that knows it is
     /// alone on its locks. Waiters of other clients may then wait as long as this client's

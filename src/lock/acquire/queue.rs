@@ -26,31 +26,43 @@
 //! The hand-off policy ([`LocalHandOff`], `Config::local_hand_off`) — bounded in time while
 //! another client waits, never in count:
 //! * A *run* is a sequence of local hand-overs; it starts with a local acquisition that was not
-//!   a hand-over (the head's own attempt won).
+//!   a hand-over (the head's own attempt won). It is this client's *turn*.
 //! * `Bounded(budget)` (the default, 10 ms): a local release hands over while the run has
-//!   lasted less than `budget`. Once it has lasted longer, the release asks whether another
-//!   client listens on the lock's channel (`PUBSUB NUMSUB`/`SHARDNUMSUB`, sent together with
-//!   the release script, so no round trip of its own; the answer is kept for one budget, so at
-//!   most one question per budget). Nobody: the hand-over happens and a new run starts.
-//!   Someone, or the server cannot tell (classic pub/sub on a cluster): the run ends and the
-//!   queue enters a *contest* that lasts until another client's owner has had the lock (the
-//!   head's attempt finds the lock busy with no local holder).
-//! * In a contest a release does not hand over. The head waits for an unlock message that came
-//!   after that release began (the release's own message, which every other client's waiter
-//!   receives at the same moment) and then attempts: it races like everyone else, with no head
-//!   start. After [`CONTEST_WINS`] races won in a row it stands back: it attempts only
-//!   [`STAND_BACK`] after that message (a remote waiter woken by it has sent its attempt by
-//!   then), so another client gets the lock. If nobody takes it meanwhile (the listener was no
-//!   waiter, or the server could not tell), the client takes itself for alone for
-//!   [`QUIET_START`], doubling up to [`QUIET_MAX`] while that goes on.
-//! * Worst case, `Bounded(b)` with holds of `h`: a waiter of another client that is already
-//!   subscribed waits for the hold in progress, the rest of the run (holds that start within
-//!   `b` of its start, plus those that start within one budget of its subscribing, while the
-//!   last answer was still "nobody"), and then at most [`CONTEST_WINS`] holds won in races:
-//!   with `h >= b`, at most 1 + 1 + 2 = 4 local holds in a row; with short holds, about
-//!   `2b + 3h` of local holds.
+//!   lasted less than its length: the budget, or the other clients' last turn when that was
+//!   longer, at most [`TURN_MAX`] (2 s). The other clients' turn is measured from the head's
+//!   first attempt that found the lock busy with no local holder to this client's next
+//!   acquisition; it is forgotten once nobody else listens. Once the run has lasted its
+//!   length, the release asks whether another client listens on the lock's channel
+//!   (`PUBSUB NUMSUB`/`SHARDNUMSUB`, sent together with the release script, so no round trip
+//!   of its own; the answer is kept for one budget, so at most one question per budget).
+//!   Nobody: the hand-over happens and a new run starts. Someone, or the server cannot tell
+//!   (classic pub/sub on a cluster): the run ends and the queue enters a *contest* that lasts
+//!   until another client's owner has had the lock (the head's attempt finds the lock busy
+//!   with no local holder).
+//! * Why the other clients' turn: a Redisson client does not hand over, but its releasing
+//!   thread calls `lock()` again at once and races the waiters its unlock message wakes, with
+//!   the reply ahead of the message, so it keeps the lock for turns of many holds (two Java
+//!   clients on one hot lock take turns of 10–30 holds of 100 ms in the bench). A client that
+//!   gave way after each budget would get a small share beside it (14 % measured). Turns as
+//!   long as the other side's, and no longer, give each side about half.
+//! * In a contest a release does not hand over. The head attempts as soon as the release has
+//!   ended (as a Java client's releasing thread does), racing every other client's waiter woken
+//!   by the release's unlock message. After [`CONTEST_WINS`] races won in a row it stands back:
+//!   it attempts only [`STAND_BACK`] after that message (a remote waiter woken by it has sent
+//!   its attempt by then), so another client gets the lock. If nobody takes it meanwhile (the
+//!   listener was no waiter, or the server could not tell), the client takes itself for alone
+//!   for [`QUIET_START`], doubling up to [`QUIET_MAX`] while that goes on.
+//! * Worst case, `Bounded(b)` with holds of `h`, for a waiter of another client that is
+//!   already subscribed: the hold in progress, the rest of the run (holds that start within
+//!   its length of its start, plus those that start within one budget of its subscribing,
+//!   while the last answer was still "nobody"), and then at most [`CONTEST_WINS`] holds won in
+//!   races. When the other clients' last turn was no longer than `b` (a waiter that takes one
+//!   hold per turn, with `h >= b`): at most 1 + 1 + 2 = 4 local holds in a row; with short
+//!   holds, about `2b + 3h` of local holds. After a longer turn of theirs, `t`: the holds that
+//!   start within `min(t, TURN_MAX)`, plus 2 — as long a turn as they took, at most 2 s and
+//!   two holds.
 //! * `Off`: every local release is a contest without standing back (Redisson's behaviour: the
-//!   head waits for the unlock message like any other waiter). `Unbounded`: every local
+//!   head races at once like a Java client's releasing thread). `Unbounded`: every local
 //!   release hands over, nobody is asked.
 //! * A waiter leaves the queue when its acquisition ends (acquired, timed out, failed or
 //!   dropped); a head that leaves passes the turn to the next waiter. The queue (and with it
@@ -89,8 +101,9 @@ pub(crate) const CONTEST_WINS: u32 = 2;
 /// attempt: long enough for a waiter of another client woken by that message to have sent its
 /// attempt (a loopback round trip is well under 1 ms; this leaves room for a loaded machine).
 pub(crate) const STAND_BACK: Duration = Duration::from_millis(50);
-/// How long a contest's head waits for the release's own unlock message before it attempts
-/// anyway (the message is never lost silently: a lag or a reconnect counts as a message too).
+/// How long a contest's head that stands back waits for the release's own unlock message before
+/// it counts [`STAND_BACK`] from then anyway (the message is never lost silently: a lag or a
+/// reconnect counts as a message too).
 pub(crate) const MESSAGE_WAIT: Duration = Duration::from_millis(100);
 /// After a head stood back and nobody took the lock (the listener was no waiter, or the server
 /// cannot tell who listens), the client takes itself for alone this long, doubling up to
@@ -99,6 +112,9 @@ pub(crate) const MESSAGE_WAIT: Duration = Duration::from_millis(100);
 pub(crate) const QUIET_START: Duration = Duration::from_millis(100);
 /// See [`QUIET_START`].
 pub(crate) const QUIET_MAX: Duration = Duration::from_secs(1);
+/// The longest the other clients' last turn lengthens this client's run while another client
+/// waits (see [`State::turn`]).
+pub(crate) const TURN_MAX: Duration = Duration::from_secs(2);
 
 /// See [`Ticket::held_for`]: an unlock message this soon after a local hand-over is that
 /// hand-over's own echo (the release published it before the head's attempt was even sent).
@@ -147,16 +163,32 @@ struct State {
     release_began: Option<Instant>,
     /// The contest, while one is on.
     contest: Option<Contest>,
+    /// Since when another client's owners have had the lock (the head's first attempt that
+    /// found it busy with no local holder; `None`: not since this client last had it).
+    away_since: Option<Instant>,
+    /// How long the other clients' last turn lasted (from `away_since` to this client's next
+    /// acquisition; zero once nobody else listens): see [`State::turn`].
+    owed: Duration,
     /// The queue's one subscription to the lock's channel.
     subscription: Option<Arc<Subscription>>,
+}
+
+impl State {
+    /// How long a run hands over locally, with `budget` the policy's: the budget, or the other
+    /// clients' last turn (at most [`TURN_MAX`]) when that was longer. A client whose waiters
+    /// race as Redisson's do (every release a race, the releasing thread's next attempt first)
+    /// keeps the lock for long turns; this client takes turns as long, no longer.
+    fn turn(&self, budget: Duration) -> Duration {
+        budget.max(self.owed.min(TURN_MAX))
+    }
 }
 
 /// The run ended while another client waits: the head races like everyone else until another
 /// client's owner has had the lock.
 #[derive(Debug, Clone, Copy)]
 struct Contest {
-    /// The head attempts once the subscription has counted more messages than this (the last
-    /// local release's own message; `None`: unknown, attempt at once).
+    /// A head that stands back counts from the message after this one in the subscription's
+    /// count (the last local release's own message; `None`: unknown, count from now).
     after: Option<u64>,
     /// When that release was seen (bounds the wait for its message).
     began: Instant,
@@ -247,6 +279,7 @@ impl LocalQueues {
         let LocalHandOff::Bounded(budget) = self.policy else {
             return None;
         };
+        let budget = st.turn(budget);
         if st.waiters.is_empty() || st.contest.is_some() {
             return None;
         }
@@ -291,14 +324,17 @@ impl LocalQueues {
             LocalHandOff::Unbounded => true,
             LocalHandOff::Off => false,
             LocalHandOff::Bounded(budget) => {
-                let within = |at: Instant| began.saturating_duration_since(at) < budget;
+                let turn = st.turn(budget);
+                let within = |at: Instant| began.saturating_duration_since(at) < turn;
                 if st.contest.is_some() {
                     false
                 } else if st.run_since.is_none_or(within) {
                     true
                 } else if matches!(st.others, Some((false, until)) if until > began) {
-                    // Nobody else listens: a new run starts with the next acquisition.
+                    // Nobody else listens: a new run starts with the next acquisition, and
+                    // nothing is owed.
                     st.run_since = None;
+                    st.owed = Duration::ZERO;
                     true
                 } else {
                     false
@@ -445,23 +481,26 @@ impl Ticket {
             }
         }
         let messages = st.subscription.as_ref().map(|s| s.messages());
-        let stands_back = matches!(self.queues.policy, LocalHandOff::Bounded(_));
+        let policy_stands_back = matches!(self.queues.policy, LocalHandOff::Bounded(_));
         let Some(contest) = st.contest.as_mut() else {
             return Plan::Attempt;
         };
-        // Not before the release's own message: every other client's waiter gets it at the
-        // same moment, so nobody has a head start.
+        if !(policy_stands_back && contest.wins >= CONTEST_WINS) {
+            // A race, at once: the local release has ended, as a Java client's releasing
+            // thread, whose next `lock()` follows its `unlock()`'s reply, races at once.
+            return Plan::Attempt;
+        }
+        // Standing back: not before the release's own message (a waiter of another client
+        // woken by it has sent its attempt by [`STAND_BACK`] after it).
         let waited = now.saturating_duration_since(contest.began);
         if let (Some(after), Some(count)) = (contest.after, messages) {
             if count <= after && waited < MESSAGE_WAIT {
                 return Plan::Defer(MESSAGE_WAIT - waited);
             }
         }
-        if stands_back && contest.wins >= CONTEST_WINS {
-            let until = *contest.seen.get_or_insert(now) + STAND_BACK;
-            if until > now {
-                return Plan::Defer(until - now);
-            }
+        let until = *contest.seen.get_or_insert(now) + STAND_BACK;
+        if until > now {
+            return Plan::Defer(until - now);
         }
         Plan::Attempt
     }
@@ -470,6 +509,7 @@ impl Ticket {
     /// client's owner has it, so a contest is over and no run goes on.
     pub(crate) fn busy(&self) {
         let mut st = self.queue.state.lock();
+        st.away_since.get_or_insert_with(Instant::now);
         st.handed = false;
         st.contest = None;
         st.run_since = None;
@@ -484,6 +524,9 @@ impl Ticket {
         let now = Instant::now();
         st.holder = Some((field, until));
         st.holder_since = Some(now);
+        if let Some(since) = st.away_since.take() {
+            st.owed = now.saturating_duration_since(since);
+        }
         if std::mem::take(&mut st.handed) {
             st.run_since.get_or_insert(now);
         } else if let Some(contest) = &mut st.contest {
@@ -495,6 +538,7 @@ impl Ticket {
                 let quiet = st.quiet.max(QUIET_START);
                 st.quiet = (quiet * 2).min(QUIET_MAX);
                 st.others = Some((false, now + quiet));
+                st.owed = Duration::ZERO;
                 st.contest = None;
                 st.run_since = Some(now);
             }
@@ -844,6 +888,65 @@ mod tests {
                 .lock()
                 .quiet,
             2 * QUIET_START
+        );
+    }
+
+    /// Holds of `hold` from `t` on until a release asks who else listens (answered `others`);
+    /// returns the hand-overs before it, and the next round.
+    async fn hand_overs_until_asked(
+        q: &Arc<LocalQueues>,
+        mut t: Ticket,
+        hold: Duration,
+        others: Option<bool>,
+    ) -> (usize, Round) {
+        let mut handed = 0;
+        loop {
+            let r = hold_and_release(q, t, hold, others).await;
+            if r.asked {
+                return (handed, r);
+            }
+            assert!(r.handed, "no question, a hand-over");
+            handed += 1;
+            t = r.next;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_another_clients_long_turn_the_run_lasts_as_long_and_no_longer() {
+        let q = with(LocalHandOff::Bounded(10 * MS));
+        // A spent run while someone else listens: a contest; the head's race finds the lock
+        // busy (another client's owner has it) and it keeps it 500 ms.
+        let r = hold_and_release(&q, q.join("lock", "n", "ch"), 100 * MS, Some(true)).await;
+        assert_eq!(r.plan, Plan::Attempt);
+        r.next.busy();
+        tokio::time::sleep(500 * MS).await;
+        // This client's turn then hands over for as long (holds starting before 500 ms), and
+        // asks at the first release past it.
+        let (handed, r) = hand_overs_until_asked(&q, r.next, 100 * MS, Some(true)).await;
+        assert_eq!(
+            handed, 4,
+            "releases at 100..400 ms hand over, the one at 500 ms asks"
+        );
+        assert!(!r.handed, "someone else listens: a contest");
+        // The contest's races come at once (the release has ended, as a Java client's
+        // releasing thread races at once), two of them before the head stands back.
+        assert_eq!(r.plan, Plan::Attempt);
+        let r = hold_and_release(&q, r.next, 100 * MS, None).await;
+        assert_eq!(r.plan, Plan::Attempt);
+        let r = hold_and_release(&q, r.next, 100 * MS, None).await;
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        // A turn of 5 s elsewhere lengthens this client's run to TURN_MAX, no more.
+        tokio::time::sleep(STAND_BACK).await;
+        r.next.busy();
+        tokio::time::sleep(5_000 * MS).await;
+        let (handed, r) = hand_overs_until_asked(&q, r.next, 100 * MS, Some(false)).await;
+        assert_eq!(handed, 19, "holds starting within {TURN_MAX:?}");
+        // Nobody else listens any more: nothing is owed, runs are the budget's again.
+        assert!(r.handed);
+        let (handed, _) = hand_overs_until_asked(&q, r.next, 2 * MS, None).await;
+        assert!(
+            (4..=5).contains(&handed),
+            "{handed}: back to a 10 ms run once the answer went stale"
         );
     }
 
