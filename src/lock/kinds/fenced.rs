@@ -137,7 +137,11 @@ impl Lock<Fenced> {
 
 impl Guard<Fenced> {
     /// The fencing token of this acquisition: strictly larger than the token of every earlier
-    /// acquisition of the lock.
+    /// acquisition of the lock, as long as the token counter in Redis survives. A loss of
+    /// writes (a restart without persistence, `FLUSHALL`, a failover to a replica that had not
+    /// received the last increments) restarts it lower, so a resource checking tokens should
+    /// refuse a token lower than the highest it accepted *and* an equal one from another
+    /// writer (README: "Safety under faults").
     pub fn token(&self) -> u64 {
         self.token_value()
             .expect("the fenced acquire script always returns a token")
