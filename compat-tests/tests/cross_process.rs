@@ -663,26 +663,9 @@ fn peers_on_a_cluster_exclude_and_wake_each_other_in_every_mode() {
             b.send(&format!("t1 lock {name}"));
             // Wait until the waiter listens on the unlock channel (in this mode's namespace).
             let channel = format!("redisson_lock__channel:{{{name}}}");
-            let owner = c.master_for_key(&channel);
             let deadline = Instant::now() + T;
             loop {
-                let sharded =
-                    cluster::RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", &channel])
-                        .items()
-                        .get(1)
-                        .and_then(|n| n.int())
-                        .unwrap_or(0);
-                let classic: i64 = c
-                    .live_ports()
-                    .into_iter()
-                    .filter_map(|p| {
-                        cluster::RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", &channel])
-                            .items()
-                            .get(1)
-                            .and_then(|n| n.int())
-                    })
-                    .sum();
-                if sharded + classic > 0 {
+                if listeners(&c, &channel) > 0 {
                     break;
                 }
                 assert!(
@@ -1052,24 +1035,6 @@ fn on_a_cluster_a_both_peer_wakes_synchronizer_waiters_of_either_generation() {
     }
 }
 
-/// Subscribers of a classic channel on one server (`PUBSUB NUMSUB`).
-fn raw_numsub(port: u16, channel: &str) -> i64 {
-    use std::io::Read;
-    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    conn.write_all(format!("PUBSUB NUMSUB {channel}\r\n").as_bytes())
-        .unwrap();
-    let mut reply = String::new();
-    let mut buf = [0u8; 256];
-    // *2 $len channel :n — read until the integer has arrived.
-    while !reply.contains("\r\n:") || !reply.ends_with("\r\n") {
-        let n = conn.read(&mut buf).unwrap();
-        assert!(n > 0, "connection closed: {reply:?}");
-        reply.push_str(std::str::from_utf8(&buf[..n]).unwrap());
-    }
-    let count = reply.rsplit("\r\n:").next().unwrap();
-    count.trim().parse().unwrap_or_else(|_| panic!("{reply:?}"))
-}
-
 fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + T;
     while !done() {
@@ -1119,9 +1084,7 @@ fn non_reentrant_locks_refuse_the_holder_and_wake_the_other_peer_within_300ms() 
         b.send(&format!("t1 {prefix}lock {name}"));
         if prefix == "nr" {
             let channel = format!("redisson_lock__channel:{{{name}}}");
-            wait_for("the waiter's subscription", || {
-                raw_numsub(s.port(), &channel) > 0
-            });
+            wait_for("the waiter's subscription", || numsub(&s, &channel) > 0);
         } else {
             let queue = format!("LLEN redisson_lock_queue:{{{name}}}");
             wait_for("the waiter's queue entry", || {
@@ -1166,7 +1129,7 @@ fn group_locks_across_processes_take_all_or_none_and_wake_within_300ms() {
     // b waits for {b, e}; a's release of {a, b} wakes it.
     b.send("t1 glock seats b,e");
     wait_for("the waiter's subscription", || {
-        raw_numsub(s.port(), "redisson_lock__channel:{seats}") > 0
+        numsub(&s, "redisson_lock__channel:{seats}") > 0
     });
     let unlocked = a.call("t1", "gunlock seats a,b", T);
     assert!(unlocked.ok, "{unlocked:?}");
@@ -1219,26 +1182,7 @@ fn non_reentrant_and_group_locks_wake_across_processes_on_a_cluster_in_every_mod
                 }
                 b.send(&format!("t1 {hold}"));
                 let channel = format!("redisson_lock__channel:{{{name}}}");
-                let owner = c.master_for_key(&channel);
-                wait_for("the waiter's subscription", || {
-                    let sharded =
-                        cluster::RedisCluster::cmd(owner, &["PUBSUB", "SHARDNUMSUB", &channel])
-                            .items()
-                            .get(1)
-                            .and_then(|n| n.int())
-                            .unwrap_or(0);
-                    let classic: i64 = c
-                        .live_ports()
-                        .into_iter()
-                        .filter_map(|p| {
-                            cluster::RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", &channel])
-                                .items()
-                                .get(1)
-                                .and_then(|n| n.int())
-                        })
-                        .sum();
-                    sharded + classic > 0
-                });
+                wait_for("the waiter's subscription", || listeners(&c, &channel) > 0);
                 let unlocked = a.call("t1", &release, T);
                 assert!(unlocked.ok, "{mode}: {unlocked:?}");
                 let woke = b.reply("t1", wait, T);
@@ -1257,3 +1201,9 @@ fn non_reentrant_and_group_locks_wake_across_processes_on_a_cluster_in_every_mod
 
 /// The bound for a wake-up after the release that allows it.
 const WAKE_BOUND_MS: i128 = 300;
+
+/// Every listener of `channel` on a cluster, sharded and classic (see [`cluster_listeners`]).
+fn listeners(c: &cluster::RedisCluster, channel: &str) -> i64 {
+    let (sharded, classic) = cluster_listeners(c, channel);
+    sharded + classic
+}
