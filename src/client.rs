@@ -23,7 +23,8 @@ use crate::{
         Acquisitions,
     },
     service::{
-        pubsub::PubSub, restarts::Restarts, unlock_latches::LatchSweeper, watchdog::Watchdog,
+        failover::Failovers, pubsub::PubSub, restarts::Restarts, unlock_latches::LatchSweeper,
+        watchdog::Watchdog,
     },
     types::{owner::Owner, stats::Stats},
 };
@@ -32,6 +33,8 @@ pub(crate) struct ClientInner {
     core: Arc<Core>,
     pubsub: PubSub,
     watchdog: Watchdog,
+    /// Sentinel: the sentinels' failover events (nothing elsewhere).
+    failovers: Failovers,
     latches: LatchSweeper,
     acquisitions: Acquisitions,
     restarts: Restarts,
@@ -138,8 +141,12 @@ impl Client {
     /// ([`password`](crate::Config::password), [`username`](crate::Config::username),
     /// [`database`](crate::Config::database)).
     ///
-    /// The client asks the sentinels for the master, checks its role, and after a failover
-    /// reconnects to the new master (commands, renewals, releases and the subscriber). A
+    /// The client asks the sentinels for the master, checks its role, and listens to every
+    /// listed sentinel's failover events: from a failover's start until the switch, its holds
+    /// are in doubt (see [`HoldState`](crate::HoldState)) and lock commands wait (at most the
+    /// command timeout); at the switch it reconnects to the new master (commands, renewals,
+    /// releases, the subscriber and the replica-sync connections) even if the old one is still
+    /// up, and the holds are confirmed there or lost. A
     /// `READONLY` reply from a demoted master is retried on the new one (a lock script that got
     /// it wrote nothing). A single `redis-sentinel://s1:26379?sentinelServiceName=M&node=s2:26379`
     /// URL given to [`connect`](Self::connect) does the same.
@@ -173,9 +180,12 @@ impl Client {
             let queues = acquisitions.queues.clone();
             Box::new(move |name: &str, tag: &'static str| queues.released(tag, name, true, None))
         };
+        let watchdog = Watchdog::start(core.clone(), gone);
+        let failovers = Failovers::start(&core, watchdog.failover_holds(), sub.clone());
         let inner = ClientInner {
             pubsub: PubSub::start(sub, &core),
-            watchdog: Watchdog::start(core.clone(), gone),
+            watchdog,
+            failovers,
             latches: LatchSweeper::start(core.clone()),
             acquisitions,
             restarts: Restarts::start(core.clone()).await,
@@ -228,6 +238,7 @@ impl Client {
             return;
         }
         self.inner.watchdog.stop();
+        self.inner.failovers.shutdown().await;
         self.inner.pubsub.shutdown().await;
         self.inner.core.quit().await;
     }

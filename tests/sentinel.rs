@@ -417,6 +417,85 @@ async fn sentinel_a_hold_is_in_doubt_from_the_master_kill_until_the_new_master_c
     b.shutdown().await;
 }
 
+/// A `SENTINEL FAILOVER` leaves the old master running, and answering as a master, until the
+/// sentinels' next `INFO` poll of it (up to 10 s). A client must not go on working there: its
+/// holds are in doubt from the failover's start until the new master confirms them, and its
+/// command and subscriber connections move to the new master at the switch, so that what it
+/// acquires next is on the master every other client uses, and it hears their unlocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_switchover_moves_the_client_before_the_old_master_is_demoted() {
+    use redisson_lock::HoldState;
+    let set = SentinelSet::start();
+    let config = config().lock_watchdog_timeout(Duration::from_secs(12));
+    let a = connect(&set, config.clone()).await;
+    let held = a.get_lock("sentinel:split:held");
+    let guard = held.lock().await.expect("lock");
+    assert_eq!(guard.state(), HoldState::Held);
+    let old = set.master_port();
+
+    let reply = set.sentinel_cli(
+        set.sentinel_ports()[0],
+        &["SENTINEL", "FAILOVER", MASTER_NAME],
+    );
+    assert_eq!(reply, "OK", "SENTINEL FAILOVER");
+    let began = Instant::now();
+    // No connection drops in a switchover: only the sentinels' events tell the client.
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("in doubt once the failover begins");
+    let told = began.elapsed();
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    let switched = began.elapsed();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while guard.state() != HoldState::Held && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        guard.state(),
+        HoldState::Held,
+        "confirmed on the new master (it was replicated before the failover)"
+    );
+    let confirmed = began.elapsed();
+
+    // Whether the old master still acts as one (the window this test is about).
+    let old_role = set.data_cli(old, &["ROLE"]);
+    let old_still_master = old_role.starts_with("master");
+    let b = connect(&set, config).await;
+    let next = a.get_lock("sentinel:split:next");
+    let field = next.owner_field().to_owned();
+    let g = next.try_lock().await.expect("try_lock").expect("free");
+    assert_eq!(
+        set.data_cli(new, &["HEXISTS", "sentinel:split:next", &field])
+            .trim(),
+        "1",
+        "acquired on the new master"
+    );
+    assert_eq!(
+        set.data_cli(old, &["EXISTS", "sentinel:split:next"]).trim(),
+        "0",
+        "nothing written on the old master"
+    );
+    assert!(
+        b.get_lock("sentinel:split:next")
+            .try_lock()
+            .await
+            .expect("try_lock")
+            .is_none(),
+        "one holder"
+    );
+    g.unlock().await.expect("unlock");
+    // `a` listens on the new master: `b`'s unlock there wakes `a`'s waiter at once.
+    let woke = lock_wait_wake(&b, &a, "sentinel:split:wake").await;
+    println!(
+        "switchover {old} -> {new}: in doubt after {told:?}, switched after {switched:?}, \
+         held again after {confirmed:?}; old master still a master afterwards: \
+         {old_still_master}; waiter woke {woke:?} after the release"
+    );
+    guard.unlock().await.expect("unlock on the new master");
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 /// Semaphore, permit-expirable semaphore and count-down latch waits through the sentinels,
 /// each woken within 300 ms of its message (acquisitions synced to the replicas).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

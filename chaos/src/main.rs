@@ -226,7 +226,10 @@ fn main() -> ExitCode {
         }
     };
     match cli.cmd {
-        Cmd::Worker(args) => match rt.block_on(worker::run(args)) {
+        Cmd::Worker(args) => match rt.block_on(async {
+            StderrLog::install();
+            worker::run(args).await
+        }) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("chaos worker: {e}");
@@ -273,4 +276,44 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The crate's log lines on a worker's stderr, stamped with `CLOCK_MONOTONIC` (the histories'
+/// clock), when `CHAOS_LOG` names a level (`info`, `debug`, ...). Off by default.
+struct StderrLog;
+
+impl StderrLog {
+    fn install() {
+        let Some(level) = std::env::var("CHAOS_LOG")
+            .ok()
+            .and_then(|l| l.parse::<log::LevelFilter>().ok())
+        else {
+            return;
+        };
+        if log::set_logger(&StderrLog).is_ok() {
+            log::set_max_level(level);
+        }
+    }
+}
+
+impl log::Log for StderrLog {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.target().starts_with("redisson_lock")
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+            eprintln!(
+                "{}{:09} [{}] {} {}",
+                t.tv_sec,
+                t.tv_nsec,
+                std::process::id(),
+                r.level(),
+                r.args()
+            );
+        }
+    }
+
+    fn flush(&self) {}
 }

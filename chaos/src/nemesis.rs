@@ -56,13 +56,18 @@ pub enum Fault {
     Migrate,
     /// `kill -9` of one RedLock node, restarted at once without its data.
     RedlockRestart,
+    /// Sentinel: the replicas are stopped (`SIGSTOP`) for 0.3–1.5 s, the master is killed
+    /// (`kill -9`) at the end of it and the replicas resumed: the sentinels promote a replica
+    /// that never received the master's last writes (asynchronous replication loss), and the
+    /// old master is restarted empty. Replica sync is the protection against it.
+    LagKill,
     /// `FLUSHALL` on the master: the locks vanish while every connection stays open, as with
     /// a server restarted behind a proxy that keeps the client's connection (a documented
     /// exception; not part of `full`).
     Flush,
 }
 
-const ALL: [(&str, Fault); 14] = [
+const ALL: [(&str, Fault); 15] = [
     ("kill-persist", Fault::KillPersist),
     ("kill-wipe", Fault::KillWipe),
     ("kill-failover", Fault::KillFailover),
@@ -77,6 +82,7 @@ const ALL: [(&str, Fault); 14] = [
     ("migrate", Fault::Migrate),
     ("redlock-restart", Fault::RedlockRestart),
     ("flush", Fault::Flush),
+    ("lag-kill", Fault::LagKill),
 ];
 
 impl Fault {
@@ -101,6 +107,7 @@ impl Fault {
             ],
             Topology::Sentinel => vec![
                 KillFailover,
+                LagKill,
                 SentinelFailover,
                 PauseClient,
                 PauseServer,
@@ -190,6 +197,7 @@ fn schedule(args: &RunArgs, faults: &[Fault], seed: u64) -> Vec<Step> {
             Fault::Latency => 2000 + rng.below(3000),
             Fault::DebugSleep => 300 + rng.below(1700),
             Fault::Migrate => 500 + rng.below(2500),
+            Fault::LagKill => 300 + rng.below(1200),
             _ => 0,
         };
         let pick = rng.next_u64();
@@ -412,6 +420,7 @@ impl Deployment {
                 )
             }
             Fault::KillFailover => self.kill_failover(&name).await,
+            Fault::LagKill => self.lag_kill(pause).await,
             Fault::Partition | Fault::ReplyLoss => {
                 let Some(p) = &self.proxy else {
                     return "no proxy".into();
@@ -518,6 +527,59 @@ impl Deployment {
                 format!("FLUSHALL on {port}: {r}")
             }
         }
+    }
+
+    /// See [`Fault::LagKill`].
+    async fn lag_kill(&self, pause: Duration) -> String {
+        let Some(set) = &self.sentinel else {
+            return "no sentinel".into();
+        };
+        let (old, i, replicas) = {
+            let set = set.lock().unwrap_or_else(|e| e.into_inner());
+            let old = set.master_port();
+            let i = set
+                .servers
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|s| s.port() == old));
+            let replicas: Vec<(u16, u32)> = set
+                .servers
+                .iter()
+                .flatten()
+                .filter(|s| s.port() != old)
+                .filter_map(|s| s.pid().map(|pid| (s.port(), pid)))
+                .collect();
+            (old, i, replicas)
+        };
+        for (_, pid) in &replicas {
+            signal(*pid, true);
+        }
+        tokio::time::sleep(pause).await;
+        if let Some(i) = i {
+            let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(s) = set.servers[i].as_mut() {
+                s.kill();
+            }
+        }
+        for (_, pid) in &replicas {
+            signal(*pid, false);
+        }
+        let set2 = set;
+        let new = {
+            let set = set2.lock().unwrap_or_else(|e| e.into_inner());
+            set.await_new_master(old, Duration::from_secs(60))
+        };
+        if let Some(i) = i {
+            let mut set = set2.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(s) = set.servers[i].as_mut() {
+                s.restart();
+            }
+        }
+        format!(
+            "replicas {:?} stopped for {} ms, master {old} killed at its end: {new} promoted; \
+             {old} restarted empty",
+            replicas.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            pause.as_millis()
+        )
     }
 
     async fn kill_failover(&self, name: &str) -> String {

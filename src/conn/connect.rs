@@ -281,6 +281,58 @@ pub(crate) struct Opened {
     /// The subscriber connection.
     pub(crate) sub: SubscriberClient,
     pub(crate) clustered: bool,
+    /// Sentinel: how to reach each sentinel directly (for its failover events).
+    pub(crate) sentinels: Option<Sentinels>,
+}
+
+/// A Sentinel deployment's watch targets: the monitored master's name and one fred
+/// configuration per sentinel that reaches it directly (not through the sentinel protocol),
+/// with the sentinels' credentials and the TLS settings of the client.
+#[derive(Clone)]
+pub(crate) struct Sentinels {
+    pub(crate) master: String,
+    pub(crate) nodes: Vec<FredConfig>,
+}
+
+impl std::fmt::Debug for Sentinels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sentinels")
+            .field("master", &self.master)
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
+/// The direct configurations of the sentinels of a Sentinel configuration (`None` for other
+/// deployments). A live-credentials provider is kept: it tells the sentinels by address.
+fn sentinels_of(fred: &FredConfig) -> Option<Sentinels> {
+    let ServerConfig::Sentinel {
+        hosts,
+        service_name,
+        username,
+        password,
+    } = &fred.server
+    else {
+        return None;
+    };
+    let nodes = hosts
+        .iter()
+        .map(|host| {
+            let mut node = fred.clone();
+            node.server = ServerConfig::Centralized {
+                server: host.clone(),
+            };
+            node.username.clone_from(username);
+            node.password.clone_from(password);
+            // A sentinel has no databases.
+            node.database = None;
+            node
+        })
+        .collect();
+    Some(Sentinels {
+        master: service_name.clone(),
+        nodes,
+    })
 }
 
 /// Builds the command and subscriber connections for `target` with the settings of `config`
@@ -288,6 +340,7 @@ pub(crate) struct Opened {
 pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> {
     let (redis_config, topology) = fred_config(target, config)?;
     let clustered = topology == Topology::Cluster;
+    let sentinels = sentinels_of(&redis_config);
     let mut builder = Builder::from_config(redis_config);
     builder
         .with_performance_config(|p| {
@@ -332,6 +385,7 @@ pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> 
         redis,
         sub,
         clustered,
+        sentinels,
     })
 }
 

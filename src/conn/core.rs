@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use fred::{
     clients::{Client as FredClient, SubscriberClient},
-    interfaces::{ClientLike, KeysInterface, LuaInterface, PubsubInterface},
+    interfaces::{ClientLike, KeysInterface, LuaInterface, PubsubInterface, ServerInterface},
     types::{config::Server, ClusterHash, CustomCommand, Key, Value},
 };
 
@@ -17,7 +17,7 @@ use crate::{
     conn::{
         asking::Redirects,
         cluster::{one_slot, slot_of, Messaging},
-        connect::{self, Opened, Target},
+        connect::{self, Opened, Sentinels, Target},
         permissions::{Need, Permissions},
         replicas::{ReplicaSync, Synced},
         scripts::{ScriptCall, Scripts},
@@ -40,6 +40,11 @@ pub(crate) struct Core {
     /// Follows `MOVED` and `ASK` for every keyed command (see `asking`).
     redirects: Redirects,
     stall: Stall,
+    /// Sentinel: the sentinels to watch for failovers (see `service::failover`).
+    sentinels: Option<Sentinels>,
+    /// `true` while the sentinels fail the master over: commands wait (at most one command
+    /// timeout) for the switch, so that nothing is acquired on a master being replaced.
+    failover: tokio::sync::watch::Sender<bool>,
 }
 
 /// Stalled-connection detection on the command connection: a command without a reply for
@@ -75,6 +80,7 @@ impl Core {
             redis,
             sub,
             clustered,
+            sentinels,
         } = connect::open(target, &config).await?;
         let mut core = Core {
             id: uuid::Uuid::new_v4().to_string(),
@@ -94,6 +100,8 @@ impl Core {
                 sharded: false,
             },
             permissions: Permissions::unknown(),
+            sentinels,
+            failover: tokio::sync::watch::channel(false).0,
         };
         let ready = async {
             core.load_scripts().await?;
@@ -114,6 +122,31 @@ impl Core {
             return Err(e);
         }
         Ok((core, sub))
+    }
+
+    /// Sentinel: the sentinels to watch for failovers.
+    pub(crate) fn sentinels(&self) -> Option<&Sentinels> {
+        self.sentinels.as_ref()
+    }
+
+    /// The sentinels began (`true`) or ended (`false`) a failover of the master: while one is
+    /// under way, every command waits for its end (at most one command timeout) before it is
+    /// sent, and the replica-sync connections opened before it are not used again.
+    pub(crate) fn set_failover(&self, under_way: bool) {
+        self.replicas.master_changed();
+        self.failover.send_replace(under_way);
+    }
+
+    /// Waits (at most one command timeout) while a Sentinel failover is under way. A command
+    /// that waited the whole bound is sent anyway (to whatever master the connection reaches;
+    /// the holds it makes start in doubt, see `service::watchdog::doubt`).
+    async fn failover_over(&self) {
+        if !*self.failover.borrow() {
+            return;
+        }
+        let mut rx = self.failover.subscribe();
+        let _ =
+            tokio::time::timeout(self.config.timeout, rx.wait_for(|under_way| !under_way)).await;
     }
 
     /// What the server said at connect this user may not run.
@@ -213,6 +246,8 @@ impl Core {
         barrier: &crate::conn::replicas::Barrier,
     ) -> std::result::Result<(Value, Synced), AcquireFailure> {
         let slot = call.keys.first().map(slot_of);
+        // Before the checkout: a connection opened after a failover reaches the new master.
+        self.failover_over().await;
         let checkout = match self.replicas.checkout(&self.redis, slot).await {
             // No connection to run it on (every one busy, or none could be opened): nothing
             // was sent, so the outcome is not ambiguous.
@@ -365,6 +400,21 @@ impl Core {
         slot: u16,
         args: Vec<Value>,
     ) -> std::result::Result<(Value, Option<Server>), fred::error::Error> {
+        self.failover_over().await;
+        // A replica-sync connection checked out before a Sentinel failover may still reach the
+        // old master (which answers as a master until the sentinels demote it): nothing is sent
+        // there. The caller treats it as a failed attempt (its reconciliation reads the owner's
+        // count on the command connection, which reaches the new master).
+        if !self.clustered
+            && redis.id() != self.redis.id()
+            && redis.sentinel_primary() != self.redis.sentinel_primary()
+        {
+            return Err(fred::error::Error::new(
+                fred::error::ErrorKind::IO,
+                "a Sentinel failover moved the master; this connection reaches the old one \
+                 (not sent)",
+            ));
+        }
         // Boxed: the redirect handling below nests deep enough that an application's future
         // over a MultiLock would exceed the compiler's default type-layout depth.
         let call: futures::future::BoxFuture<'_, _> = Box::pin(async move {

@@ -35,7 +35,7 @@
 use std::{
     collections::HashMap,
     sync::{
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc,
     },
     time::Duration,
@@ -105,6 +105,9 @@ pub(crate) struct ReplicaSync {
     slots: Arc<Semaphore>,
     /// Set by [`quit`](Self::quit): connections coming back are closed, none is opened.
     closed: AtomicBool,
+    /// Moved on by [`master_changed`](Self::master_changed): a connection checked out before
+    /// is closed when it comes back, not pooled.
+    generation: AtomicU64,
 }
 
 /// Where a synced attempt leaves its private connection while its script may be in flight: if
@@ -141,6 +144,8 @@ pub(crate) struct Checkout {
     /// The connection was left in the attempt's [`Barrier`]: a drop leaves closing it to the
     /// reconciliation.
     in_barrier: bool,
+    /// The pool's generation when it was checked out.
+    generation: u64,
     _permit: OwnedSemaphorePermit,
 }
 
@@ -172,6 +177,7 @@ impl ReplicaSync {
             idle: Mutex::new(Vec::new()),
             slots: Arc::new(Semaphore::new(POOL_SIZE)),
             closed: AtomicBool::new(false),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -231,6 +237,7 @@ impl ReplicaSync {
                 )
             })?
             .map_err(|_| Error::Shutdown)?;
+        let generation = self.generation.load(Ordering::Acquire);
         let pooled = self.idle.lock().pop();
         let client = match pooled {
             Some(c) => c,
@@ -244,6 +251,7 @@ impl ReplicaSync {
             asked: None,
             returned: false,
             in_barrier: false,
+            generation,
             _permit: permit,
         };
         if !self.state.lock().probed {
@@ -275,7 +283,26 @@ impl ReplicaSync {
     /// Returns a connection whose last command completed normally to the pool.
     pub(crate) fn give_back(&self, mut checkout: Checkout) {
         checkout.returned = true;
-        self.put_back(checkout.client.clone());
+        if checkout.generation == self.generation.load(Ordering::Acquire) {
+            self.put_back(checkout.client.clone());
+        } else {
+            discard(checkout.client.clone());
+        }
+    }
+
+    /// The sentinels are replacing the master: the pooled connections (to the old one) are
+    /// closed, those checked out now are closed when they come back, and the replica counts
+    /// are read again.
+    pub(crate) fn master_changed(&self) {
+        let idle = {
+            let mut idle = self.idle.lock();
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            std::mem::take(&mut *idle)
+        };
+        for client in idle {
+            discard(client);
+        }
+        self.state.lock().counts.clear();
     }
 
     /// Drops a connection whose state is unknown (a failed or timed-out command).
@@ -419,6 +446,23 @@ impl ReplicaSync {
     /// A new connection to the same deployment as `shared` (Sentinel: to the current master,
     /// through the sentinels; a cluster: to its nodes).
     async fn open(&self, shared: &FredClient) -> Result<FredClient> {
+        // Sentinel, just after a failover: a sentinel that has not heard of it yet names the
+        // old master. A connection that reached another master than the command connection's
+        // is closed and opened again (a few times; the sentinels agree within moments).
+        for _ in 0..5 {
+            let client = self.open_once(shared).await?;
+            if self.clustered || client.sentinel_primary() == shared.sentinel_primary() {
+                return Ok(client);
+            }
+            discard(client);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(Error::Connection(
+            "the sentinels named another master than the command connection's".into(),
+        ))
+    }
+
+    async fn open_once(&self, shared: &FredClient) -> Result<FredClient> {
         let client = shared.clone_new();
         match tokio::time::timeout(self.connect_timeout, client.init()).await {
             Ok(Ok(_task)) => Ok(client),

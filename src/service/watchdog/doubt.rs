@@ -20,8 +20,8 @@
 use std::{
     collections::HashSet,
     sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Weak,
     },
 };
 
@@ -133,11 +133,18 @@ pub(crate) struct Doubts {
     /// When the last connection event put holds in doubt (for an acquisition sent before it
     /// and registered after it).
     last_at: Mutex<Option<Instant>>,
+    /// A Sentinel failover is under way: the master answering now may be the one being
+    /// replaced, so nothing it says confirms a hold (renewals carry epoch 0, which clears no
+    /// doubt) and a hold registered meanwhile starts in doubt.
+    failover: AtomicBool,
 }
 
 impl Doubts {
-    /// The epoch a renewal sent now carries.
+    /// The epoch a renewal sent now carries (0, which confirms nothing, during a failover).
     pub(crate) fn current(&self) -> u64 {
+        if self.failover.load(Ordering::Acquire) {
+            return 0;
+        }
         self.epoch.load(Ordering::Acquire)
     }
 
@@ -257,7 +264,8 @@ impl Watchdog {
         leased: bool,
     ) {
         let doubts = &self.state.doubts;
-        if !doubts.last_at.lock().is_some_and(|at| at >= sent_at) {
+        let failover = doubts.failover.load(Ordering::Acquire);
+        if !failover && !doubts.last_at.lock().is_some_and(|at| at >= sent_at) {
             return;
         }
         if loss.doubt(doubts.next()) {
@@ -278,6 +286,52 @@ impl Watchdog {
         } else {
             self.state.urgent.notify_one();
         }
+    }
+}
+
+/// What a Sentinel failover does to the holds (see `service::failover`): a handle the
+/// failover watcher keeps for the client's life.
+#[derive(Clone)]
+pub(crate) struct FailoverHolds {
+    core: Weak<Core>,
+    state: Arc<WatchdogState>,
+}
+
+impl Watchdog {
+    /// The handle through which a Sentinel failover puts the holds in doubt and has them
+    /// confirmed on the new master.
+    pub(crate) fn failover_holds(&self) -> FailoverHolds {
+        FailoverHolds {
+            core: self.core.clone(),
+            state: self.state.clone(),
+        }
+    }
+}
+
+impl FailoverHolds {
+    /// The sentinels began failing the master over: every hold is in doubt, and stays so (no
+    /// renewal confirms it, a new hold starts in doubt) until [`ended`](Self::ended).
+    pub(crate) fn began(&self, why: &'static str) {
+        self.state.doubts.failover.store(true, Ordering::Release);
+        doubt_where(&self.state, |_| true, why);
+    }
+
+    /// The failover ended and the connections reach the master the sentinels name now (or it
+    /// was abandoned): a renewal sent from now on confirms a hold or finds it gone; one runs at
+    /// once, and the leased holds are checked.
+    pub(crate) fn ended(&self) {
+        // A new epoch after the flag is down: renewals sent before it (to the old master, or
+        // carrying 0) clear nothing.
+        self.state.doubts.failover.store(false, Ordering::Release);
+        doubt_where(&self.state, |_| true, "the master was replaced");
+        if let Some(core) = self.core.upgrade() {
+            reconnected(&core, &self.state);
+        }
+    }
+
+    /// `true` while a failover is under way (between `began` and `ended`).
+    pub(crate) fn under_way(&self) -> bool {
+        self.state.doubts.failover.load(Ordering::Acquire)
     }
 }
 
@@ -573,6 +627,40 @@ mod tests {
             Duration::from_secs(10),
             "a request made while idle does not cut the next hold's first period"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn during_a_failover_nothing_confirms_a_hold_and_after_it_a_later_renewal_does() {
+        let state = Arc::new(crate::service::watchdog::tests::state());
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        state.leased.insert(
+            crate::service::watchdog::HoldKey {
+                name: "b".into(),
+                field: "f".into(),
+            },
+            vec![leased.clone()],
+        );
+        let holds = FailoverHolds {
+            core: Weak::new(),
+            state: state.clone(),
+        };
+        let before = state.doubts.current();
+        holds.began("test");
+        assert!(holds.under_way());
+        assert_eq!(leased.state(), HoldState::InDoubt);
+        // A renewal sent during the failover (perhaps to the old master) carries 0.
+        assert_eq!(state.doubts.current(), 0);
+        assert!(!leased.confirm(state.doubts.current()));
+        assert!(!leased.confirm(before), "nor one sent before it began");
+        assert_eq!(leased.state(), HoldState::InDoubt);
+
+        holds.ended();
+        assert!(!holds.under_way());
+        assert_eq!(leased.state(), HoldState::InDoubt, "until the new master confirms it");
+        let after = state.doubts.current();
+        assert!(after > before);
+        assert!(leased.confirm(after), "a renewal sent after the switch confirms it");
+        assert_eq!(leased.state(), HoldState::Held);
     }
 
     #[tokio::test(start_paused = true)]

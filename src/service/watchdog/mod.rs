@@ -34,6 +34,7 @@ use crate::{
 };
 
 mod doubt;
+pub(crate) use doubt::FailoverHolds;
 pub use doubt::HoldState;
 #[allow(unused_imports)] // the entry point for other detectors of a stalled node
 pub(crate) use doubt::Node;

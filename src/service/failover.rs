@@ -1,0 +1,530 @@
+//! Sentinel failovers, heard as they happen.
+//!
+//! A Sentinel failover does not stop the old master. `SENTINEL FAILOVER`, or a master paused
+//! past `down-after-milliseconds` and then resumed, or one killed and restarted after the
+//! failover, leaves the old master running and answering as a master until the sentinels'
+//! next `INFO` poll of it turns it into a replica (up to 10 s later). A client still connected
+//! to it keeps renewing and acquiring there, while clients that reconnected acquire on the new
+//! master: two holders, neither told. fred reconnects only when a connection fails.
+//!
+//! So a Sentinel client subscribes to every configured sentinel's failover events (one
+//! subscriber connection per sentinel, fred's, re-subscribed after a reconnect) and:
+//! - on `+try-failover` for its master (sent before the replica is promoted, so before anyone
+//!   can acquire on the new master): every hold is in doubt and no renewal confirms it, a hold
+//!   taken meanwhile starts in doubt ([`FailoverHolds::began`]), and commands wait (at most one
+//!   command timeout) for the switch ([`Core::set_failover`]);
+//! - on `+switch-master`: the command and subscriber connections are closed and opened again
+//!   until both reach the master the message names (a sentinel that has not heard of the
+//!   switch yet would name the old one), the replica-sync connections to the old master are
+//!   closed, then the wait ends and a renewal sent to the new master confirms each hold or
+//!   finds it gone ([`FailoverHolds::ended`]);
+//! - on every sentinel's attempt abandoned (`-failover-abort-*`, `+failover-end-for-timeout`),
+//!   or after one watchdog timeout without a switch: the same end, on the master the
+//!   connections reach;
+//! - on `+reset-master`: as a switch to the master the sentinels name now.
+//!
+//! Nothing here is on a lock's path: it costs one connection per sentinel and no command.
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use fred::{
+    clients::SubscriberClient,
+    interfaces::{ClientLike, EventInterface, PubsubInterface, ServerInterface},
+    types::{config::ReconnectPolicy, Builder, Value},
+};
+use tokio::{sync::broadcast::error::RecvError, time::Instant};
+
+use crate::{
+    conn::{connect::Sentinels, core::Core},
+    service::watchdog::FailoverHolds,
+};
+
+/// The sentinel events the watcher listens to.
+const CHANNELS: [&str; 7] = [
+    "+try-failover",
+    "+switch-master",
+    "-failover-abort-not-elected",
+    "-failover-abort-no-good-slave",
+    "-failover-abort-slave-timeout",
+    "+failover-end-for-timeout",
+    "+reset-master",
+];
+
+/// One sentinel event about the watched master.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Event {
+    /// A sentinel started a failover attempt.
+    Began,
+    /// A sentinel gave its attempt up.
+    Abandoned,
+    /// The master is now at this address.
+    Switched { host: String, port: u16 },
+    /// The sentinel was reset: ask the sentinels again.
+    Reset,
+}
+
+/// The master name an event's payload concerns: `master <name> <ip> <port>` for events of a
+/// master, `<type> <name> <ip> <port> @ <master> <ip> <port>` for others.
+fn master_named(payload: &str) -> Option<&str> {
+    let mut words = payload.split_whitespace();
+    match words.next()? {
+        "master" => words.next(),
+        _ => {
+            let mut after = payload.split(" @ ").nth(1)?.split_whitespace();
+            after.next()
+        }
+    }
+}
+
+/// Reads one message of `channel` about `master` (`None`: another master, or unreadable).
+fn parse(channel: &str, payload: &str, master: &str) -> Option<Event> {
+    if channel == "+switch-master" {
+        // <name> <old ip> <old port> <new ip> <new port>
+        let words: Vec<&str> = payload.split_whitespace().collect();
+        return match words.as_slice() {
+            [name, _, _, host, port] if *name == master => Some(Event::Switched {
+                host: (*host).to_owned(),
+                port: port.parse().ok()?,
+            }),
+            _ => None,
+        };
+    }
+    if master_named(payload)? != master {
+        return None;
+    }
+    match channel {
+        "+try-failover" => Some(Event::Began),
+        "+reset-master" => Some(Event::Reset),
+        c if c.starts_with("-failover-abort") || c == "+failover-end-for-timeout" => {
+            Some(Event::Abandoned)
+        }
+        _ => None,
+    }
+}
+
+/// What the watcher knows: which sentinels have an attempt under way, since when.
+#[derive(Debug, Default)]
+struct Attempts {
+    trying: HashSet<usize>,
+    since: Option<Instant>,
+}
+
+/// What to do after an event.
+#[derive(Debug, PartialEq, Eq)]
+enum Action {
+    Nothing,
+    /// Put everything in doubt and hold commands.
+    Begin,
+    /// Reconnect to this master (`None`: to whichever the sentinels name), then end.
+    Switch(Option<(String, u16)>),
+    /// End without a reconnect: the attempts were given up.
+    End,
+}
+
+impl Attempts {
+    fn on(&mut self, sentinel: usize, event: Event, now: Instant) -> Action {
+        match event {
+            Event::Began => {
+                let first = self.trying.is_empty();
+                self.trying.insert(sentinel);
+                if first {
+                    self.since = Some(now);
+                    Action::Begin
+                } else {
+                    Action::Nothing
+                }
+            }
+            Event::Abandoned => {
+                if self.trying.remove(&sentinel) && self.trying.is_empty() {
+                    self.since = None;
+                    Action::End
+                } else {
+                    Action::Nothing
+                }
+            }
+            Event::Switched { host, port } => {
+                self.trying.clear();
+                self.since = None;
+                Action::Switch(Some((host, port)))
+            }
+            Event::Reset => {
+                self.trying.clear();
+                self.since = None;
+                Action::Switch(None)
+            }
+        }
+    }
+
+    /// An attempt under way for longer than `cap` is given up on (the holds are checked on
+    /// the master the connections reach).
+    fn expired(&mut self, cap: Duration, now: Instant) -> bool {
+        if self.since.is_some_and(|s| now >= s + cap) {
+            self.trying.clear();
+            self.since = None;
+            return true;
+        }
+        false
+    }
+}
+
+/// The failover watcher of a Sentinel client.
+pub(crate) struct Failovers {
+    clients: Vec<SubscriberClient>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    /// Where the connections were started (their closing is spawned there on drop).
+    runtime: tokio::runtime::Handle,
+}
+
+impl Failovers {
+    /// Starts watching the sentinels of `core`'s deployment (nothing on other deployments).
+    /// `sub` is the registry's subscriber connection, moved to the new master with the
+    /// command connection.
+    pub(crate) fn start(core: &Arc<Core>, holds: FailoverHolds, sub: SubscriberClient) -> Self {
+        let Some(sentinels) = core.sentinels().cloned() else {
+            return Self {
+                clients: Vec::new(),
+                task: None,
+                runtime: tokio::runtime::Handle::current(),
+            };
+        };
+        let clients = connect_all(core, &sentinels);
+        let task = tokio::spawn(watch(
+            Arc::downgrade(core),
+            holds,
+            sub,
+            sentinels.master,
+            clients.clone(),
+        ));
+        Self {
+            clients,
+            task: Some(task),
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+
+    /// Stops watching and closes the sentinel connections.
+    pub(crate) async fn shutdown(&self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+        for c in &self.clients {
+            let _ = tokio::time::timeout(Duration::from_millis(500), c.quit()).await;
+        }
+    }
+}
+
+impl Drop for Failovers {
+    /// A client dropped without `shutdown`: the sentinel connections are closed too (a fred
+    /// client left alone would stay connected, and reconnect).
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+        for c in std::mem::take(&mut self.clients) {
+            drop(self.runtime.spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_millis(500), c.quit()).await;
+            }));
+        }
+    }
+}
+
+/// One subscriber connection per sentinel, connecting (and re-subscribing) in the background:
+/// a sentinel down at connect is reached when it comes back.
+fn connect_all(core: &Core, sentinels: &Sentinels) -> Vec<SubscriberClient> {
+    let config = core.config();
+    sentinels
+        .nodes
+        .iter()
+        .filter_map(|node| {
+            let mut builder = Builder::from_config(node.clone());
+            builder
+                .with_connection_config(|c| {
+                    c.connection_timeout = config.connect_timeout;
+                    c.internal_command_timeout = config.timeout.max(Duration::from_secs(1));
+                })
+                .with_performance_config(|p| {
+                    p.default_command_timeout = config.timeout;
+                    p.broadcast_channel_capacity = 64;
+                })
+                .set_policy(ReconnectPolicy::new_exponential(
+                    0,
+                    50,
+                    config.reconnect_max_delay_ms(),
+                    2,
+                ));
+            match builder.build_subscriber_client() {
+                Ok(client) => Some(client),
+                Err(e) => {
+                    log::warn!("cannot watch a sentinel for failovers: {e}");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Reads every sentinel's events and acts on them, for as long as the client lives.
+async fn watch(
+    core: std::sync::Weak<Core>,
+    holds: FailoverHolds,
+    sub: SubscriberClient,
+    master: String,
+    clients: Vec<SubscriberClient>,
+) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Event)>();
+    for (i, client) in clients.iter().enumerate() {
+        let mut messages = client.message_rx();
+        let _connection = client.connect();
+        let _resubscribe = client.manage_subscriptions();
+        let (client, tx, master) = (client.clone(), tx.clone(), master.clone());
+        tokio::spawn(async move {
+            if client.wait_for_connect().await.is_ok() {
+                if let Err(e) = client.subscribe(CHANNELS.to_vec()).await {
+                    log::warn!("cannot subscribe to a sentinel's failover events: {e}");
+                }
+            }
+            loop {
+                match messages.recv().await {
+                    Ok(m) => {
+                        let payload = match &m.value {
+                            Value::String(s) => s.to_string(),
+                            Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+                            _ => continue,
+                        };
+                        if let Some(event) = parse(&m.channel, &payload, &master) {
+                            log::info!("sentinel {}: {} {payload}", m.server, m.channel);
+                            if tx.send((i, event)).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    // A missed event may have been the switch: check the master.
+                    Err(RecvError::Lagged(_)) => {
+                        if tx.send((i, Event::Reset)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+    drop(tx);
+    let mut attempts = Attempts::default();
+    let cap = match core.upgrade() {
+        Some(c) => c.config().lock_watchdog_timeout,
+        None => return,
+    };
+    loop {
+        let event = match attempts.since {
+            Some(since) => tokio::select! {
+                e = rx.recv() => e,
+                _ = tokio::time::sleep_until(since + cap) => {
+                    if attempts.expired(cap, Instant::now()) {
+                        log::warn!(
+                            "a Sentinel failover of {master} began {cap:?} ago without a switch; \
+                             checking the holds on the master the connection reaches"
+                        );
+                        let Some(core) = core.upgrade() else { return };
+                        end(&core, &holds);
+                    }
+                    continue;
+                }
+            },
+            None => rx.recv().await,
+        };
+        let Some((sentinel, event)) = event else {
+            return;
+        };
+        let Some(core) = core.upgrade() else {
+            return;
+        };
+        match attempts.on(sentinel, event, Instant::now()) {
+            Action::Nothing => {}
+            Action::Begin => begin(&core, &holds),
+            Action::End => end(&core, &holds),
+            Action::Switch(to) => {
+                let primary = core.redis().sentinel_primary();
+                let there = to
+                    .as_ref()
+                    .is_some_and(|(h, p)| is_at(primary.as_ref(), h, *p))
+                    && to
+                        .as_ref()
+                        .is_some_and(|(h, p)| is_at(sub.sentinel_primary().as_ref(), h, *p));
+                if there && !holds.under_way() {
+                    // Another sentinel's announcement of a switch already followed.
+                    continue;
+                }
+                if !holds.under_way() {
+                    begin(&core, &holds);
+                }
+                move_to(&core, &sub, to).await;
+                end(&core, &holds);
+            }
+        }
+    }
+}
+
+fn is_at(server: Option<&fred::types::config::Server>, host: &str, port: u16) -> bool {
+    server.is_some_and(|s| &*s.host == host && s.port == port)
+}
+
+fn begin(core: &Core, holds: &FailoverHolds) {
+    log::warn!(
+        "a Sentinel failover began: every hold is in doubt until the new master confirms it"
+    );
+    holds.began("a Sentinel failover began");
+    core.set_failover(true);
+}
+
+fn end(core: &Core, holds: &FailoverHolds) {
+    core.set_failover(false);
+    holds.ended();
+}
+
+/// Closes and opens the command and subscriber connections until both reach `to` (`None`:
+/// once, to whichever master the sentinels name), within twice the connect timeout.
+async fn move_to(core: &Core, sub: &SubscriberClient, to: Option<(String, u16)>) {
+    let within = core.config().connect_timeout;
+    let until = Instant::now() + within * 2;
+    let reached = |server: Option<fred::types::config::Server>| match &to {
+        Some((h, p)) => is_at(server.as_ref(), h, *p),
+        None => false,
+    };
+    let mut first = true;
+    loop {
+        let redis = core.redis();
+        let main_there = reached(redis.sentinel_primary());
+        let sub_there = reached(sub.sentinel_primary());
+        if (main_there && sub_there) || (to.is_none() && !first) {
+            log::info!(
+                "connected to the new master {:?}",
+                core.redis().sentinel_primary()
+            );
+            return;
+        }
+        if Instant::now() >= until {
+            log::warn!(
+                "could not reach the master the sentinels announced ({to:?}) within {:?}; \
+                 going on with {:?}",
+                within * 2,
+                redis.sentinel_primary()
+            );
+            return;
+        }
+        if !first {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        first = false;
+        tokio::join!(
+            async {
+                if !main_there {
+                    let _ = tokio::time::timeout(within, redis.force_reconnection()).await;
+                }
+            },
+            async {
+                if !sub_there {
+                    let _ = tokio::time::timeout(within, sub.force_reconnection()).await;
+                }
+            }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_of_the_watched_master_are_read_and_others_ignored() {
+        assert_eq!(
+            parse("+try-failover", "master m 127.0.0.1 17001", "m"),
+            Some(Event::Began)
+        );
+        assert_eq!(
+            parse("+try-failover", "master other 127.0.0.1 1", "m"),
+            None
+        );
+        assert_eq!(
+            parse("+switch-master", "m 127.0.0.1 17001 127.0.0.1 17002", "m"),
+            Some(Event::Switched {
+                host: "127.0.0.1".into(),
+                port: 17002
+            })
+        );
+        assert_eq!(
+            parse("+switch-master", "mm 127.0.0.1 1 127.0.0.1 2", "m"),
+            None
+        );
+        assert_eq!(
+            parse("+switch-master", "m 127.0.0.1 1 127.0.0.1", "m"),
+            None
+        );
+        assert_eq!(
+            parse("-failover-abort-not-elected", "master m 127.0.0.1 1", "m"),
+            Some(Event::Abandoned)
+        );
+        assert_eq!(
+            parse(
+                "-failover-abort-slave-timeout",
+                "slave 127.0.0.1:2 127.0.0.1 2 @ m 127.0.0.1 1",
+                "m"
+            ),
+            Some(Event::Abandoned)
+        );
+        assert_eq!(
+            parse("+failover-end-for-timeout", "master m 127.0.0.1 1", "m"),
+            Some(Event::Abandoned)
+        );
+        assert_eq!(
+            parse("+reset-master", "master m 127.0.0.1 1", "m"),
+            Some(Event::Reset)
+        );
+        assert_eq!(parse("+try-failover", "", "m"), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failover_ends_with_the_switch_or_when_every_attempt_is_given_up() {
+        let now = Instant::now();
+        let mut a = Attempts::default();
+        // Two sentinels try; one is not elected, the other switches.
+        assert_eq!(a.on(0, Event::Began, now), Action::Begin);
+        assert_eq!(a.on(1, Event::Began, now), Action::Nothing);
+        assert_eq!(a.on(1, Event::Abandoned, now), Action::Nothing);
+        assert_eq!(
+            a.on(
+                0,
+                Event::Switched {
+                    host: "h".into(),
+                    port: 2
+                },
+                now
+            ),
+            Action::Switch(Some(("h".into(), 2)))
+        );
+        assert!(a.since.is_none());
+        // Both give up: the end comes with the last.
+        assert_eq!(a.on(0, Event::Began, now), Action::Begin);
+        assert_eq!(a.on(2, Event::Began, now), Action::Nothing);
+        assert_eq!(a.on(0, Event::Abandoned, now), Action::Nothing);
+        assert_eq!(a.on(2, Event::Abandoned, now), Action::End);
+        // An abandon from a sentinel that never tried ends nothing.
+        assert_eq!(a.on(1, Event::Abandoned, now), Action::Nothing);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_without_news_expires_after_the_cap() {
+        let mut a = Attempts::default();
+        let start = Instant::now();
+        a.on(0, Event::Began, start);
+        let cap = Duration::from_secs(30);
+        tokio::time::advance(Duration::from_secs(29)).await;
+        assert!(!a.expired(cap, Instant::now()));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(a.expired(cap, Instant::now()));
+        assert!(a.trying.is_empty());
+        assert!(!a.expired(cap, Instant::now()), "once");
+        // The next attempt begins anew.
+        assert_eq!(a.on(1, Event::Began, Instant::now()), Action::Begin);
+    }
+}
