@@ -911,7 +911,8 @@ async fn unsubscribe_on_every_master(shared: &Shared, names: Vec<String>) {
 /// (`keyspace::plan`): subscribes them on each new master (on every master when `again`, after
 /// a reconnect), forgets the nodes that are no longer masters. The masters at once; while one
 /// fails the channels are pending (a new listener waits for them) and the next topology check,
-/// finding the set still short of the masters, tries again.
+/// finding them pending, tries again; they are ready again once every master of the moment has
+/// them.
 async fn follow_masters(shared: &Shared, channels: Vec<Arc<Channel>>, again: bool) {
     if channels.is_empty() {
         return;
@@ -921,6 +922,14 @@ async fn follow_masters(shared: &Shared, channels: Vec<Arc<Channel>>, again: boo
     let before = shared.masters.get();
     let plan = keyspace::plan(&before, &keyspace::current(&shared.sub), again);
     if plan.subscribe.is_empty() && plan.left.is_empty() {
+        // Every master has them (a master that failed before may have left since).
+        for ch in &channels {
+            ch.status.send_if_modified(|s| {
+                let was_pending = *s == Status::Pending;
+                *s = Status::Ready;
+                was_pending
+            });
+        }
         return;
     }
     if !plan.left.is_empty() {
@@ -1056,7 +1065,8 @@ fn slot_owners(sub: &SubscriberClient) -> Vec<(u16, u16, String)> {
 /// On a cluster, after a topology change seen by either connection and at every periodic check:
 /// with sharded pub/sub, when some slot has another owner, subscribe every live channel again
 /// (on its new owner) and wake every waiter; with node-local channels, when the masters they
-/// are subscribed on are not the cluster's masters, follow them (`follow_masters`).
+/// are subscribed on are not the cluster's masters, or some are pending after a failure, follow
+/// them (`follow_masters`).
 async fn run_topology(shared: Arc<Shared>, commands: fred::clients::Client) {
     let mut changes = commands.cluster_change_rx();
     let mut sub_changes = shared.sub.cluster_change_rx();
@@ -1091,8 +1101,14 @@ async fn run_topology(shared: Arc<Shared>, commands: fred::clients::Client) {
                 let _ = shared.ops.send(Op::Resubscribe);
             }
         }
-        if node_local && keyspace::current(&shared.sub) != shared.masters.get() {
-            let _ = shared.ops.send(Op::FollowMasters);
+        if node_local {
+            let short = shared
+                .established_node_local()
+                .iter()
+                .any(|c| *c.status.borrow() == Status::Pending);
+            if short || keyspace::current(&shared.sub) != shared.masters.get() {
+                let _ = shared.ops.send(Op::FollowMasters);
+            }
         }
     }
 }
