@@ -302,3 +302,38 @@ async fn events_resume_after_the_subscriber_connection_to_a_master_drops() {
     unlock_and_expiry_are_reported(&client, &name, &mut events).await;
     quiet(&mut events).await;
 }
+
+/// The lock's master is killed: until the automatic failover it cannot be listened to; then the
+/// promoted replica is, and a new stream (of the same client) opens at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_follow_an_automatic_failover_after_a_master_is_killed() {
+    let c = RedisCluster::start();
+    set_everywhere(&c, "Egx");
+    let client = cluster_client(&c, Config::default()).await;
+    let names = c.name_per_master("kill-");
+    let (name, other) = (names[0].clone(), names[1].clone());
+    let mut events = client.get_lock(&name).events().await.unwrap();
+    let idx = c
+        .masters()
+        .iter()
+        .position(|&m| m == c.master_for_key(&name))
+        .unwrap();
+    let (killed, promoted) = c.kill_master(idx).await;
+    assert_eq!(c.master_for_key(&name), promoted);
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            numsub(promoted, DEL) == 1 && numsub(promoted, EXPIRED) == 1
+        })
+        .await,
+        "listening on {promoted}, promoted after {killed} was killed"
+    );
+    unlock_and_expiry_are_reported(&client, &name, &mut events).await;
+    quiet(&mut events).await;
+    // Another stream (a lock on another master) joins the live subscriptions: they are ready,
+    // and every master of the moment answers the setting check.
+    let mut second = tokio::time::timeout(Duration::from_secs(5), client.get_lock(&other).events())
+        .await
+        .expect("a second stream opens in time")
+        .unwrap();
+    unlock_and_expiry_are_reported(&client, &other, &mut second).await;
+}
