@@ -119,13 +119,14 @@ pub enum Error {
         lock: String,
     },
     /// Lock events ([`Lock::events`](crate::Lock::events)) cannot be delivered: the server's
-    /// `notify-keyspace-events` lacks what they need (`E` with `g` and `x`, or `A`), or the
-    /// deployment does not deliver them to this client. Checked when the events are asked
-    /// for, so a stream never silently stays empty.
+    /// `notify-keyspace-events` lacks what they need (`E` with `g` and `x`, or `A`); on a Redis
+    /// Cluster, the setting of one of its masters (each is asked; the reason names the first
+    /// that lacks them). Checked when the events are asked for, so a stream never silently
+    /// stays empty.
     EventsUnavailable {
         /// The raw lock name in Redis.
         lock: String,
-        /// Why, with the server's setting when that is the reason.
+        /// Why: the setting found, and on a cluster the master (`host:port`) it is set on.
         reason: String,
     },
 }

@@ -1,12 +1,14 @@
 //! Lock events (Redisson's lock listeners): deleted and expired events of a lock's key from
 //! keyspace notifications; the server setting checked when asked for, a typed error when off.
+//! On a Redis Cluster (a 3+3 cluster per test: the tests change its settings and topology) the
+//! events come from every master, the lock's slot owner at the time, in every sharded mode.
 
 mod common;
 
 use std::time::Duration;
 
-use common::RedisServer;
-use redisson_lock::{Client, Config, ErrorKind, LockEvent};
+use common::{cluster::RedisCluster, RedisServer};
+use redisson_lock::{Client, Config, ErrorKind, LockEvent, LockEvents, ShardedSubscriptionMode};
 
 async fn next(events: &mut redisson_lock::LockEvents) -> LockEvent {
     tokio::time::timeout(Duration::from_secs(5), events.next())
@@ -86,10 +88,252 @@ async fn a_server_without_the_needed_setting_is_a_typed_error_not_a_silent_strea
     }
 }
 
+/// `notify-keyspace-events` set to `setting` on every node of the cluster, replicas included
+/// (a replica may be promoted).
+fn set_everywhere(c: &RedisCluster, setting: &str) {
+    for port in c.ports() {
+        let reply = RedisCluster::cmd(port, &["CONFIG", "SET", "notify-keyspace-events", setting]);
+        assert!(!reply.is_error(), "{port}: {}", reply.text());
+    }
+}
+
+async fn cluster_client(c: &RedisCluster, config: Config) -> Client {
+    let seeds = c.seed_urls();
+    let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
+    Client::connect_cluster(&seeds, config).await.unwrap()
+}
+
+/// `PUBSUB NUMSUB channel` on one node: its own subscribers only (classic pub/sub).
+fn numsub(port: u16, channel: &str) -> i64 {
+    RedisCluster::cmd(port, &["PUBSUB", "NUMSUB", channel])
+        .items()
+        .get(1)
+        .and_then(|n| n.int())
+        .unwrap_or(-1)
+}
+
+const DEL: &str = "__keyevent@0__:del";
+const EXPIRED: &str = "__keyevent@0__:expired";
+
+/// No event arrives within a short while.
+async fn quiet(events: &mut LockEvents) {
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), events.next())
+            .await
+            .is_err(),
+        "no further event"
+    );
+}
+
+/// An unlock and a lease that runs out of `name`, each reported on `events`.
+async fn unlock_and_expiry_are_reported(client: &Client, name: &str, events: &mut LockEvents) {
+    let lock = client.get_lock(name);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(next(events).await, LockEvent::Deleted, "{name}: unlock");
+    let g = lock
+        .lock_with_lease(Duration::from_millis(100))
+        .await
+        .unwrap();
+    assert_eq!(next(events).await, LockEvent::Expired, "{name}: lease");
+    g.keep();
+}
+
+/// The classic subscription on every master and on no replica: one per channel and node for
+/// the client, however many streams it has open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_is_a_typed_error() {
-    let b = common::Backend::cluster(redisson_lock::ShardedSubscriptionMode::Auto);
-    let client = b.client().await;
-    let err = client.get_lock(&b.name("ev")).events().await.unwrap_err();
+async fn on_a_cluster_events_come_from_every_master_in_every_sharded_mode() {
+    let c = RedisCluster::start();
+    set_everywhere(&c, "Egx");
+    let names = c.name_per_master("ev-");
+    let masters: Vec<u16> = names.iter().map(|n| c.master_for_key(n)).collect();
+    assert_eq!(masters.len(), 3);
+    assert!(masters[0] != masters[1] && masters[1] != masters[2] && masters[0] != masters[2]);
+    for mode in [
+        ShardedSubscriptionMode::Auto,
+        ShardedSubscriptionMode::On,
+        ShardedSubscriptionMode::Off,
+        ShardedSubscriptionMode::Both,
+    ] {
+        let client = cluster_client(&c, Config::default().sharded_subscription_mode(mode)).await;
+        let mut streams = Vec::new();
+        for name in &names {
+            streams.push(client.get_lock(name).events().await.unwrap());
+        }
+        for (name, events) in names.iter().zip(streams.iter_mut()) {
+            unlock_and_expiry_are_reported(&client, name, events).await;
+        }
+        // Each stream saw its own lock's events only.
+        for events in &mut streams {
+            quiet(events).await;
+        }
+        for &m in &c.masters() {
+            assert_eq!(numsub(m, DEL), 1, "{mode:?}: master {m}");
+            assert_eq!(numsub(m, EXPIRED), 1, "{mode:?}: master {m}");
+        }
+        for &r in &c.replicas() {
+            assert_eq!(numsub(r, DEL), 0, "{mode:?}: replica {r}");
+        }
+        // The last stream gone, every master's subscription goes.
+        drop(streams);
+        assert!(
+            common::eventually(Duration::from_secs(5), || async {
+                c.masters()
+                    .into_iter()
+                    .all(|m| numsub(m, DEL) == 0 && numsub(m, EXPIRED) == 0)
+            })
+            .await,
+            "{mode:?}: unsubscribed everywhere"
+        );
+        client.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_master_without_the_setting_is_named_in_the_error() {
+    let c = RedisCluster::start();
+    set_everywhere(&c, "Egx");
+    let masters = c.masters();
+    let (off, other) = (masters[1], masters[0]);
+    RedisCluster::cmd(off, &["CONFIG", "SET", "notify-keyspace-events", "Kgx"]);
+    let client = cluster_client(&c, Config::default()).await;
+    // A lock on another master: the events of any key may come from any master after a move,
+    // so every master is asked.
+    let name = c.names_on(other, "ev-", 1).remove(0);
+    let err = client.get_lock(&name).events().await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::EventsUnavailable, "{err}");
+    let text = err.to_string();
+    assert!(text.contains(&format!("127.0.0.1:{off}")), "{text}");
+    // The setting as that master reports it (Redis reorders the flags).
+    let reported = RedisCluster::cmd(off, &["CONFIG", "GET", "notify-keyspace-events"])
+        .items()
+        .remove(1)
+        .text();
+    assert!(
+        text.contains("notify-keyspace-events") && text.contains(&format!("{reported:?}")),
+        "{text}"
+    );
+    for m in masters.iter().filter(|&&m| m != off) {
+        assert!(!text.contains(&format!("127.0.0.1:{m}")), "{text}");
+    }
+    assert_eq!(client.stats().subscribed_channels, 0, "nothing subscribed");
+    // Set on that master too, the events are available.
+    RedisCluster::cmd(off, &["CONFIG", "SET", "notify-keyspace-events", "Egx"]);
+    let mut events = client.get_lock(&name).events().await.unwrap();
+    unlock_and_expiry_are_reported(&client, &name, &mut events).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_still_arrive_after_the_locks_slot_migrates_to_another_master() {
+    let c = RedisCluster::start();
+    set_everywhere(&c, "Egx");
+    let client = cluster_client(&c, Config::default()).await;
+    let name = c.name_per_master("mig-").remove(0);
+    let mut events = client.get_lock(&name).events().await.unwrap();
+    let lock = client.get_lock(&name);
+    lock.lock().await.unwrap().unlock().await.unwrap();
+    assert_eq!(
+        next(&mut events).await,
+        LockEvent::Deleted,
+        "from the first owner"
+    );
+
+    let slot = RedisCluster::slot(&name);
+    let from = c.master_for_key(&name);
+    let to = c.masters().into_iter().find(|m| *m != from).unwrap();
+    c.migrate_slot(slot, from, to).await;
+    assert_eq!(c.master_for_key(&name), to);
+
+    unlock_and_expiry_are_reported(&client, &name, &mut events).await;
+    assert_eq!(
+        RedisCluster::cmd(to, &["EXISTS", &name]).int(),
+        Some(0),
+        "the key lived and expired on the new owner"
+    );
+    quiet(&mut events).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_follow_a_failover_to_the_promoted_replica() {
+    let c = RedisCluster::start();
+    set_everywhere(&c, "Egx");
+    let client = cluster_client(&c, Config::default()).await;
+    let name = c.name_per_master("fo-").remove(0);
+    let mut events = client.get_lock(&name).events().await.unwrap();
+    let old = c.master_for_key(&name);
+    let replica = c.replica_of(old);
+    assert_eq!(numsub(replica, DEL), 0, "a replica is not listened to");
+
+    c.failover(replica).await;
+    assert_eq!(c.master_for_key(&name), replica);
+    // The client sees the promotion (a topology event or its periodic check) and listens on
+    // the new master; the demoted one, now a replica, is left.
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            numsub(replica, DEL) == 1
+                && numsub(replica, EXPIRED) == 1
+                && numsub(old, DEL) == 0
+                && numsub(old, EXPIRED) == 0
+        })
+        .await,
+        "listening on the promoted master {replica}, not on the demoted {old}"
+    );
+    unlock_and_expiry_are_reported(&client, &name, &mut events).await;
+    quiet(&mut events).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_resume_after_the_subscriber_connection_to_a_master_drops() {
+    let c = RedisCluster::start();
+    set_everywhere(&c, "Egx");
+    let client = cluster_client(&c, Config::default()).await;
+    let name = c.name_per_master("rc-").remove(1);
+    let mut events = client.get_lock(&name).events().await.unwrap();
+    let master = c.master_for_key(&name);
+    let killed = RedisCluster::cmd(master, &["CLIENT", "KILL", "TYPE", "pubsub"]).int();
+    assert!(killed.is_some_and(|n| n >= 1), "{killed:?}");
+    // The client reconnects and subscribes again.
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            numsub(master, DEL) == 1 && numsub(master, EXPIRED) == 1
+        })
+        .await,
+        "subscribed again on {master}"
+    );
+    unlock_and_expiry_are_reported(&client, &name, &mut events).await;
+    quiet(&mut events).await;
+}
+
+/// The lock's master is killed: until the automatic failover it cannot be listened to; then the
+/// promoted replica is, and a new stream (of the same client) opens at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_follow_an_automatic_failover_after_a_master_is_killed() {
+    let c = RedisCluster::start();
+    set_everywhere(&c, "Egx");
+    let client = cluster_client(&c, Config::default()).await;
+    let names = c.name_per_master("kill-");
+    let (name, other) = (names[0].clone(), names[1].clone());
+    let mut events = client.get_lock(&name).events().await.unwrap();
+    let idx = c
+        .masters()
+        .iter()
+        .position(|&m| m == c.master_for_key(&name))
+        .unwrap();
+    let (killed, promoted) = c.kill_master(idx).await;
+    assert_eq!(c.master_for_key(&name), promoted);
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            numsub(promoted, DEL) == 1 && numsub(promoted, EXPIRED) == 1
+        })
+        .await,
+        "listening on {promoted}, promoted after {killed} was killed"
+    );
+    unlock_and_expiry_are_reported(&client, &name, &mut events).await;
+    quiet(&mut events).await;
+    // Another stream (a lock on another master) joins the live subscriptions: they are ready,
+    // and every master of the moment answers the setting check.
+    let mut second = tokio::time::timeout(Duration::from_secs(5), client.get_lock(&other).events())
+        .await
+        .expect("a second stream opens in time")
+        .unwrap();
+    unlock_and_expiry_are_reported(&client, &other, &mut second).await;
 }

@@ -596,35 +596,73 @@ impl Core {
         self.query("DEL", keys, lock).await
     }
 
-    /// The server's `notify-keyspace-events` setting (`CONFIG GET`; on a cluster, the node that
-    /// owns `key`'s slot).
-    pub(crate) async fn keyspace_events_setting(&self, key: &str) -> Result<String> {
-        let slot = slot_of(&Key::from(key));
-        let reply = self
-            .send(
-                &self.redis,
-                "CONFIG",
-                slot,
-                vec!["GET".into(), "notify-keyspace-events".into()],
+    /// The `notify-keyspace-events` setting of every node that publishes this client's keyspace
+    /// notifications: the one server (`None`: the server this connection reaches), or each
+    /// master of a cluster (`CONFIG GET` sent to each, all at once), in address order.
+    pub(crate) async fn keyspace_events_settings(
+        &self,
+        lock: &str,
+    ) -> Result<Vec<(Option<Server>, String)>> {
+        if !self.clustered {
+            let reply = self
+                .send(
+                    &self.redis,
+                    "CONFIG",
+                    0,
+                    vec!["GET".into(), "notify-keyspace-events".into()],
+                )
+                .await
+                .map_err(|e| Error::from_redis(e, lock))?
+                .0;
+            return Ok(vec![(None, config_value(reply))]);
+        }
+        let masters = fred::interfaces::ClusterInterface::cached_cluster_state(&self.redis)
+            .map(|state| state.unique_primary_nodes())
+            .unwrap_or_default();
+        if masters.is_empty() {
+            return Err(Error::Connection(
+                "the cluster's masters are not known yet (no slot table)".into(),
+            ));
+        }
+        let settings = futures::future::try_join_all(masters.into_iter().map(|m| async move {
+            let setting = self.keyspace_events_setting_on(&m, lock).await?;
+            Ok::<_, Error>((Some(m), setting))
+        }))
+        .await?;
+        Ok(settings)
+    }
+
+    /// The `notify-keyspace-events` setting of one node of a cluster (`CONFIG GET` sent to it).
+    pub(crate) async fn keyspace_events_setting_on(
+        &self,
+        node: &Server,
+        lock: &str,
+    ) -> Result<String> {
+        let options = fred::types::config::Options {
+            cluster_node: Some(node.clone()),
+            ..Default::default()
+        };
+        let reply: Value = self
+            .redis
+            .with_options(&options)
+            .custom(
+                CustomCommand::new_static("CONFIG", ClusterHash::Random, false),
+                vec!["GET", "notify-keyspace-events"],
             )
             .await
-            .map_err(|e| Error::from_redis(e, key))?
-            .0;
-        let pairs: Vec<String> = match reply {
-            // RESP3 answers a map.
-            Value::Map(m) => m
-                .inner()
-                .into_iter()
-                .flat_map(|(k, v)| [k.as_str().map(|s| s.to_string()), v.as_string()])
-                .flatten()
-                .collect(),
-            other => other
-                .into_array()
-                .into_iter()
-                .filter_map(|v| v.as_string())
-                .collect(),
-        };
-        Ok(pairs.get(1).cloned().unwrap_or_default())
+            .map_err(|e| {
+                // The node's address in the message: which master did not answer.
+                let what = format!(
+                    "CONFIG GET notify-keyspace-events on {node}: {}",
+                    e.details()
+                );
+                match Error::from_redis(e.clone(), lock) {
+                    Error::Connection(_) => Error::Connection(Failure::with_source(what, e)),
+                    Error::Timeout(_) => Error::Timeout(Failure::with_source(what, e)),
+                    other => other,
+                }
+            })?;
+        Ok(config_value(reply))
     }
 
     /// The database this client works in (the keyspace event channels name it).
@@ -659,6 +697,25 @@ fn is_demoted(e: &fred::error::Error) -> bool {
 fn is_try_again(e: &fred::error::Error) -> bool {
     let d = e.details();
     d.starts_with("TRYAGAIN") || d.contains(": TRYAGAIN") || d.contains("-TRYAGAIN")
+}
+
+/// The value of a one-parameter `CONFIG GET` reply (RESP2 answers `[name, value]`, RESP3 a
+/// map); empty when the server has no such parameter.
+fn config_value(reply: Value) -> String {
+    let pairs: Vec<String> = match reply {
+        Value::Map(m) => m
+            .inner()
+            .into_iter()
+            .flat_map(|(k, v)| [k.as_str().map(|s| s.to_string()), v.as_string()])
+            .flatten()
+            .collect(),
+        other => other
+            .into_array()
+            .into_iter()
+            .filter_map(|v| v.as_string())
+            .collect(),
+    };
+    pairs.get(1).cloned().unwrap_or_default()
 }
 
 fn flags(reply: Value, lock: &str) -> Result<Vec<i64>> {

@@ -1,6 +1,12 @@
 //! Lock events: the deleted and expired events of a lock's key, from the server's keyspace
 //! notifications (Redisson's `RLock.addListener` with `DeletedObjectListener` /
 //! `ExpiredObjectListener`, 3.43+), through the one subscription registry.
+//!
+//! On a Redis Cluster a node publishes keyspace notifications only to its own clients, so the
+//! registry subscribes the two key-event channels as node-local channels: a classic
+//! subscription on every master, following the masters as they change (`service/keyspace.rs`
+//! explains why every master rather than each lock's slot owner). Every master's setting is
+//! checked first.
 
 use fred::types::Value;
 use tokio::sync::broadcast::{error::RecvError, Receiver};
@@ -8,7 +14,7 @@ use tokio::sync::broadcast::{error::RecvError, Receiver};
 use super::{front::Lock, kind::Kind};
 use crate::{
     error::{Error, Result},
-    service::pubsub::Subscription,
+    service::{keyspace::setting_suffices, pubsub::Subscription},
 };
 
 /// One event of a lock's key.
@@ -27,7 +33,12 @@ pub enum LockEvent {
 /// listener of the client leaves the channels).
 ///
 /// Events are what the server reports while this client is connected: an event during a
-/// reconnect is not replayed (the subscription is made again at once).
+/// reconnect is not replayed (the subscription is made again at once). On a Redis Cluster they
+/// come from whichever master owns the lock's slot, including a master that took the slot over
+/// after the stream was opened (a promoted replica is listened to once the client has seen the
+/// failover, within about a second). Around a topology change Redis itself reports a key moved
+/// by a slot migration as deleted on its old master, and a demoted master may repeat a
+/// deletion until the client has seen the change: an event is a hint to look, not a proof.
 pub struct LockEvents {
     name: String,
     deleted: Receiver<Value>,
@@ -49,14 +60,6 @@ fn channels(db: u8) -> [String; 2] {
         format!("__keyevent@{db}__:del"),
         format!("__keyevent@{db}__:expired"),
     ]
-}
-
-/// Whether a `notify-keyspace-events` setting publishes the `del` and `expired` key-event
-/// messages: `E` (key-event channels) with `g` (generic commands, `del`) and `x` (expirations),
-/// or `A` for all classes.
-fn setting_suffices(setting: &str) -> bool {
-    let has = |c| setting.contains(c);
-    has('E') && (has('A') || (has('g') && has('x')))
 }
 
 fn payload_is(v: &Value, name: &str) -> bool {
@@ -112,6 +115,13 @@ impl<K: Kind> Lock<K> {
     /// acknowledged by the server) before this returns, so every event after the return is
     /// seen.
     ///
+    /// On a Redis Cluster, whose nodes publish keyspace notifications only to their own
+    /// clients, the setting of every master is checked, and the client listens on every master
+    /// (one subscription per master and channel, shared by all the client's streams, in every
+    /// [`ShardedSubscriptionMode`](crate::ShardedSubscriptionMode): keyspace notifications are
+    /// never sharded). Masters that join later (a promoted replica) are listened to as the
+    /// client sees them; one whose setting lacks the flags is logged.
+    ///
     /// ```no_run
     /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
     /// use redisson_lock::LockEvent;
@@ -126,10 +136,11 @@ impl<K: Kind> Lock<K> {
     /// ```
     ///
     /// # Errors
-    /// [`EventsUnavailable`](Error::EventsUnavailable) when the setting lacks those flags or
-    /// the deployment is a Redis Cluster (its nodes publish keyspace notifications only to
-    /// their own clients); [`PermissionDenied`](Error::PermissionDenied) when this user may
-    /// not read the setting (`CONFIG GET`) or listen; a Redis, connection or timeout error.
+    /// [`EventsUnavailable`](Error::EventsUnavailable) when the setting lacks those flags (on
+    /// a cluster: the setting of some master, named in the error);
+    /// [`PermissionDenied`](Error::PermissionDenied) when this user may not read the setting
+    /// (`CONFIG GET`) or listen; a Redis, connection or timeout error (on a cluster also when
+    /// a master cannot be asked or subscribed on).
     ///
     /// # Cancel safety
     /// Cancel safe: a dropped call leaves no subscription behind.
@@ -138,28 +149,24 @@ impl<K: Kind> Lock<K> {
         let client = self.handle.client();
         let core = client.core();
         let name = self.raw_name().to_owned();
-        if core.is_clustered() {
-            return Err(Error::EventsUnavailable {
-                lock: name,
-                reason: "on a Redis Cluster each node publishes keyspace notifications only to \
-                         its own clients; lock events are not supported there yet"
-                    .into(),
-            });
-        }
-        let setting = core.keyspace_events_setting(&name).await?;
-        if !setting_suffices(&setting) {
+        let settings = core.keyspace_events_settings(&name).await?;
+        if let Some((node, setting)) = settings.iter().find(|(_, s)| !setting_suffices(s)) {
+            let whose = match node {
+                Some(node) => format!("the notify-keyspace-events of cluster master {node}"),
+                None => "the server's notify-keyspace-events".to_owned(),
+            };
             return Err(Error::EventsUnavailable {
                 lock: name,
                 reason: format!(
-                    "the server's notify-keyspace-events is {setting:?}; lock events need E \
-                     with g and x (e.g. \"Egx\") or A"
+                    "{whose} is {setting:?}; lock events need E with g and x (e.g. \"Egx\") \
+                     or A"
                 ),
             });
         }
         let [del, expired] = channels(core.database());
         let subscriptions = [
-            client.pubsub().subscribe(&del),
-            client.pubsub().subscribe(&expired),
+            client.pubsub().subscribe_node_local(&del),
+            client.pubsub().subscribe_node_local(&expired),
         ];
         // Readers first, so nothing published once the subscription exists is missed.
         let deleted = subscriptions[0].payloads();
@@ -181,16 +188,6 @@ impl<K: Kind> Lock<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_setting_needs_key_events_of_generic_commands_and_expirations() {
-        for ok in ["Egx", "AE", "KEA", "xEg", "Eghx"] {
-            assert!(setting_suffices(ok), "{ok}");
-        }
-        for off in ["", "Kgx", "Eg", "Ex", "KA", "K$"] {
-            assert!(!setting_suffices(off), "{off}");
-        }
-    }
 
     #[test]
     fn only_the_locks_own_name_is_an_event_of_it() {

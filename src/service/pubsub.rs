@@ -17,6 +17,11 @@
 //! * After a reconnect (or a slot move), every live channel is subscribed again, per slot when
 //!   messages are sharded; a channel whose re-subscription fails keeps its entry and wake-ups and
 //!   is tried again with back-off until it succeeds or its last waiter leaves.
+//! * A channel is [`Scope::Routed`] (the locks', semaphores' and latches' channels: subscribed
+//!   the way the client's messaging says) or [`Scope::NodeLocal`] (keyspace notifications, which
+//!   a node publishes only to its own clients). On a cluster a node-local channel is subscribed
+//!   with a classic `SUBSCRIBE` on every master and follows the masters as they change
+//!   (`keyspace.rs`); on one server both scopes are the same classic subscription.
 
 use std::{
     collections::HashMap,
@@ -36,6 +41,7 @@ use fred::{
 use parking_lot::Mutex;
 use tokio::sync::{broadcast::error::RecvError, mpsc, watch, Semaphore};
 
+use super::keyspace;
 use crate::{
     conn::{cluster::Messaging, core::Core},
     error::{Error, Result},
@@ -64,6 +70,18 @@ impl Reading {
             _ => Some(0),
         }
     }
+}
+
+/// Where a channel's messages are published, hence where it is subscribed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Through the whole deployment (`PUBLISH` reaches every node of a cluster, `SPUBLISH` the
+    /// slot's shard): lock, semaphore and latch channels, subscribed classic, sharded or both,
+    /// as the client's messaging says.
+    Routed,
+    /// By each node to its own clients only: keyspace notifications. Always a classic
+    /// subscription; on a cluster one on every master (`keyspace.rs`).
+    NodeLocal,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +173,10 @@ impl Wakeups {
 struct Channel {
     name: String,
     reading: Reading,
+    scope: Scope,
+    /// Its first subscription succeeded: from then on re-subscriptions (a reconnect, a change of
+    /// masters) are the registry's, not the first subscriber's operation.
+    established: std::sync::atomic::AtomicBool,
     wakeups: Wakeups,
     status: watch::Sender<Status>,
     /// A retry of its failed re-subscription is scheduled (one at a time per channel).
@@ -195,8 +217,10 @@ impl Channel {
 
 enum Op {
     Subscribe(Arc<Channel>),
-    Unsubscribe(String),
+    Unsubscribe(Arc<Channel>),
     Resubscribe,
+    /// Bring the node-local channels' subscriptions in line with the cluster's masters.
+    FollowMasters,
     /// Re-subscribe channels whose re-subscription failed; `pause` was waited before.
     Retry {
         channels: Vec<Arc<Channel>>,
@@ -220,6 +244,8 @@ struct Shared {
     messaging: Messaging,
     clustered: bool,
     core: Arc<Core>,
+    /// The masters the node-local channels are subscribed on (a cluster only).
+    masters: keyspace::Masters,
 }
 
 impl Shared {
@@ -228,6 +254,23 @@ impl Shared {
         for ch in all {
             ch.signal(true);
         }
+    }
+
+    /// `true` when `ch` is subscribed on every master rather than as the messaging says: a
+    /// node-local channel on a cluster.
+    fn on_every_master(&self, ch: &Channel) -> bool {
+        self.clustered && ch.scope == Scope::NodeLocal
+    }
+
+    /// The node-local channels whose first subscription succeeded (those not yet established
+    /// are their first subscriber's operation, queued).
+    fn established_node_local(&self) -> Vec<Arc<Channel>> {
+        self.channels
+            .lock()
+            .values()
+            .filter(|c| self.on_every_master(c) && c.established.load(Ordering::Acquire))
+            .cloned()
+            .collect()
     }
 }
 
@@ -249,13 +292,15 @@ impl PubSub {
             messaging: core.messaging(),
             clustered: core.is_clustered(),
             core: core.clone(),
+            masters: keyspace::Masters::default(),
         });
         let mut tasks = vec![
             tokio::spawn(run_ops(shared.clone(), rx)),
             tokio::spawn(run_messages(shared.clone())),
             tokio::spawn(run_reconnects(shared.clone())),
         ];
-        if shared.clustered && shared.messaging.sharded {
+        // Sharded channels follow their slots' owners, node-local ones the masters.
+        if shared.clustered {
             tasks.push(tokio::spawn(run_topology(
                 shared.clone(),
                 core.redis().clone(),
@@ -274,6 +319,18 @@ impl PubSub {
     /// (the reading of the channel's first subscriber stays while the channel has waiters:
     /// every object of one channel name reads it alike).
     pub(crate) fn subscribe_as(&self, channel: &str, reading: Reading) -> Subscription {
+        self.join(channel, reading, Scope::Routed)
+    }
+
+    /// Joins (or creates) the shared subscription of a node-local channel (keyspace
+    /// notifications, read through [`Subscription::payloads`]): a classic subscription on every
+    /// master of a cluster, the one subscription of a single server. Dropping the returned
+    /// value leaves it; the last one out unsubscribes (on every master).
+    pub(crate) fn subscribe_node_local(&self, channel: &str) -> Subscription {
+        self.join(channel, Reading::Lock, Scope::NodeLocal)
+    }
+
+    fn join(&self, channel: &str, reading: Reading, scope: Scope) -> Subscription {
         let mut map = self.shared.channels.lock();
         if let Some(existing) = map.get(channel) {
             let failed = matches!(*existing.status.borrow(), Status::Failed(_));
@@ -289,6 +346,8 @@ impl PubSub {
         let entry = Arc::new(Channel {
             name: channel.to_owned(),
             reading,
+            scope,
+            established: Default::default(),
             wakeups: Wakeups::new(1),
             status,
             retrying: Default::default(),
@@ -401,10 +460,7 @@ impl Drop for Subscription {
             if current {
                 map.remove(&self.channel.name);
                 crate::observe::subscriptions_changed(-1);
-                let _ = self
-                    .shared
-                    .ops
-                    .send(Op::Unsubscribe(self.channel.name.clone()));
+                let _ = self.shared.ops.send(Op::Unsubscribe(self.channel.clone()));
             }
         }
     }
@@ -426,16 +482,32 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
                         group.push(ch.clone());
                         i += 1;
                     }
-                    subscribe_group(&shared, &group).await;
+                    let (everywhere, routed): (Vec<_>, Vec<_>) =
+                        group.into_iter().partition(|c| shared.on_every_master(c));
+                    if !routed.is_empty() {
+                        subscribe_group(&shared, &routed).await;
+                    }
+                    if !everywhere.is_empty() {
+                        subscribe_on_every_master(&shared, &everywhere).await;
+                    }
                 }
                 Op::Unsubscribe(_) => {
-                    let mut names = Vec::new();
-                    while let Some(Op::Unsubscribe(name)) = batch.get(i) {
-                        names.push(name.clone());
+                    let mut group = Vec::new();
+                    while let Some(Op::Unsubscribe(ch)) = batch.get(i) {
+                        group.push(ch.clone());
                         i += 1;
                     }
-                    if let Err(e) = unsubscribe_names(&shared, names).await {
-                        log::warn!("UNSUBSCRIBE failed: {e}");
+                    let (everywhere, routed): (Vec<_>, Vec<_>) =
+                        group.into_iter().partition(|c| shared.on_every_master(c));
+                    if !routed.is_empty() {
+                        let names = routed.iter().map(|c| c.name.clone()).collect();
+                        if let Err(e) = unsubscribe_names(&shared, names).await {
+                            log::warn!("UNSUBSCRIBE failed: {e}");
+                        }
+                    }
+                    if !everywhere.is_empty() {
+                        let names = everywhere.iter().map(|c| c.name.clone()).collect();
+                        unsubscribe_on_every_master(&shared, names).await;
                     }
                 }
                 Op::Resubscribe => {
@@ -443,10 +515,19 @@ async fn run_ops(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Op>) {
                     let all: Vec<Arc<Channel>> = shared.channels.lock().values().cloned().collect();
                     if !all.is_empty() {
                         crate::observe::resubscribed(all.len());
-                        let failed = resubscribe(&shared, all).await;
+                        let routed = all
+                            .into_iter()
+                            .filter(|c| !shared.on_every_master(c))
+                            .collect();
+                        let failed = resubscribe(&shared, routed).await;
                         retry_later(&shared, failed, RETRY_FIRST);
+                        follow_masters(&shared, shared.established_node_local(), true).await;
                     }
                     shared.wake_everyone();
+                }
+                Op::FollowMasters => {
+                    i += 1;
+                    follow_masters(&shared, shared.established_node_local(), false).await;
                 }
                 Op::Retry { channels, pause } => {
                     i += 1;
@@ -482,7 +563,13 @@ async fn refused_channel(shared: &Shared, names: &[String]) -> Option<String> {
     if shared.messaging.sharded {
         commands.push("ssubscribe");
     }
-    for command in commands {
+    refused_for(shared, names, &commands).await
+}
+
+/// The first of `names` this user may not listen on with any of `commands` (`subscribe`,
+/// `ssubscribe`); see [`refused_channel`].
+async fn refused_for(shared: &Shared, names: &[String], commands: &[&str]) -> Option<String> {
+    for &command in commands {
         let mut args = vec![Value::from(command)];
         args.extend(names.iter().map(|n| Value::from(n.as_str())));
         let call = crate::conn::scripts::ScriptCall::new(
@@ -705,18 +792,198 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
             log::warn!("SUBSCRIBE failed: {e}");
             let channels: Vec<&str> = group.iter().map(|c| c.name.as_str()).collect();
             let what = format!("subscribing to {}: {}", channels.join(", "), e.details());
-            Status::Failed(match Error::from_redis(e.clone(), "") {
-                Error::PermissionDenied(_) => {
-                    Error::PermissionDenied(crate::error::Failure::with_source(what, e))
-                }
-                Error::Timeout(_) => Error::Timeout(crate::error::Failure::with_source(what, e)),
-                Error::Redis(_) => Error::Redis(crate::error::Failure::with_source(what, e)),
-                _ => Error::Connection(crate::error::Failure::with_source(what, e)),
-            })
+            Status::Failed(subscribe_error(what, e))
         }
     };
+    settle(group, status);
+}
+
+/// The error a failed (S)SUBSCRIBE gives its waiters, described by `what`.
+fn subscribe_error(what: String, e: FredError) -> Error {
+    match Error::from_redis(e.clone(), "") {
+        Error::PermissionDenied(_) => {
+            Error::PermissionDenied(crate::error::Failure::with_source(what, e))
+        }
+        Error::Timeout(_) => Error::Timeout(crate::error::Failure::with_source(what, e)),
+        Error::Redis(_) => Error::Redis(crate::error::Failure::with_source(what, e)),
+        _ => Error::Connection(crate::error::Failure::with_source(what, e)),
+    }
+}
+
+/// The outcome of a first subscription, for every channel of `group`.
+fn settle(group: &[Arc<Channel>], status: Status) {
     for ch in group {
+        if status == Status::Ready {
+            ch.established.store(true, Ordering::Release);
+        }
         ch.status.send_replace(status.clone());
+    }
+}
+
+/// The first subscription of node-local channels on a cluster: a classic `SUBSCRIBE` and its
+/// barrier on every master at once (whatever the sharded mode: keyspace notifications are never
+/// sharded). Ready once every master has it; failed, naming a master that did not take it,
+/// otherwise.
+async fn subscribe_on_every_master(shared: &Shared, group: &[Arc<Channel>]) {
+    let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+    // The connect-time probe asked about SUBSCRIBE only when messages are classic.
+    if shared.messaging.classic {
+        if let Err(error) = shared
+            .core
+            .permissions()
+            .check(crate::conn::permissions::Need::Listen, &names.join(", "))
+        {
+            return settle(group, Status::Failed(error));
+        }
+    }
+    if let Some(refused) = refused_for(shared, &names, &["subscribe"]).await {
+        log::warn!("this Redis user may not listen on {refused}");
+        let error = Error::PermissionDenied(
+            format!("subscribing to {refused}: this Redis user has no permission for the channel")
+                .into(),
+        );
+        return settle(group, Status::Failed(error));
+    }
+    let masters = keyspace::current(&shared.sub);
+    if masters.is_empty() {
+        let error = Error::Connection("the cluster's masters are not known yet".into());
+        return settle(group, Status::Failed(error));
+    }
+    let names = &names;
+    let outcomes = futures::future::join_all(
+        masters
+            .iter()
+            .map(|m| async move { (m, keyspace::subscribe_on(&shared.sub, m, names).await) }),
+    )
+    .await;
+    let failure = outcomes
+        .into_iter()
+        .find_map(|(m, outcome)| outcome.err().map(|e| (m, e)));
+    let status = match failure {
+        None => {
+            // The first node-local channels: the masters they are on are the registry's set
+            // (with channels already live, the next topology check compares and follows).
+            if shared.masters.get().is_empty() {
+                shared.masters.set(masters.clone());
+            }
+            Status::Ready
+        }
+        Some((master, e)) => {
+            log::warn!("SUBSCRIBE on cluster master {master} failed: {e}");
+            let what = format!(
+                "subscribing to {} on cluster master {master}: {}",
+                names.join(", "),
+                e.details()
+            );
+            Status::Failed(subscribe_error(what, e))
+        }
+    };
+    settle(group, status);
+}
+
+/// Leaves node-local channels on every master (of the registry's set and of the slot table; a
+/// failure only logged: the server forgets a subscription with its connection anyway).
+async fn unsubscribe_on_every_master(shared: &Shared, names: Vec<String>) {
+    let names = &names;
+    let masters = keyspace::current(&shared.sub);
+    let outcomes = futures::future::join_all(
+        masters
+            .iter()
+            .map(|m| async move { (m, keyspace::unsubscribe_on(&shared.sub, m, names).await) }),
+    )
+    .await;
+    for (master, outcome) in outcomes {
+        if let Err(e) = outcome {
+            log::debug!("UNSUBSCRIBE on cluster master {master} failed: {e}");
+        }
+    }
+    let any_left = shared
+        .channels
+        .lock()
+        .values()
+        .any(|c| shared.on_every_master(c));
+    if !any_left {
+        shared.masters.set(Vec::new());
+    }
+}
+
+/// Brings the established node-local `channels` in line with the cluster's masters
+/// (`keyspace::plan`): subscribes them on each new master (on every master when `again`, after
+/// a reconnect), forgets the nodes that are no longer masters. The masters at once; while one
+/// fails the channels are pending (a new listener waits for them) and the next topology check,
+/// finding them pending, tries again; they are ready again once every master of the moment has
+/// them.
+async fn follow_masters(shared: &Shared, channels: Vec<Arc<Channel>>, again: bool) {
+    if channels.is_empty() {
+        return;
+    }
+    let names: Vec<String> = channels.iter().map(|c| c.name.clone()).collect();
+    let names = &names;
+    let before = shared.masters.get();
+    let plan = keyspace::plan(&before, &keyspace::current(&shared.sub), again);
+    if plan.subscribe.is_empty() && plan.left.is_empty() {
+        // Every master has them (a master that failed before may have left since).
+        for ch in &channels {
+            ch.status.send_if_modified(|s| {
+                let was_pending = *s == Status::Pending;
+                *s = Status::Ready;
+                was_pending
+            });
+        }
+        return;
+    }
+    if !plan.left.is_empty() {
+        log::info!(
+            "no longer cluster masters: {:?}; their keyspace subscriptions went with fred's \
+             connections",
+            plan.left
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        );
+    }
+    let outcomes = futures::future::join_all(
+        plan.subscribe
+            .iter()
+            .map(|m| async move { (m, keyspace::subscribe_on(&shared.sub, m, names).await) }),
+    )
+    .await;
+    let mut subscribed = plan.kept;
+    let mut failed = Vec::new();
+    for (master, outcome) in outcomes {
+        match outcome {
+            Ok(()) => {
+                if !before.is_empty() && !before.contains(master) {
+                    log::info!("listening to keyspace events on the new cluster master {master}");
+                    let (core, master) = (shared.core.clone(), master.clone());
+                    drop(tokio::spawn(async move {
+                        keyspace::check_joined(&core, &master).await;
+                    }));
+                }
+                subscribed.push(master.clone());
+            }
+            Err(e) => failed.push(format!("{master}: {e}")),
+        }
+    }
+    shared.masters.set(subscribed);
+    if failed.is_empty() {
+        for ch in &channels {
+            ch.status.send_replace(Status::Ready);
+        }
+    } else {
+        log::warn!(
+            "subscribing to {} on cluster masters failed ({}); retrying at the next topology \
+             check",
+            names.join(", "),
+            failed.join("; ")
+        );
+        for ch in &channels {
+            ch.status.send_if_modified(|s| {
+                let was_ready = *s == Status::Ready;
+                *s = Status::Pending;
+                was_ready
+            });
+        }
     }
 }
 
@@ -795,9 +1062,11 @@ fn slot_owners(sub: &SubscriberClient) -> Vec<(u16, u16, String)> {
         .unwrap_or_default()
 }
 
-/// Cluster with sharded pub/sub: after a topology change seen by either connection, or when the
-/// periodic check finds another owner for some slot, subscribe every live channel again (on its
-/// new owner) and wake every waiter.
+/// On a cluster, after a topology change seen by either connection and at every periodic check:
+/// with sharded pub/sub, when some slot has another owner, subscribe every live channel again
+/// (on its new owner) and wake every waiter; with node-local channels, when the masters they
+/// are subscribed on are not the cluster's masters, or some are pending after a failure, follow
+/// them (`follow_masters`).
 async fn run_topology(shared: Arc<Shared>, commands: fred::clients::Client) {
     let mut changes = commands.cluster_change_rx();
     let mut sub_changes = shared.sub.cluster_change_rx();
@@ -810,18 +1079,36 @@ async fn run_topology(shared: Arc<Shared>, commands: fred::clients::Client) {
             _ = sub_changes.recv() => {}
             _ = tick.tick() => {}
         }
-        if shared.channels.lock().is_empty() {
+        let (sharded, node_local) = {
+            let map = shared.channels.lock();
+            (
+                shared.messaging.sharded && map.values().any(|c| c.scope == Scope::Routed),
+                map.values().any(|c| c.scope == Scope::NodeLocal),
+            )
+        };
+        if !sharded && !node_local {
             continue;
         }
         if let Err(e) = shared.sub.sync_cluster().await {
             log::debug!("cannot re-read the cluster slots: {e}");
             continue;
         }
-        let now = slot_owners(&shared.sub);
-        if now != known {
-            log::info!("cluster slots moved; subscribing every lock channel again");
-            known = now;
-            let _ = shared.ops.send(Op::Resubscribe);
+        if sharded {
+            let now = slot_owners(&shared.sub);
+            if now != known {
+                log::info!("cluster slots moved; subscribing every lock channel again");
+                known = now;
+                let _ = shared.ops.send(Op::Resubscribe);
+            }
+        }
+        if node_local {
+            let short = shared
+                .established_node_local()
+                .iter()
+                .any(|c| *c.status.borrow() == Status::Pending);
+            if short || keyspace::current(&shared.sub) != shared.masters.get() {
+                let _ = shared.ops.send(Op::FollowMasters);
+            }
         }
     }
 }
