@@ -13,24 +13,27 @@
 //!   can acquire on the new master): every hold is in doubt and no renewal confirms it, a hold
 //!   taken meanwhile starts in doubt ([`FailoverHolds::began`]), and commands wait (at most one
 //!   command timeout) for the switch ([`Core::set_failover`]);
-//! - on `+switch-master`: the command and subscriber connections are closed and opened again
-//!   until both reach the master the message names (a sentinel that has not heard of the
-//!   switch yet would name the old one), the replica-sync connections to the old master are
-//!   closed, then the wait ends and a renewal sent to the new master confirms each hold or
-//!   finds it gone ([`FailoverHolds::ended`]);
+//! - on `+switch-master`: the sentinels are asked which master they name now (a majority of
+//!   them; a sentinel catching up may republish an old switch, so the message's address is
+//!   only the fallback), and the command and subscriber connections are closed and opened
+//!   again until both reach it (fred asks the sentinels in order, and one that has not heard
+//!   of the switch yet names the old master), for at most one connect timeout; the
+//!   replica-sync connections to the old master are closed; then the wait ends and a renewal
+//!   sent to the new master confirms each hold or finds it gone ([`FailoverHolds::ended`]);
 //! - on every sentinel's attempt abandoned (`-failover-abort-*`, `+failover-end-for-timeout`),
 //!   or after one watchdog timeout without a switch: the same end, on the master the
 //!   connections reach;
 //! - on `+reset-master`: as a switch to the master the sentinels name now.
 //!
-//! Nothing here is on a lock's path: it costs one connection per sentinel and no command.
+//! Nothing here is on a lock's path: it costs one connection per sentinel, and a few
+//! short-lived ones per failover.
 
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use fred::{
     clients::SubscriberClient,
     interfaces::{ClientLike, EventInterface, PubsubInterface, ServerInterface},
-    types::{config::ReconnectPolicy, Builder, Value},
+    types::{config::ReconnectPolicy, Builder, ClusterHash, CustomCommand, Value},
 };
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
 
@@ -192,7 +195,7 @@ impl Failovers {
             Arc::downgrade(core),
             holds,
             sub,
-            sentinels.master,
+            sentinels,
             clients.clone(),
         ));
         Self {
@@ -268,9 +271,10 @@ async fn watch(
     core: std::sync::Weak<Core>,
     holds: FailoverHolds,
     sub: SubscriberClient,
-    master: String,
+    sentinels: Sentinels,
     clients: Vec<SubscriberClient>,
 ) {
+    let master = sentinels.master.clone();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Event)>();
     for (i, client) in clients.iter().enumerate() {
         let mut messages = client.message_rx();
@@ -343,26 +347,76 @@ async fn watch(
             Action::Nothing => {}
             Action::Begin => begin(&core, &holds),
             Action::End => end(&core, &holds),
-            Action::Switch(to) => {
-                let primary = core.redis().sentinel_primary();
-                let there = to
-                    .as_ref()
-                    .is_some_and(|(h, p)| is_at(primary.as_ref(), h, *p))
-                    && to
-                        .as_ref()
-                        .is_some_and(|(h, p)| is_at(sub.sentinel_primary().as_ref(), h, *p));
+            Action::Switch(announced) => {
+                // A `+switch-master` may be stale (a sentinel catching up republishes an old
+                // switch): the master is the one most sentinels name now, else the message's.
+                let named = named_master(&core, &sentinels).await;
+                let to = named.or(announced);
+                let there = to.as_ref().is_some_and(|(h, p)| {
+                    is_at(core.redis().sentinel_primary().as_ref(), h, *p)
+                        && is_at(sub.sentinel_primary().as_ref(), h, *p)
+                });
                 if there && !holds.under_way() {
-                    // Another sentinel's announcement of a switch already followed.
+                    // Already there (another sentinel's announcement of the same switch).
                     continue;
                 }
                 if !holds.under_way() {
                     begin(&core, &holds);
                 }
-                move_to(&core, &sub, to).await;
+                move_to(&core, &sub, &sentinels, to).await;
                 end(&core, &holds);
             }
         }
     }
+}
+
+/// The master a majority of the sentinels name now (`SENTINEL get-master-addr-by-name` on a
+/// short-lived connection to each, within one command timeout); `None` without a majority.
+async fn named_master(core: &Core, sentinels: &Sentinels) -> Option<(String, u16)> {
+    let within = core.config().timeout;
+    let ask = |node: fred::types::config::Config| async move {
+        let mut builder = Builder::from_config(node);
+        builder.with_connection_config(|c| {
+            c.connection_timeout = within;
+            c.internal_command_timeout = within;
+        });
+        let client = builder.build().ok()?;
+        let answer = tokio::time::timeout(within, async {
+            client.init().await.ok()?;
+            let reply: Value = client
+                .custom(
+                    CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                    vec!["get-master-addr-by-name", sentinels.master.as_str()],
+                )
+                .await
+                .ok()?;
+            let words: Vec<String> = reply.convert().ok()?;
+            match words.as_slice() {
+                [host, port] => Some((host.clone(), port.parse::<u16>().ok()?)),
+                _ => None,
+            }
+        })
+        .await
+        .ok()
+        .flatten();
+        let _ = tokio::time::timeout(Duration::from_millis(200), client.quit()).await;
+        answer
+    };
+    let answers: Vec<(String, u16)> =
+        futures::future::join_all(sentinels.nodes.iter().cloned().map(ask))
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+    majority(&answers, sentinels.nodes.len())
+}
+
+/// The answer more than half of `total` gave.
+fn majority(answers: &[(String, u16)], total: usize) -> Option<(String, u16)> {
+    answers
+        .iter()
+        .find(|a| answers.iter().filter(|b| b == a).count() * 2 > total)
+        .cloned()
 }
 
 fn is_at(server: Option<&fred::types::config::Server>, host: &str, port: u16) -> bool {
@@ -383,37 +437,42 @@ fn end(core: &Core, holds: &FailoverHolds) {
 }
 
 /// Closes and opens the command and subscriber connections until both reach `to` (`None`:
-/// once, to whichever master the sentinels name), within twice the connect timeout.
-async fn move_to(core: &Core, sub: &SubscriberClient, to: Option<(String, u16)>) {
+/// once, to whichever master the sentinels name), asking the sentinels again between tries
+/// (they converge within moments), for at most one connect timeout.
+async fn move_to(
+    core: &Core,
+    sub: &SubscriberClient,
+    sentinels: &Sentinels,
+    mut to: Option<(String, u16)>,
+) {
     let within = core.config().connect_timeout;
-    let until = Instant::now() + within * 2;
-    let reached = |server: Option<fred::types::config::Server>| match &to {
-        Some((h, p)) => is_at(server.as_ref(), h, *p),
-        None => false,
-    };
+    let until = Instant::now() + within;
     let mut first = true;
     loop {
         let redis = core.redis();
+        let reached = |server: Option<fred::types::config::Server>| match &to {
+            Some((h, p)) => is_at(server.as_ref(), h, *p),
+            None => false,
+        };
         let main_there = reached(redis.sentinel_primary());
         let sub_there = reached(sub.sentinel_primary());
         if (main_there && sub_there) || (to.is_none() && !first) {
-            log::info!(
-                "connected to the new master {:?}",
-                core.redis().sentinel_primary()
-            );
+            log::info!("connected to the new master {:?}", redis.sentinel_primary());
             return;
         }
         if Instant::now() >= until {
             log::warn!(
-                "could not reach the master the sentinels announced ({to:?}) within {:?}; \
+                "could not reach the master the sentinels name ({to:?}) within {within:?}; \
                  going on with {:?}",
-                within * 2,
                 redis.sentinel_primary()
             );
             return;
         }
         if !first {
             tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Some(named) = named_master(core, sentinels).await {
+                to = Some(named);
+            }
         }
         first = false;
         tokio::join!(
@@ -510,6 +569,28 @@ mod tests {
         assert_eq!(a.on(2, Event::Abandoned, now), Action::End);
         // An abandon from a sentinel that never tried ends nothing.
         assert_eq!(a.on(1, Event::Abandoned, now), Action::Nothing);
+    }
+
+    #[test]
+    fn the_master_is_the_one_most_sentinels_name() {
+        let a = ("h".to_owned(), 1);
+        let b = ("h".to_owned(), 2);
+        assert_eq!(
+            majority(&[a.clone(), a.clone(), b.clone()], 3),
+            Some(a.clone())
+        );
+        assert_eq!(
+            majority(&[a.clone(), b.clone()], 3),
+            None,
+            "no majority of three"
+        );
+        assert_eq!(
+            majority(&[a.clone(), a.clone()], 3),
+            Some(a.clone()),
+            "one did not answer"
+        );
+        assert_eq!(majority(&[a.clone()], 3), None);
+        assert_eq!(majority(&[], 3), None);
     }
 
     #[tokio::test(start_paused = true)]

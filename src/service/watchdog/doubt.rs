@@ -656,10 +656,17 @@ mod tests {
 
         holds.ended();
         assert!(!holds.under_way());
-        assert_eq!(leased.state(), HoldState::InDoubt, "until the new master confirms it");
+        assert_eq!(
+            leased.state(),
+            HoldState::InDoubt,
+            "until the new master confirms it"
+        );
         let after = state.doubts.current();
         assert!(after > before);
-        assert!(leased.confirm(after), "a renewal sent after the switch confirms it");
+        assert!(
+            leased.confirm(after),
+            "a renewal sent after the switch confirms it"
+        );
         assert_eq!(leased.state(), HoldState::Held);
     }
 
