@@ -589,7 +589,7 @@ mod tests {
             Some(a.clone()),
             "one did not answer"
         );
-        assert_eq!(majority(&[a.clone()], 3), None);
+        assert_eq!(majority(std::slice::from_ref(&a), 3), None);
         assert_eq!(majority(&[], 3), None);
     }
 
