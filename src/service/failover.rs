@@ -20,6 +20,11 @@
 //!   of the switch yet names the old master), for at most one connect timeout; the
 //!   replica-sync connections to the old master are closed; then the wait ends and a renewal
 //!   sent to the new master confirms each hold or finds it gone ([`FailoverHolds::ended`]);
+//!   a switch ends only the attempts to replace the master it moved *from*: the sentinel that
+//!   led a failover announces its switch last (once the replicas are reconfigured), and by
+//!   then another sentinel may have begun replacing the new master (seen in chaos runs: two
+//!   failovers a second apart, the second promoting a replica that had not synced); a
+//!   `+try-failover` of the new master heard while moving to it keeps the holds in doubt;
 //! - on every sentinel's attempt abandoned (`-failover-abort-*`, `+failover-end-for-timeout`),
 //!   or after one watchdog timeout without a switch: the same end, on the master the
 //!   connections reach;
@@ -28,7 +33,11 @@
 //! Nothing here is on a lock's path: it costs one connection per sentinel, and a few
 //! short-lived ones per failover.
 
-use std::{collections::HashSet, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::Arc,
+    time::Duration,
+};
 
 use fred::{
     clients::SubscriberClient,
@@ -53,30 +62,35 @@ const CHANNELS: [&str; 7] = [
     "+reset-master",
 ];
 
+/// A server's address as the sentinels announce it.
+type Addr = (String, u16);
+
 /// One sentinel event about the watched master.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Event {
-    /// A sentinel started a failover attempt.
-    Began,
+    /// A sentinel started a failover attempt of the master at `of`.
+    Began { of: Addr },
     /// A sentinel gave its attempt up.
     Abandoned,
-    /// The master is now at this address.
-    Switched { host: String, port: u16 },
+    /// The master moved from `from` to `to`.
+    Switched { from: Addr, to: Addr },
     /// The sentinel was reset: ask the sentinels again.
     Reset,
 }
 
-/// The master name an event's payload concerns: `master <name> <ip> <port>` for events of a
-/// master, `<type> <name> <ip> <port> @ <master> <ip> <port>` for others.
-fn master_named(payload: &str) -> Option<&str> {
+/// The master name an event's payload concerns, and that master's address: `master <name>
+/// <ip> <port>` for events of a master, `<type> <name> <ip> <port> @ <master> <ip> <port>` for
+/// others.
+fn master_named(payload: &str) -> Option<(&str, Addr)> {
     let mut words = payload.split_whitespace();
-    match words.next()? {
-        "master" => words.next(),
-        _ => {
-            let mut after = payload.split(" @ ").nth(1)?.split_whitespace();
-            after.next()
-        }
-    }
+    let mut rest = match words.next()? {
+        "master" => words,
+        _ => payload.split(" @ ").nth(1)?.split_whitespace(),
+    };
+    let name = rest.next()?;
+    let host = rest.next()?;
+    let port = rest.next()?.parse().ok()?;
+    Some((name, (host.to_owned(), port)))
 }
 
 /// Reads one message of `channel` about `master` (`None`: another master, or unreadable).
@@ -85,18 +99,19 @@ fn parse(channel: &str, payload: &str, master: &str) -> Option<Event> {
         // <name> <old ip> <old port> <new ip> <new port>
         let words: Vec<&str> = payload.split_whitespace().collect();
         return match words.as_slice() {
-            [name, _, _, host, port] if *name == master => Some(Event::Switched {
-                host: (*host).to_owned(),
-                port: port.parse().ok()?,
+            [name, old_host, old_port, host, port] if *name == master => Some(Event::Switched {
+                from: ((*old_host).to_owned(), old_port.parse().ok()?),
+                to: ((*host).to_owned(), port.parse().ok()?),
             }),
             _ => None,
         };
     }
-    if master_named(payload)? != master {
+    let (name, of) = master_named(payload)?;
+    if name != master {
         return None;
     }
     match channel {
-        "+try-failover" => Some(Event::Began),
+        "+try-failover" => Some(Event::Began { of }),
         "+reset-master" => Some(Event::Reset),
         c if c.starts_with("-failover-abort") || c == "+failover-end-for-timeout" => {
             Some(Event::Abandoned)
@@ -105,10 +120,11 @@ fn parse(channel: &str, payload: &str, master: &str) -> Option<Event> {
     }
 }
 
-/// What the watcher knows: which sentinels have an attempt under way, since when.
+/// What the watcher knows: which sentinels have an attempt under way, of which master, since
+/// when.
 #[derive(Debug, Default)]
 struct Attempts {
-    trying: HashSet<usize>,
+    trying: HashMap<usize, Addr>,
     since: Option<Instant>,
 }
 
@@ -119,7 +135,7 @@ enum Action {
     /// Put everything in doubt and hold commands.
     Begin,
     /// Reconnect to this master (`None`: to whichever the sentinels name), then end.
-    Switch(Option<(String, u16)>),
+    Switch(Option<Addr>),
     /// End without a reconnect: the attempts were given up.
     End,
 }
@@ -127,9 +143,9 @@ enum Action {
 impl Attempts {
     fn on(&mut self, sentinel: usize, event: Event, now: Instant) -> Action {
         match event {
-            Event::Began => {
+            Event::Began { of } => {
                 let first = self.trying.is_empty();
-                self.trying.insert(sentinel);
+                self.trying.insert(sentinel, of);
                 if first {
                     self.since = Some(now);
                     Action::Begin
@@ -138,17 +154,25 @@ impl Attempts {
                 }
             }
             Event::Abandoned => {
-                if self.trying.remove(&sentinel) && self.trying.is_empty() {
+                if self.trying.remove(&sentinel).is_some() && self.trying.is_empty() {
                     self.since = None;
                     Action::End
                 } else {
                     Action::Nothing
                 }
             }
-            Event::Switched { host, port } => {
-                self.trying.clear();
-                self.since = None;
-                Action::Switch(Some((host, port)))
+            Event::Switched { from, to } => {
+                // A switch ends the attempts to replace the master it moved from, not one
+                // that began since of the master it moved to: the sentinel that led a
+                // failover announces its switch only once it has reconfigured the replicas,
+                // by when another sentinel may be replacing the new master already.
+                self.trying.retain(|_, of| *of != from);
+                if self.trying.is_empty() {
+                    self.since = None;
+                    Action::Switch(Some(to))
+                } else {
+                    Action::Nothing
+                }
             }
             Event::Reset => {
                 self.trying.clear();
@@ -315,13 +339,16 @@ async fn watch(
     }
     drop(tx);
     let mut attempts = Attempts::default();
+    // Events read while a switch was handled, handled next.
+    let mut backlog: VecDeque<(usize, Event)> = VecDeque::new();
     let cap = match core.upgrade() {
         Some(c) => c.config().lock_watchdog_timeout,
         None => return,
     };
     loop {
-        let event = match attempts.since {
-            Some(since) => tokio::select! {
+        let event = match (backlog.pop_front(), attempts.since) {
+            (Some(e), _) => Some(e),
+            (None, Some(since)) => tokio::select! {
                 e = rx.recv() => e,
                 _ = tokio::time::sleep_until(since + cap) => {
                     if attempts.expired(cap, Instant::now()) {
@@ -335,7 +362,7 @@ async fn watch(
                     continue;
                 }
             },
-            None => rx.recv().await,
+            (None, None) => rx.recv().await,
         };
         let Some((sentinel, event)) = event else {
             return;
@@ -364,7 +391,21 @@ async fn watch(
                     begin(&core, &holds);
                 }
                 move_to(&core, &sub, &sentinels, to).await;
-                end(&core, &holds);
+                // A failover of the master just reached may have begun meanwhile: then the
+                // holds stay in doubt (its `+try-failover` is handled next), not confirmed
+                // there for a moment.
+                while let Ok(e) = rx.try_recv() {
+                    backlog.push_back(e);
+                }
+                let reached = core.redis().sentinel_primary();
+                if replacing(&backlog, reached.as_ref()) {
+                    log::warn!(
+                        "a failover of the new master {reached:?} began while the client moved \
+                         to it; the holds stay in doubt"
+                    );
+                } else {
+                    end(&core, &holds);
+                }
             }
         }
     }
@@ -417,6 +458,17 @@ fn majority(answers: &[(String, u16)], total: usize) -> Option<(String, u16)> {
         .iter()
         .find(|a| answers.iter().filter(|b| b == a).count() * 2 > total)
         .cloned()
+}
+
+/// `true` when one of `events` begins a failover of the master at `reached`.
+fn replacing<'a>(
+    events: impl IntoIterator<Item = &'a (usize, Event)>,
+    reached: Option<&fred::types::config::Server>,
+) -> bool {
+    events.into_iter().any(|(_, e)| match e {
+        Event::Began { of } => is_at(reached, &of.0, of.1),
+        _ => false,
+    })
 }
 
 fn is_at(server: Option<&fred::types::config::Server>, host: &str, port: u16) -> bool {
@@ -498,7 +550,9 @@ mod tests {
     fn events_of_the_watched_master_are_read_and_others_ignored() {
         assert_eq!(
             parse("+try-failover", "master m 127.0.0.1 17001", "m"),
-            Some(Event::Began)
+            Some(Event::Began {
+                of: ("127.0.0.1".into(), 17001)
+            })
         );
         assert_eq!(
             parse("+try-failover", "master other 127.0.0.1 1", "m"),
@@ -507,8 +561,8 @@ mod tests {
         assert_eq!(
             parse("+switch-master", "m 127.0.0.1 17001 127.0.0.1 17002", "m"),
             Some(Event::Switched {
-                host: "127.0.0.1".into(),
-                port: 17002
+                from: ("127.0.0.1".into(), 17001),
+                to: ("127.0.0.1".into(), 17002)
             })
         );
         assert_eq!(
@@ -542,33 +596,84 @@ mod tests {
         assert_eq!(parse("+try-failover", "", "m"), None);
     }
 
+    fn began(port: u16) -> Event {
+        Event::Began {
+            of: ("h".into(), port),
+        }
+    }
+
+    fn switched(from: u16, to: u16) -> Event {
+        Event::Switched {
+            from: ("h".into(), from),
+            to: ("h".into(), to),
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_failover_ends_with_the_switch_or_when_every_attempt_is_given_up() {
         let now = Instant::now();
         let mut a = Attempts::default();
         // Two sentinels try; one is not elected, the other switches.
-        assert_eq!(a.on(0, Event::Began, now), Action::Begin);
-        assert_eq!(a.on(1, Event::Began, now), Action::Nothing);
+        assert_eq!(a.on(0, began(1), now), Action::Begin);
+        assert_eq!(a.on(1, began(1), now), Action::Nothing);
         assert_eq!(a.on(1, Event::Abandoned, now), Action::Nothing);
         assert_eq!(
-            a.on(
-                0,
-                Event::Switched {
-                    host: "h".into(),
-                    port: 2
-                },
-                now
-            ),
+            a.on(0, switched(1, 2), now),
             Action::Switch(Some(("h".into(), 2)))
         );
         assert!(a.since.is_none());
         // Both give up: the end comes with the last.
-        assert_eq!(a.on(0, Event::Began, now), Action::Begin);
-        assert_eq!(a.on(2, Event::Began, now), Action::Nothing);
+        assert_eq!(a.on(0, began(2), now), Action::Begin);
+        assert_eq!(a.on(2, began(2), now), Action::Nothing);
         assert_eq!(a.on(0, Event::Abandoned, now), Action::Nothing);
         assert_eq!(a.on(2, Event::Abandoned, now), Action::End);
         // An abandon from a sentinel that never tried ends nothing.
         assert_eq!(a.on(1, Event::Abandoned, now), Action::Nothing);
+    }
+
+    /// Seen in a chaos run (two failovers 1 s apart): the sentinel that led the first one
+    /// announced its switch (1 → 2) after another sentinel had begun replacing 2. That late
+    /// announcement must not end the second failover.
+    #[tokio::test(start_paused = true)]
+    async fn a_late_switch_does_not_end_a_failover_of_the_new_master() {
+        let now = Instant::now();
+        let mut a = Attempts::default();
+        assert_eq!(a.on(0, began(1), now), Action::Begin);
+        // The other sentinels switch first (their configuration is updated).
+        assert_eq!(
+            a.on(1, switched(1, 2), now),
+            Action::Switch(Some(("h".into(), 2)))
+        );
+        // Sentinel 1 begins replacing 2; sentinel 0 announces the first switch only now.
+        assert_eq!(a.on(1, began(2), now), Action::Begin);
+        assert_eq!(a.on(0, switched(1, 2), now), Action::Nothing);
+        assert_eq!(a.on(2, switched(1, 2), now), Action::Nothing);
+        assert!(a.since.is_some(), "still under way");
+        // The second switch ends it.
+        assert_eq!(
+            a.on(2, switched(2, 3), now),
+            Action::Switch(Some(("h".into(), 3)))
+        );
+        assert!(a.trying.is_empty());
+        // A switch of a master nobody was replacing (its `+try-failover` missed) still moves.
+        assert_eq!(
+            a.on(0, switched(3, 4), now),
+            Action::Switch(Some(("h".into(), 4)))
+        );
+    }
+
+    #[test]
+    fn a_failover_of_the_master_reached_keeps_the_holds_in_doubt() {
+        let reached = fred::types::config::Server::new("h", 2);
+        let late = [(0, switched(1, 2)), (1, began(2))];
+        assert!(replacing(&late, Some(&reached)));
+        let stale = [(0, switched(1, 2)), (1, began(1))];
+        assert!(
+            !replacing(&stale, Some(&reached)),
+            "a failover of the old one"
+        );
+        assert!(!replacing(&late, None), "not connected");
+        assert!(!replacing(&[], Some(&reached)));
     }
 
     #[test]
@@ -597,7 +702,7 @@ mod tests {
     async fn an_attempt_without_news_expires_after_the_cap() {
         let mut a = Attempts::default();
         let start = Instant::now();
-        a.on(0, Event::Began, start);
+        a.on(0, began(1), start);
         let cap = Duration::from_secs(30);
         tokio::time::advance(Duration::from_secs(29)).await;
         assert!(!a.expired(cap, Instant::now()));
@@ -606,6 +711,6 @@ mod tests {
         assert!(a.trying.is_empty());
         assert!(!a.expired(cap, Instant::now()), "once");
         // The next attempt begins anew.
-        assert_eq!(a.on(1, Event::Began, Instant::now()), Action::Begin);
+        assert_eq!(a.on(1, began(1), Instant::now()), Action::Begin);
     }
 }

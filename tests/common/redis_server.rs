@@ -84,6 +84,11 @@ impl RedisServer {
             .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if let Some(dir) = fixture_log_dir() {
+            // Appended to across restarts: one file per port.
+            cmd.arg("--logfile")
+                .arg(dir.join(format!("redis-{}.log", self.port)));
+        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => panic!("cannot run redis-server: {e} (run scripts/test.sh to install it)"),
@@ -148,4 +153,13 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `REDIS_FIXTURE_LOGS=<dir>`: every server and sentinel a fixture starts logs to
+/// `<dir>/redis-<port>.log` / `<dir>/sentinel-<port>.log` (for analysing a chaos run or a
+/// failing test); unset, they log nowhere.
+pub fn fixture_log_dir() -> Option<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(std::env::var_os("REDIS_FIXTURE_LOGS")?);
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
 }

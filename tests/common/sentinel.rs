@@ -194,6 +194,12 @@ impl SentinelSet {
                  sentinel parallel-syncs {MASTER_NAME} 2\n",
                 dir.display()
             );
+            if let Some(logs) = crate::common::redis_server::fixture_log_dir() {
+                conf.push_str(&format!(
+                    "logfile {}\n",
+                    logs.join(format!("sentinel-{port}.log")).display()
+                ));
+            }
             if let Some(p) = &auth.data {
                 conf.push_str(&format!("sentinel auth-pass {MASTER_NAME} {p}\n"));
             }
