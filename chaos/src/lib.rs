@@ -14,7 +14,7 @@
 //! | kind | fields | meaning |
 //! |---|---|---|
 //! | `B` | `<lock> <variant>` | an acquisition attempt begins |
-//! | `A` | `<token or -> <deadline_ns>` | acquired; the hold's validity deadline |
+//! | `A` | `<token or -> <deadline_ns> [<state>]` | acquired; the hold's validity deadline and state (`Held`, or `InDoubt` when taken across a connection loss or failover; absent in older histories: `Held`) |
 //! | `N` | `<kind>` | not acquired: `none` (the wait ran out) or an error kind |
 //! | `O` | `<state> <deadline_ns>` | the holder looked at its hold (`Held`, `InDoubt`, `Lost`) |
 //! | `T` | `<state>` | the holder was told: `lost()` resolved (in doubt or lost) |
@@ -262,7 +262,8 @@ pub fn check<'a>(
             "A" => {
                 a.acquired = Some(t);
                 a.token = w.get(5).and_then(|v| v.parse().ok());
-                a.looks.push((t, "Held".to_owned(), num(6)?));
+                let state = w.get(7).map_or("Held", |s| s).to_owned();
+                a.looks.push((t, state, num(6)?));
             }
             "N" => a.failed = Some((t, field(5)?)),
             "O" => a.looks.push((t, field(5)?, num(6)?)),

@@ -272,7 +272,16 @@ impl Owner_ {
                 .token()
                 .map_or_else(|| "-".to_owned(), |t| t.to_string());
             let deadline = instant_ns(held.valid_until());
-            h.emit("A", self.owner, seq, t, &format!("{token} {deadline}"));
+            // The state it came back in: a hold taken across a connection loss or a failover
+            // starts in doubt, which tells its holder as much as `lost()` later would.
+            let state = held.state();
+            h.emit(
+                "A",
+                self.owner,
+                seq,
+                t,
+                &format!("{token} {deadline} {state:?}"),
+            );
             self.critical_section(&name, seq, owner, &mut held).await;
             h.emit("E", self.owner, seq, now_ns(), "");
             let me = format!("{}/{}/{seq}", h.process, self.owner);
@@ -357,11 +366,32 @@ impl Owner_ {
             Err(_) => "-".into(),
         };
         h.emit("G", self.owner, seq, now_ns(), &prev);
-        if let Held::Reentrant(_, inner) = held {
-            // The same owner again: at once, a second hold on the same lock.
+        let mut told = false;
+        if let Held::Reentrant(..) = held {
+            // The same owner again: at once, a second hold on the same lock. It can take up to
+            // the wait (a failover under way): the first hold's loss notice is listened to
+            // meanwhile, as during the work.
             let lock = self.client.get_lock_with_owner(name, owner);
-            match lock.try_lock_for(self.wait).await {
-                Ok(g) => *inner = g,
+            let again = lock.try_lock_for(self.wait);
+            tokio::pin!(again);
+            let result = loop {
+                if told {
+                    break again.as_mut().await;
+                }
+                tokio::select! {
+                    r = again.as_mut() => break r,
+                    _ = held.told() => {
+                        told = true;
+                        h.emit("T", self.owner, seq, now_ns(), &format!("{:?}", held.state()));
+                    }
+                }
+            };
+            match result {
+                Ok(g) => {
+                    if let Held::Reentrant(_, inner) = held {
+                        *inner = g;
+                    }
+                }
                 Err(e) => h.emit(
                     "X",
                     self.owner,
@@ -380,8 +410,9 @@ impl Owner_ {
         } else {
             5 + self.rng.below(55)
         };
+        // A careful holder told during the re-entry does no work.
+        let hold_ms = if told && token.is_none() { 0 } else { hold_ms };
         let until = tokio::time::Instant::now() + Duration::from_millis(hold_ms);
-        let mut told = false;
         loop {
             let now = tokio::time::Instant::now();
             if now >= until {

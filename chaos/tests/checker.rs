@@ -64,6 +64,26 @@ fn an_overlap_after_being_told_is_announced_unless_held_again() {
 }
 
 #[test]
+fn a_hold_that_came_back_in_doubt_is_announced_until_confirmed() {
+    // p0's acquisition returned in doubt (taken across a failover): p1 acquiring at 1000 ms
+    // overlaps an announced hold.
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 5000);
+    h[1].push_str(" InDoubt");
+    h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (1, 0), "{}", r.summary());
+    // Confirmed held at 500 ms: no longer told.
+    h.push(format!("O 0 0 1 {} Held {}", 500 * MS, 3500 * MS));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (1, 1), "{}", r.summary());
+    // The state field says held: as without it.
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 5000);
+    h[1].push_str(" Held");
+    h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+    assert_eq!(run(&h).unannounced, 1);
+}
+
+#[test]
 fn sequential_holds_and_reentry_are_not_overlaps() {
     let mut h = hold(0, 0, 1, "x", 100, 3000, 500);
     h.extend(hold(1, 0, 1, "x", 600, 3600, 700));
