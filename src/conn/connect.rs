@@ -335,31 +335,20 @@ fn sentinels_of(fred: &FredConfig) -> Option<Sentinels> {
     })
 }
 
-/// Builds the command and subscriber connections for `target` with the settings of `config`
-/// and initialises both within the connect timeout (on failure nothing is left open).
-pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> {
-    let (redis_config, topology) = fred_config(target, config)?;
-    let clustered = topology == Topology::Cluster;
-    let sentinels = sentinels_of(&redis_config);
-    let mut builder = Builder::from_config(redis_config);
+/// A fred builder for `node` with the client's timeouts and reconnection policy: the command
+/// timeout per command, the connect timeout, and reconnection with exponential back-off up to
+/// `reconnect_max_delay` (fred's event channels kept small: the caller raises the capacity of
+/// a connection that listens to messages).
+pub(crate) fn builder_for(node: FredConfig, config: &Config) -> Builder {
+    let mut builder = Builder::from_config(node);
     builder
         .with_performance_config(|p| {
             p.default_command_timeout = config.timeout;
-            // The command connection listens to nothing: keep fred's event channels small
-            // (each connect allocates several of this capacity).
             p.broadcast_channel_capacity = 64;
         })
         .with_connection_config(|c| {
             c.connection_timeout = config.connect_timeout;
             c.internal_command_timeout = config.timeout.max(Duration::from_secs(1));
-            // Lock scripts are not idempotent: never let the transport re-send them.
-            // Unlock has its own retry, made idempotent by the unlock latch. On a cluster
-            // fred counts following a MOVED/ASK redirection as an attempt, so it needs
-            // more than one to follow a failover or a slot migration (README: safety).
-            c.max_command_attempts = if clustered { 3 } else { 1 };
-            // The crate follows MOVED and ASK itself (see `asking`): fred refreshes its
-            // slot table on a MOVED and fails the command, and never follows an ASK.
-            c.max_redirections = 0;
         })
         .set_policy(ReconnectPolicy::new_exponential(
             0,
@@ -367,6 +356,26 @@ pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> 
             config.reconnect_max_delay_ms(),
             2,
         ));
+    builder
+}
+
+/// Builds the command and subscriber connections for `target` with the settings of `config`
+/// and initialises both within the connect timeout (on failure nothing is left open).
+pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> {
+    let (redis_config, topology) = fred_config(target, config)?;
+    let clustered = topology == Topology::Cluster;
+    let sentinels = sentinels_of(&redis_config);
+    let mut builder = builder_for(redis_config, config);
+    builder.with_connection_config(|c| {
+        // Lock scripts are not idempotent: never let the transport re-send them.
+        // Unlock has its own retry, made idempotent by the unlock latch. On a cluster
+        // fred counts following a MOVED/ASK redirection as an attempt, so it needs
+        // more than one to follow a failover or a slot migration (README: safety).
+        c.max_command_attempts = if clustered { 3 } else { 1 };
+        // The crate follows MOVED and ASK itself (see `asking`): fred refreshes its
+        // slot table on a MOVED and fails the command, and never follows an ASK.
+        c.max_redirections = 0;
+    });
     let redis = builder.build().map_err(|e| Error::from_redis(e, ""))?;
     // The subscriber's message stream: a reader that falls behind wakes every waiter
     // (a lag is never a lost wake-up), so a moderate buffer suffices.

@@ -42,7 +42,7 @@ use std::{
 use fred::{
     clients::SubscriberClient,
     interfaces::{ClientLike, EventInterface, PubsubInterface, ServerInterface},
-    types::{config::ReconnectPolicy, Builder, ClusterHash, CustomCommand, Value},
+    types::{Builder, ClusterHash, CustomCommand, Value},
 };
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
 
@@ -263,22 +263,7 @@ fn connect_all(core: &Core, sentinels: &Sentinels) -> Vec<SubscriberClient> {
         .nodes
         .iter()
         .filter_map(|node| {
-            let mut builder = Builder::from_config(node.clone());
-            builder
-                .with_connection_config(|c| {
-                    c.connection_timeout = config.connect_timeout;
-                    c.internal_command_timeout = config.timeout.max(Duration::from_secs(1));
-                })
-                .with_performance_config(|p| {
-                    p.default_command_timeout = config.timeout;
-                    p.broadcast_channel_capacity = 64;
-                })
-                .set_policy(ReconnectPolicy::new_exponential(
-                    0,
-                    50,
-                    config.reconnect_max_delay_ms(),
-                    2,
-                ));
+            let builder = crate::conn::connect::builder_for(node.clone(), config);
             match builder.build_subscriber_client() {
                 Ok(client) => Some(client),
                 Err(e) => {
