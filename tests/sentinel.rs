@@ -496,6 +496,91 @@ async fn sentinel_a_switchover_moves_the_client_before_the_old_master_is_demoted
     b.shutdown().await;
 }
 
+/// A sentinel that has not caught up with a switchover (a stand-in here, first in the client's
+/// list, still naming the old master, as one in TILT mode or cut off from the others would)
+/// makes the client's discovery reach the old master again, which stays a master for seconds
+/// after `SENTINEL FAILOVER`. No hold may be confirmed there: the hold stays in doubt until
+/// the connections reach the master most sentinels name, and is confirmed then.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_stale_first_sentinel_keeps_holds_in_doubt_until_the_named_master_is_reached() {
+    use common::fake_sentinel::FakeSentinel;
+    use redisson_lock::HoldState;
+    let set = SentinelSet::start();
+    let old = set.master_port();
+    let stale = FakeSentinel::start(("127.0.0.1".into(), old));
+    let mut urls = vec![stale.url()];
+    urls.extend(set.sentinel_urls());
+    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let config = config()
+        .connect_timeout(Duration::from_secs(1))
+        .lock_watchdog_timeout(Duration::from_secs(30));
+    let a = Client::connect_sentinel(MASTER_NAME, &urls, config)
+        .await
+        .expect("connect through the sentinels");
+    let lock = a.get_lock("sentinel:stale:held");
+    let guard = lock.lock().await.expect("lock");
+    assert_eq!(guard.state(), HoldState::Held);
+
+    let reply = set.sentinel_cli(
+        set.sentinel_ports()[0],
+        &["SENTINEL", "FAILOVER", MASTER_NAME],
+    );
+    assert_eq!(reply, "OK", "SENTINEL FAILOVER");
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("in doubt once the failover begins");
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    let switched = Instant::now();
+    // The stand-in still names the old master, which still acts as one (for ~10 s): whatever
+    // the client reaches, nothing confirms the hold. The connect timeout (1 s) bounds each
+    // move, and every sentinel's announcement of the switch starts one: after the last, the
+    // client used to give up and confirm the hold on the master it had reached.
+    let mut looked_while_old_was_master = 0;
+    while switched.elapsed() < Duration::from_secs(6) {
+        if !set.data_cli(old, &["ROLE"]).starts_with("master") {
+            break;
+        }
+        looked_while_old_was_master += 1;
+        assert_ne!(
+            guard.state(),
+            HoldState::Held,
+            "confirmed {:?} after the switch, while a sentinel names another master",
+            switched.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(stale.asked() > 0, "the stand-in was asked");
+    // It catches up: the client reaches the new master and the hold is confirmed there.
+    stale.name(("127.0.0.1".into(), new));
+    let caught_up = Instant::now();
+    let deadline = caught_up + Duration::from_secs(10);
+    while guard.state() != HoldState::Held && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        guard.state(),
+        HoldState::Held,
+        "confirmed on the new master"
+    );
+    let confirmed = caught_up.elapsed();
+    let next = a.get_lock("sentinel:stale:next");
+    let field = next.owner_field().to_owned();
+    let g = next.try_lock().await.expect("try_lock").expect("free");
+    assert_eq!(
+        set.data_cli(new, &["HEXISTS", "sentinel:stale:next", &field])
+            .trim(),
+        "1",
+        "acquired on the new master"
+    );
+    println!(
+        "switchover {old} -> {new}: {looked_while_old_was_master} looks in doubt while the old \
+         master was still one; held again {confirmed:?} after the stale sentinel caught up"
+    );
+    g.unlock().await.expect("unlock");
+    guard.unlock().await.expect("unlock on the new master");
+    a.shutdown().await;
+}
+
 /// Semaphore, permit-expirable semaphore and count-down latch waits through the sentinels,
 /// each woken within 300 ms of its message (acquisitions synced to the replicas).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

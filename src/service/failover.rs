@@ -326,23 +326,42 @@ async fn watch(
     let mut attempts = Attempts::default();
     // Events read while a switch was handled, handled next.
     let mut backlog: VecDeque<(usize, Event)> = VecDeque::new();
+    // The connections did not reach the master the sentinels name: when to try again, and
+    // the master to try (the holds stay in doubt meanwhile).
+    let mut astray: Option<(Instant, Option<Addr>)> = None;
     let cap = match core.upgrade() {
         Some(c) => c.config().lock_watchdog_timeout,
         None => return,
     };
     loop {
-        let event = match (backlog.pop_front(), attempts.since) {
+        // The next timer: an attempt's cap, or another try to reach the named master.
+        let timer = [
+            attempts.since.map(|s| s + cap),
+            astray.as_ref().map(|a| a.0),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let event = match (backlog.pop_front(), timer) {
             (Some(e), _) => Some(e),
-            (None, Some(since)) => tokio::select! {
+            (None, Some(at)) => tokio::select! {
                 e = rx.recv() => e,
-                _ = tokio::time::sleep_until(since + cap) => {
-                    if attempts.expired(cap, Instant::now()) {
+                _ = tokio::time::sleep_until(at) => {
+                    let Some(core) = core.upgrade() else { return };
+                    if attempts.expired(cap, Instant::now()) && astray.is_none() {
                         log::warn!(
                             "a Sentinel failover of {master} began {cap:?} ago without a switch; \
                              checking the holds on the master the connection reaches"
                         );
-                        let Some(core) = core.upgrade() else { return };
                         end(&core, &holds);
+                    }
+                    if let Some((when, target)) = astray.take() {
+                        if Instant::now() >= when {
+                            let to = named_master(&core, &sentinels).await.or(target);
+                            astray = arrive(&core, &sub, &sentinels, &holds, to, RETRY_WITHIN, &mut rx, &mut backlog).await;
+                        } else {
+                            astray = Some((when, target));
+                        }
                     }
                     continue;
                 }
@@ -358,6 +377,8 @@ async fn watch(
         match attempts.on(sentinel, event, Instant::now()) {
             Action::Nothing => {}
             Action::Begin => begin(&core, &holds),
+            // Not on a master the sentinels do not name: commands go on, nothing confirms.
+            Action::End if astray.is_some() => core.set_failover(false),
             Action::End => end(&core, &holds),
             Action::Switch(announced) => {
                 // A `+switch-master` may be stale (a sentinel catching up republishes an old
@@ -375,25 +396,73 @@ async fn watch(
                 if !holds.under_way() {
                     begin(&core, &holds);
                 }
-                move_to(&core, &sub, &sentinels, to).await;
-                // A failover of the master just reached may have begun meanwhile: then the
-                // holds stay in doubt (its `+try-failover` is handled next), not confirmed
-                // there for a moment.
-                while let Ok(e) = rx.try_recv() {
-                    backlog.push_back(e);
-                }
-                let reached = core.redis().sentinel_primary();
-                if replacing(&backlog, reached.as_ref()) {
+                let within = core.config().connect_timeout;
+                let was_astray = astray.is_some();
+                astray = arrive(
+                    &core,
+                    &sub,
+                    &sentinels,
+                    &holds,
+                    to,
+                    within,
+                    &mut rx,
+                    &mut backlog,
+                )
+                .await;
+                if let (Some((_, to)), false) = (&astray, was_astray) {
                     log::warn!(
-                        "a failover of the new master {reached:?} began while the client moved \
-                         to it; the holds stay in doubt"
+                        "the connections reach {:?}, not the master the sentinels name \
+                         ({to:?}), after {within:?}: lock commands go on, but no hold is \
+                         confirmed until they reach it (tried again every {RETRY_WITHIN:?})",
+                        core.redis().sentinel_primary()
                     );
-                } else {
-                    end(&core, &holds);
                 }
             }
         }
     }
+}
+
+/// How long a later try to reach the master the sentinels name may take (the watcher reads no
+/// event meanwhile), and how long after a failed one the next begins.
+const RETRY_WITHIN: Duration = Duration::from_secs(1);
+
+/// Moves the command and subscriber connections to `to` (see [`move_to`], for at most
+/// `within`) and ends the failover there, unless a failover of that master began meanwhile
+/// (the events read in the meantime go to `backlog`), or the connections did not reach it:
+/// then lock commands go on, but nothing confirms a hold until they do, and the next try is
+/// returned.
+#[allow(clippy::too_many_arguments)]
+async fn arrive(
+    core: &Core,
+    sub: &SubscriberClient,
+    sentinels: &Sentinels,
+    holds: &FailoverHolds,
+    to: Option<Addr>,
+    within: Duration,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<(usize, Event)>,
+    backlog: &mut VecDeque<(usize, Event)>,
+) -> Option<(Instant, Option<Addr>)> {
+    let there = move_to(core, sub, sentinels, to.clone(), within).await;
+    // A failover of the master just reached may have begun meanwhile: then the holds stay in
+    // doubt (its `+try-failover` is handled next), not confirmed there for a moment.
+    while let Ok(e) = rx.try_recv() {
+        backlog.push_back(e);
+    }
+    let reached = core.redis().sentinel_primary();
+    if replacing(backlog.iter(), reached.as_ref()) {
+        log::warn!(
+            "a failover of the new master {reached:?} began while the client moved to it; the \
+             holds stay in doubt"
+        );
+        return None;
+    }
+    if !there {
+        log::debug!("the connections reach {reached:?}, not {to:?}; trying again");
+        core.set_failover(false);
+        return Some((Instant::now() + RETRY_WITHIN, to));
+    }
+    end(core, holds);
+    None
 }
 
 /// The master a majority of the sentinels name now (`SENTINEL get-master-addr-by-name` on a
@@ -475,14 +544,14 @@ fn end(core: &Core, holds: &FailoverHolds) {
 
 /// Closes and opens the command and subscriber connections until both reach `to` (`None`:
 /// once, to whichever master the sentinels name), asking the sentinels again between tries
-/// (they converge within moments), for at most one connect timeout.
+/// (they converge within moments), for at most `within`. `true` once both reach it.
 async fn move_to(
     core: &Core,
     sub: &SubscriberClient,
     sentinels: &Sentinels,
     mut to: Option<(String, u16)>,
-) {
-    let within = core.config().connect_timeout;
+    within: Duration,
+) -> bool {
     let until = Instant::now() + within;
     let mut first = true;
     loop {
@@ -495,15 +564,10 @@ async fn move_to(
         let sub_there = reached(sub.sentinel_primary());
         if (main_there && sub_there) || (to.is_none() && !first) {
             log::info!("connected to the new master {:?}", redis.sentinel_primary());
-            return;
+            return true;
         }
         if Instant::now() >= until {
-            log::warn!(
-                "could not reach the master the sentinels name ({to:?}) within {within:?}; \
-                 going on with {:?}",
-                redis.sentinel_primary()
-            );
-            return;
+            return false;
         }
         if !first {
             tokio::time::sleep(Duration::from_millis(100)).await;

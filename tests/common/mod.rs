@@ -3,6 +3,7 @@
 
 pub mod backend;
 pub mod cluster;
+pub mod fake_sentinel;
 pub mod proxy;
 pub mod redis_server;
 pub mod replica;
