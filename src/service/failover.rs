@@ -25,6 +25,9 @@
 //!   then another sentinel may have begun replacing the new master (seen in chaos runs: two
 //!   failovers a second apart, the second promoting a replica that had not synced); a
 //!   `+try-failover` of the new master heard while moving to it keeps the holds in doubt;
+//!   connections that do not reach the named master within the connect timeout confirm
+//!   nothing (commands go on, the holds stay in doubt) and the move is tried again every
+//!   second;
 //! - on every sentinel's attempt abandoned (`-failover-abort-*`, `+failover-end-for-timeout`),
 //!   or after one watchdog timeout without a switch: the same end, on the master the
 //!   connections reach;
