@@ -359,9 +359,17 @@ async fn watch(
                         end(&core, &holds);
                     }
                     if let Some((when, target)) = astray.take() {
-                        if Instant::now() >= when {
+                        if !attempts.trying.is_empty() {
+                            // A failover is under way again: its switch moves the connections
+                            // (not a try now, which could end it on the master being replaced).
+                            astray = Some((Instant::now() + RETRY_WITHIN, target));
+                        } else if Instant::now() >= when {
                             let to = named_master(&core, &sentinels).await.or(target);
-                            astray = arrive(&core, &sub, &sentinels, &holds, to, RETRY_WITHIN, &mut rx, &mut backlog).await;
+                            astray = arrive(
+                                &core, &sub, &sentinels, &holds, to, RETRY_WITHIN, &mut rx,
+                                &mut backlog,
+                            )
+                            .await;
                         } else {
                             astray = Some((when, target));
                         }
