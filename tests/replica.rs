@@ -344,6 +344,61 @@ async fn replica_pool_exhausted_is_a_timeout_with_nothing_sent() {
     c.shutdown().await;
 }
 
+/// A master whose replica lost its link (the link reset, reconnections refused) has no
+/// replica online for a while: that is not a lone server (the replica can still be promoted,
+/// without what it missed), so an acquisition still wants one acknowledgement and fails
+/// `NotReplicated` without it, leaving nothing; once the replica is back, acquisitions are
+/// synced and succeed again. (Before, a count of 0 read then switched the sync off: the chaos
+/// runner's `lag-kill` lost acquisitions that way.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_gone_for_now_is_not_a_lone_server() {
+    let set = ReplicaSet::start().await;
+    let port = set.master.port();
+    let c = client(&set.url(), Duration::from_millis(300)).await;
+    let lock = c.get_lock("replica-gone");
+    let g = lock.try_lock().await.unwrap().expect("free lock");
+    g.unlock().await.unwrap();
+    let synced_before = set.wait_calls().await;
+    assert!(synced_before >= 1, "synced while the replica was there");
+
+    set.proxy.refuse(true).await;
+    set.proxy.reset();
+    until("no replica online", T, || async move {
+        !cli(port, &["INFO", "replication"])
+            .await
+            .contains("state=online")
+    })
+    .await;
+    // Twice: the first WAIT's missing acknowledgement makes the client read the count again
+    // (0 online), the second acquisition must still want one.
+    for _ in 0..2 {
+        let err = lock.try_lock().await.unwrap_err();
+        match &err {
+            Error::NotReplicated { wanted, acked, .. } => assert_eq!((*wanted, *acked), (1, 0)),
+            other => panic!("expected NotReplicated, got {other:?}"),
+        }
+        assert_eq!(cli(port, &["EXISTS", "replica-gone"]).await, "0");
+    }
+    assert!(set.wait_calls().await >= synced_before + 2);
+
+    set.proxy.refuse(false).await;
+    until("the replica online again", T, || async move {
+        cli(port, &["INFO", "replication"])
+            .await
+            .contains("state=online")
+    })
+    .await;
+    let g = lock
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .expect("synced again")
+        .expect("free lock");
+    let field = lock.owner_field().to_owned();
+    assert_eq!(count_in(port, "replica-gone", &field).await, 1);
+    g.unlock().await.unwrap();
+    c.shutdown().await;
+}
+
 /// A replica still in its full sync (`state=wait_bgsave`: the master delays the diskless
 /// transfer by a minute) cannot acknowledge a `WAIT`: it is not counted, so with no replica
 /// online an acquisition is not synced and succeeds at once instead of failing

@@ -56,10 +56,11 @@ pub enum Fault {
     Migrate,
     /// `kill -9` of one RedLock node, restarted at once without its data.
     RedlockRestart,
-    /// Sentinel: the replicas are stopped (`SIGSTOP`) for 0.3–1.5 s, the master is killed
-    /// (`kill -9`) at the end of it and the replicas resumed: the sentinels promote a replica
-    /// that never received the master's last writes (asynchronous replication loss), and the
-    /// old master is restarted empty. Replica sync is the protection against it.
+    /// Sentinel: the replicas are stopped (`SIGSTOP`) and the master's links to them dropped
+    /// (`CLIENT KILL TYPE replica`) for 0.3–1.5 s, the master is killed (`kill -9`) at the end
+    /// of it and the replicas resumed: the sentinels promote a replica that never received the
+    /// master's last writes (asynchronous replication loss), and the old master is restarted
+    /// empty. Replica sync is the protection against it.
     LagKill,
     /// `FLUSHALL` on the master: the locks vanish while every connection stays open, as with
     /// a server restarted behind a proxy that keeps the client's connection (a documented
@@ -553,6 +554,14 @@ impl Deployment {
         for (_, pid) in &replicas {
             signal(*pid, true);
         }
+        // A stopped replica's kernel still takes in what the master sends (loopback socket
+        // buffers hold megabytes) and hands it over once it runs again, so stopping is not
+        // enough to lose writes: the master also drops its replica links, and what it is
+        // written from then on reaches no replica (the stopped ones cannot reconnect).
+        let links = {
+            let set = set.lock().unwrap_or_else(|e| e.into_inner());
+            set.data_cli(old, &["CLIENT", "KILL", "TYPE", "replica"])
+        };
         tokio::time::sleep(pause).await;
         if let Some(i) = i {
             let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
@@ -575,8 +584,8 @@ impl Deployment {
             }
         }
         format!(
-            "replicas {:?} stopped for {} ms, master {old} killed at its end: {new} promoted; \
-             {old} restarted empty",
+            "replicas {:?} stopped for {} ms and {links} replica links of the master dropped, \
+             master {old} killed at its end: {new} promoted; {old} restarted empty",
             replicas.iter().map(|(p, _)| p).collect::<Vec<_>>(),
             pause.as_millis()
         )

@@ -21,9 +21,11 @@
 //! The replica count: read from `INFO replication` (the `slave<i>` lines with `state=online`;
 //! `connected_slaves` also counts replicas in their full sync) when unknown, cached per master
 //! (Sentinel: read again when the sentinels name another master), and forgotten when a `WAIT`
-//! answers another number or fails. A count of 0 (a lone server, or a master just
-//! promoted whose replicas are not attached yet) is read again at most every [`ZERO_RECHECK`],
-//! so replicas that attach later are noticed. Before the first `WAIT`, `WAIT 0 0` probes
+//! answers another number or fails. A count of 0 is read again at most every
+//! [`ZERO_RECHECK`], so replicas that attach later are noticed. It means a lone server (no
+//! `WAIT`) only if no replica was seen online in the last [`REPLICAS_REMEMBERED`] (for the
+//! deployment; on a cluster, for that master): replicas that lost their link can still be
+//! promoted, so until then one acknowledgement is still wanted. Before the first `WAIT`, `WAIT 0 0` probes
 //! whether the server knows (and lets this user run) `WAIT`; if not, the client never syncs
 //! (as Redisson does for managed services without `WAIT`).
 //!
@@ -66,6 +68,14 @@ pub(crate) const POOL_SIZE: usize = 8;
 /// A replica count of 0 is read again after this long.
 pub(crate) const ZERO_RECHECK: Duration = Duration::from_secs(1);
 
+/// How long after replicas were last seen online a count of 0 still means "replicas gone for
+/// now", not "a lone server": acquisitions keep wanting one acknowledgement (and fail
+/// `NotReplicated` without one). A replica that lost its link can still be promoted for a
+/// while (Sentinel: ten times `down-after-milliseconds`, 300 s by default; Cluster: the
+/// replica validity factor times the node timeout, 150 s by default), and an acquisition no
+/// replica has would be lost with that failover.
+pub(crate) const REPLICAS_REMEMBERED: Duration = Duration::from_secs(600);
+
 /// What the replicas said about an acquisition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Synced {
@@ -91,6 +101,9 @@ struct State {
     unsupported: bool,
     /// A failed `INFO` read was logged (once, not every recheck).
     info_warned: bool,
+    /// When replicas were last seen online: per master on a cluster, for the whole
+    /// deployment otherwise (a Sentinel failover changes the master, not the replica group).
+    seen: HashMap<Master, Instant>,
 }
 
 /// The replica-sync service of one client.
@@ -413,6 +426,33 @@ impl ReplicaSync {
     /// acquisition goes on unsynced meanwhile, so a lone server's acquisitions never wait for
     /// an `INFO`).
     async fn replicas(&self, via: &FredClient, master: &Master) -> u64 {
+        let n = self.read_replicas(via, master).await;
+        let group = self.group(master);
+        if n == 0 {
+            let state = self.state.lock();
+            if let Some(seen) = state.seen.get(&group) {
+                if seen.elapsed() < REPLICAS_REMEMBERED {
+                    // Replicas gone for now (stopped, cut off, not reattached yet after a
+                    // failover), not a lone server: one acknowledgement is still wanted.
+                    return 1;
+                }
+            }
+        } else {
+            self.state.lock().seen.insert(group, Instant::now());
+        }
+        n
+    }
+
+    /// The key replicas are remembered under (see `State::seen`).
+    fn group(&self, master: &Master) -> Master {
+        if self.clustered {
+            master.clone()
+        } else {
+            None
+        }
+    }
+
+    async fn read_replicas(&self, via: &FredClient, master: &Master) -> u64 {
         let cached = self.state.lock().counts.get(master).copied();
         match cached {
             Some((n, at)) if n > 0 || at.elapsed() < ZERO_RECHECK => n,
