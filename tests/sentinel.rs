@@ -417,6 +417,41 @@ async fn sentinel_a_hold_is_in_doubt_from_the_master_kill_until_the_new_master_c
     b.shutdown().await;
 }
 
+/// `SENTINEL FAILOVER` through the first sentinel; waits until `guard` is in doubt (no
+/// connection drops in a switchover: only the sentinels' events tell the client), then until
+/// every sentinel names the new master. Returns the new master's port and when the doubt came
+/// (from the command).
+async fn switch_over(
+    set: &SentinelSet,
+    old: u16,
+    guard: &redisson_lock::Guard<redisson_lock::Reentrant>,
+) -> (u16, Duration) {
+    let reply = set.sentinel_cli(
+        set.sentinel_ports()[0],
+        &["SENTINEL", "FAILOVER", MASTER_NAME],
+    );
+    assert_eq!(reply, "OK", "SENTINEL FAILOVER");
+    let began = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .expect("in doubt once the failover begins");
+    let told = began.elapsed();
+    (set.await_new_master(old, Duration::from_secs(30)), told)
+}
+
+/// Waits (at most `within`) until `guard` is held again. There is no event for a hold
+/// confirmed again, so its state is looked at every 20 ms.
+async fn held_again(
+    guard: &redisson_lock::Guard<redisson_lock::Reentrant>,
+    within: Duration,
+) -> bool {
+    let deadline = Instant::now() + within;
+    while guard.state() != redisson_lock::HoldState::Held && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    guard.state() == redisson_lock::HoldState::Held
+}
+
 /// A `SENTINEL FAILOVER` leaves the old master running, and answering as a master, until the
 /// sentinels' next `INFO` poll of it (up to 10 s). A client must not go on working there: its
 /// holds are in doubt from the failover's start until the new master confirms them, and its
@@ -433,26 +468,11 @@ async fn sentinel_a_switchover_moves_the_client_before_the_old_master_is_demoted
     assert_eq!(guard.state(), HoldState::Held);
     let old = set.master_port();
 
-    let reply = set.sentinel_cli(
-        set.sentinel_ports()[0],
-        &["SENTINEL", "FAILOVER", MASTER_NAME],
-    );
-    assert_eq!(reply, "OK", "SENTINEL FAILOVER");
     let began = Instant::now();
-    // No connection drops in a switchover: only the sentinels' events tell the client.
-    tokio::time::timeout(Duration::from_secs(10), guard.lost())
-        .await
-        .expect("in doubt once the failover begins");
-    let told = began.elapsed();
-    let new = set.await_new_master(old, Duration::from_secs(30));
+    let (new, told) = switch_over(&set, old, &guard).await;
     let switched = began.elapsed();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while guard.state() != HoldState::Held && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        guard.state(),
-        HoldState::Held,
+    assert!(
+        held_again(&guard, Duration::from_secs(10)).await,
         "confirmed on the new master (it was replicated before the failover)"
     );
     let confirmed = began.elapsed();
@@ -521,15 +541,7 @@ async fn sentinel_a_stale_first_sentinel_keeps_holds_in_doubt_until_the_named_ma
     let guard = lock.lock().await.expect("lock");
     assert_eq!(guard.state(), HoldState::Held);
 
-    let reply = set.sentinel_cli(
-        set.sentinel_ports()[0],
-        &["SENTINEL", "FAILOVER", MASTER_NAME],
-    );
-    assert_eq!(reply, "OK", "SENTINEL FAILOVER");
-    tokio::time::timeout(Duration::from_secs(10), guard.lost())
-        .await
-        .expect("in doubt once the failover begins");
-    let new = set.await_new_master(old, Duration::from_secs(30));
+    let (new, _) = switch_over(&set, old, &guard).await;
     let switched = Instant::now();
     // The stand-in still names the old master, which still acts as one (for ~10 s): whatever
     // the client reaches, nothing confirms the hold. The connect timeout (1 s) bounds each
@@ -553,13 +565,8 @@ async fn sentinel_a_stale_first_sentinel_keeps_holds_in_doubt_until_the_named_ma
     // It catches up: the client reaches the new master and the hold is confirmed there.
     stale.name(("127.0.0.1".into(), new));
     let caught_up = Instant::now();
-    let deadline = caught_up + Duration::from_secs(10);
-    while guard.state() != HoldState::Held && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert_eq!(
-        guard.state(),
-        HoldState::Held,
+    assert!(
+        held_again(&guard, Duration::from_secs(10)).await,
         "confirmed on the new master"
     );
     let confirmed = caught_up.elapsed();
