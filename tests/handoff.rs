@@ -23,9 +23,13 @@ use fred::{
 use redisson_lock::{Client, LocalHandOff, RLock};
 use tokio::time::Instant;
 
-/// The bound: a remote waiter acquires within this long of starting to wait while 8
-/// local owners of another client loop on the lock.
-const REMOTE_BOUND: Duration = Duration::from_millis(200);
+/// The bound on a remote waiter while 8 local owners of another client loop on the lock, in
+/// local holds taken while it waits: the policy's worst case with short holds is about
+/// `2 × budget + 3 holds` of local holds (10 ms budget: a few dozen holds on this machine).
+/// Counted in holds, not milliseconds, so a loaded machine (fewer, slower holds) cannot fail
+/// it, while a policy that keeps the lock for a turn of `TURN_MAX` or hands over without
+/// bound does (hundreds of holds, or the 10 s starvation timeout).
+const REMOTE_BOUND_HOLDS: usize = 100;
 
 /// Waits (bounded) until the lock has `n` local waiters.
 async fn until_waiters(lock: &RLock, n: usize) {
@@ -285,20 +289,20 @@ async fn a_remote_client_gets_in_while_eight_local_owners_loop(b: Backend) {
     let mut waits = Vec::new();
     for _ in 0..5 {
         until_rounds(&rounds, 200).await;
-        let started = Instant::now();
+        let (started, before) = (Instant::now(), rounds.load(Ordering::Relaxed));
         let g = tokio::time::timeout(Duration::from_secs(10), lock.lock())
             .await
             .expect("the remote waiter is not starved")
             .unwrap();
-        waits.push(started.elapsed());
+        waits.push((started.elapsed(), rounds.load(Ordering::Relaxed) - before));
         g.unlock().await.unwrap();
     }
     stop.store(true, Ordering::Relaxed);
-    eprintln!("remote client waits: {waits:?}");
-    let worst = waits.iter().max().copied().unwrap();
+    eprintln!("remote client waits (time, local holds meanwhile): {waits:?}");
+    let worst = waits.iter().map(|w| w.1).max().unwrap();
     assert!(
-        worst < REMOTE_BOUND,
-        "remote waits {waits:?}: the worst is over {REMOTE_BOUND:?}"
+        worst <= REMOTE_BOUND_HOLDS,
+        "remote waits {waits:?}: {worst} local holds in one wait, over {REMOTE_BOUND_HOLDS}"
     );
 }
 
@@ -344,19 +348,20 @@ async fn a_java_waiter_gets_in_while_eight_local_owners_loop(b: Backend) {
     let mut waits = Vec::new();
     for _ in 0..5 {
         until_rounds(&rounds, 200).await;
+        let before = rounds.load(Ordering::Relaxed);
         let waited = tokio::time::timeout(Duration::from_secs(10), java_wait(&b, &n))
             .await
             .expect("the Java waiter is not starved");
-        waits.push(waited);
+        waits.push((waited, rounds.load(Ordering::Relaxed) - before));
         // Java's unlock of its only hold: delete and announce.
         admin.java_release(&n).await;
     }
     stop.store(true, Ordering::Relaxed);
-    eprintln!("Java waiter waits: {waits:?}");
-    let worst = waits.iter().max().copied().unwrap();
+    eprintln!("Java waiter waits (time, local holds meanwhile): {waits:?}");
+    let worst = waits.iter().map(|w| w.1).max().unwrap();
     assert!(
-        worst < REMOTE_BOUND,
-        "Java waits {waits:?}: the worst is over {REMOTE_BOUND:?}"
+        worst <= REMOTE_BOUND_HOLDS,
+        "Java waits {waits:?}: {worst} local holds in one wait, over {REMOTE_BOUND_HOLDS}"
     );
 }
 
