@@ -704,3 +704,110 @@ async fn sentinel_non_reentrant_and_group_locks_wake_sync_and_report_events() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// `kill <sig> <pid>` of a server this test started.
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Issue 29, availability after a failover, with one master and one replica (a common
+/// Sentinel set-up). First, what the chaos runner's `lag-kill` taught stays: the master's only
+/// replica stops and its link drops, no failover: the master had a replica, so acquisitions
+/// still want one acknowledgement and fail `NotReplicated`, leaving nothing, until it is back.
+/// Then the master is killed for good and the replica promoted: the new master has no replica
+/// and never had one; it is judged by its own replicas, so the client locks there within a
+/// few seconds of the switch (it used to refuse every acquisition `NotReplicated` for 10
+/// minutes: the replicas seen on the old master were remembered for the whole deployment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_one_replica_lost_keeps_wanting_an_ack_and_a_promoted_lone_master_locks_at_once() {
+    let mut set = SentinelSet::start_with_replicas(1);
+    let config = config().replicas_sync_timeout(Duration::from_millis(300));
+    let client = connect(&set, config).await;
+    let old = set.master_port();
+    let replica = set.servers[1].as_ref().expect("the replica");
+    let (replica_port, replica_pid) = (replica.port(), replica.pid().expect("running"));
+    let lock = client.get_lock("sentinel:one-replica");
+    let field = lock.owner_field().to_owned();
+    let g = lock.try_lock().await.unwrap().expect("free");
+    assert_eq!(
+        set.data_cli(replica_port, &["HGET", "sentinel:one-replica", &field]),
+        "1",
+        "synced: the replica has the hold when the acquisition returns"
+    );
+    g.unlock().await.unwrap();
+
+    // The replica stops and the master drops its link: no replica online, no failover.
+    signal(replica_pid, "-STOP");
+    set.data_cli(old, &["CLIENT", "KILL", "TYPE", "replica"]);
+    sentinel_rig::wait_for("no replica online", Duration::from_secs(10), || {
+        !set.data_cli(old, &["INFO", "replication"])
+            .contains("state=online")
+    });
+    // Twice: the first missing acknowledgement makes the client read the count again.
+    for _ in 0..2 {
+        match lock.try_lock().await {
+            Err(Error::NotReplicated { wanted, acked, .. }) => assert_eq!((wanted, acked), (1, 0)),
+            other => panic!("expected NotReplicated, got {other:?}"),
+        }
+        assert_eq!(set.data_cli(old, &["EXISTS", "sentinel:one-replica"]), "0");
+    }
+    signal(replica_pid, "-CONT");
+    sentinel_rig::wait_for("the replica online again", Duration::from_secs(10), || {
+        set.data_cli(old, &["INFO", "replication"])
+            .contains("state=online")
+    });
+    let g = lock
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .expect("synced again")
+        .expect("free");
+    g.unlock().await.unwrap();
+
+    // The master dies for good; the replica is promoted and has no replica.
+    set.kill_port(old);
+    let killed = Instant::now();
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    assert_eq!(new, replica_port);
+    let switched = Instant::now();
+    let failed_over = killed.elapsed();
+    let mut errors = Vec::new();
+    let g = loop {
+        match lock.try_lock().await {
+            Ok(Some(g)) => break g,
+            Ok(None) => panic!("nobody else holds it"),
+            Err(e) => {
+                not_readonly(&e);
+                errors.push(e.kind());
+                assert!(
+                    switched.elapsed() < Duration::from_secs(15),
+                    "no acquisition 15 s after the switch: {:?}",
+                    errors.iter().rev().take(5).collect::<Vec<_>>()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let first_ok = switched.elapsed();
+    assert_eq!(
+        set.data_cli(new, &["HGET", "sentinel:one-replica", &field]),
+        "1",
+        "held on the new master"
+    );
+    println!(
+        "master {old} killed; {new} promoted after {failed_over:?}; first acquisition \
+         {first_ok:?} after the switch ({} errors before: {:?})",
+        errors.len(),
+        errors.iter().rev().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        first_ok < Duration::from_secs(10),
+        "locked {first_ok:?} after the switch"
+    );
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}

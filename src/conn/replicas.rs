@@ -23,11 +23,14 @@
 //! (Sentinel: read again when the sentinels name another master), and forgotten when a `WAIT`
 //! answers another number or fails. A count of 0 is read again at most every
 //! [`ZERO_RECHECK`], so replicas that attach later are noticed. It means a lone server (no
-//! `WAIT`) only if no replica was seen online in the last [`REPLICAS_REMEMBERED`] (for the
-//! deployment; on a cluster, for that master): replicas that lost their link can still be
-//! promoted, so until then one acknowledgement is still wanted. Before the first `WAIT`, `WAIT 0 0` probes
-//! whether the server knows (and lets this user run) `WAIT`; if not, the client never syncs
-//! (as Redisson does for managed services without `WAIT`).
+//! `WAIT`) only if that master showed no replica online in the last [`REPLICAS_REMEMBERED`]:
+//! replicas that lost their link can still be promoted, so until then one acknowledgement is
+//! still wanted. A master is judged by its own replicas only: a Sentinel replica promoted
+//! after a failover starts with none remembered (the client reaching another master forgets
+//! what the others had), so a promoted master whose old master and replicas are gone locks at
+//! once, as Redisson does, instead of failing `NotReplicated` for the whole memory. Before the
+//! first `WAIT`, `WAIT 0 0` probes whether the server knows (and lets this user run) `WAIT`;
+//! if not, the client never syncs (as Redisson does for managed services without `WAIT`).
 //!
 //! On a Redis Cluster a pooled "connection" is a cluster client of its own (one connection per
 //! node, all private to the acquisition that checked it out): the script is routed by its key,
@@ -101,8 +104,8 @@ struct State {
     unsupported: bool,
     /// A failed `INFO` read was logged (once, not every recheck).
     info_warned: bool,
-    /// When replicas were last seen online: per master on a cluster, for the whole
-    /// deployment otherwise (a Sentinel failover changes the master, not the replica group).
+    /// When each master last showed a replica online. Standalone and Sentinel: only the
+    /// master the command connection reaches now (see [`ReplicaSync::reached`]).
     seen: HashMap<Master, Instant>,
 }
 
@@ -235,6 +238,7 @@ impl ReplicaSync {
             log::debug!("slot {slot:?} has no known master yet; not syncing this acquisition");
             return Ok(None);
         };
+        self.reached(&master);
         if self.replicas(shared, &master).await == 0 {
             return Ok(None);
         }
@@ -425,30 +429,23 @@ impl ReplicaSync {
     /// unknown. A count of 0 older than [`ZERO_RECHECK`] is read again in the background (the
     /// acquisition goes on unsynced meanwhile, so a lone server's acquisitions never wait for
     /// an `INFO`).
+    ///
+    /// A master that showed a replica online in the last [`REPLICAS_REMEMBERED`] and shows
+    /// none now counts as 1: its replicas are gone for now (stopped, cut off), not a lone
+    /// server, and one acknowledgement is still wanted.
     async fn replicas(&self, via: &FredClient, master: &Master) -> u64 {
         let n = self.read_replicas(via, master).await;
-        let group = self.group(master);
-        if n == 0 {
-            let state = self.state.lock();
-            if let Some(seen) = state.seen.get(&group) {
-                if seen.elapsed() < REPLICAS_REMEMBERED {
-                    // Replicas gone for now (stopped, cut off, not reattached yet after a
-                    // failover), not a lone server: one acknowledgement is still wanted.
-                    return 1;
-                }
-            }
-        } else {
-            self.state.lock().seen.insert(group, Instant::now());
-        }
-        n
+        remembered(&mut self.state.lock().seen, master, n, Instant::now())
     }
 
-    /// The key replicas are remembered under (see `State::seen`).
-    fn group(&self, master: &Master) -> Master {
-        if self.clustered {
-            master.clone()
-        } else {
-            None
+    /// The command connection reaches `master` (standalone, Sentinel): what other masters'
+    /// replicas were is forgotten. After a Sentinel failover the promoted master is judged by
+    /// its own replicas, not by those of the master it replaced (in a one-master-one-replica
+    /// set-up it has none, and the old master may never come back), and a master reached
+    /// again later (a failover back) starts afresh: it was a replica meanwhile.
+    fn reached(&self, master: &Master) {
+        if !self.clustered {
+            forget_others(&mut self.state.lock().seen, master);
         }
     }
 
@@ -478,6 +475,7 @@ impl ReplicaSync {
     pub(crate) async fn prime(&self, shared: &FredClient) {
         if self.enabled && !self.clustered {
             if let Ok(master) = self.master_of(shared, None) {
+                self.reached(&master);
                 self.replicas(shared, &master).await;
             }
         }
@@ -564,6 +562,24 @@ async fn read_count(
     n
 }
 
+/// The replica count an acquisition on `master` wants, given `n` replicas online there now
+/// (see [`ReplicaSync::replicas`]), and the memory of when each master last had one.
+fn remembered(seen: &mut HashMap<Master, Instant>, master: &Master, n: u64, now: Instant) -> u64 {
+    if n > 0 {
+        seen.insert(master.clone(), now);
+        return n;
+    }
+    match seen.get(master) {
+        Some(at) if now.saturating_duration_since(*at) < REPLICAS_REMEMBERED => 1,
+        _ => 0,
+    }
+}
+
+/// Keeps only `master`'s memory (see [`ReplicaSync::reached`]).
+fn forget_others(seen: &mut HashMap<Master, Instant>, master: &Master) {
+    seen.retain(|m, _| m == master);
+}
+
 /// Closes a connection in the background (outside a runtime it is just dropped).
 fn discard(client: FredClient) {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -615,6 +631,53 @@ mod tests {
             ),
             2
         );
+    }
+
+    /// The lag-kill lesson (a master that had replicas and lost them still wants one
+    /// acknowledgement, for [`REPLICAS_REMEMBERED`]) and issue 29 (a master is judged by its
+    /// own replicas: a promoted one with none is a lone server; reaching another master
+    /// forgets what the others had, also for a failover back).
+    #[tokio::test(start_paused = true)]
+    async fn a_master_is_judged_by_its_own_replicas() {
+        let old = Some(Server::new("127.0.0.1", 7001));
+        let new = Some(Server::new("127.0.0.1", 7002));
+        let mut seen = HashMap::new();
+        assert_eq!(
+            remembered(&mut seen, &old, 0, Instant::now()),
+            0,
+            "a lone server"
+        );
+        assert_eq!(remembered(&mut seen, &old, 2, Instant::now()), 2);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            remembered(&mut seen, &old, 0, Instant::now()),
+            1,
+            "replicas gone for now: one acknowledgement still wanted"
+        );
+        tokio::time::advance(REPLICAS_REMEMBERED - Duration::from_secs(2)).await;
+        assert_eq!(remembered(&mut seen, &old, 0, Instant::now()), 1);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            remembered(&mut seen, &old, 0, Instant::now()),
+            0,
+            "forgotten"
+        );
+
+        // A failover: the promoted master never had a replica.
+        assert_eq!(remembered(&mut seen, &old, 1, Instant::now()), 1);
+        assert_eq!(
+            remembered(&mut seen, &new, 0, Instant::now()),
+            0,
+            "another master"
+        );
+        forget_others(&mut seen, &new);
+        assert_eq!(remembered(&mut seen, &new, 0, Instant::now()), 0);
+        // The old master comes back as a replica, the new one loses it: still wanted.
+        assert_eq!(remembered(&mut seen, &new, 1, Instant::now()), 1);
+        assert_eq!(remembered(&mut seen, &new, 0, Instant::now()), 1);
+        // A failover back: the old master is judged afresh (it was a replica meanwhile).
+        forget_others(&mut seen, &old);
+        assert_eq!(remembered(&mut seen, &old, 0, Instant::now()), 0);
     }
 
     #[test]
