@@ -811,3 +811,139 @@ async fn sentinel_one_replica_lost_keeps_wanting_an_ack_and_a_promoted_lone_mast
     g.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// One real master, named by two stand-in sentinels the test makes announce failover events
+/// (`leader` begins them), and a client watching both: the client's failover handling is
+/// driven exactly, on a live server, without a real failover's timing.
+struct Announced {
+    server: common::RedisServer,
+    leader: common::fake_sentinel::FakeSentinel,
+    other: common::fake_sentinel::FakeSentinel,
+    client: Client,
+}
+
+impl Announced {
+    async fn start() -> Self {
+        use common::fake_sentinel::FakeSentinel;
+        let server = common::RedisServer::start();
+        let master = ("127.0.0.1".to_owned(), server.port());
+        let leader = FakeSentinel::start(master.clone());
+        let other = FakeSentinel::start(master);
+        let urls = [leader.url(), other.url()];
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        // A failover under way holds each command at most one command timeout (0.5 s); the
+        // cap on an attempt without news (one watchdog timeout) is longer than the test.
+        let config = config()
+            .timeout(Duration::from_millis(500))
+            .lock_watchdog_timeout(Duration::from_secs(20));
+        let client = Client::connect_sentinel(MASTER_NAME, &urls, config)
+            .await
+            .expect("connect through the stand-in sentinels");
+        let rig = Self {
+            server,
+            leader,
+            other,
+            client,
+        };
+        sentinel_rig::wait_for(
+            "the client watching both sentinels",
+            Duration::from_secs(10),
+            || {
+                rig.leader.subscribed("+try-failover") > 0
+                    && rig.other.subscribed("+reset-master") > 0
+            },
+        );
+        rig
+    }
+
+    /// `master <name> <ip> <port>`: the payload of an event about the master.
+    fn about_master(&self) -> String {
+        format!("master {MASTER_NAME} 127.0.0.1 {}", self.server.port())
+    }
+
+    /// The leader begins a failover of the master.
+    fn begin(&self) {
+        assert_eq!(
+            self.leader.publish("+try-failover", &self.about_master()),
+            1
+        );
+    }
+}
+
+/// Waits (at most `within`) until `state` is `Held`.
+async fn becomes_held(state: impl Fn() -> redisson_lock::HoldState, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    while state() != redisson_lock::HoldState::Held && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    state() == redisson_lock::HoldState::Held
+}
+
+/// Issue 29, defect 4: a `MultiLock` taken with a lease and a wait during a Sentinel failover
+/// reports its parts' doubt, as a plain leased guard taken at the same moment does (its parts
+/// are taken with a longer lease, then set to the lease: that used to give each part a fresh,
+/// held state). Once the failover ends, the parts are checked and held again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_leased_multi_lock_taken_during_a_failover_is_in_doubt() {
+    use redisson_lock::{HoldState, MultiLock};
+    let rig = Announced::start().await;
+    let c = &rig.client;
+    let multi = MultiLock::new(vec![
+        c.get_lock("sentinel:multi:a").into(),
+        c.get_lock("sentinel:multi:b").into(),
+    ])
+    .unwrap();
+    // Each command waits out the failover's bound (0.5 s): a wait long enough for them all.
+    let (wait, lease) = (Duration::from_secs(10), Duration::from_secs(15));
+    rig.begin();
+    // The failover is under way once a hold taken before it is in doubt.
+    let before = c.get_lock("sentinel:multi:before").lock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), before.lost())
+        .await
+        .expect("in doubt once the failover begins");
+
+    let plain = c
+        .get_lock("sentinel:multi:plain")
+        .try_lock_with_lease(wait, lease)
+        .await
+        .unwrap()
+        .expect("free");
+    let g = multi
+        .try_lock_with_lease(wait, lease)
+        .await
+        .unwrap()
+        .expect("free");
+    let parts: Vec<HoldState> = g.parts().iter().map(|p| p.state()).collect();
+    assert_eq!(plain.state(), HoldState::InDoubt, "the plain leased guard");
+    assert_eq!(
+        (g.state(), parts.as_slice()),
+        (HoldState::InDoubt, [HoldState::InDoubt; 2].as_slice()),
+        "the multi-lock, as the plain guard"
+    );
+    assert!(g.is_lost());
+
+    // The failover is given up: checked on the master, every part is held again, set to the
+    // lease (taken with twice the wait), and never valid longer than its key lives.
+    assert_eq!(
+        rig.leader
+            .publish("-failover-abort-not-elected", &rig.about_master()),
+        1
+    );
+    assert!(becomes_held(|| g.state(), Duration::from_secs(5)).await);
+    assert!(becomes_held(|| plain.state(), Duration::from_secs(5)).await);
+    for part in g.parts() {
+        let pttl: u64 = sentinel_rig::cli(rig.server.port(), &["PTTL", part.name()])
+            .parse()
+            .expect("a TTL");
+        let left = part.valid_until().saturating_duration_since(Instant::now());
+        assert!(
+            pttl <= lease.as_millis() as u64 && left <= Duration::from_millis(pttl),
+            "{}: valid {left:?} more, PTTL {pttl} ms, lease {lease:?}",
+            part.name()
+        );
+    }
+    g.unlock().await.unwrap();
+    plain.unlock().await.unwrap();
+    before.unlock().await.unwrap();
+    c.shutdown().await;
+}
