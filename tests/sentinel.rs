@@ -879,6 +879,52 @@ async fn becomes_held(state: impl Fn() -> redisson_lock::HoldState, within: Dura
     state() == redisson_lock::HoldState::Held
 }
 
+/// Whether `state` stays other than `Held` for `during` (looked at every 20 ms).
+async fn never_held(state: impl Fn() -> redisson_lock::HoldState, during: Duration) -> bool {
+    let until = Instant::now() + during;
+    while Instant::now() < until {
+        if state() == redisson_lock::HoldState::Held {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+/// Issue 29, 6c: a `+reset-master` of a sentinel that is not replacing the master, heard while
+/// another sentinel's failover is under way, must not end that failover on the master being
+/// replaced (the holds were confirmed there: the client took the reset for "ask the sentinels
+/// again", they still named the old master, and it ended the failover there). The reset of the
+/// sentinel that was replacing it does end its attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_reset_sentinel_does_not_end_a_failover_under_way() {
+    use redisson_lock::HoldState;
+    let rig = Announced::start().await;
+    let guard = rig.client.get_lock("sentinel:reset").lock().await.unwrap();
+    assert_eq!(guard.state(), HoldState::Held);
+    rig.begin();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("in doubt once the failover begins");
+
+    assert_eq!(rig.other.publish("+reset-master", &rig.about_master()), 1);
+    assert!(
+        never_held(|| guard.state(), Duration::from_secs(2)).await,
+        "confirmed on the master being replaced after another sentinel's reset"
+    );
+    assert_eq!(guard.state(), HoldState::InDoubt);
+
+    // The sentinel that was replacing it is reset: its attempt is gone, the failover ends on
+    // the master the sentinels name, and the hold is confirmed there.
+    assert_eq!(rig.leader.publish("+reset-master", &rig.about_master()), 1);
+    assert!(
+        becomes_held(|| guard.state(), Duration::from_secs(5)).await,
+        "confirmed once no attempt is left"
+    );
+    guard.unlock().await.unwrap();
+    rig.client.shutdown().await;
+}
+
 /// Issue 29, defect 4: a `MultiLock` taken with a lease and a wait during a Sentinel failover
 /// reports its parts' doubt, as a plain leased guard taken at the same moment does (its parts
 /// are taken with a longer lease, then set to the lease: that used to give each part a fresh,
