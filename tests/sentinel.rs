@@ -993,3 +993,86 @@ async fn sentinel_a_leased_multi_lock_taken_during_a_failover_is_in_doubt() {
     before.unlock().await.unwrap();
     c.shutdown().await;
 }
+
+/// Issue 29 and the chaos runner's `lag-kill`: a master promoted by a failover has no replica
+/// online until the others attach to it. While one the sentinels list for it is alive (it
+/// will attach), an acquisition there still wants one acknowledgement: granted unsynced, it
+/// would be lost if the promoted master died before the replica attached (seen: a promoted
+/// master killed 3 s later, its replicas never attached). Here one replica cannot attach
+/// (wrong `masterauth`, and never promoted): acquisitions on the promoted master fail
+/// `NotReplicated`, leaving nothing, until it does; then they are synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_promoted_master_wants_an_ack_while_a_live_replica_is_not_attached() {
+    const PASSWORD: &str = "data-pass-29";
+    let mut set = SentinelSet::start_with(Auth {
+        data: Some(PASSWORD.into()),
+        sentinel: None,
+    });
+    let config = config()
+        .password(PASSWORD)
+        .replicas_sync_timeout(Duration::from_millis(300));
+    let client = connect(&set, config).await;
+    let old = set.master_port();
+    let ports: Vec<u16> = set.servers.iter().flatten().map(|s| s.port()).collect();
+    let (promoted, blocked) = (ports[1], ports[2]);
+    for (name, value) in [("replica-priority", "0"), ("masterauth", "wrong")] {
+        assert_eq!(set.data_cli(blocked, &["CONFIG", "SET", name, value]), "OK");
+    }
+    let lock = client.get_lock("sentinel:attaching");
+    let field = lock.owner_field().to_owned();
+    lock.try_lock()
+        .await
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .await
+        .unwrap();
+
+    set.kill_port(old);
+    assert_eq!(set.await_new_master(old, Duration::from_secs(30)), promoted);
+    let switched = Instant::now();
+    let (mut refused, mut errors) = (0, Vec::new());
+    while switched.elapsed() < Duration::from_secs(2) || refused < 2 {
+        assert!(
+            !set.data_cli(promoted, &["INFO", "replication"])
+                .contains("state=online"),
+            "the blocked replica attached"
+        );
+        match lock.try_lock().await {
+            Err(Error::NotReplicated { .. }) => refused += 1,
+            Err(e) => errors.push(e.kind()),
+            Ok(g) => panic!(
+                "acquired unsynced {:?} after the switch, a live replica not attached: {g:?}",
+                switched.elapsed()
+            ),
+        }
+        assert_eq!(
+            set.data_cli(promoted, &["EXISTS", "sentinel:attaching"]),
+            "0"
+        );
+        assert!(switched.elapsed() < Duration::from_secs(15), "{errors:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    assert_eq!(
+        set.data_cli(blocked, &["CONFIG", "SET", "masterauth", PASSWORD]),
+        "OK"
+    );
+    let g = lock
+        .try_lock_for(Duration::from_secs(10))
+        .await
+        .expect("synced once the replica attached")
+        .expect("free");
+    assert_eq!(
+        set.data_cli(blocked, &["HGET", "sentinel:attaching", &field]),
+        "1",
+        "the replica has the hold when the acquisition returns"
+    );
+    println!(
+        "{refused} acquisitions refused NotReplicated in the first {:?} after the switch \
+         (other errors: {errors:?}); synced after the replica attached",
+        Duration::from_secs(2)
+    );
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}

@@ -25,12 +25,12 @@
 //! [`ZERO_RECHECK`], so replicas that attach later are noticed. It means a lone server (no
 //! `WAIT`) only if that master showed no replica online in the last [`REPLICAS_REMEMBERED`]:
 //! replicas that lost their link can still be promoted, so until then one acknowledgement is
-//! still wanted. A master is judged by its own replicas only: a Sentinel replica promoted
-//! after a failover starts with none remembered (the client reaching another master forgets
-//! what the others had), so a promoted master whose old master and replicas are gone locks at
-//! once, as Redisson does, instead of failing `NotReplicated` for the whole memory. Before the
-//! first `WAIT`, `WAIT 0 0` probes whether the server knows (and lets this user run) `WAIT`;
-//! if not, the client never syncs (as Redisson does for managed services without `WAIT`).
+//! still wanted. A master is judged by its own replicas: after a Sentinel failover, those the
+//! sentinels list for the promoted master that are still alive (see [`Memory`]), so a promoted
+//! master whose old master is gone for good and that has no other replica locks at once, as
+//! Redisson does. Before the first `WAIT`, `WAIT 0 0` probes whether the server knows (and
+//! lets this user run) `WAIT`; if not, the client never syncs (as Redisson does for managed
+//! services without `WAIT`).
 //!
 //! On a Redis Cluster a pooled "connection" is a cluster client of its own (one connection per
 //! node, all private to the acquisition that checked it out): the script is routed by its key,
@@ -51,7 +51,7 @@ use fred::{
     interfaces::{ClientLike, ClusterInterface, ServerInterface},
     types::{
         config::{Options, Server},
-        InfoKind,
+        InfoKind, Value,
     },
 };
 use parking_lot::Mutex;
@@ -62,6 +62,7 @@ use tokio::{
 
 use crate::{
     config::Config,
+    conn::connect::Sentinels,
     error::{Error, Result},
 };
 
@@ -104,15 +105,136 @@ struct State {
     unsupported: bool,
     /// A failed `INFO` read was logged (once, not every recheck).
     info_warned: bool,
-    /// When each master last showed a replica online. Standalone and Sentinel: only the
-    /// master the command connection reaches now (see [`ReplicaSync::reached`]).
-    seen: HashMap<Master, Instant>,
+    /// What the client remembers of the masters' replicas.
+    memory: Memory,
+}
+
+/// When a master last had a replica online (see [`Memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    at: Instant,
+    /// Taken over from the master this one replaced (Sentinel): those replicas become this
+    /// master's once they attach to it, and only those still alive will.
+    inherited: bool,
+}
+
+/// What the replica count of a master means, beyond the count read now: a master that had
+/// replicas online in the last [`REPLICAS_REMEMBERED`] and shows none now has lost them for
+/// now (stopped, cut off: one may still be promoted without what it missed), not a lone
+/// server, so one acknowledgement is still wanted (the chaos runner's `lag-kill` fault).
+///
+/// A master is judged by its own replicas. On a cluster, each master by those it showed. On
+/// a standalone or Sentinel deployment, by those of the master the command connection reaches
+/// now: reaching another master (a Sentinel failover, or one back) forgets the others. A
+/// master promoted in place of one that had replicas takes that memory over, marked
+/// inherited: its replicas are the same servers (the sentinels reconfigure them to it), and
+/// until they attach, an acquisition there is on no replica. Whether any of them can still
+/// attach is asked of the sentinels ([`Wanted::Ask`]): when none of the replicas they list
+/// for it is alive (one master and one replica, the old master gone for good), the promoted
+/// master is a lone server at once, as with Redisson, instead of refusing every acquisition
+/// `NotReplicated` for the whole memory.
+#[derive(Debug, Default)]
+struct Memory {
+    /// When each master last had a replica online.
+    seen: HashMap<Master, Seen>,
+    /// Standalone, Sentinel: the master the command connection reached last.
+    reached: Option<Master>,
+    /// Sentinel: whether some replica the sentinels list for the master reached now is alive,
+    /// and when that was asked (`alive` may be a guess while the question is in flight).
+    alive: Option<(Master, bool, Instant)>,
+}
+
+/// What an acquisition wants of the replicas, before the sentinels may have to be asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wanted {
+    /// This many acknowledgements (1 at most is waited for; 0: no `WAIT`).
+    Count(u64),
+    /// Ask the sentinels whether the inherited replicas are alive (see [`Memory::answered`]);
+    /// `meanwhile` is what to want without waiting for the answer (`None`: wait for it).
+    Ask { meanwhile: Option<u64> },
+}
+
+impl Memory {
+    /// The command connection reaches `master` (standalone, Sentinel).
+    fn reached(&mut self, master: &Master, now: Instant) {
+        if self.reached.as_ref() == Some(master) {
+            return;
+        }
+        let before = self.reached.replace(master.clone());
+        let recent = before
+            .and_then(|b| self.seen.get(&b).copied())
+            .filter(|s| now.saturating_duration_since(s.at) < REPLICAS_REMEMBERED);
+        self.seen.clear();
+        self.alive = None;
+        if let Some(s) = recent {
+            let inherited = Seen {
+                at: s.at,
+                inherited: true,
+            };
+            self.seen.insert(master.clone(), inherited);
+        }
+    }
+
+    /// What an acquisition on `master` wants, with `n` replicas online there now.
+    fn wanted(&mut self, master: &Master, n: u64, now: Instant) -> Wanted {
+        if n > 0 {
+            let own = Seen {
+                at: now,
+                inherited: false,
+            };
+            self.seen.insert(master.clone(), own);
+            return Wanted::Count(n);
+        }
+        let Some(seen) = self.seen.get(master).copied() else {
+            return Wanted::Count(0);
+        };
+        if now.saturating_duration_since(seen.at) >= REPLICAS_REMEMBERED {
+            self.seen.remove(master);
+            return Wanted::Count(0);
+        }
+        if !seen.inherited {
+            return Wanted::Count(1);
+        }
+        match &self.alive {
+            Some((m, true, at)) if m == master => {
+                if now.saturating_duration_since(*at) < ZERO_RECHECK {
+                    Wanted::Count(1)
+                } else {
+                    // Stamped now, so one question runs at a time.
+                    self.alive = Some((master.clone(), true, now));
+                    Wanted::Ask { meanwhile: Some(1) }
+                }
+            }
+            _ => Wanted::Ask { meanwhile: None },
+        }
+    }
+
+    /// The sentinels' answer for `master`: `Some(true)` when a replica they list for it is
+    /// alive, `Some(false)` when none is (it is a lone server from now on), `None` when none
+    /// of them answered (taken as alive, asked again later). Returns what to want.
+    fn answered(&mut self, master: &Master, alive: Option<bool>, now: Instant) -> u64 {
+        if alive == Some(false) {
+            if self.seen.get(master).is_some_and(|s| s.inherited) {
+                self.seen.remove(master);
+            }
+            if self.alive.as_ref().is_some_and(|(m, _, _)| m == master) {
+                self.alive = None;
+            }
+            return u64::from(self.seen.contains_key(master));
+        }
+        self.alive = Some((master.clone(), true, now));
+        u64::from(self.seen.contains_key(master))
+    }
 }
 
 /// The replica-sync service of one client.
 pub(crate) struct ReplicaSync {
     enabled: bool,
     clustered: bool,
+    /// Sentinel: the sentinels, asked whether a promoted master's replicas are alive.
+    sentinels: Option<Sentinels>,
+    /// Held while the sentinels are asked and an acquisition waits for the answer.
+    asking: tokio::sync::Mutex<()>,
     timeout_ms: u64,
     command_timeout: Duration,
     connect_timeout: Duration,
@@ -182,10 +304,12 @@ impl Drop for Checkout {
 }
 
 impl ReplicaSync {
-    pub(crate) fn new(config: &Config, clustered: bool) -> Self {
+    pub(crate) fn new(config: &Config, clustered: bool, sentinels: Option<Sentinels>) -> Self {
         Self {
             enabled: config.check_lock_synced_replicas,
             clustered,
+            sentinels,
+            asking: tokio::sync::Mutex::new(()),
             timeout_ms: config.replicas_sync_ms(),
             command_timeout: config.timeout,
             connect_timeout: config.connect_timeout,
@@ -428,24 +552,45 @@ impl ReplicaSync {
     /// The cached replica count of `master`; read with `INFO replication` through `via` when
     /// unknown. A count of 0 older than [`ZERO_RECHECK`] is read again in the background (the
     /// acquisition goes on unsynced meanwhile, so a lone server's acquisitions never wait for
-    /// an `INFO`).
-    ///
-    /// A master that showed a replica online in the last [`REPLICAS_REMEMBERED`] and shows
-    /// none now counts as 1: its replicas are gone for now (stopped, cut off), not a lone
-    /// server, and one acknowledgement is still wanted.
+    /// an `INFO`). A count of 0 may still want one acknowledgement (see [`Memory`]).
     async fn replicas(&self, via: &FredClient, master: &Master) -> u64 {
         let n = self.read_replicas(via, master).await;
-        remembered(&mut self.state.lock().seen, master, n, Instant::now())
+        let wanted = self.state.lock().memory.wanted(master, n, Instant::now());
+        match wanted {
+            Wanted::Count(n) => n,
+            Wanted::Ask { meanwhile: Some(n) } => {
+                let (state, sentinels, master) =
+                    (self.state.clone(), self.sentinels.clone(), master.clone());
+                let within = self.command_timeout;
+                drop(tokio::spawn(async move {
+                    let alive = replicas_alive(sentinels.as_ref(), &master, within).await;
+                    state.lock().memory.answered(&master, alive, Instant::now());
+                }));
+                n
+            }
+            Wanted::Ask { meanwhile: None } => {
+                // One question at a time: the acquisitions that come meanwhile (a burst right
+                // after a failover) take its answer.
+                let _asking = self.asking.lock().await;
+                let again = self.state.lock().memory.wanted(master, 0, Instant::now());
+                match again {
+                    Wanted::Ask { meanwhile: None } => {}
+                    Wanted::Count(n) | Wanted::Ask { meanwhile: Some(n) } => return n,
+                }
+                let alive =
+                    replicas_alive(self.sentinels.as_ref(), master, self.command_timeout).await;
+                self.state
+                    .lock()
+                    .memory
+                    .answered(master, alive, Instant::now())
+            }
+        }
     }
 
-    /// The command connection reaches `master` (standalone, Sentinel): what other masters'
-    /// replicas were is forgotten. After a Sentinel failover the promoted master is judged by
-    /// its own replicas, not by those of the master it replaced (in a one-master-one-replica
-    /// set-up it has none, and the old master may never come back), and a master reached
-    /// again later (a failover back) starts afresh: it was a replica meanwhile.
+    /// The command connection reaches `master` (standalone, Sentinel): see [`Memory`].
     fn reached(&self, master: &Master) {
         if !self.clustered {
-            forget_others(&mut self.state.lock().seen, master);
+            self.state.lock().memory.reached(master, Instant::now());
         }
     }
 
@@ -562,22 +707,84 @@ async fn read_count(
     n
 }
 
-/// The replica count an acquisition on `master` wants, given `n` replicas online there now
-/// (see [`ReplicaSync::replicas`]), and the memory of when each master last had one.
-fn remembered(seen: &mut HashMap<Master, Instant>, master: &Master, n: u64, now: Instant) -> u64 {
-    if n > 0 {
-        seen.insert(master.clone(), now);
-        return n;
+/// Whether a replica the sentinels list for `master` (the master the client reached after a
+/// failover) is alive: a server whose address accepts a connection, among those no sentinel
+/// that answered holds down (`s_down`, `o_down`), the master itself left out. A stopped
+/// process still accepts (its kernel does), a dead one refuses: a replica that may still
+/// attach counts, the old master killed for good does not. `None` when no sentinel answered
+/// (or on a deployment without sentinels). Bounded by `within` for the sentinels, and again
+/// for the connections.
+async fn replicas_alive(
+    sentinels: Option<&Sentinels>,
+    master: &Master,
+    within: Duration,
+) -> Option<bool> {
+    let sentinels = sentinels?;
+    let replies = sentinels
+        .ask(&["replicas", sentinels.master.as_str()], within)
+        .await;
+    let lists: Vec<Vec<Value>> = replies
+        .into_iter()
+        .filter_map(|reply| reply.convert::<Vec<Value>>().ok())
+        .collect();
+    if lists.is_empty() {
+        return None;
     }
-    match seen.get(master) {
-        Some(at) if now.saturating_duration_since(*at) < REPLICAS_REMEMBERED => 1,
-        _ => 0,
-    }
+    let listed: Vec<Vec<(String, String)>> =
+        lists.into_iter().flatten().filter_map(fields).collect();
+    let candidates = candidates(&listed, master);
+    let probes = candidates.iter().map(|(host, port)| async move {
+        matches!(
+            tokio::time::timeout(
+                within,
+                tokio::net::TcpStream::connect((host.as_str(), *port))
+            )
+            .await,
+            Ok(Ok(_))
+        )
+    });
+    Some(
+        futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .any(|up| up),
+    )
 }
 
-/// Keeps only `master`'s memory (see [`ReplicaSync::reached`]).
-fn forget_others(seen: &mut HashMap<Master, Instant>, master: &Master) {
-    seen.retain(|m, _| m == master);
+/// One replica's fields in a `SENTINEL replicas` reply (a flat list of names and values in
+/// RESP2, a map in RESP3).
+fn fields(replica: Value) -> Option<Vec<(String, String)>> {
+    let map: HashMap<String, String> = replica.convert().ok()?;
+    Some(map.into_iter().collect())
+}
+
+/// The addresses of the replicas worth asking (see [`replicas_alive`]): listed, not held down,
+/// not `master`.
+fn candidates<'a>(
+    listed: impl IntoIterator<Item = &'a Vec<(String, String)>>,
+    master: &Master,
+) -> Vec<(String, u16)> {
+    let mut out: Vec<(String, u16)> = Vec::new();
+    for replica in listed {
+        let get = |name: &str| {
+            replica
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let (Some(host), Some(port)) = (get("ip"), get("port").and_then(|p| p.parse().ok())) else {
+            continue;
+        };
+        let down =
+            get("flags").is_some_and(|f| f.split(',').any(|f| f == "s_down" || f == "o_down"));
+        let is_master = master
+            .as_ref()
+            .is_some_and(|m| &*m.host == host && m.port == port);
+        if !down && !is_master && !out.iter().any(|(h, p)| h == host && *p == port) {
+            out.push((host.to_owned(), port));
+        }
+    }
+    out
 }
 
 /// Closes a connection in the background (outside a runtime it is just dropped).
@@ -633,59 +840,134 @@ mod tests {
         );
     }
 
-    /// The lag-kill lesson (a master that had replicas and lost them still wants one
-    /// acknowledgement, for [`REPLICAS_REMEMBERED`]) and issue 29 (a master is judged by its
-    /// own replicas: a promoted one with none is a lone server; reaching another master
-    /// forgets what the others had, also for a failover back).
+    fn server(port: u16) -> Master {
+        Some(Server::new("127.0.0.1", port))
+    }
+
+    /// The lag-kill lesson: a master that had replicas and lost them still wants one
+    /// acknowledgement, for [`REPLICAS_REMEMBERED`]; a lone server wants none.
     #[tokio::test(start_paused = true)]
-    async fn a_master_is_judged_by_its_own_replicas() {
-        let old = Some(Server::new("127.0.0.1", 7001));
-        let new = Some(Server::new("127.0.0.1", 7002));
-        let mut seen = HashMap::new();
+    async fn a_master_that_lost_its_replicas_still_wants_an_acknowledgement() {
+        let m = server(7001);
+        let mut memory = Memory::default();
+        memory.reached(&m, Instant::now());
         assert_eq!(
-            remembered(&mut seen, &old, 0, Instant::now()),
-            0,
-            "a lone server"
+            memory.wanted(&m, 0, Instant::now()),
+            Wanted::Count(0),
+            "lone"
         );
-        assert_eq!(remembered(&mut seen, &old, 2, Instant::now()), 2);
+        assert_eq!(memory.wanted(&m, 2, Instant::now()), Wanted::Count(2));
         tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(
-            remembered(&mut seen, &old, 0, Instant::now()),
-            1,
-            "replicas gone for now: one acknowledgement still wanted"
-        );
+        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
         tokio::time::advance(REPLICAS_REMEMBERED - Duration::from_secs(2)).await;
-        assert_eq!(remembered(&mut seen, &old, 0, Instant::now()), 1);
+        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
+        // Reached again (the same master): nothing forgotten.
+        memory.reached(&m, Instant::now());
+        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
         tokio::time::advance(Duration::from_secs(1)).await;
         assert_eq!(
-            remembered(&mut seen, &old, 0, Instant::now()),
-            0,
+            memory.wanted(&m, 0, Instant::now()),
+            Wanted::Count(0),
             "forgotten"
         );
+    }
 
-        // A failover: the promoted master never had a replica.
-        assert_eq!(remembered(&mut seen, &old, 1, Instant::now()), 1);
+    /// Issue 29: a master promoted in place of one that had replicas is judged by them as
+    /// they are now: while one the sentinels list is alive (it will attach), one
+    /// acknowledgement is wanted (asked again every [`ZERO_RECHECK`]); when none is (one
+    /// master and one replica, the old master gone), it is a lone server at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_promoted_master_is_judged_by_the_replicas_still_alive() {
+        let (old, new) = (server(7001), server(7002));
+        let mut memory = Memory::default();
+        memory.reached(&old, Instant::now());
+        assert_eq!(memory.wanted(&old, 1, Instant::now()), Wanted::Count(1));
+
+        // 1 + 1, the old master killed for good.
+        memory.reached(&new, Instant::now());
         assert_eq!(
-            remembered(&mut seen, &new, 0, Instant::now()),
-            0,
-            "another master"
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Ask { meanwhile: None }
         );
-        forget_others(&mut seen, &new);
-        assert_eq!(remembered(&mut seen, &new, 0, Instant::now()), 0);
-        // The old master comes back as a replica, the new one loses it: still wanted.
-        assert_eq!(remembered(&mut seen, &new, 1, Instant::now()), 1);
-        assert_eq!(remembered(&mut seen, &new, 0, Instant::now()), 1);
-        // A failover back: the old master is judged afresh (it was a replica meanwhile).
-        forget_others(&mut seen, &old);
-        assert_eq!(remembered(&mut seen, &old, 0, Instant::now()), 0);
+        assert_eq!(memory.answered(&new, Some(false), Instant::now()), 0);
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Count(0),
+            "lone"
+        );
+
+        // 1 + 2: the other replica is alive and attaching.
+        let mut memory = Memory::default();
+        memory.reached(&old, Instant::now());
+        memory.wanted(&old, 2, Instant::now());
+        memory.reached(&new, Instant::now());
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Ask { meanwhile: None }
+        );
+        assert_eq!(memory.answered(&new, Some(true), Instant::now()), 1);
+        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(1));
+        tokio::time::advance(ZERO_RECHECK).await;
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Ask { meanwhile: Some(1) },
+            "asked again, in the background"
+        );
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Count(1),
+            "once"
+        );
+        // No sentinel answers: still wanted.
+        assert_eq!(memory.answered(&new, None, Instant::now()), 1);
+        // It attached: the master's own replica from now on (no more questions).
+        assert_eq!(memory.wanted(&new, 1, Instant::now()), Wanted::Count(1));
+        tokio::time::advance(ZERO_RECHECK * 2).await;
+        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(1));
+
+        // A failover back, the other server gone: judged afresh (it was a replica meanwhile).
+        memory.reached(&old, Instant::now());
+        assert_eq!(
+            memory.wanted(&old, 0, Instant::now()),
+            Wanted::Ask { meanwhile: None }
+        );
+        assert_eq!(memory.answered(&old, Some(false), Instant::now()), 0);
+        assert_eq!(memory.wanted(&old, 0, Instant::now()), Wanted::Count(0));
+        // A master reached from one without replicas inherits nothing.
+        memory.reached(&new, Instant::now());
+        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(0));
+    }
+
+    #[test]
+    fn the_replicas_worth_asking_are_listed_up_and_not_the_master() {
+        let replica = |host: &str, port: &str, flags: &str| {
+            vec![
+                ("name".to_owned(), format!("{host}:{port}")),
+                ("ip".to_owned(), host.to_owned()),
+                ("port".to_owned(), port.to_owned()),
+                ("flags".to_owned(), flags.to_owned()),
+            ]
+        };
+        let listed = [
+            replica("127.0.0.1", "7001", "slave,disconnected"),
+            replica("127.0.0.1", "7002", "slave"),
+            replica("127.0.0.1", "7003", "s_down,slave,disconnected"),
+            replica("127.0.0.1", "7004", "o_down,slave"),
+            replica("127.0.0.1", "7001", "slave"),
+            vec![("ip".to_owned(), "127.0.0.1".to_owned())],
+        ];
+        assert_eq!(
+            candidates(&listed, &server(7002)),
+            vec![("127.0.0.1".to_owned(), 7001)]
+        );
     }
 
     #[test]
     fn sync_follows_the_setting() {
         let on = Config::default();
-        assert!(ReplicaSync::new(&on, false).enabled);
-        assert!(ReplicaSync::new(&on, true).enabled);
+        assert!(ReplicaSync::new(&on, false, None).enabled);
+        assert!(ReplicaSync::new(&on, true, None).enabled);
         let off = Config::default().check_lock_synced_replicas(false);
-        assert!(!ReplicaSync::new(&off, false).enabled);
+        assert!(!ReplicaSync::new(&off, false, None).enabled);
     }
 }

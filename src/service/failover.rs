@@ -50,7 +50,7 @@ use std::{
 use fred::{
     clients::SubscriberClient,
     interfaces::{ClientLike, EventInterface, PubsubInterface, ServerInterface},
-    types::{Builder, ClusterHash, CustomCommand, Value},
+    types::Value,
 };
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
 
@@ -524,41 +524,22 @@ async fn arrive(
 /// The master a majority of the sentinels name now (`SENTINEL get-master-addr-by-name` on a
 /// short-lived connection to each, within one command timeout); `None` without a majority.
 async fn named_master(core: &Core, sentinels: &Sentinels) -> Option<(String, u16)> {
-    let within = core.config().timeout;
-    let ask = |node: fred::types::config::Config| async move {
-        let mut builder = Builder::from_config(node);
-        builder.with_connection_config(|c| {
-            c.connection_timeout = within;
-            c.internal_command_timeout = within;
-        });
-        let client = builder.build().ok()?;
-        let answer = tokio::time::timeout(within, async {
-            client.init().await.ok()?;
-            let reply: Value = client
-                .custom(
-                    CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
-                    vec!["get-master-addr-by-name", sentinels.master.as_str()],
-                )
-                .await
-                .ok()?;
+    let replies = sentinels
+        .ask(
+            &["get-master-addr-by-name", sentinels.master.as_str()],
+            core.config().timeout,
+        )
+        .await;
+    let answers: Vec<(String, u16)> = replies
+        .into_iter()
+        .filter_map(|reply| {
             let words: Vec<String> = reply.convert().ok()?;
             match words.as_slice() {
                 [host, port] => Some((host.clone(), port.parse::<u16>().ok()?)),
                 _ => None,
             }
         })
-        .await
-        .ok()
-        .flatten();
-        let _ = tokio::time::timeout(Duration::from_millis(200), client.quit()).await;
-        answer
-    };
-    let answers: Vec<(String, u16)> =
-        futures::future::join_all(sentinels.nodes.iter().cloned().map(ask))
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
+        .collect();
     majority(&answers, sentinels.nodes.len())
 }
 
