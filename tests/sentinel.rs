@@ -704,3 +704,375 @@ async fn sentinel_non_reentrant_and_group_locks_wake_sync_and_report_events() {
     a.shutdown().await;
     b.shutdown().await;
 }
+
+/// `kill <sig> <pid>` of a server this test started.
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "kill {sig} {pid}");
+}
+
+/// Issue 29, availability after a failover, with one master and one replica (a common
+/// Sentinel set-up). First, what the chaos runner's `lag-kill` taught stays: the master's only
+/// replica stops and its link drops, no failover: the master had a replica, so acquisitions
+/// still want one acknowledgement and fail `NotReplicated`, leaving nothing, until it is back.
+/// Then the master is killed for good and the replica promoted: the new master has no replica
+/// and never had one; it is judged by its own replicas, so the client locks there within a
+/// few seconds of the switch (it used to refuse every acquisition `NotReplicated` for 10
+/// minutes: the replicas seen on the old master were remembered for the whole deployment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_one_replica_lost_keeps_wanting_an_ack_and_a_promoted_lone_master_locks_at_once() {
+    let mut set = SentinelSet::start_with_replicas(1);
+    let config = config().replicas_sync_timeout(Duration::from_millis(300));
+    let client = connect(&set, config).await;
+    let old = set.master_port();
+    let replica = set.servers[1].as_ref().expect("the replica");
+    let (replica_port, replica_pid) = (replica.port(), replica.pid().expect("running"));
+    let lock = client.get_lock("sentinel:one-replica");
+    let field = lock.owner_field().to_owned();
+    let g = lock.try_lock().await.unwrap().expect("free");
+    assert_eq!(
+        set.data_cli(replica_port, &["HGET", "sentinel:one-replica", &field]),
+        "1",
+        "synced: the replica has the hold when the acquisition returns"
+    );
+    g.unlock().await.unwrap();
+
+    // The replica stops and the master drops its link: no replica online, no failover.
+    signal(replica_pid, "-STOP");
+    set.data_cli(old, &["CLIENT", "KILL", "TYPE", "replica"]);
+    sentinel_rig::wait_for("no replica online", Duration::from_secs(10), || {
+        !set.data_cli(old, &["INFO", "replication"])
+            .contains("state=online")
+    });
+    // Twice: the first missing acknowledgement makes the client read the count again.
+    for _ in 0..2 {
+        match lock.try_lock().await {
+            Err(Error::NotReplicated { wanted, acked, .. }) => assert_eq!((wanted, acked), (1, 0)),
+            other => panic!("expected NotReplicated, got {other:?}"),
+        }
+        assert_eq!(set.data_cli(old, &["EXISTS", "sentinel:one-replica"]), "0");
+    }
+    signal(replica_pid, "-CONT");
+    sentinel_rig::wait_for("the replica online again", Duration::from_secs(10), || {
+        set.data_cli(old, &["INFO", "replication"])
+            .contains("state=online")
+    });
+    let g = lock
+        .try_lock_for(Duration::from_secs(5))
+        .await
+        .expect("synced again")
+        .expect("free");
+    g.unlock().await.unwrap();
+
+    // The master dies for good; the replica is promoted and has no replica.
+    set.kill_port(old);
+    let killed = Instant::now();
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    assert_eq!(new, replica_port);
+    let switched = Instant::now();
+    let failed_over = killed.elapsed();
+    let mut errors = Vec::new();
+    let g = loop {
+        match lock.try_lock().await {
+            Ok(Some(g)) => break g,
+            Ok(None) => panic!("nobody else holds it"),
+            Err(e) => {
+                not_readonly(&e);
+                errors.push(e.kind());
+                assert!(
+                    switched.elapsed() < Duration::from_secs(15),
+                    "no acquisition 15 s after the switch: {:?}",
+                    errors.iter().rev().take(5).collect::<Vec<_>>()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let first_ok = switched.elapsed();
+    assert_eq!(
+        set.data_cli(new, &["HGET", "sentinel:one-replica", &field]),
+        "1",
+        "held on the new master"
+    );
+    println!(
+        "master {old} killed; {new} promoted after {failed_over:?}; first acquisition \
+         {first_ok:?} after the switch ({} errors before: {:?})",
+        errors.len(),
+        errors.iter().rev().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        first_ok < Duration::from_secs(10),
+        "locked {first_ok:?} after the switch"
+    );
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
+/// One real master, named by two stand-in sentinels the test makes announce failover events
+/// (`leader` begins them), and a client watching both: the client's failover handling is
+/// driven exactly, on a live server, without a real failover's timing.
+struct Announced {
+    server: common::RedisServer,
+    leader: common::fake_sentinel::FakeSentinel,
+    other: common::fake_sentinel::FakeSentinel,
+    client: Client,
+}
+
+impl Announced {
+    async fn start() -> Self {
+        use common::fake_sentinel::FakeSentinel;
+        let server = common::RedisServer::start();
+        let master = ("127.0.0.1".to_owned(), server.port());
+        let leader = FakeSentinel::start(master.clone());
+        let other = FakeSentinel::start(master);
+        let urls = [leader.url(), other.url()];
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        // A failover under way holds each command at most one command timeout (0.5 s); the
+        // cap on an attempt without news (one watchdog timeout) is longer than the test.
+        let config = config()
+            .timeout(Duration::from_millis(500))
+            .lock_watchdog_timeout(Duration::from_secs(20));
+        let client = Client::connect_sentinel(MASTER_NAME, &urls, config)
+            .await
+            .expect("connect through the stand-in sentinels");
+        let rig = Self {
+            server,
+            leader,
+            other,
+            client,
+        };
+        sentinel_rig::wait_for(
+            "the client watching both sentinels",
+            Duration::from_secs(10),
+            || {
+                rig.leader.subscribed("+try-failover") > 0
+                    && rig.other.subscribed("+reset-master") > 0
+            },
+        );
+        rig
+    }
+
+    /// `master <name> <ip> <port>`: the payload of an event about the master.
+    fn about_master(&self) -> String {
+        format!("master {MASTER_NAME} 127.0.0.1 {}", self.server.port())
+    }
+
+    /// The leader begins a failover of the master.
+    fn begin(&self) {
+        assert_eq!(
+            self.leader.publish("+try-failover", &self.about_master()),
+            1
+        );
+    }
+}
+
+/// Waits (at most `within`) until `state` is `Held`.
+async fn becomes_held(state: impl Fn() -> redisson_lock::HoldState, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    while state() != redisson_lock::HoldState::Held && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    state() == redisson_lock::HoldState::Held
+}
+
+/// Whether `state` stays other than `Held` for `during` (looked at every 20 ms).
+async fn never_held(state: impl Fn() -> redisson_lock::HoldState, during: Duration) -> bool {
+    let until = Instant::now() + during;
+    while Instant::now() < until {
+        if state() == redisson_lock::HoldState::Held {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
+}
+
+/// Issue 29, 6c: a `+reset-master` of a sentinel that is not replacing the master, heard while
+/// another sentinel's failover is under way, must not end that failover on the master being
+/// replaced (the holds were confirmed there: the client took the reset for "ask the sentinels
+/// again", they still named the old master, and it ended the failover there). The reset of the
+/// sentinel that was replacing it does end its attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_reset_sentinel_does_not_end_a_failover_under_way() {
+    use redisson_lock::HoldState;
+    let rig = Announced::start().await;
+    let guard = rig.client.get_lock("sentinel:reset").lock().await.unwrap();
+    assert_eq!(guard.state(), HoldState::Held);
+    rig.begin();
+    tokio::time::timeout(Duration::from_secs(5), guard.lost())
+        .await
+        .expect("in doubt once the failover begins");
+
+    assert_eq!(rig.other.publish("+reset-master", &rig.about_master()), 1);
+    assert!(
+        never_held(|| guard.state(), Duration::from_secs(2)).await,
+        "confirmed on the master being replaced after another sentinel's reset"
+    );
+    assert_eq!(guard.state(), HoldState::InDoubt);
+
+    // The sentinel that was replacing it is reset: its attempt is gone, the failover ends on
+    // the master the sentinels name, and the hold is confirmed there.
+    assert_eq!(rig.leader.publish("+reset-master", &rig.about_master()), 1);
+    assert!(
+        becomes_held(|| guard.state(), Duration::from_secs(5)).await,
+        "confirmed once no attempt is left"
+    );
+    guard.unlock().await.unwrap();
+    rig.client.shutdown().await;
+}
+
+/// Issue 29, defect 4: a `MultiLock` taken with a lease and a wait during a Sentinel failover
+/// reports its parts' doubt, as a plain leased guard taken at the same moment does (its parts
+/// are taken with a longer lease, then set to the lease: that used to give each part a fresh,
+/// held state). Once the failover ends, the parts are checked and held again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_leased_multi_lock_taken_during_a_failover_is_in_doubt() {
+    use redisson_lock::{HoldState, MultiLock};
+    let rig = Announced::start().await;
+    let c = &rig.client;
+    let multi = MultiLock::new(vec![
+        c.get_lock("sentinel:multi:a").into(),
+        c.get_lock("sentinel:multi:b").into(),
+    ])
+    .unwrap();
+    // Each command waits out the failover's bound (0.5 s): a wait long enough for them all.
+    let (wait, lease) = (Duration::from_secs(10), Duration::from_secs(15));
+    rig.begin();
+    // The failover is under way once a hold taken before it is in doubt.
+    let before = c.get_lock("sentinel:multi:before").lock().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(5), before.lost())
+        .await
+        .expect("in doubt once the failover begins");
+
+    let plain = c
+        .get_lock("sentinel:multi:plain")
+        .try_lock_with_lease(wait, lease)
+        .await
+        .unwrap()
+        .expect("free");
+    let g = multi
+        .try_lock_with_lease(wait, lease)
+        .await
+        .unwrap()
+        .expect("free");
+    let parts: Vec<HoldState> = g.parts().iter().map(|p| p.state()).collect();
+    assert_eq!(plain.state(), HoldState::InDoubt, "the plain leased guard");
+    assert_eq!(
+        (g.state(), parts.as_slice()),
+        (HoldState::InDoubt, [HoldState::InDoubt; 2].as_slice()),
+        "the multi-lock, as the plain guard"
+    );
+    assert!(g.is_lost());
+
+    // The failover is given up: checked on the master, every part is held again, set to the
+    // lease (taken with twice the wait), and never valid longer than its key lives.
+    assert_eq!(
+        rig.leader
+            .publish("-failover-abort-not-elected", &rig.about_master()),
+        1
+    );
+    assert!(becomes_held(|| g.state(), Duration::from_secs(5)).await);
+    assert!(becomes_held(|| plain.state(), Duration::from_secs(5)).await);
+    for part in g.parts() {
+        let pttl: u64 = sentinel_rig::cli(rig.server.port(), &["PTTL", part.name()])
+            .parse()
+            .expect("a TTL");
+        let left = part.valid_until().saturating_duration_since(Instant::now());
+        assert!(
+            pttl <= lease.as_millis() as u64 && left <= Duration::from_millis(pttl),
+            "{}: valid {left:?} more, PTTL {pttl} ms, lease {lease:?}",
+            part.name()
+        );
+    }
+    g.unlock().await.unwrap();
+    plain.unlock().await.unwrap();
+    before.unlock().await.unwrap();
+    c.shutdown().await;
+}
+
+/// Issue 29 and the chaos runner's `lag-kill`: a master promoted by a failover has no replica
+/// online until the others attach to it. While one the sentinels list for it is alive (it
+/// will attach), an acquisition there still wants one acknowledgement: granted unsynced, it
+/// would be lost if the promoted master died before the replica attached (seen: a promoted
+/// master killed 3 s later, its replicas never attached). Here one replica cannot attach
+/// (wrong `masterauth`, and never promoted): acquisitions on the promoted master fail
+/// `NotReplicated`, leaving nothing, until it does; then they are synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_a_promoted_master_wants_an_ack_while_a_live_replica_is_not_attached() {
+    const PASSWORD: &str = "data-pass-29";
+    let mut set = SentinelSet::start_with(Auth {
+        data: Some(PASSWORD.into()),
+        sentinel: None,
+    });
+    let config = config()
+        .password(PASSWORD)
+        .replicas_sync_timeout(Duration::from_millis(300));
+    let client = connect(&set, config).await;
+    let old = set.master_port();
+    let ports: Vec<u16> = set.servers.iter().flatten().map(|s| s.port()).collect();
+    let (promoted, blocked) = (ports[1], ports[2]);
+    for (name, value) in [("replica-priority", "0"), ("masterauth", "wrong")] {
+        assert_eq!(set.data_cli(blocked, &["CONFIG", "SET", name, value]), "OK");
+    }
+    let lock = client.get_lock("sentinel:attaching");
+    let field = lock.owner_field().to_owned();
+    lock.try_lock()
+        .await
+        .unwrap()
+        .expect("free")
+        .unlock()
+        .await
+        .unwrap();
+
+    set.kill_port(old);
+    assert_eq!(set.await_new_master(old, Duration::from_secs(30)), promoted);
+    let switched = Instant::now();
+    let (mut refused, mut errors) = (0, Vec::new());
+    while switched.elapsed() < Duration::from_secs(2) || refused < 2 {
+        assert!(
+            !set.data_cli(promoted, &["INFO", "replication"])
+                .contains("state=online"),
+            "the blocked replica attached"
+        );
+        match lock.try_lock().await {
+            Err(Error::NotReplicated { .. }) => refused += 1,
+            Err(e) => errors.push(e.kind()),
+            Ok(g) => panic!(
+                "acquired unsynced {:?} after the switch, a live replica not attached: {g:?}",
+                switched.elapsed()
+            ),
+        }
+        assert_eq!(
+            set.data_cli(promoted, &["EXISTS", "sentinel:attaching"]),
+            "0"
+        );
+        assert!(switched.elapsed() < Duration::from_secs(15), "{errors:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    assert_eq!(
+        set.data_cli(blocked, &["CONFIG", "SET", "masterauth", PASSWORD]),
+        "OK"
+    );
+    let g = lock
+        .try_lock_for(Duration::from_secs(10))
+        .await
+        .expect("synced once the replica attached")
+        .expect("free");
+    assert_eq!(
+        set.data_cli(blocked, &["HGET", "sentinel:attaching", &field]),
+        "1",
+        "the replica has the hold when the acquisition returns"
+    );
+    println!(
+        "{refused} acquisitions refused NotReplicated in the first {:?} after the switch \
+         (other errors: {errors:?}); synced after the replica attached",
+        Duration::from_secs(2)
+    );
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}

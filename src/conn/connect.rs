@@ -9,7 +9,7 @@ use fred::{
     interfaces::{ClientLike, PubsubInterface},
     types::{
         config::{Config as FredConfig, ReconnectPolicy, ServerConfig},
-        Builder, Value,
+        Builder, ClusterHash, CustomCommand, Value,
     },
 };
 
@@ -300,6 +300,42 @@ impl std::fmt::Debug for Sentinels {
             .field("master", &self.master)
             .field("nodes", &self.nodes.len())
             .finish()
+    }
+}
+
+impl Sentinels {
+    /// `SENTINEL <args…>` on every sentinel at once, each on a short-lived connection of its
+    /// own, within `within` in all; the replies of those that answered (the others are left
+    /// out). Nothing here waits on the command connection.
+    pub(crate) async fn ask(&self, args: &[&str], within: Duration) -> Vec<Value> {
+        let ask = |node: FredConfig| async move {
+            let mut builder = Builder::from_config(node);
+            builder.with_connection_config(|c| {
+                c.connection_timeout = within;
+                c.internal_command_timeout = within;
+            });
+            let client = builder.build().ok()?;
+            let answer = tokio::time::timeout(within, async {
+                client.init().await.ok()?;
+                client
+                    .custom::<Value, _>(
+                        CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
+                        args.to_vec(),
+                    )
+                    .await
+                    .ok()
+            })
+            .await
+            .ok()
+            .flatten();
+            let _ = tokio::time::timeout(Duration::from_millis(200), client.quit()).await;
+            answer
+        };
+        futures::future::join_all(self.nodes.iter().cloned().map(ask))
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 

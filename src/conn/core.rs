@@ -86,7 +86,7 @@ impl Core {
             id: uuid::Uuid::new_v4().to_string(),
             redis,
             scripts: Scripts::new(),
-            replicas: ReplicaSync::new(&config, clustered),
+            replicas: ReplicaSync::new(&config, clustered, sentinels.clone()),
             redirects: Redirects::default(),
             stall: Stall {
                 bound: config.get_stalled_connection_timeout(),

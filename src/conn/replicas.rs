@@ -23,11 +23,14 @@
 //! (Sentinel: read again when the sentinels name another master), and forgotten when a `WAIT`
 //! answers another number or fails. A count of 0 is read again at most every
 //! [`ZERO_RECHECK`], so replicas that attach later are noticed. It means a lone server (no
-//! `WAIT`) only if no replica was seen online in the last [`REPLICAS_REMEMBERED`] (for the
-//! deployment; on a cluster, for that master): replicas that lost their link can still be
-//! promoted, so until then one acknowledgement is still wanted. Before the first `WAIT`, `WAIT 0 0` probes
-//! whether the server knows (and lets this user run) `WAIT`; if not, the client never syncs
-//! (as Redisson does for managed services without `WAIT`).
+//! `WAIT`) only if that master showed no replica online in the last [`REPLICAS_REMEMBERED`]:
+//! replicas that lost their link can still be promoted, so until then one acknowledgement is
+//! still wanted. A master is judged by its own replicas: after a Sentinel failover, those the
+//! sentinels list for the promoted master that are still alive (see [`Memory`]), so a promoted
+//! master whose old master is gone for good and that has no other replica locks at once, as
+//! Redisson does. Before the first `WAIT`, `WAIT 0 0` probes whether the server knows (and
+//! lets this user run) `WAIT`; if not, the client never syncs (as Redisson does for managed
+//! services without `WAIT`).
 //!
 //! On a Redis Cluster a pooled "connection" is a cluster client of its own (one connection per
 //! node, all private to the acquisition that checked it out): the script is routed by its key,
@@ -48,7 +51,7 @@ use fred::{
     interfaces::{ClientLike, ClusterInterface, ServerInterface},
     types::{
         config::{Options, Server},
-        InfoKind,
+        InfoKind, Value,
     },
 };
 use parking_lot::Mutex;
@@ -59,6 +62,7 @@ use tokio::{
 
 use crate::{
     config::Config,
+    conn::connect::Sentinels,
     error::{Error, Result},
 };
 
@@ -101,15 +105,136 @@ struct State {
     unsupported: bool,
     /// A failed `INFO` read was logged (once, not every recheck).
     info_warned: bool,
-    /// When replicas were last seen online: per master on a cluster, for the whole
-    /// deployment otherwise (a Sentinel failover changes the master, not the replica group).
-    seen: HashMap<Master, Instant>,
+    /// What the client remembers of the masters' replicas.
+    memory: Memory,
+}
+
+/// When a master last had a replica online (see [`Memory`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Seen {
+    at: Instant,
+    /// Taken over from the master this one replaced (Sentinel): those replicas become this
+    /// master's once they attach to it, and only those still alive will.
+    inherited: bool,
+}
+
+/// What the replica count of a master means, beyond the count read now: a master that had
+/// replicas online in the last [`REPLICAS_REMEMBERED`] and shows none now has lost them for
+/// now (stopped, cut off: one may still be promoted without what it missed), not a lone
+/// server, so one acknowledgement is still wanted (the chaos runner's `lag-kill` fault).
+///
+/// A master is judged by its own replicas. On a cluster, each master by those it showed. On
+/// a standalone or Sentinel deployment, by those of the master the command connection reaches
+/// now: reaching another master (a Sentinel failover, or one back) forgets the others. A
+/// master promoted in place of one that had replicas takes that memory over, marked
+/// inherited: its replicas are the same servers (the sentinels reconfigure them to it), and
+/// until they attach, an acquisition there is on no replica. Whether any of them can still
+/// attach is asked of the sentinels ([`Wanted::Ask`]): when none of the replicas they list
+/// for it is alive (one master and one replica, the old master gone for good), the promoted
+/// master is a lone server at once, as with Redisson, instead of refusing every acquisition
+/// `NotReplicated` for the whole memory.
+#[derive(Debug, Default)]
+struct Memory {
+    /// When each master last had a replica online.
+    seen: HashMap<Master, Seen>,
+    /// Standalone, Sentinel: the master the command connection reached last.
+    reached: Option<Master>,
+    /// Sentinel: whether some replica the sentinels list for the master reached now is alive,
+    /// and when that was asked (`alive` may be a guess while the question is in flight).
+    alive: Option<(Master, bool, Instant)>,
+}
+
+/// What an acquisition wants of the replicas, before the sentinels may have to be asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wanted {
+    /// This many acknowledgements (1 at most is waited for; 0: no `WAIT`).
+    Count(u64),
+    /// Ask the sentinels whether the inherited replicas are alive (see [`Memory::answered`]);
+    /// `meanwhile` is what to want without waiting for the answer (`None`: wait for it).
+    Ask { meanwhile: Option<u64> },
+}
+
+impl Memory {
+    /// The command connection reaches `master` (standalone, Sentinel).
+    fn reached(&mut self, master: &Master, now: Instant) {
+        if self.reached.as_ref() == Some(master) {
+            return;
+        }
+        let before = self.reached.replace(master.clone());
+        let recent = before
+            .and_then(|b| self.seen.get(&b).copied())
+            .filter(|s| now.saturating_duration_since(s.at) < REPLICAS_REMEMBERED);
+        self.seen.clear();
+        self.alive = None;
+        if let Some(s) = recent {
+            let inherited = Seen {
+                at: s.at,
+                inherited: true,
+            };
+            self.seen.insert(master.clone(), inherited);
+        }
+    }
+
+    /// What an acquisition on `master` wants, with `n` replicas online there now.
+    fn wanted(&mut self, master: &Master, n: u64, now: Instant) -> Wanted {
+        if n > 0 {
+            let own = Seen {
+                at: now,
+                inherited: false,
+            };
+            self.seen.insert(master.clone(), own);
+            return Wanted::Count(n);
+        }
+        let Some(seen) = self.seen.get(master).copied() else {
+            return Wanted::Count(0);
+        };
+        if now.saturating_duration_since(seen.at) >= REPLICAS_REMEMBERED {
+            self.seen.remove(master);
+            return Wanted::Count(0);
+        }
+        if !seen.inherited {
+            return Wanted::Count(1);
+        }
+        match &self.alive {
+            Some((m, true, at)) if m == master => {
+                if now.saturating_duration_since(*at) < ZERO_RECHECK {
+                    Wanted::Count(1)
+                } else {
+                    // Stamped now, so one question runs at a time.
+                    self.alive = Some((master.clone(), true, now));
+                    Wanted::Ask { meanwhile: Some(1) }
+                }
+            }
+            _ => Wanted::Ask { meanwhile: None },
+        }
+    }
+
+    /// The sentinels' answer for `master`: `Some(true)` when a replica they list for it is
+    /// alive, `Some(false)` when none is (it is a lone server from now on), `None` when none
+    /// of them answered (taken as alive, asked again later). Returns what to want.
+    fn answered(&mut self, master: &Master, alive: Option<bool>, now: Instant) -> u64 {
+        if alive == Some(false) {
+            if self.seen.get(master).is_some_and(|s| s.inherited) {
+                self.seen.remove(master);
+            }
+            if self.alive.as_ref().is_some_and(|(m, _, _)| m == master) {
+                self.alive = None;
+            }
+            return u64::from(self.seen.contains_key(master));
+        }
+        self.alive = Some((master.clone(), true, now));
+        u64::from(self.seen.contains_key(master))
+    }
 }
 
 /// The replica-sync service of one client.
 pub(crate) struct ReplicaSync {
     enabled: bool,
     clustered: bool,
+    /// Sentinel: the sentinels, asked whether a promoted master's replicas are alive.
+    sentinels: Option<Sentinels>,
+    /// Held while the sentinels are asked and an acquisition waits for the answer.
+    asking: tokio::sync::Mutex<()>,
     timeout_ms: u64,
     command_timeout: Duration,
     connect_timeout: Duration,
@@ -179,10 +304,12 @@ impl Drop for Checkout {
 }
 
 impl ReplicaSync {
-    pub(crate) fn new(config: &Config, clustered: bool) -> Self {
+    pub(crate) fn new(config: &Config, clustered: bool, sentinels: Option<Sentinels>) -> Self {
         Self {
             enabled: config.check_lock_synced_replicas,
             clustered,
+            sentinels,
+            asking: tokio::sync::Mutex::new(()),
             timeout_ms: config.replicas_sync_ms(),
             command_timeout: config.timeout,
             connect_timeout: config.connect_timeout,
@@ -235,6 +362,7 @@ impl ReplicaSync {
             log::debug!("slot {slot:?} has no known master yet; not syncing this acquisition");
             return Ok(None);
         };
+        self.reached(&master);
         if self.replicas(shared, &master).await == 0 {
             return Ok(None);
         }
@@ -424,31 +552,45 @@ impl ReplicaSync {
     /// The cached replica count of `master`; read with `INFO replication` through `via` when
     /// unknown. A count of 0 older than [`ZERO_RECHECK`] is read again in the background (the
     /// acquisition goes on unsynced meanwhile, so a lone server's acquisitions never wait for
-    /// an `INFO`).
+    /// an `INFO`). A count of 0 may still want one acknowledgement (see [`Memory`]).
     async fn replicas(&self, via: &FredClient, master: &Master) -> u64 {
         let n = self.read_replicas(via, master).await;
-        let group = self.group(master);
-        if n == 0 {
-            let state = self.state.lock();
-            if let Some(seen) = state.seen.get(&group) {
-                if seen.elapsed() < REPLICAS_REMEMBERED {
-                    // Replicas gone for now (stopped, cut off, not reattached yet after a
-                    // failover), not a lone server: one acknowledgement is still wanted.
-                    return 1;
-                }
+        let wanted = self.state.lock().memory.wanted(master, n, Instant::now());
+        match wanted {
+            Wanted::Count(n) => n,
+            Wanted::Ask { meanwhile: Some(n) } => {
+                let (state, sentinels, master) =
+                    (self.state.clone(), self.sentinels.clone(), master.clone());
+                let within = self.command_timeout;
+                drop(tokio::spawn(async move {
+                    let alive = replicas_alive(sentinels.as_ref(), &master, within).await;
+                    state.lock().memory.answered(&master, alive, Instant::now());
+                }));
+                n
             }
-        } else {
-            self.state.lock().seen.insert(group, Instant::now());
+            Wanted::Ask { meanwhile: None } => {
+                // One question at a time: the acquisitions that come meanwhile (a burst right
+                // after a failover) take its answer.
+                let _asking = self.asking.lock().await;
+                let again = self.state.lock().memory.wanted(master, 0, Instant::now());
+                match again {
+                    Wanted::Ask { meanwhile: None } => {}
+                    Wanted::Count(n) | Wanted::Ask { meanwhile: Some(n) } => return n,
+                }
+                let alive =
+                    replicas_alive(self.sentinels.as_ref(), master, self.command_timeout).await;
+                self.state
+                    .lock()
+                    .memory
+                    .answered(master, alive, Instant::now())
+            }
         }
-        n
     }
 
-    /// The key replicas are remembered under (see `State::seen`).
-    fn group(&self, master: &Master) -> Master {
-        if self.clustered {
-            master.clone()
-        } else {
-            None
+    /// The command connection reaches `master` (standalone, Sentinel): see [`Memory`].
+    fn reached(&self, master: &Master) {
+        if !self.clustered {
+            self.state.lock().memory.reached(master, Instant::now());
         }
     }
 
@@ -478,6 +620,7 @@ impl ReplicaSync {
     pub(crate) async fn prime(&self, shared: &FredClient) {
         if self.enabled && !self.clustered {
             if let Ok(master) = self.master_of(shared, None) {
+                self.reached(&master);
                 self.replicas(shared, &master).await;
             }
         }
@@ -564,6 +707,86 @@ async fn read_count(
     n
 }
 
+/// Whether a replica the sentinels list for `master` (the master the client reached after a
+/// failover) is alive: a server whose address accepts a connection, among those no sentinel
+/// that answered holds down (`s_down`, `o_down`), the master itself left out. A stopped
+/// process still accepts (its kernel does), a dead one refuses: a replica that may still
+/// attach counts, the old master killed for good does not. `None` when no sentinel answered
+/// (or on a deployment without sentinels). Bounded by `within` for the sentinels, and again
+/// for the connections.
+async fn replicas_alive(
+    sentinels: Option<&Sentinels>,
+    master: &Master,
+    within: Duration,
+) -> Option<bool> {
+    let sentinels = sentinels?;
+    let replies = sentinels
+        .ask(&["replicas", sentinels.master.as_str()], within)
+        .await;
+    let lists: Vec<Vec<Value>> = replies
+        .into_iter()
+        .filter_map(|reply| reply.convert::<Vec<Value>>().ok())
+        .collect();
+    if lists.is_empty() {
+        return None;
+    }
+    let listed: Vec<Vec<(String, String)>> =
+        lists.into_iter().flatten().filter_map(fields).collect();
+    let candidates = candidates(&listed, master);
+    let probes = candidates.iter().map(|(host, port)| async move {
+        matches!(
+            tokio::time::timeout(
+                within,
+                tokio::net::TcpStream::connect((host.as_str(), *port))
+            )
+            .await,
+            Ok(Ok(_))
+        )
+    });
+    Some(
+        futures::future::join_all(probes)
+            .await
+            .into_iter()
+            .any(|up| up),
+    )
+}
+
+/// One replica's fields in a `SENTINEL replicas` reply (a flat list of names and values in
+/// RESP2, a map in RESP3).
+fn fields(replica: Value) -> Option<Vec<(String, String)>> {
+    let map: HashMap<String, String> = replica.convert().ok()?;
+    Some(map.into_iter().collect())
+}
+
+/// The addresses of the replicas worth asking (see [`replicas_alive`]): listed, not held down,
+/// not `master`.
+fn candidates<'a>(
+    listed: impl IntoIterator<Item = &'a Vec<(String, String)>>,
+    master: &Master,
+) -> Vec<(String, u16)> {
+    let mut out: Vec<(String, u16)> = Vec::new();
+    for replica in listed {
+        let get = |name: &str| {
+            replica
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        let (Some(host), Some(port)) = (get("ip"), get("port").and_then(|p| p.parse().ok())) else {
+            continue;
+        };
+        let down =
+            get("flags").is_some_and(|f| f.split(',').any(|f| f == "s_down" || f == "o_down"));
+        let is_master = master
+            .as_ref()
+            .is_some_and(|m| &*m.host == host && m.port == port);
+        if !down && !is_master && !out.iter().any(|(h, p)| h == host && *p == port) {
+            out.push((host.to_owned(), port));
+        }
+    }
+    out
+}
+
 /// Closes a connection in the background (outside a runtime it is just dropped).
 fn discard(client: FredClient) {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -617,12 +840,134 @@ mod tests {
         );
     }
 
+    fn server(port: u16) -> Master {
+        Some(Server::new("127.0.0.1", port))
+    }
+
+    /// The lag-kill lesson: a master that had replicas and lost them still wants one
+    /// acknowledgement, for [`REPLICAS_REMEMBERED`]; a lone server wants none.
+    #[tokio::test(start_paused = true)]
+    async fn a_master_that_lost_its_replicas_still_wants_an_acknowledgement() {
+        let m = server(7001);
+        let mut memory = Memory::default();
+        memory.reached(&m, Instant::now());
+        assert_eq!(
+            memory.wanted(&m, 0, Instant::now()),
+            Wanted::Count(0),
+            "lone"
+        );
+        assert_eq!(memory.wanted(&m, 2, Instant::now()), Wanted::Count(2));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
+        tokio::time::advance(REPLICAS_REMEMBERED - Duration::from_secs(2)).await;
+        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
+        // Reached again (the same master): nothing forgotten.
+        memory.reached(&m, Instant::now());
+        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            memory.wanted(&m, 0, Instant::now()),
+            Wanted::Count(0),
+            "forgotten"
+        );
+    }
+
+    /// Issue 29: a master promoted in place of one that had replicas is judged by them as
+    /// they are now: while one the sentinels list is alive (it will attach), one
+    /// acknowledgement is wanted (asked again every [`ZERO_RECHECK`]); when none is (one
+    /// master and one replica, the old master gone), it is a lone server at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_promoted_master_is_judged_by_the_replicas_still_alive() {
+        let (old, new) = (server(7001), server(7002));
+        let mut memory = Memory::default();
+        memory.reached(&old, Instant::now());
+        assert_eq!(memory.wanted(&old, 1, Instant::now()), Wanted::Count(1));
+
+        // 1 + 1, the old master killed for good.
+        memory.reached(&new, Instant::now());
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Ask { meanwhile: None }
+        );
+        assert_eq!(memory.answered(&new, Some(false), Instant::now()), 0);
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Count(0),
+            "lone"
+        );
+
+        // 1 + 2: the other replica is alive and attaching.
+        let mut memory = Memory::default();
+        memory.reached(&old, Instant::now());
+        memory.wanted(&old, 2, Instant::now());
+        memory.reached(&new, Instant::now());
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Ask { meanwhile: None }
+        );
+        assert_eq!(memory.answered(&new, Some(true), Instant::now()), 1);
+        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(1));
+        tokio::time::advance(ZERO_RECHECK).await;
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Ask { meanwhile: Some(1) },
+            "asked again, in the background"
+        );
+        assert_eq!(
+            memory.wanted(&new, 0, Instant::now()),
+            Wanted::Count(1),
+            "once"
+        );
+        // No sentinel answers: still wanted.
+        assert_eq!(memory.answered(&new, None, Instant::now()), 1);
+        // It attached: the master's own replica from now on (no more questions).
+        assert_eq!(memory.wanted(&new, 1, Instant::now()), Wanted::Count(1));
+        tokio::time::advance(ZERO_RECHECK * 2).await;
+        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(1));
+
+        // A failover back, the other server gone: judged afresh (it was a replica meanwhile).
+        memory.reached(&old, Instant::now());
+        assert_eq!(
+            memory.wanted(&old, 0, Instant::now()),
+            Wanted::Ask { meanwhile: None }
+        );
+        assert_eq!(memory.answered(&old, Some(false), Instant::now()), 0);
+        assert_eq!(memory.wanted(&old, 0, Instant::now()), Wanted::Count(0));
+        // A master reached from one without replicas inherits nothing.
+        memory.reached(&new, Instant::now());
+        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(0));
+    }
+
+    #[test]
+    fn the_replicas_worth_asking_are_listed_up_and_not_the_master() {
+        let replica = |host: &str, port: &str, flags: &str| {
+            vec![
+                ("name".to_owned(), format!("{host}:{port}")),
+                ("ip".to_owned(), host.to_owned()),
+                ("port".to_owned(), port.to_owned()),
+                ("flags".to_owned(), flags.to_owned()),
+            ]
+        };
+        let listed = [
+            replica("127.0.0.1", "7001", "slave,disconnected"),
+            replica("127.0.0.1", "7002", "slave"),
+            replica("127.0.0.1", "7003", "s_down,slave,disconnected"),
+            replica("127.0.0.1", "7004", "o_down,slave"),
+            replica("127.0.0.1", "7001", "slave"),
+            vec![("ip".to_owned(), "127.0.0.1".to_owned())],
+        ];
+        assert_eq!(
+            candidates(&listed, &server(7002)),
+            vec![("127.0.0.1".to_owned(), 7001)]
+        );
+    }
+
     #[test]
     fn sync_follows_the_setting() {
         let on = Config::default();
-        assert!(ReplicaSync::new(&on, false).enabled);
-        assert!(ReplicaSync::new(&on, true).enabled);
+        assert!(ReplicaSync::new(&on, false, None).enabled);
+        assert!(ReplicaSync::new(&on, true, None).enabled);
         let off = Config::default().check_lock_synced_replicas(false);
-        assert!(!ReplicaSync::new(&off, false).enabled);
+        assert!(!ReplicaSync::new(&off, false, None).enabled);
     }
 }

@@ -294,29 +294,24 @@ impl<K: Kind> Guard<K> {
 
     /// Sets a held lock's TTL to `lease` from now (owner-checked) and moves its deadline
     /// accordingly. Used by the multi-lock after taking its parts with a longer lease.
+    ///
+    /// The hold keeps its loss signal (as [`renew`](Self::renew) does): a part in doubt (a
+    /// connection drop, a Sentinel failover under way) stays in doubt until it is checked,
+    /// and a lost one stays lost. A fresh signal here made a part taken during a failover
+    /// `Held` while a plain leased guard taken at the same moment was `InDoubt` (issue 29).
     pub(crate) async fn rearm_lease(&mut self, lease: Duration) -> Result<()> {
-        let sent_at = Instant::now();
-        if !self.held.hold.renew(lease).await? {
+        if !self.renew(lease).await? {
             self.held.loss.mark_lost();
             return Err(Error::LockLost {
                 lock: self.name().to_owned(),
             });
         }
         self.held.hold.lease_ms = lease.as_millis() as u64;
-        if !self.held.watchdog {
-            let wd = self.held.hold.client.watchdog();
-            let (name, field) = (&self.held.hold.name, &self.held.hold.field);
-            wd.untrack_leased(name, field, &self.held.loss);
-            self.held.loss = LossSignal::new(valid_until(sent_at, lease));
-            wd.track_leased(name, field, &self.held.loss);
-            if let Some(count) = self.held.hold.proto.hold_count(field) {
-                wd.confirm_leased_with(name, field, count);
-            }
-        }
         Ok(())
     }
 
-    /// Owner-checked renewal to `lease` from now (a RedLock's extension). A leased hold's
+    /// Owner-checked renewal to `lease` from now (a RedLock's extension, a multi-lock part set
+    /// to its lease). A leased hold's
     /// deadline moves with it (never back), so the part does not count as lost at its old one.
     pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
         let sent_at = Instant::now();

@@ -31,7 +31,12 @@
 //! - on every sentinel's attempt abandoned (`-failover-abort-*`, `+failover-end-for-timeout`),
 //!   or after one watchdog timeout without a switch: the same end, on the master the
 //!   connections reach;
-//! - on `+reset-master`: as a switch to the master the sentinels name now.
+//! - on `+reset-master` (the sentinel forgot its state, its own attempt with it) or a sentinel's
+//!   events missed (the receiver lagged): the sentinels are asked which master they name now.
+//!   With no attempt left under way, as a switch to that master. While one is, the failover
+//!   goes on unless they name another master than the ones being replaced (a switch that was
+//!   missed): a reset of another sentinel, or a lag, must not end it on the master being
+//!   replaced, where the holds would be confirmed.
 //!
 //! Nothing here is on a lock's path: it costs one connection per sentinel, and a few
 //! short-lived ones per failover.
@@ -45,7 +50,7 @@ use std::{
 use fred::{
     clients::SubscriberClient,
     interfaces::{ClientLike, EventInterface, PubsubInterface, ServerInterface},
-    types::{Builder, ClusterHash, CustomCommand, Value},
+    types::Value,
 };
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
 
@@ -77,8 +82,12 @@ enum Event {
     Abandoned,
     /// The master moved from `from` to `to`.
     Switched { from: Addr, to: Addr },
-    /// The sentinel was reset: ask the sentinels again.
+    /// The sentinel was reset (`SENTINEL RESET`): it forgot its attempt, if any; ask the
+    /// sentinels again.
     Reset,
+    /// Some of the sentinel's events were missed (the receiver lagged): ask the sentinels
+    /// again.
+    Missed,
 }
 
 /// The master name an event's payload concerns, and that master's address: `master <name>
@@ -141,6 +150,8 @@ enum Action {
     Switch(Option<Addr>),
     /// End without a reconnect: the attempts were given up.
     End,
+    /// Ask the sentinels which master they name, then act on [`Attempts::checked`].
+    Check,
 }
 
 impl Attempts {
@@ -178,10 +189,33 @@ impl Attempts {
                 }
             }
             Event::Reset => {
+                // A reset sentinel forgets its failover state: its attempt is over, not the
+                // others'.
+                if self.trying.remove(&sentinel).is_some() && self.trying.is_empty() {
+                    self.since = None;
+                }
+                Action::Check
+            }
+            Event::Missed => Action::Check,
+        }
+    }
+
+    /// After a [`Check`](Action::Check): the sentinels name `named` now (`None`: no majority
+    /// answered). With no attempt under way, move there. While one is, only a master other
+    /// than the ones being replaced ends it (their switch was missed); the master being
+    /// replaced, or no answer, leaves it under way, to end with its switch, every attempt
+    /// given up, or the cap.
+    fn checked(&mut self, named: Option<Addr>) -> Action {
+        if self.trying.is_empty() {
+            return Action::Switch(named);
+        }
+        match named {
+            Some(to) if !self.trying.values().any(|of| *of == to) => {
                 self.trying.clear();
                 self.since = None;
-                Action::Switch(None)
+                Action::Switch(Some(to))
             }
+            _ => Action::Nothing,
         }
     }
 
@@ -316,7 +350,7 @@ async fn watch(
                     }
                     // A missed event may have been the switch: check the master.
                     Err(RecvError::Lagged(_)) => {
-                        if tx.send((i, Event::Reset)).is_err() {
+                        if tx.send((i, Event::Missed)).is_err() {
                             return;
                         }
                     }
@@ -385,50 +419,61 @@ async fn watch(
         let Some(core) = core.upgrade() else {
             return;
         };
-        match attempts.on(sentinel, event, Instant::now()) {
-            Action::Nothing => {}
-            Action::Begin => begin(&core, &holds),
-            // Not on a master the sentinels do not name: commands go on, nothing confirms.
-            Action::End if astray.is_some() => core.set_failover(false),
-            Action::End => end(&core, &holds),
-            Action::Switch(announced) => {
-                // A `+switch-master` may be stale (a sentinel catching up republishes an old
-                // switch): the master is the one most sentinels name now, else the message's.
-                let named = named_master(&core, &sentinels).await;
-                let to = named.or(announced);
-                let there = to.as_ref().is_some_and(|(h, p)| {
-                    is_at(core.redis().sentinel_primary().as_ref(), h, *p)
-                        && is_at(sub.sentinel_primary().as_ref(), h, *p)
-                });
-                if there && !holds.under_way() {
-                    // Already there (another sentinel's announcement of the same switch).
-                    continue;
-                }
-                if !holds.under_way() {
-                    begin(&core, &holds);
-                }
-                let within = core.config().connect_timeout;
-                let was_astray = astray.is_some();
-                astray = arrive(
-                    &core,
-                    &sub,
-                    &sentinels,
-                    &holds,
-                    to,
-                    within,
-                    &mut rx,
-                    &mut backlog,
-                )
-                .await;
-                if let (Some((_, to)), false) = (&astray, was_astray) {
-                    log::warn!(
-                        "the connections reach {:?}, not the master the sentinels name \
-                         ({to:?}), after {within:?}: lock commands go on, but no hold is \
-                         confirmed until they reach it (tried again every {RETRY_WITHIN:?})",
-                        core.redis().sentinel_primary()
-                    );
-                }
+        let to = match attempts.on(sentinel, event, Instant::now()) {
+            Action::Nothing => None,
+            Action::Begin => {
+                begin(&core, &holds);
+                None
             }
+            // Not on a master the sentinels do not name: commands go on, nothing confirms.
+            Action::End if astray.is_some() => {
+                core.set_failover(false);
+                None
+            }
+            Action::End => {
+                end(&core, &holds);
+                None
+            }
+            // A `+switch-master` may be stale (a sentinel catching up republishes an old
+            // switch): the master is the one most sentinels name now, else the message's.
+            Action::Switch(announced) => Some(named_master(&core, &sentinels).await.or(announced)),
+            Action::Check => match attempts.checked(named_master(&core, &sentinels).await) {
+                Action::Switch(named) => Some(named),
+                _ => None,
+            },
+        };
+        let Some(to) = to else { continue };
+        let there = to.as_ref().is_some_and(|(h, p)| {
+            is_at(core.redis().sentinel_primary().as_ref(), h, *p)
+                && is_at(sub.sentinel_primary().as_ref(), h, *p)
+        });
+        if there && !holds.under_way() {
+            // Already there (another sentinel's announcement of the same switch).
+            continue;
+        }
+        if !holds.under_way() {
+            begin(&core, &holds);
+        }
+        let within = core.config().connect_timeout;
+        let was_astray = astray.is_some();
+        astray = arrive(
+            &core,
+            &sub,
+            &sentinels,
+            &holds,
+            to,
+            within,
+            &mut rx,
+            &mut backlog,
+        )
+        .await;
+        if let (Some((_, to)), false) = (&astray, was_astray) {
+            log::warn!(
+                "the connections reach {:?}, not the master the sentinels name \
+                 ({to:?}), after {within:?}: lock commands go on, but no hold is \
+                 confirmed until they reach it (tried again every {RETRY_WITHIN:?})",
+                core.redis().sentinel_primary()
+            );
         }
     }
 }
@@ -479,41 +524,22 @@ async fn arrive(
 /// The master a majority of the sentinels name now (`SENTINEL get-master-addr-by-name` on a
 /// short-lived connection to each, within one command timeout); `None` without a majority.
 async fn named_master(core: &Core, sentinels: &Sentinels) -> Option<(String, u16)> {
-    let within = core.config().timeout;
-    let ask = |node: fred::types::config::Config| async move {
-        let mut builder = Builder::from_config(node);
-        builder.with_connection_config(|c| {
-            c.connection_timeout = within;
-            c.internal_command_timeout = within;
-        });
-        let client = builder.build().ok()?;
-        let answer = tokio::time::timeout(within, async {
-            client.init().await.ok()?;
-            let reply: Value = client
-                .custom(
-                    CustomCommand::new_static("SENTINEL", ClusterHash::Random, false),
-                    vec!["get-master-addr-by-name", sentinels.master.as_str()],
-                )
-                .await
-                .ok()?;
+    let replies = sentinels
+        .ask(
+            &["get-master-addr-by-name", sentinels.master.as_str()],
+            core.config().timeout,
+        )
+        .await;
+    let answers: Vec<(String, u16)> = replies
+        .into_iter()
+        .filter_map(|reply| {
             let words: Vec<String> = reply.convert().ok()?;
             match words.as_slice() {
                 [host, port] => Some((host.clone(), port.parse::<u16>().ok()?)),
                 _ => None,
             }
         })
-        .await
-        .ok()
-        .flatten();
-        let _ = tokio::time::timeout(Duration::from_millis(200), client.quit()).await;
-        answer
-    };
-    let answers: Vec<(String, u16)> =
-        futures::future::join_all(sentinels.nodes.iter().cloned().map(ask))
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
+        .collect();
     majority(&answers, sentinels.nodes.len())
 }
 
@@ -720,6 +746,71 @@ mod tests {
             a.on(0, switched(3, 4), now),
             Action::Switch(Some(("h".into(), 4)))
         );
+    }
+
+    fn at(port: u16) -> Option<Addr> {
+        Some(("h".into(), port))
+    }
+
+    /// Issue 29, 6c: a `+reset-master` of a sentinel that is not replacing the master, heard
+    /// mid-failover, used to clear every attempt and move to the master the sentinels named,
+    /// which is still the one being replaced: the failover ended there.
+    #[tokio::test(start_paused = true)]
+    async fn a_reset_of_another_sentinel_does_not_end_a_failover_under_way() {
+        let now = Instant::now();
+        let mut a = Attempts::default();
+        assert_eq!(a.on(0, began(1), now), Action::Begin);
+        assert_eq!(a.on(1, Event::Reset, now), Action::Check);
+        assert_eq!(
+            a.checked(at(1)),
+            Action::Nothing,
+            "still naming the old master"
+        );
+        assert_eq!(a.checked(None), Action::Nothing, "no majority");
+        assert!(a.since.is_some(), "still under way");
+        assert_eq!(a.on(0, switched(1, 2), now), Action::Switch(at(2)));
+        assert!(a.trying.is_empty());
+    }
+
+    /// The reset of the sentinel that was replacing the master ends its attempt: with none
+    /// left, the client goes where the sentinels name (and the failover ends there).
+    #[tokio::test(start_paused = true)]
+    async fn a_reset_of_the_sentinel_replacing_the_master_ends_its_attempt() {
+        let now = Instant::now();
+        let mut a = Attempts::default();
+        assert_eq!(a.on(0, began(1), now), Action::Begin);
+        assert_eq!(a.on(1, began(1), now), Action::Nothing);
+        assert_eq!(a.on(0, Event::Reset, now), Action::Check);
+        assert_eq!(a.checked(at(1)), Action::Nothing, "sentinel 1 still tries");
+        assert_eq!(a.on(1, Event::Reset, now), Action::Check);
+        assert!(a.since.is_none());
+        assert_eq!(a.checked(at(1)), Action::Switch(at(1)));
+        // Without a failover, a reset is a look at where the master is.
+        assert_eq!(a.on(2, Event::Reset, now), Action::Check);
+        assert_eq!(a.checked(None), Action::Switch(None));
+    }
+
+    /// A lagged receiver (some of a sentinel's events missed, maybe its abort, maybe the
+    /// switch) checks the master without giving up any attempt: the failover goes on unless
+    /// the sentinels name another master (the switch was missed).
+    #[tokio::test(start_paused = true)]
+    async fn a_lagged_receiver_ends_a_failover_only_if_the_master_moved() {
+        let now = Instant::now();
+        let mut a = Attempts::default();
+        assert_eq!(a.on(0, began(1), now), Action::Begin);
+        assert_eq!(a.on(0, Event::Missed, now), Action::Check);
+        assert_eq!(a.checked(at(1)), Action::Nothing);
+        assert_eq!(a.on(2, Event::Missed, now), Action::Check);
+        assert_eq!(a.checked(None), Action::Nothing);
+        assert_eq!(a.trying.len(), 1, "the attempt is kept");
+        assert!(a.since.is_some());
+        // The switch was among the events missed.
+        assert_eq!(a.on(0, Event::Missed, now), Action::Check);
+        assert_eq!(a.checked(at(2)), Action::Switch(at(2)));
+        assert!(a.trying.is_empty() && a.since.is_none());
+        // Without a failover, a lag is a look at where the master is.
+        assert_eq!(a.on(1, Event::Missed, now), Action::Check);
+        assert_eq!(a.checked(at(2)), Action::Switch(at(2)));
     }
 
     #[test]

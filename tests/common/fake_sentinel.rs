@@ -3,12 +3,15 @@
 //! first in a client's sentinel list so that the client's discovery asks it first.
 //!
 //! It speaks just enough RESP: `SENTINEL get-master-addr-by-name` answers the set address,
-//! other `SENTINEL` subcommands an empty list, `SUBSCRIBE` confirms each channel (and never
-//! publishes), `PING` answers `PONG`, anything else `OK`. Threads on a loopback listener, one
-//! per connection; stopped (listener and connections) when dropped.
+//! other `SENTINEL` subcommands an empty list, `SUBSCRIBE` confirms each channel (and
+//! [`publish`](FakeSentinel::publish) sends an event to the connections subscribed to its
+//! channel, as a sentinel announces a failover), `PING` answers `PONG`, anything else `OK`.
+//! Threads on a loopback listener, one per connection; stopped (listener and connections) when
+//! dropped.
 #![allow(dead_code)]
 
 use std::{
+    collections::HashSet,
     io::{BufRead, BufReader, Write},
     net::{Shutdown, TcpListener, TcpStream},
     sync::{
@@ -25,7 +28,12 @@ pub struct FakeSentinel {
     conns: Arc<Mutex<Vec<TcpStream>>>,
     /// `get-master-addr-by-name` questions answered.
     asked: Arc<std::sync::atomic::AtomicU64>,
+    subscribers: Subscribers,
 }
+
+/// The subscribed connections: each one's writer (shared with its reply thread, so a message
+/// never cuts into a reply) and channels.
+type Subscribers = Arc<Mutex<Vec<(Arc<Mutex<TcpStream>>, HashSet<String>)>>>;
 
 impl FakeSentinel {
     /// Listens on a free loopback port, naming `master`.
@@ -39,12 +47,14 @@ impl FakeSentinel {
             stop: Arc::new(AtomicBool::new(false)),
             conns: Arc::new(Mutex::new(Vec::new())),
             asked: Arc::new(Default::default()),
+            subscribers: Arc::new(Mutex::new(Vec::new())),
         };
-        let (master, stop, conns, asked) = (
+        let (master, stop, conns, asked, subscribers) = (
             fake.master.clone(),
             fake.stop.clone(),
             fake.conns.clone(),
             fake.asked.clone(),
+            fake.subscribers.clone(),
         );
         std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
@@ -54,8 +64,9 @@ impl FakeSentinel {
                         if let Ok(c) = stream.try_clone() {
                             conns.lock().unwrap().push(c);
                         }
-                        let (master, asked) = (master.clone(), asked.clone());
-                        std::thread::spawn(move || serve(stream, master, asked));
+                        let (master, asked, subscribers) =
+                            (master.clone(), asked.clone(), subscribers.clone());
+                        std::thread::spawn(move || serve(stream, master, asked, subscribers));
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
@@ -80,6 +91,33 @@ impl FakeSentinel {
     /// How many times it was asked for the master.
     pub fn asked(&self) -> u64 {
         self.asked.load(Ordering::SeqCst)
+    }
+
+    /// How many connections subscribed to `channel`.
+    pub fn subscribed(&self, channel: &str) -> usize {
+        self.subscribers
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, channels)| channels.contains(channel))
+            .count()
+    }
+
+    /// Sends `payload` on `channel` to every connection subscribed to it (a sentinel's event,
+    /// e.g. `+try-failover` with `master <name> <ip> <port>`); returns how many got it.
+    pub fn publish(&self, channel: &str, payload: &str) -> usize {
+        let message = format!(
+            "*3\r\n{}{}{}",
+            bulk("message"),
+            bulk(channel),
+            bulk(payload)
+        );
+        let subscribers = self.subscribers.lock().unwrap();
+        subscribers
+            .iter()
+            .filter(|(_, channels)| channels.contains(channel))
+            .filter(|(w, _)| w.lock().unwrap().write_all(message.as_bytes()).is_ok())
+            .count()
     }
 }
 
@@ -124,9 +162,10 @@ fn serve(
     stream: TcpStream,
     master: Arc<Mutex<(String, u16)>>,
     asked: Arc<std::sync::atomic::AtomicU64>,
+    subscribers: Subscribers,
 ) {
-    let mut writer = match stream.try_clone() {
-        Ok(w) => w,
+    let writer = match stream.try_clone() {
+        Ok(w) => Arc::new(Mutex::new(w)),
         Err(_) => return,
     };
     let mut reader = BufReader::new(stream);
@@ -147,6 +186,17 @@ fn serve(
             Some("SUBSCRIBE") | Some("PSUBSCRIBE") => {
                 let kind = words[0].to_ascii_lowercase();
                 let mut out = String::new();
+                {
+                    let mut subs = subscribers.lock().unwrap();
+                    let i = match subs.iter().position(|(w, _)| Arc::ptr_eq(w, &writer)) {
+                        Some(i) => i,
+                        None => {
+                            subs.push((writer.clone(), HashSet::new()));
+                            subs.len() - 1
+                        }
+                    };
+                    subs[i].1.extend(words[1..].iter().cloned());
+                }
                 for channel in &words[1..] {
                     subscribed += 1;
                     out.push_str(&format!(
@@ -158,13 +208,17 @@ fn serve(
                 out
             }
             Some("QUIT") => {
-                let _ = writer.write_all(b"+OK\r\n");
-                return;
+                let _ = writer.lock().unwrap().write_all(b"+OK\r\n");
+                break;
             }
             _ => "+OK\r\n".to_owned(),
         };
-        if writer.write_all(reply.as_bytes()).is_err() {
-            return;
+        if writer.lock().unwrap().write_all(reply.as_bytes()).is_err() {
+            break;
         }
     }
+    subscribers
+        .lock()
+        .unwrap()
+        .retain(|(w, _)| !Arc::ptr_eq(w, &writer));
 }

@@ -1,5 +1,5 @@
-//! Test rig for Redis Sentinel: one master, two replicas (`--replicaof`,
-//! `repl-diskless-sync-delay 0`, ready when the master lists both `state=online`) and three
+//! Test rig for Redis Sentinel: one master, two replicas (or as many as asked: `--replicaof`,
+//! `repl-diskless-sync-delay 0`, ready when the master lists them all `state=online`) and three
 //! sentinels (`redis-server sentinel.conf --sentinel`, `down-after-milliseconds 1000`,
 //! `failover-timeout 3000`), all on free loopback ports and stopped by PID.
 #![allow(dead_code)]
@@ -91,7 +91,7 @@ pub struct Auth {
 }
 
 pub struct SentinelSet {
-    /// The servers by index: 0 is the first master, 1 and 2 its replicas. A killed one is
+    /// The servers by index: 0 is the first master, 1 and 2 (by default) its replicas. A killed one is
     /// `None`.
     pub servers: Vec<Option<RedisServer>>,
     sentinels: Vec<SentinelProcess>,
@@ -104,6 +104,15 @@ impl SentinelSet {
     }
 
     pub fn start_with(auth: Auth) -> SentinelSet {
+        Self::start_full(auth, 2)
+    }
+
+    /// One master and `replicas` replicas (the servers 1..=replicas), no passwords.
+    pub fn start_with_replicas(replicas: usize) -> SentinelSet {
+        Self::start_full(Auth::default(), replicas)
+    }
+
+    fn start_full(auth: Auth, replicas: usize) -> SentinelSet {
         // The readiness check pings without a password: `requirepass` is set once all are up.
         let common: Vec<String> = vec!["--repl-diskless-sync-delay".into(), "0".into()];
         let refs = |v: &[String]| v.iter().map(|s| s.to_owned()).collect::<Vec<String>>();
@@ -112,30 +121,31 @@ impl SentinelSet {
             RedisServer::start_with(&master_args.iter().map(String::as_str).collect::<Vec<_>>());
         let mport = master.port();
         let mut servers = vec![Some(master)];
-        for _ in 0..2 {
+        for _ in 0..replicas {
             let mut args = refs(&common);
             args.extend(["--replicaof".into(), "127.0.0.1".into(), mport.to_string()]);
             let replica =
                 RedisServer::start_with(&args.iter().map(String::as_str).collect::<Vec<_>>());
             servers.push(Some(replica));
         }
-        wait_for("both replicas online", Duration::from_secs(20), || {
+        wait_for("every replica online", Duration::from_secs(20), || {
             cli(mport, &["INFO", "replication"])
                 .matches("state=online")
                 .count()
-                == 2
+                == replicas
         });
         // `state=online` comes before a replica has loaded the snapshot and acknowledged
         // anything; replica-synced acquisitions (on by default) need acknowledgements.
+        let wait = format!(
+            "SET sentinel-fixture:ready 1\nWAIT {replicas} 100\nDEL sentinel-fixture:ready\n"
+        );
+        let all = replicas.to_string();
         wait_for(
-            "both replicas acknowledging writes",
+            "every replica acknowledging writes",
             Duration::from_secs(20),
             || {
-                let replies = cli_lines(
-                    mport,
-                    "SET sentinel-fixture:ready 1\nWAIT 2 100\nDEL sentinel-fixture:ready\n",
-                );
-                replies.lines().nth(1).map(str::trim) == Some("2")
+                let replies = cli_lines(mport, &wait);
+                replies.lines().nth(1).map(str::trim) == Some(all.as_str())
             },
         );
         if let Some(p) = &auth.data {
@@ -159,7 +169,7 @@ impl SentinelSet {
             sentinels,
             auth,
         };
-        // Every sentinel knows the two replicas and the two other sentinels (their hello
+        // Every sentinel knows the replicas and the two other sentinels (their hello
         // messages travel through the master every 2 s).
         wait_for(
             "sentinels discover each other",
@@ -167,8 +177,9 @@ impl SentinelSet {
             || {
                 set.sentinel_ports().iter().all(|&p| {
                     let others = set.sentinel_cli(p, &["SENTINEL", "sentinels", MASTER_NAME]);
-                    let replicas = set.sentinel_cli(p, &["SENTINEL", "replicas", MASTER_NAME]);
-                    others.matches("runid").count() == 2 && replicas.matches("runid").count() == 2
+                    let known = set.sentinel_cli(p, &["SENTINEL", "replicas", MASTER_NAME]);
+                    others.matches("runid").count() == 2
+                        && known.matches("runid").count() == replicas
                 })
             },
         );
