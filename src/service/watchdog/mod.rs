@@ -8,7 +8,8 @@
 //! renewed, so a holder is never told "lost" and later "held" again.
 //!
 //! The watchdog does not know any lock's key layout: each hold brings its [`RenewalShape`] (the
-//! renewal script, the lock's keys for one entry, and whether entries are per hold or per lock).
+//! renewal script, the lock's keys for one entry, and how an entry lists its owner). Every entry
+//! of a call speaks for exactly one hold, so each reply flag is that hold's own.
 //!
 //! Deadline rule: a hold is valid until the send time of its last successful acquire or renewal
 //! plus the timeout minus a drift of `timeout × 0.01 + 2 ms`, on the monotonic clock. Redis
@@ -179,7 +180,10 @@ impl LossSignal {
 pub(crate) enum Layout {
     /// One entry per hold: `KEYS += keys`, `ARGV += field` (L-RENEW).
     PerHold,
-    /// One entry per lock: `KEYS += keys`, `ARGV += count, field…` (R-RENEW).
+    /// R-RENEW's entry: `KEYS += keys`, `ARGV += count, field…`. The script answers one flag
+    /// per entry ("some listed reader is present"), so each entry lists one reader
+    /// (`count` = 1): a lock with several readers of this client is listed once per reader,
+    /// and a reader whose field is gone is told so even while another reader keeps the hash.
     PerLock,
     /// One entry per hold, with the hold's own values and this machine's clock:
     /// `KEYS += keys`, `ARGV += field, now (epoch ms), count, value…` (G-RENEW: a group
@@ -561,10 +565,10 @@ struct Item {
     loss: Arc<LossSignal>,
 }
 
-/// One renewal call and, per reply flag, the items (indices) it speaks for.
+/// One renewal call and, per reply flag, the item (index) it speaks for.
 struct Batch {
     call: ScriptCall,
-    entries: Vec<Vec<usize>>,
+    entries: Vec<usize>,
 }
 
 /// One renewal run: collect, batch, send every batch at once, apply. Returns `true` if any
@@ -603,9 +607,8 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
             // per lock (each one's keys move together, so each goes where they are).
             Ok(None) => {
                 let one_by_one = b.entries.into_iter().map(|entry| async move {
-                    let shape = &items[entry[0]].shape;
-                    let fields = entry.iter().map(|&i| &*items[i].key.field).collect();
-                    let call = renewal_call(&[(shape, fields)], lease_ms);
+                    let item = &items[entry];
+                    let call = renewal_call(&[(&item.shape, vec![&*item.key.field])], lease_ms);
                     let sent_at = Instant::now();
                     let sent_epoch = state.doubts.current();
                     let reply = core.run_flags(call, "").await;
@@ -621,12 +624,10 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         match reply {
             Ok(flags) if flags.len() == entries.len() => {
                 let until = valid_until(sent_at, timeout);
-                for (entry, flag) in entries.iter().zip(flags) {
-                    for &i in entry {
-                        apply(state, &items[i], flag == 1, sent_at, until);
-                        if flag == 1 {
-                            doubt::confirmed(&items[i], sent_epoch);
-                        }
+                for (&i, flag) in entries.iter().zip(flags) {
+                    apply(state, &items[i], flag == 1, sent_at, until);
+                    if flag == 1 {
+                        doubt::confirmed(&items[i], sent_epoch);
                     }
                 }
             }
@@ -641,7 +642,7 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
             Err(e) => {
                 failed = true;
                 crate::observe::renewal_failed(entries.len(), &e);
-                let batch: Vec<&Item> = entries.iter().flatten().map(|&i| &items[i]).collect();
+                let batch: Vec<&Item> = entries.iter().map(|&i| &items[i]).collect();
                 doubt::renewal_failed(state, &batch, &e);
             }
         }
@@ -676,25 +677,11 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
     items
 }
 
-/// Groups items into renewal calls of at most `size` entries each: per-hold shapes one entry
-/// per item, per-lock shapes one entry per lock with all of its items; on a cluster, calls are
-/// per slot, so a period costs ⌈holds per slot / size⌉ calls for each slot in use.
+/// Groups items into renewal calls of at most `size` entries each, one entry per item (per
+/// hold: a read lock with several readers of this client is listed once per reader, so each
+/// reply flag is one reader's); on a cluster, calls are per slot, so a period costs
+/// ⌈holds per slot / size⌉ calls for each slot in use.
 fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Batch> {
-    // Entries, keyed by (script, layout) and, for per-lock shapes, by the lock's keys.
-    let mut groups: Vec<(&RenewalShape, Vec<usize>)> = Vec::new();
-    let mut per_lock: std::collections::HashMap<&RenewalShape, usize> = Default::default();
-    for (i, item) in items.iter().enumerate() {
-        match item.shape.layout {
-            Layout::PerHold | Layout::WithValues => groups.push((&item.shape, vec![i])),
-            Layout::PerLock => match per_lock.get(&item.shape) {
-                Some(&g) => groups[g].1.push(i),
-                None => {
-                    per_lock.insert(&item.shape, groups.len());
-                    groups.push((&item.shape, vec![i]));
-                }
-            },
-        }
-    }
     // One script per call, and on a cluster one slot per call (a script may only touch keys of
     // one slot): a stable sort keeps each call's entries in collection order.
     let call_of = |shape: &RenewalShape| {
@@ -704,25 +691,26 @@ fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Bat
         };
         (shape.script as usize, slot)
     };
-    groups.sort_by_key(|(shape, _)| call_of(shape));
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| call_of(&items[i].shape));
     let mut batches = Vec::new();
-    let mut rest = &groups[..];
-    while let Some((first, _)) = rest.first() {
-        let key = call_of(first);
-        let len = rest.iter().take_while(|(s, _)| call_of(s) == key).count();
+    let mut rest = &order[..];
+    while let Some(&first) = rest.first() {
+        let key = call_of(&items[first].shape);
+        let len = rest
+            .iter()
+            .take_while(|&&i| call_of(&items[i].shape) == key)
+            .count();
         let (run, tail) = rest.split_at(len);
         rest = tail;
         for chunk in run.chunks(size.max(1)) {
             let described: Vec<(&RenewalShape, Vec<&str>)> = chunk
                 .iter()
-                .map(|(shape, members)| {
-                    let fields = members.iter().map(|&i| &*items[i].key.field).collect();
-                    (*shape, fields)
-                })
+                .map(|&i| (&items[i].shape, vec![&*items[i].key.field]))
                 .collect();
             batches.push(Batch {
                 call: renewal_call(&described, lease_ms),
-                entries: chunk.iter().map(|(_, m)| m.clone()).collect(),
+                entries: chunk.to_vec(),
             });
         }
     }
@@ -1013,12 +1001,12 @@ mod tests {
             first.call.args,
             vec![Value::from(30_000i64), Value::from("f0"), Value::from("f1")]
         );
-        assert_eq!(first.entries, vec![vec![0], vec![1]]);
-        assert_eq!(batches[2].entries, vec![vec![4]]);
+        assert_eq!(first.entries, vec![0, 1]);
+        assert_eq!(batches[2].entries, vec![4]);
     }
 
     #[test]
-    fn per_lock_batches_group_the_readers_of_one_lock() {
+    fn per_lock_batches_list_each_reader_of_a_lock_as_an_entry_of_its_own() {
         let items = vec![
             item("a", "r1", per_lock("a", "{a}")),
             item("b", "r1", per_lock("b", "{b}")),
@@ -1031,22 +1019,26 @@ mod tests {
             .iter()
             .find(|b| b.call.script == ScriptId::ReadRenew)
             .unwrap();
+        assert_matches_header(&read.call);
+        // The lock `a` is listed once per reader: one flag per reader (R-RENEW's reply is one
+        // flag per entry, "some listed reader is present").
         assert_eq!(
             read.call.keys,
-            ["a", "{a}", "b", "{b}"].map(Key::from).to_vec()
+            ["a", "{a}", "b", "{b}", "a", "{a}"].map(Key::from).to_vec()
         );
         assert_eq!(
             read.call.args,
             vec![
                 Value::from(9_000i64),
-                Value::from(2i64),
-                Value::from("r1"),
-                Value::from("r2"),
                 Value::from(1i64),
                 Value::from("r1"),
+                Value::from(1i64),
+                Value::from("r1"),
+                Value::from(1i64),
+                Value::from("r2"),
             ]
         );
-        assert_eq!(read.entries, vec![vec![0, 2], vec![1]]);
+        assert_eq!(read.entries, vec![0, 1, 2]);
     }
 
     #[test]
