@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    service::watchdog::{valid_until, HoldState, LossSignal},
+    service::watchdog::{valid_until, HoldKey, HoldState, LossSignal},
     types::owner::Owner,
 };
 
@@ -78,6 +78,8 @@ pub type AnyGuard = Guard<AnyKind>;
 /// What a guard holds, whatever its kind; releases on drop unless consumed.
 pub(crate) struct Held {
     hold: Hold,
+    /// The hold's name in the watchdog (`Hold::key`).
+    key: HoldKey,
     owner: Owner,
     watchdog: bool,
     /// The epoch of this guard's watchdog registration (watchdog mode).
@@ -98,11 +100,11 @@ impl Held {
         kind: &'static str,
     ) -> Self {
         let (hold, sent_at, token) = acquired.disarm();
+        let key = hold.key();
         let wd = hold.client.watchdog();
         let (loss, registration) = if watchdog {
             let r = wd.register(
-                &hold.name,
-                &hold.field,
+                &key,
                 hold.proto.renewal(),
                 hold.proto.local_queue(),
                 sent_at,
@@ -112,18 +114,17 @@ impl Held {
             // Followed until the guard goes, so its owner's later calls that set the lock's TTL
             // (a shorter re-entry, a partial release) move its deadline.
             let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)));
-            wd.track_leased(&hold.name, &hold.field, &loss);
+            wd.track_leased(&key, &loss);
             if let Some(count) = hold.proto.hold_count(&hold.field) {
-                wd.confirm_leased_with(&hold.name, &hold.field, count);
+                wd.confirm_leased_with(&key, count);
             }
             (loss, 0)
         };
-        hold.client
-            .watchdog()
-            .doubted_since(&hold.name, &hold.field, &loss, sent_at, !watchdog);
+        wd.doubted_since(&key, &loss, sent_at, !watchdog);
         crate::observe::guard_opened(kind);
         Self {
             hold,
+            key,
             owner,
             watchdog,
             registration,
@@ -139,11 +140,10 @@ impl Held {
     fn take(&mut self) -> Hold {
         self.armed = false;
         if self.watchdog {
-            self.hold.client.watchdog().deregister(
-                &self.hold.name,
-                &self.hold.field,
-                Some(self.registration),
-            );
+            self.hold
+                .client
+                .watchdog()
+                .deregister(&self.key, Some(self.registration));
         }
         self.hold.clone()
     }
@@ -161,11 +161,10 @@ impl Drop for Held {
             }
         }
         if !self.watchdog {
-            self.hold.client.watchdog().untrack_leased(
-                &self.hold.name,
-                &self.hold.field,
-                &self.loss,
-            );
+            self.hold
+                .client
+                .watchdog()
+                .untrack_leased(&self.key, &self.loss);
         }
     }
 }
@@ -305,12 +304,12 @@ impl<K: Kind> Guard<K> {
         self.held.hold.lease_ms = lease.as_millis() as u64;
         if !self.held.watchdog {
             let wd = self.held.hold.client.watchdog();
-            let (name, field) = (&self.held.hold.name, &self.held.hold.field);
-            wd.untrack_leased(name, field, &self.held.loss);
+            let key = &self.held.key;
+            wd.untrack_leased(key, &self.held.loss);
             self.held.loss = LossSignal::new(valid_until(sent_at, lease));
-            wd.track_leased(name, field, &self.held.loss);
-            if let Some(count) = self.held.hold.proto.hold_count(field) {
-                wd.confirm_leased_with(name, field, count);
+            wd.track_leased(key, &self.held.loss);
+            if let Some(count) = self.held.hold.proto.hold_count(&self.held.hold.field) {
+                wd.confirm_leased_with(key, count);
             }
         }
         Ok(())

@@ -257,8 +257,7 @@ impl Watchdog {
     /// or checked (leased) at once.
     pub(crate) fn doubted_since(
         &self,
-        name: &Arc<str>,
-        field: &Arc<str>,
+        key: &HoldKey,
         loss: &Arc<LossSignal>,
         sent_at: Instant,
         leased: bool,
@@ -269,20 +268,13 @@ impl Watchdog {
             return;
         }
         if loss.doubt(doubts.next()) {
-            crate::observe::lock_in_doubt(name, field, "connection lost while acquiring");
+            crate::observe::lock_in_doubt(&key.name, &key.field, "connection lost while acquiring");
         }
         if leased {
             let Some(core) = self.core.upgrade() else {
                 return;
             };
-            check_leased(
-                &core,
-                &self.state,
-                HoldKey {
-                    name: name.clone(),
-                    field: field.clone(),
-                },
-            );
+            check_leased(&core, &self.state, key.clone());
         } else {
             self.state.urgent.notify_one();
         }
@@ -634,10 +626,7 @@ mod tests {
         let state = Arc::new(crate::service::watchdog::tests::state());
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(
-            crate::service::watchdog::HoldKey {
-                name: "b".into(),
-                field: "f".into(),
-            },
+            crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([])),
             vec![leased.clone()],
         );
         let holds = FailoverHolds {
@@ -675,10 +664,7 @@ mod tests {
         let state = crate::service::watchdog::tests::state();
         let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.holds.insert(
-            crate::service::watchdog::HoldKey {
-                name: "a".into(),
-                field: "f".into(),
-            },
+            crate::service::watchdog::HoldKey::new("a".into(), "f".into(), Arc::from([])),
             crate::service::watchdog::Renewed {
                 count: 1,
                 shape: crate::service::watchdog::RenewalShape::per_hold("a"),
@@ -691,10 +677,7 @@ mod tests {
         );
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(
-            crate::service::watchdog::HoldKey {
-                name: "b".into(),
-                field: "f".into(),
-            },
+            crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([])),
             vec![leased.clone()],
         );
         doubt_where(&state, |name| name != "b", "test");

@@ -248,10 +248,26 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
     ScriptCall::new(script, keys, args)
 }
 
+/// What names one owner's hold of one lock in this client's bookkeeping (the watchdog's
+/// registrations and leased guards, the owner ledger): the lock, the owner field, and for a
+/// group multi-lock the set of values (one owner may hold several sets of one group, each a
+/// hold of its own, renewed, confirmed and released on its own). Empty `values` for every
+/// other kind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct HoldKey {
-    name: Arc<str>,
-    field: Arc<str>,
+pub(crate) struct HoldKey {
+    pub(crate) name: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) values: Arc<[String]>,
+}
+
+impl HoldKey {
+    pub(crate) fn new(name: Arc<str>, field: Arc<str>, values: Arc<[String]>) -> Self {
+        Self {
+            name,
+            field,
+            values,
+        }
+    }
 }
 
 /// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Hold`),
@@ -315,13 +331,6 @@ pub(crate) struct Registration {
     pub(crate) epoch: u64,
 }
 
-fn hold_key(name: &Arc<str>, field: &Arc<str>) -> HoldKey {
-    HoldKey {
-        name: name.clone(),
-        field: field.clone(),
-    }
-}
-
 /// The renewal service of one client.
 pub(crate) struct Watchdog {
     state: Arc<WatchdogState>,
@@ -353,8 +362,7 @@ impl Watchdog {
     /// epoch. `queue`: the kind's local hand-off queue (told if renewal finds the hold gone).
     pub(crate) fn register(
         &self,
-        name: &Arc<str>,
-        field: &Arc<str>,
+        key: &HoldKey,
         shape: RenewalShape,
         queue: Option<&'static str>,
         sent_at: Instant,
@@ -365,7 +373,7 @@ impl Watchdog {
             let mut hold = self
                 .state
                 .holds
-                .entry(hold_key(name, field))
+                .entry(key.clone())
                 .or_insert_with(|| Renewed {
                     count: 0,
                     shape,
@@ -400,45 +408,42 @@ impl Watchdog {
     /// Removes one registration of an owner (every unlock attempt does this, whatever its
     /// outcome, so a failed unlock lets the lock expire within one timeout). `epoch`: only from
     /// that registration (a guard's own); `None`: from the current one (the Java-style unlock).
-    pub(crate) fn deregister(&self, name: &Arc<str>, field: &Arc<str>, epoch: Option<u64>) {
-        self.state
-            .holds
-            .remove_if_mut(&hold_key(name, field), |_, hold| {
-                if epoch.is_some_and(|e| e != hold.epoch) {
-                    return false;
-                }
-                hold.count = hold.count.saturating_sub(1);
-                hold.count == 0
-            });
+    pub(crate) fn deregister(&self, key: &HoldKey, epoch: Option<u64>) {
+        self.state.holds.remove_if_mut(key, |_, hold| {
+            if epoch.is_some_and(|e| e != hold.epoch) {
+                return false;
+            }
+            hold.count = hold.count.saturating_sub(1);
+            hold.count == 0
+        });
     }
 
     /// Follows a leased guard's loss signal, so calls of its owner that set the lock's TTL
     /// reach it (see [`ttl_set`](Self::ttl_set)) until [`untrack_leased`](Self::untrack_leased).
-    pub(crate) fn track_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
+    pub(crate) fn track_leased(&self, key: &HoldKey, loss: &Arc<LossSignal>) {
         self.state
             .leased
-            .entry(hold_key(name, field))
+            .entry(key.clone())
             .or_default()
             .push(loss.clone());
     }
 
     /// Stops following a leased guard's loss signal.
-    pub(crate) fn untrack_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
-        let key = hold_key(name, field);
-        let gone = self.state.leased.remove_if_mut(&key, |_, signals| {
+    pub(crate) fn untrack_leased(&self, key: &HoldKey, loss: &Arc<LossSignal>) {
+        let gone = self.state.leased.remove_if_mut(key, |_, signals| {
             signals.retain(|s| !Arc::ptr_eq(s, loss));
             signals.is_empty()
         });
         if gone.is_some() {
-            self.state.presence.remove(&key);
+            self.state.presence.remove(key);
         }
     }
 
     /// How the leased holds of this (lock, owner) are confirmed after a reconnect, for a kind
     /// whose hold is not one field of the lock's hash: `count` answers the owner's hold count
     /// (more than 0: held). Kept while leased holds are followed.
-    pub(crate) fn confirm_leased_with(&self, name: &Arc<str>, field: &Arc<str>, count: ScriptCall) {
-        self.state.presence.insert(hold_key(name, field), count);
+    pub(crate) fn confirm_leased_with(&self, key: &HoldKey, count: ScriptCall) {
+        self.state.presence.insert(key.clone(), count);
     }
 
     /// A call of the owner `field` on the lock `name`, sent at `sent_at` and answered at
@@ -448,20 +453,18 @@ impl Watchdog {
     /// regular renewal is renewed at once.
     pub(crate) fn ttl_set(
         &self,
-        name: &Arc<str>,
-        field: &Arc<str>,
+        key: &HoldKey,
         sent_at: Instant,
         lease: Duration,
         answered_at: Instant,
     ) {
-        let key = hold_key(name, field);
         let to = valid_until(sent_at, lease);
-        if let Some(signals) = self.state.leased.get(&key) {
+        if let Some(signals) = self.state.leased.get(key) {
             for loss in signals.iter() {
                 loss.shorten(answered_at, to);
             }
         }
-        let urgent = self.state.holds.get(&key).is_some_and(|hold| {
+        let urgent = self.state.holds.get(key).is_some_and(|hold| {
             hold.loss.shorten(answered_at, to);
             // The regular runs keep a deadline at least two periods ahead.
             to < crate::config::later(Instant::now(), self.timeout / 3 * 2)
@@ -494,20 +497,9 @@ impl Watchdog {
         }
     }
 
-    /// Whether `field`'s hold on `name` is being renewed.
-    /// How the watchdog renews the hold of this (lock, owner), if it renews one.
-    pub(crate) fn renewal_of(&self, name: &Arc<str>, field: &Arc<str>) -> Option<RenewalShape> {
-        self.state
-            .holds
-            .get(&hold_key(name, field))
-            .map(|h| h.shape.clone())
-    }
-
-    pub(crate) fn renews(&self, name: &Arc<str>, field: &Arc<str>) -> bool {
-        self.state.holds.contains_key(&HoldKey {
-            name: name.clone(),
-            field: field.clone(),
-        })
+    /// Whether the hold `key` is being renewed.
+    pub(crate) fn renews(&self, key: &HoldKey) -> bool {
+        self.state.holds.contains_key(key)
     }
 
     /// Number of (lock, owner) pairs being renewed.
@@ -765,10 +757,7 @@ mod tests {
 
     fn item(name: &str, field: &str, shape: RenewalShape) -> Item {
         Item {
-            key: HoldKey {
-                name: name.into(),
-                field: field.into(),
-            },
+            key: HoldKey::new(name.into(), field.into(), Arc::from([])),
             shape,
             epoch: 1,
             loss: LossSignal::new(Instant::now() + Duration::from_secs(10)),
@@ -890,20 +879,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_guard_of_a_lost_registration_deregisters_nothing_of_the_next() {
         let wd = watchdog(Duration::from_secs(1));
-        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
         let shape = || RenewalShape::per_hold("n");
-        let stale = wd.register(&name, &field, shape(), None, Instant::now());
+        let stale = wd.register(&key, shape(), None, Instant::now());
         stale.loss.mark_lost();
-        let next = wd.register(&name, &field, shape(), None, Instant::now());
+        let next = wd.register(&key, shape(), None, Instant::now());
         assert_ne!(stale.epoch, next.epoch);
         assert!(!next.loss.is_lost());
-        wd.deregister(&name, &field, Some(stale.epoch));
+        wd.deregister(&key, Some(stale.epoch));
         assert_eq!(
             wd.len(),
             1,
             "the stale guard leaves the new registration alone"
         );
-        wd.deregister(&name, &field, Some(next.epoch));
+        wd.deregister(&key, Some(next.epoch));
         assert_eq!(
             wd.len(),
             0,
@@ -914,7 +903,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_hold_found_gone_is_gone_only_if_every_acquisition_ran_before_the_renewal() {
         let wd = watchdog(Duration::from_secs(30));
-        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
         let shape = || RenewalShape::per_hold("n");
         let collected = |r: &Registration| {
             let mut it = item("n", "f", shape());
@@ -923,17 +912,17 @@ mod tests {
             it
         };
         let until = Instant::now() + Duration::from_secs(30);
-        let first = wd.register(&name, &field, shape(), None, Instant::now());
+        let first = wd.register(&key, shape(), None, Instant::now());
         tokio::time::advance(Duration::from_millis(10)).await;
         let renewal_sent = Instant::now();
         apply(&wd.state, &collected(&first), false, renewal_sent, until);
         assert!(first.loss.is_gone(), "acquired before the renewal was sent");
 
-        let second = wd.register(&name, &field, shape(), None, Instant::now());
+        let second = wd.register(&key, shape(), None, Instant::now());
         let renewal_sent = Instant::now();
         tokio::time::advance(Duration::from_millis(10)).await;
         // A re-entry sent while that renewal was in flight may have run after it.
-        wd.register(&name, &field, shape(), None, Instant::now());
+        wd.register(&key, shape(), None, Instant::now());
         apply(&wd.state, &collected(&second), false, renewal_sent, until);
         assert!(second.loss.is_lost());
         assert!(!second.loss.is_gone(), "its guards still release");
@@ -943,22 +932,16 @@ mod tests {
     async fn a_ttl_set_reaches_every_guard_of_the_owner_and_hurries_the_watchdog() {
         let timeout = Duration::from_secs(30);
         let wd = watchdog(timeout);
-        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
-        let other: Arc<str> = "g".into();
-        let held = wd.register(
-            &name,
-            &field,
-            RenewalShape::per_hold("n"),
-            None,
-            Instant::now(),
-        );
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
+        let other = HoldKey::new("n".into(), "g".into(), Arc::from([]));
+        let held = wd.register(&key, RenewalShape::per_hold("n"), None, Instant::now());
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(20));
         let others = LossSignal::new(Instant::now() + Duration::from_secs(20));
-        wd.track_leased(&name, &field, &leased);
-        wd.track_leased(&name, &other, &others);
+        wd.track_leased(&key, &leased);
+        wd.track_leased(&other, &others);
         // A 25 s TTL: the regular runs still renew in time.
         let sent = Instant::now();
-        wd.ttl_set(&name, &field, sent, Duration::from_secs(25), sent);
+        wd.ttl_set(&key, sent, Duration::from_secs(25), sent);
         assert_eq!(leased.deadline(), sent + Duration::from_secs(20));
         assert_eq!(
             held.loss.deadline(),
@@ -966,7 +949,7 @@ mod tests {
         );
         assert!(futures::FutureExt::now_or_never(wd.state.urgent.notified()).is_none());
         // A 1 s TTL: every guard of that owner learns it, the renewal comes at once.
-        wd.ttl_set(&name, &field, sent, Duration::from_secs(1), sent);
+        wd.ttl_set(&key, sent, Duration::from_secs(1), sent);
         let to = valid_until(sent, Duration::from_secs(1));
         assert_eq!((leased.deadline(), held.loss.deadline()), (to, to));
         assert_eq!(
@@ -975,8 +958,8 @@ mod tests {
             "another owner's"
         );
         assert!(futures::FutureExt::now_or_never(wd.state.urgent.notified()).is_some());
-        wd.untrack_leased(&name, &field, &leased);
-        wd.untrack_leased(&name, &other, &others);
+        wd.untrack_leased(&key, &leased);
+        wd.untrack_leased(&other, &others);
         assert!(wd.state.leased.is_empty());
     }
 
@@ -1071,10 +1054,7 @@ mod tests {
         let now = Instant::now();
         let add = |name: &str, deadline: Instant, renewals: u64| {
             state.holds.insert(
-                HoldKey {
-                    name: name.into(),
-                    field: "f".into(),
-                },
+                HoldKey::new(name.into(), "f".into(), Arc::from([])),
                 Renewed {
                     count: 1,
                     shape: RenewalShape::per_hold(name),
@@ -1098,10 +1078,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn apply_renews_or_reports_lost_only_the_collected_registration() {
         let state = state();
-        let key = HoldKey {
-            name: "n".into(),
-            field: "f".into(),
-        };
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
         let loss = LossSignal::new(Instant::now() + Duration::from_secs(1));
         state.holds.insert(
             key.clone(),
