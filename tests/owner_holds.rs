@@ -536,3 +536,44 @@ async fn a_hold_in_doubt_is_not_confirmed_by_a_re_acquisition_after_its_loss() {
     assert_eq!(lock.hold_count().await.unwrap(), 1, "the new hold stays");
     assert_eq!(inner.unlock().await.unwrap(), UnlockOutcome::Released);
 }
+
+/// The same when the client knew the loss was possible: a leased guard kept past its lease
+/// (its hold expired, the owner's count forgotten), then the owner locks again. The stale
+/// guard's unlock and drop release nothing of the new hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_kept_past_its_lease_releases_nothing_of_its_owners_next_hold() {
+    let (_s, c, admin) = standalone(Config::default()).await;
+    let lock = c.get_lock("unseen:expired");
+    let stale = leased(&lock, Duration::from_millis(300)).await;
+    let dropped = leased(&lock, Duration::from_millis(300)).await;
+    assert!(
+        common::eventually(5 * SECOND, || async {
+            !admin.exists("unseen:expired").await
+        })
+        .await
+    );
+    // The client's ledger forgets the count once the hold can no longer last (swept every
+    // second): wait for that, so the next acquisition starts from nothing known.
+    assert!(
+        common::eventually(5 * SECOND, || async { c.stats().owner_entries == 0 }).await,
+        "the ledger entry is swept"
+    );
+    let held = lock.lock().await.unwrap();
+    assert_eq!(stale.state(), HoldState::Lost);
+    drop(dropped);
+    let unlocked = stale.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::NotHeld { .. })),
+        "{unlocked:?}"
+    );
+    key_lives_for(
+        &admin,
+        "unseen:expired",
+        SECOND,
+        "a stale guard released the new hold",
+    )
+    .await;
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    assert_eq!(held.state(), HoldState::Held);
+    assert_eq!(held.unlock().await.unwrap(), UnlockOutcome::Released);
+}
