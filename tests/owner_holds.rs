@@ -515,6 +515,8 @@ async fn a_hold_in_doubt_is_not_confirmed_by_a_re_acquisition_after_its_loss() {
     );
     assert_eq!(outer.state(), HoldState::InDoubt);
     proxy.reset();
+    // Back on a new connection (an acquisition sent while the connection drops fails).
+    assert!(common::eventually(10 * SECOND, || async { lock.is_locked().await.is_ok() }).await);
     let inner = lock.lock().await.unwrap();
     assert_eq!(inner.state(), HoldState::Held);
     // The check's next try (after `retry`) finds the owner's field, the new hold's.

@@ -166,7 +166,8 @@ impl Hold {
                 )
             })?,
         };
-        let before = match entry.known() {
+        let known = entry.known();
+        let before = match known {
             Known::Count(0) => 0,
             // A re-entry (or a count this client is unsure of): read it, so an ambiguous
             // attempt is judged against the real count, not a hold that expired unseen.
@@ -176,6 +177,18 @@ impl Hold {
                 n
             }
         };
+        // Lower than what this client knew (or nothing at all): the owner's earlier holds of
+        // this lock are gone (deleted, expired, lost in a restart or a failover), whatever
+        // their guards were told so far. They are lost, and release nothing, before this
+        // acquisition makes a hold of its own: merged into them, it would keep them `Held`
+        // and their unlocks would release it.
+        let gone = match known {
+            Known::Count(k) => before < k || before == 0,
+            Known::Unknown => before == 0,
+        };
+        if gone {
+            self.client.watchdog().holds_gone(&self.key());
+        }
         Ok((entry, before))
     }
 

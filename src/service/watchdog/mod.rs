@@ -474,6 +474,33 @@ impl Watchdog {
         }
     }
 
+    /// The holds `key` names are known to hold nothing in Redis any more (an acquisition of
+    /// their owner found the owner's count lower than every hold this client knows of, or
+    /// knew it at zero): the watchdog registration is dropped and its guards, with every
+    /// leased guard of `key`, are lost and *gone* (their unlocks release nothing: the owner's
+    /// count in Redis is a later acquisition's). Called before that acquisition's attempt, so
+    /// it starts a registration of its own. A hold in doubt is lost too: a later confirmation
+    /// would only find the new hold's field.
+    pub(crate) fn holds_gone(&self, key: &HoldKey) {
+        if let Some((_, hold)) = self.state.holds.remove(key) {
+            if !hold.loss.is_lost() {
+                crate::observe::lock_lost(&key.name, &key.field, "its owner's count was lower");
+            }
+            hold.loss.mark_gone();
+            if let Some(tag) = hold.queue {
+                (self.state.on_gone)(&key.name, tag);
+            }
+        }
+        if let Some(signals) = self.state.leased.get(key) {
+            for loss in signals.iter() {
+                if !loss.is_lost() {
+                    crate::observe::lock_lost(&key.name, &key.field, "its owner's count was lower");
+                }
+                loss.mark_gone();
+            }
+        }
+    }
+
     /// Drops every registration of a lock (forced unlock); their holders, and the lock's leased
     /// holders, are told it is lost.
     pub(crate) fn remove_lock(&self, name: &str) {
@@ -926,6 +953,32 @@ mod tests {
         apply(&wd.state, &collected(&second), false, renewal_sent, until);
         assert!(second.loss.is_lost());
         assert!(!second.loss.is_gone(), "its guards still release");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn holds_found_gone_by_their_owner_are_lost_for_good_and_release_nothing() {
+        let wd = watchdog(Duration::from_secs(30));
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
+        let other = HoldKey::new("n".into(), "f".into(), Arc::from(["v".to_owned()]));
+        let renewed = wd.register(&key, RenewalShape::per_hold("n"), None, Instant::now());
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(20));
+        let others = LossSignal::new(Instant::now() + Duration::from_secs(20));
+        wd.track_leased(&key, &leased);
+        wd.track_leased(&other, &others);
+        // In doubt (a connection drop): a later confirmation would find the new hold's field.
+        assert!(leased.doubt(1));
+        wd.holds_gone(&key);
+        assert!(renewed.loss.is_gone() && leased.is_gone());
+        assert_eq!(wd.len(), 0, "the registration is dropped");
+        assert!(!leased.confirm(1));
+        assert_eq!(leased.state(), HoldState::Lost, "never confirmed again");
+        assert_eq!(others.state(), HoldState::Held, "another set of the owner");
+        // The next acquisition starts a registration of its own.
+        let next = wd.register(&key, RenewalShape::per_hold("n"), None, Instant::now());
+        assert_ne!(next.epoch, renewed.epoch);
+        assert_eq!(next.loss.state(), HoldState::Held);
+        wd.untrack_leased(&key, &leased);
+        wd.untrack_leased(&other, &others);
     }
 
     #[tokio::test(start_paused = true)]
