@@ -247,7 +247,7 @@ impl Watchdog {
     #[allow(dead_code)] // for other detectors (a stalled-connection check)
     pub(crate) fn reconnected(&self) {
         if let Some(core) = self.core.upgrade() {
-            reconnected(&core, &self.state);
+            decide_doubted(&core, &self.state);
         }
     }
 
@@ -317,7 +317,7 @@ impl FailoverHolds {
         self.state.doubts.failover.store(false, Ordering::Release);
         doubt_where(&self.state, |_| true, "the master was replaced");
         if let Some(core) = self.core.upgrade() {
-            reconnected(&core, &self.state);
+            decide_doubted(&core, &self.state);
         }
     }
 
@@ -351,9 +351,10 @@ fn in_doubt(core: &Core, state: &WatchdogState, node: Node<'_>, why: &'static st
 }
 
 /// The cluster's routing changed: holds whose slot moved to another node are in doubt (a
-/// failover may have lost the last writes; a migration keeps them, and the renewal that
-/// follows confirms them at once).
-fn routing_changed(core: &Core, state: &WatchdogState) {
+/// failover may have lost the last writes; a migration keeps them), and are decided at once on
+/// the new owner: a renewal run for the watchdog holds, the check of the leased ones (no
+/// reconnect follows a migration, so nothing else would check them before their deadline).
+fn routing_changed(core: &Arc<Core>, state: &Arc<WatchdogState>) {
     let current = core.redis().cached_cluster_state();
     let last = std::mem::replace(&mut *state.doubts.routing.lock(), current.clone());
     let (Some(current), Some(last)) = (current, last) else {
@@ -367,10 +368,12 @@ fn routing_changed(core: &Core, state: &WatchdogState) {
         },
         "the cluster moved its slot",
     );
-    renew_doubted_now(state);
+    decide_doubted(core, state);
 }
 
-fn reconnected(core: &Arc<Core>, state: &Arc<WatchdogState>) {
+/// Decides the holds in doubt now (after a reconnect, a failover's end, a slot's move): a
+/// renewal run at once for the watchdog holds, and the check of each leased hold in doubt.
+fn decide_doubted(core: &Arc<Core>, state: &Arc<WatchdogState>) {
     renew_doubted_now(state);
     let doubted: Vec<HoldKey> = state
         .leased
@@ -500,7 +503,7 @@ pub(crate) async fn watch_connection(core: Arc<Core>, state: Arc<WatchdogState>)
                 Err(RecvError::Closed) => return,
             },
             e = reconnects.recv() => match e {
-                Ok(_) | Err(RecvError::Lagged(_)) => reconnected(&core, &state),
+                Ok(_) | Err(RecvError::Lagged(_)) => decide_doubted(&core, &state),
                 Err(RecvError::Closed) => return,
             },
         }
