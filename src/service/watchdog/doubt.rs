@@ -388,9 +388,21 @@ fn decide_doubted(core: &Arc<Core>, state: &Arc<WatchdogState>) {
 
 /// Starts the check of one owner's leased holds of one lock, unless one is running.
 fn check_leased(core: &Arc<Core>, state: &Arc<WatchdogState>, key: HoldKey) {
-    if state.doubts.checking.lock().insert(key.clone()) {
+    if check_begins(state, &key) {
         tokio::spawn(verify_leased(core.clone(), state.clone(), key));
     }
+}
+
+/// A check of `key`'s leased holds is asked for (their doubt was raised first): `true` when
+/// none is running, so the caller starts one.
+fn check_begins(state: &WatchdogState, key: &HoldKey) -> bool {
+    state.doubts.checking.lock().insert(key.clone())
+}
+
+/// The running check of `key` found nothing in doubt any more: `true` when it ends.
+fn check_ends(state: &WatchdogState, key: &HoldKey) -> bool {
+    state.doubts.checking.lock().remove(key);
+    true
 }
 
 /// The leased holds of `key` now in doubt.
@@ -416,7 +428,10 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
     loop {
         let doubted = doubted_leases(&state, &key);
         if doubted.is_empty() {
-            break;
+            if check_ends(&state, &key) {
+                return;
+            }
+            continue;
         }
         let sent_epoch = state.doubts.current();
         let count = state.presence.get(&key).map(|c| c.clone());
@@ -454,7 +469,6 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
             }
         }
     }
-    state.doubts.checking.lock().remove(&key);
 }
 
 /// Listens to the command connection's events for as long as the client lives.
@@ -660,6 +674,44 @@ mod tests {
             "a renewal sent after the switch confirms it"
         );
         assert_eq!(leased.state(), HoldState::Held);
+    }
+
+    /// Issue 29: a doubt raised while the check of its leased holds is finishing (it looked,
+    /// found nothing in doubt, and has not left yet) is checked: either that check goes on or
+    /// a new one starts, never neither.
+    #[test]
+    fn a_doubt_raised_while_the_leased_check_finishes_is_checked() {
+        let state = crate::service::watchdog::tests::state();
+        let key = crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([]));
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        state.leased.insert(key.clone(), vec![leased.clone()]);
+        assert!(check_begins(&state, &key), "the first check starts");
+        // The running check looks: nothing in doubt, it is about to end.
+        assert!(doubted_leases(&state, &key).is_empty());
+        // A reconnect now: the hold is in doubt, and a check is asked for.
+        assert!(leased.doubt(state.doubts.next()));
+        let started = check_begins(&state, &key);
+        let ended = check_ends(&state, &key);
+        assert!(
+            started || !ended,
+            "the doubt is left unchecked until the deadline: no new check, and the running one ended"
+        );
+        if !ended {
+            assert_eq!(
+                doubted_leases(&state, &key).len(),
+                1,
+                "the running check goes on"
+            );
+            leased.confirm(state.doubts.current());
+            assert!(
+                check_ends(&state, &key),
+                "and ends once nothing is in doubt"
+            );
+        }
+        assert!(
+            check_begins(&state, &key),
+            "the next doubt starts a check again"
+        );
     }
 
     #[tokio::test(start_paused = true)]
