@@ -399,9 +399,16 @@ fn check_begins(state: &WatchdogState, key: &HoldKey) -> bool {
     state.doubts.checking.lock().insert(key.clone())
 }
 
-/// The running check of `key` found nothing in doubt any more: `true` when it ends.
+/// The running check of `key` found nothing in doubt any more: `true` when it ends. Looked at
+/// again under the lock [`check_begins`] takes: a doubt is raised before its check is asked
+/// for, so a doubt raised after the check's last look either is seen here (the check goes on)
+/// or asks after the check is gone (and starts one); never neither.
 fn check_ends(state: &WatchdogState, key: &HoldKey) -> bool {
-    state.doubts.checking.lock().remove(key);
+    let mut checking = state.doubts.checking.lock();
+    if !doubted_leases(state, key).is_empty() {
+        return false;
+    }
+    checking.remove(key);
     true
 }
 
