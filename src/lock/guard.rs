@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    service::watchdog::{valid_until, HoldKey, HoldState, LossSignal},
+    service::watchdog::{valid_until, HoldState, LossSignal},
     types::owner::Owner,
 };
 
@@ -78,8 +78,6 @@ pub type AnyGuard = Guard<AnyKind>;
 /// What a guard holds, whatever its kind; releases on drop unless consumed.
 pub(crate) struct Held {
     hold: Hold,
-    /// The hold's name in the watchdog (`Hold::key`).
-    key: HoldKey,
     owner: Owner,
     watchdog: bool,
     /// The epoch of this guard's watchdog registration (watchdog mode).
@@ -124,7 +122,6 @@ impl Held {
         crate::observe::guard_opened(kind);
         Self {
             hold,
-            key,
             owner,
             watchdog,
             registration,
@@ -143,7 +140,7 @@ impl Held {
             self.hold
                 .client
                 .watchdog()
-                .deregister(&self.key, Some(self.registration));
+                .deregister(&self.hold.key(), Some(self.registration));
         }
         self.hold.clone()
     }
@@ -164,7 +161,7 @@ impl Drop for Held {
             self.hold
                 .client
                 .watchdog()
-                .untrack_leased(&self.key, &self.loss);
+                .untrack_leased(&self.hold.key(), &self.loss);
         }
     }
 }
@@ -304,7 +301,7 @@ impl<K: Kind> Guard<K> {
         self.held.hold.lease_ms = lease.as_millis() as u64;
         if !self.held.watchdog {
             let wd = self.held.hold.client.watchdog();
-            let key = &self.held.key;
+            let key = &self.held.hold.key();
             wd.untrack_leased(key, &self.held.loss);
             self.held.loss = LossSignal::new(valid_until(sent_at, lease));
             wd.track_leased(key, &self.held.loss);
