@@ -57,7 +57,7 @@ async fn sweep_ledger(inner: std::sync::Weak<ClientInner>) {
         inner
             .acquisitions
             .ledgers
-            .sweep(now, |lock, field| inner.watchdog.renews(lock, field));
+            .sweep(now, |key| inner.watchdog.renews(key));
     }
 }
 

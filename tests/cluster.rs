@@ -355,7 +355,9 @@ async fn a_lock_survives_a_manual_failover_and_hands_over_after_it() {
 }
 
 /// A held lock whose slot migrates to another master: renewals, the release and the fair
-/// queue scripts follow the redirect, and a waiter on the moved shard channel still wakes.
+/// queue scripts follow the redirect, and a waiter on the moved shard channel still wakes. A
+/// leased hold in that slot (no renewal) is in doubt at the move and confirmed on the new
+/// owner, as the watchdog hold is (issue 29, defect 5: it stayed in doubt until its deadline).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_follows_its_slot_to_another_master() {
     let c = RedisCluster::start();
@@ -395,6 +397,13 @@ async fn a_lock_follows_its_slot_to_another_master() {
         .await
     );
 
+    let leased_name = format!("{{{name}}}:leased");
+    let leased = holder
+        .get_lock(&leased_name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+
     let slot = RedisCluster::slot(&name);
     let from = c.master_for_key(&name);
     let to = c.masters().into_iter().find(|m| *m != from).unwrap();
@@ -412,6 +421,15 @@ async fn a_lock_follows_its_slot_to_another_master() {
         held_again(|| guard.state()).await,
         "renewals follow the slot"
     );
+    assert!(
+        held_again(|| leased.state()).await,
+        "the leased hold is checked on the new owner: {:?}",
+        leased.state()
+    );
+    assert_eq!(
+        RedisCluster::cmd(to, &["HEXISTS", &leased_name, leased.owner_field()]).int(),
+        Some(1)
+    );
     // The waiter's subscription moved with the slot.
     let ch = channel(&name);
     assert!(eventually(WITHIN, || async { shard_subscribers(&c, &ch) == 1 }).await);
@@ -419,6 +437,10 @@ async fn a_lock_follows_its_slot_to_another_master() {
     guard.unlock().await.unwrap();
     let g = woke_within(waiter, released, Duration::from_millis(1000)).await;
     g.unlock().await.unwrap();
+    assert_eq!(
+        leased.unlock().await.unwrap(),
+        redisson_lock::UnlockOutcome::Released
+    );
 
     let released = Instant::now();
     fair_guard.unlock().await.unwrap();

@@ -8,7 +8,7 @@ mod common;
 use std::{collections::HashMap, time::Duration};
 
 use common::{Admin, Backend};
-use redisson_lock::{Config, ErrorKind, GroupLock, UnlockOutcome};
+use redisson_lock::{Config, ErrorKind, GroupLock, HoldState, UnlockOutcome};
 use tokio::time::Instant;
 
 fn channel(name: &str) -> String {
@@ -308,31 +308,164 @@ fn the_blocking_facade_locks_a_group_per_thread() {
     assert_eq!(other, (true, true));
 }
 
-/// One owner, two sets of one group in watchdog mode: refused up front (the watchdog renews one
-/// set per lock and owner); a leased second set and another owner's set are fine.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_renewed_set_of_one_owner_is_refused_not_left_unrenewed() {
-    let server = common::RedisServer::start();
-    let client = redisson_lock::Client::connect(&server.url(), Config::default())
+// Issue 29, defect 3: one owner's sets of one group are holds of their own (renewal, state,
+// unlock), whatever the order they were granted in. The scenario: owner `o` waits for `[b]`
+// (held by another client) and meanwhile acquires `[a]` of the same group; `[b]` is granted
+// later.
+
+/// A 1.5 s watchdog (a renewal run every 500 ms).
+fn short_watchdog() -> Config {
+    Config::default().lock_watchdog_timeout(Duration::from_millis(1500))
+}
+
+/// `o`'s `[a]` (watchdog), and its `[b]` granted later (watchdog, waited for while another
+/// client held `b`).
+async fn two_sets_granted_in_turn(
+    client: &redisson_lock::Client,
+    other: &redisson_lock::Client,
+    group: &str,
+) -> (redisson_lock::GroupGuard, redisson_lock::GroupGuard) {
+    let owner = redisson_lock::Owner::new();
+    let theirs = other.get_group_lock(group, ["b"]).lock().await.unwrap();
+    let b = client.get_group_lock_with_owner(group, ["b"], owner);
+    let waiter = tokio::spawn(async move { b.lock().await });
+    let ch = channel(group);
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().channel_waiters(&ch) == 1
+        })
+        .await,
+        "o waits for [b]"
+    );
+    let ga = client
+        .get_group_lock_with_owner(group, ["a"], owner)
+        .lock()
         .await
         .unwrap();
+    theirs.unlock().await.unwrap();
+    let gb = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("[b] granted")
+        .unwrap()
+        .unwrap();
+    (ga, gb)
+}
+
+/// Waits for `n` more renewal runs of `client`.
+async fn renewal_runs(client: &redisson_lock::Client, n: u64) {
+    let from = client.stats().renewal_calls;
+    assert!(
+        common::eventually(Duration::from_secs(15), || async {
+            client.stats().renewal_calls >= from + n
+        })
+        .await,
+        "{n} renewal runs"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_set_granted_after_another_set_of_its_owner_is_renewed_on_its_own() {
+    let server = common::RedisServer::start();
+    let url = server.url();
+    let connect = || redisson_lock::Client::connect(&url, short_watchdog());
+    let (client, other, third) = (
+        connect().await.unwrap(),
+        connect().await.unwrap(),
+        connect().await.unwrap(),
+    );
+    let admin = Admin::connect(&server.url()).await;
+    let (ga, gb) = two_sets_granted_in_turn(&client, &other, "g-later").await;
+    // Past the 1.5 s deadlines `b` was granted with: only a renewal of `[b]` keeps it.
+    renewal_runs(&client, 5).await;
+    let stolen = third
+        .get_group_lock("g-later", ["b"])
+        .try_lock()
+        .await
+        .unwrap();
+    assert!(
+        stolen.is_none(),
+        "another client took b while gb was renewed"
+    );
+    assert_eq!((ga.state(), gb.state()), (HoldState::Held, HoldState::Held));
+    assert_eq!(client.stats().watchdog_holds, 2, "one renewed hold per set");
+    // Each set's state is its own: b's fields deleted, gb is lost and ga is not.
+    let owner = ga.owner_field().to_owned();
+    admin
+        .cmd(
+            "HDEL",
+            vec![
+                "g-later".into(),
+                h("b").into(),
+                format!("{}:{owner}:expire_time", h("b")).into(),
+                format!("{}:{owner}:lock_count", h("b")).into(),
+            ],
+        )
+        .await
+        .unwrap();
+    renewal_runs(&client, 2).await;
+    assert_eq!((ga.state(), gb.state()), (HoldState::Held, HoldState::Lost));
+    assert_eq!(ga.unlock().await.unwrap(), UnlockOutcome::Released);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_earlier_set_released_first_leaves_the_later_set_held_and_its_own_to_release() {
+    let server = common::RedisServer::start();
+    let url = server.url();
+    let connect = || redisson_lock::Client::connect(&url, short_watchdog());
+    let (client, other) = (connect().await.unwrap(), connect().await.unwrap());
+    let admin = Admin::connect(&server.url()).await;
+    let (ga, gb) = two_sets_granted_in_turn(&client, &other, "g-first").await;
+    assert_eq!(ga.unlock().await.unwrap(), UnlockOutcome::Released);
+    let from = client.stats().renewal_calls;
+    assert!(
+        common::eventually(Duration::from_secs(15), || async {
+            client.stats().renewal_calls >= from + 4 || gb.state() != HoldState::Held
+        })
+        .await
+    );
+    assert_eq!(gb.state(), HoldState::Held, "[b] after [a]'s release");
+    assert_eq!(gb.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(
+        !admin.exists("g-first").await,
+        "[b]'s unlock released b: {:?}",
+        admin.hgetall("g-first").await
+    );
+}
+
+/// One owner, two sets of one group in watchdog mode, acquired one after the other: both are
+/// renewed, and each unlock releases its own set.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_renewed_sets_of_one_owner_are_each_renewed_and_released_on_their_own() {
+    let server = common::RedisServer::start();
+    let client = redisson_lock::Client::connect(&server.url(), short_watchdog())
+        .await
+        .unwrap();
+    let admin = Admin::connect(&server.url()).await;
     let owner = redisson_lock::Owner::new();
     let ab = client.get_group_lock_with_owner("g2", ["a", "b"], owner);
     let c = client.get_group_lock_with_owner("g2", ["c"], owner);
     let g = ab.lock().await.unwrap();
     let again = ab.lock().await.unwrap();
-    let err = c.try_lock().await.unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");
-    assert!(!c.is_locked().await.unwrap(), "nothing taken");
+    let gc = c
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("a second set of the owner");
     let leased = c
         .try_lock_with_lease(Duration::ZERO, Duration::from_secs(5))
         .await
         .unwrap()
-        .expect("a leased set is not renewed, so it may be held");
-    let other = client.get_group_lock("g2", ["d"]).lock().await.unwrap();
-    for g in [again, g] {
-        g.unlock().await.unwrap();
-    }
-    leased.unlock().await.unwrap();
-    other.unlock().await.unwrap();
+        .expect("a leased re-entry of [c]");
+    renewal_runs(&client, 5).await;
+    assert!(c.is_held_by_current().await.unwrap() && ab.is_held_by_current().await.unwrap());
+    assert_eq!(
+        [g.state(), again.state(), gc.state(), leased.state()],
+        [HoldState::Held; 4]
+    );
+    assert_eq!(again.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert_eq!(g.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(!ab.is_locked().await.unwrap());
+    assert_eq!(leased.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert_eq!(gc.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(!admin.exists("g2").await);
 }

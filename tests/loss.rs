@@ -453,7 +453,7 @@ fn the_blocking_guard_is_in_doubt_when_its_node_goes_away() {
 }
 
 // Every kind: in doubt at the drop, held again after a restart that kept the keys (AOF), lost
-// after a restart without them. The read lock is renewed per lock (R-RENEW), the others per hold.
+// after a restart without them. The read lock is renewed with R-RENEW, the others with L-RENEW.
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_is_in_doubt_at_the_drop_and_decided_by_the_renewal_after_it() {

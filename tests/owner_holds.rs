@@ -7,11 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    proxy::Proxy,
+    proxy::{Direction, Proxy},
     replica::{cli, ReplicaSet},
     Admin, RedisServer,
 };
-use redisson_lock::{Client, Config, ErrorKind, LockGuard, RLock, UnlockOutcome};
+use redisson_lock::{
+    Client, Config, Error, ErrorKind, HoldState, Kind, Lock, LockGuard, RLock, UnlockOutcome,
+};
 use tokio::time::Instant;
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -327,4 +329,253 @@ async fn force_unlock_tells_leased_holders_of_this_client_at_once() {
         leased.is_lost(),
         "the lock was deleted under a leased guard"
     );
+}
+
+// Issue 29, defect 2: a re-acquisition by the same owner after a loss nobody noticed yet (the
+// key deleted behind its back, a restart without data) is a new hold, not a re-entry of the
+// stale ones: the Java-style nested pattern (outer `lock()`, the loss, inner `lock()` +
+// `unlock()` on the same handle) must leave the outer guards Lost, and their unlocks must not
+// release the new hold.
+
+/// The scenario on one kind: `mine` holds an outer watchdog hold (and, where the kind
+/// re-enters, a leased re-entry), its key `key` is deleted, `mine` locks again. `theirs` is
+/// another client's lock that conflicts with `mine`.
+async fn a_re_acquisition_after_an_unseen_loss_is_a_new_hold<K: Kind, O: Kind>(
+    admin: &Admin,
+    key: &str,
+    mine: &Lock<K>,
+    theirs: &Lock<O>,
+    reenters: bool,
+) {
+    let what = format!("{} lock {key}", K::NAME);
+    let outer = mine.lock().await.unwrap();
+    let outer_leased = if reenters {
+        Some(
+            mine.try_lock_with_lease(Duration::ZERO, 60 * SECOND)
+                .await
+                .unwrap()
+                .expect("a re-entry"),
+        )
+    } else {
+        None
+    };
+    admin.cmd("DEL", vec![key.into()]).await.unwrap();
+    let inner = mine.lock().await.unwrap();
+    assert_eq!(
+        outer.state(),
+        HoldState::Lost,
+        "{what}: the outer watchdog hold"
+    );
+    if let Some(g) = &outer_leased {
+        assert_eq!(g.state(), HoldState::Lost, "{what}: the outer leased hold");
+    }
+    assert_eq!(inner.state(), HoldState::Held, "{what}: the new hold");
+    // A stale guard's unlock releases nothing: the new hold stays.
+    if let Some(g) = outer_leased {
+        let unlocked = g.unlock().await;
+        assert!(
+            matches!(unlocked, Err(Error::NotHeld { .. })),
+            "{what}: {unlocked:?}"
+        );
+        assert_eq!(
+            mine.hold_count().await.unwrap(),
+            1,
+            "{what}: new hold released"
+        );
+    }
+    assert_eq!(
+        inner.unlock().await.unwrap(),
+        UnlockOutcome::Released,
+        "{what}"
+    );
+    assert!(!mine.is_locked().await.unwrap(), "{what}");
+    let t = theirs
+        .try_lock()
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("{what}: free for another client"));
+    assert_eq!(
+        outer.state(),
+        HoldState::Lost,
+        "{what}: beside another client's hold"
+    );
+    let unlocked = outer.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::NotHeld { .. })),
+        "{what}: {unlocked:?}"
+    );
+    assert_eq!(t.state(), HoldState::Held, "{what}");
+    assert!(
+        theirs.is_locked().await.unwrap(),
+        "{what}: theirs still held"
+    );
+    t.unlock().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_acquisition_after_an_unseen_loss_leaves_the_earlier_holds_lost_for_every_kind() {
+    // The default 30 s watchdog: no renewal notices the loss during the test.
+    let (s, c, admin) = standalone(Config::default()).await;
+    let other = client(&s.url(), Config::default()).await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:r",
+        &c.get_lock("unseen:r"),
+        &other.get_lock("unseen:r"),
+        true,
+    )
+    .await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:f",
+        &c.get_fair_lock("unseen:f"),
+        &other.get_fair_lock("unseen:f"),
+        true,
+    )
+    .await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:x",
+        &c.get_fenced_lock("unseen:x"),
+        &other.get_fenced_lock("unseen:x"),
+        true,
+    )
+    .await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:s",
+        &c.get_spin_lock("unseen:s"),
+        &other.get_spin_lock("unseen:s"),
+        true,
+    )
+    .await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:rw",
+        c.get_read_write_lock("unseen:rw").read_lock(),
+        other.get_read_write_lock("unseen:rw").write_lock(),
+        true,
+    )
+    .await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:rw",
+        c.get_read_write_lock("unseen:rw").write_lock(),
+        other.get_read_write_lock("unseen:rw").write_lock(),
+        true,
+    )
+    .await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:g",
+        &c.get_group_lock("unseen:g", ["a", "b"]),
+        &other.get_group_lock("unseen:g", ["b"]),
+        true,
+    )
+    .await;
+    a_re_acquisition_after_an_unseen_loss_is_a_new_hold(
+        &admin,
+        "unseen:nr",
+        &c.get_non_reentrant_lock("unseen:nr"),
+        &other.get_lock("unseen:nr"),
+        false,
+    )
+    .await;
+}
+
+/// The same across a doubt: a leased hold in doubt after a connection drop, whose check after
+/// the reconnect failed (its connection dropped again), is not confirmed by the owner's field
+/// of a hold its owner took after the loss.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hold_in_doubt_is_not_confirmed_by_a_re_acquisition_after_its_loss() {
+    let s = RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    let retry = 2 * SECOND;
+    let config = Config::default()
+        .timeout(Duration::from_millis(500))
+        .retry_delay(retry)
+        .reconnect_max_delay(Duration::from_millis(100));
+    let c = client(&proxy.url(), config).await;
+    let admin = Admin::connect(&s.url()).await;
+    let lock = c.get_lock("unseen:doubt");
+    let outer = leased(&lock, 60 * SECOND).await;
+    admin.cmd("DEL", vec!["unseen:doubt".into()]).await.unwrap();
+    // The leased hold's check after the reconnect (`HEXISTS`) is caught on its way to the
+    // server, and its connection dropped: the check fails and waits `retry` to try again.
+    let check = proxy.hold_next(
+        Direction::Upstream,
+        Some(Box::new(|chunk: &[u8]| {
+            chunk.windows(7).any(|w| w.eq_ignore_ascii_case(b"HEXISTS"))
+        })),
+    );
+    proxy.reset();
+    assert!(
+        check.wait_caught(10 * SECOND).await.is_some(),
+        "the check after the reconnect"
+    );
+    assert_eq!(outer.state(), HoldState::InDoubt);
+    proxy.reset();
+    // Back on a new connection (an acquisition sent while the connection drops fails).
+    assert!(common::eventually(10 * SECOND, || async { lock.is_locked().await.is_ok() }).await);
+    let inner = lock.lock().await.unwrap();
+    assert_eq!(inner.state(), HoldState::Held);
+    // The check's next try (after `retry`) finds the owner's field, the new hold's.
+    let end = Instant::now() + retry + 2 * SECOND;
+    while Instant::now() < end {
+        assert_ne!(
+            outer.state(),
+            HoldState::Held,
+            "a hold deleted while in doubt came back held"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(outer.state(), HoldState::Lost);
+    let unlocked = outer.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::NotHeld { .. })),
+        "{unlocked:?}"
+    );
+    assert_eq!(lock.hold_count().await.unwrap(), 1, "the new hold stays");
+    assert_eq!(inner.unlock().await.unwrap(), UnlockOutcome::Released);
+}
+
+/// The same when the client knew the loss was possible: a leased guard kept past its lease
+/// (its hold expired, the owner's count forgotten), then the owner locks again. The stale
+/// guard's unlock and drop release nothing of the new hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_kept_past_its_lease_releases_nothing_of_its_owners_next_hold() {
+    let (_s, c, admin) = standalone(Config::default()).await;
+    let lock = c.get_lock("unseen:expired");
+    let stale = leased(&lock, Duration::from_millis(300)).await;
+    let dropped = leased(&lock, Duration::from_millis(300)).await;
+    assert!(
+        common::eventually(5 * SECOND, || async {
+            !admin.exists("unseen:expired").await
+        })
+        .await
+    );
+    // The client's ledger forgets the count once the hold can no longer last (swept every
+    // second): wait for that, so the next acquisition starts from nothing known.
+    assert!(
+        common::eventually(5 * SECOND, || async { c.stats().owner_entries == 0 }).await,
+        "the ledger entry is swept"
+    );
+    let held = lock.lock().await.unwrap();
+    assert_eq!(stale.state(), HoldState::Lost);
+    drop(dropped);
+    let unlocked = stale.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::NotHeld { .. })),
+        "{unlocked:?}"
+    );
+    key_lives_for(
+        &admin,
+        "unseen:expired",
+        SECOND,
+        "a stale guard released the new hold",
+    )
+    .await;
+    assert_eq!(lock.hold_count().await.unwrap(), 1);
+    assert_eq!(held.state(), HoldState::Held);
+    assert_eq!(held.unlock().await.unwrap(), UnlockOutcome::Released);
 }

@@ -11,10 +11,13 @@ use std::{
     time::Duration,
 };
 
-use common::Backend;
+use common::{eventually, Admin, Backend, RedisServer};
 use fred::interfaces::KeysInterface;
-use redisson_lock::{Error, Ttl, UnlockOutcome};
+use redisson_lock::{Client, Config, Error, HoldState, Ttl, UnlockOutcome};
 use tokio::time::Instant;
+
+/// Bound of every wait on an event.
+const T: Duration = Duration::from_secs(15);
 
 /// The read-write lock's channel.
 fn chan(name: &str) -> String {
@@ -493,3 +496,128 @@ backend_tests!(
     write_lock_mutual_exclusion_stress,
     readers_never_overlap_a_writer,
 );
+
+// Issue 29, defect 1: the read renewal's flag is per reader, not per lock. Owners A and C of
+// one client read-lock N; A's field disappears (a restart without data, a failover that
+// missed it: here `HDEL`); C read-locks N again. A must not stay Held while C's readers keep
+// the hash alive, nor once another client writes.
+
+/// The `rwlock` rig's client: a 1.5 s watchdog (a renewal run every 500 ms), short timeouts.
+fn short_watchdog() -> Config {
+    Config::default()
+        .lock_watchdog_timeout(Duration::from_millis(1500))
+        .timeout(Duration::from_millis(500))
+        .retry_delay(Duration::from_millis(100))
+        .reconnect_max_delay(Duration::from_millis(100))
+}
+
+async fn hexists(admin: &Admin, key: &str, field: &str) -> bool {
+    admin
+        .cmd("HEXISTS", vec![key.into(), field.into()])
+        .await
+        .unwrap()
+        .as_i64()
+        == Some(1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_whose_field_is_gone_is_not_held_while_another_reader_of_its_client_reads() {
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), short_watchdog()).await.unwrap();
+    let other = Client::connect(&s.url(), short_watchdog()).await.unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let n = "rw:gone-reader";
+    let (a, c) = (client.get_read_write_lock(n), client.get_read_write_lock(n));
+    let fa = a.read_lock().owner_field().to_owned();
+    let ga = a.read_lock().lock().await.unwrap();
+    let gc1 = c.read_lock().lock().await.unwrap();
+    admin
+        .cmd("HDEL", vec![n.into(), fa.as_str().into()])
+        .await
+        .unwrap();
+    let gc2 = c.read_lock().lock().await.unwrap();
+    let runs = client.stats().renewal_calls;
+    assert!(
+        eventually(T, || async { client.stats().renewal_calls >= runs + 3 }).await,
+        "three renewal runs"
+    );
+    assert!(!hexists(&admin, n, &fa).await);
+    assert_eq!(ga.state(), HoldState::Lost, "A's field is gone");
+    assert_eq!(
+        (gc1.state(), gc2.state()),
+        (HoldState::Held, HoldState::Held)
+    );
+
+    gc2.unlock().await.unwrap();
+    assert_eq!(gc1.unlock().await.unwrap(), UnlockOutcome::Released);
+    let w = other
+        .get_read_write_lock(n)
+        .write_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("nobody reads N");
+    assert_ne!(
+        ga.state(),
+        HoldState::Held,
+        "A beside another client's writer"
+    );
+    w.unlock().await.unwrap();
+    assert!(matches!(ga.unlock().await, Err(Error::NotHeld { .. })));
+}
+
+/// The same with the connection killed after the field went: every read hold is in doubt, and
+/// the renewal on the new connection confirms C's readers only, not A's (watchdog and leased).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_connection_kill_only_the_readers_still_present_are_held_again() {
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), short_watchdog()).await.unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let n = "rw:gone-reader-kill";
+    let (a, c) = (client.get_read_write_lock(n), client.get_read_write_lock(n));
+    let fa = a.read_lock().owner_field().to_owned();
+    let ga = a.read_lock().lock().await.unwrap();
+    let gc = c.read_lock().lock().await.unwrap();
+    let lease = Duration::from_secs(30);
+    let la = a.read_lock().lock_with_lease(lease).await.unwrap();
+    let lc = c.read_lock().lock_with_lease(lease).await.unwrap();
+    admin
+        .cmd("HDEL", vec![n.into(), fa.as_str().into()])
+        .await
+        .unwrap();
+    admin
+        .cmd(
+            "CLIENT",
+            vec![
+                "KILL".into(),
+                "TYPE".into(),
+                "normal".into(),
+                "SKIPME".into(),
+                "yes".into(),
+            ],
+        )
+        .await
+        .unwrap();
+    assert!(
+        eventually(T, || async {
+            gc.state() == HoldState::Held && lc.state() == HoldState::Held
+        })
+        .await,
+        "C's readers are confirmed: {:?} {:?}",
+        gc.state(),
+        lc.state()
+    );
+    assert!(
+        eventually(T, || async {
+            ga.state() == HoldState::Lost && la.state() == HoldState::Lost
+        })
+        .await,
+        "A's readers are not: {:?} {:?}",
+        ga.state(),
+        la.state()
+    );
+    let runs = client.stats().renewal_calls;
+    assert!(eventually(T, || async { client.stats().renewal_calls >= runs + 2 }).await);
+    assert_eq!((ga.state(), la.state()), (HoldState::Lost, HoldState::Lost));
+    assert_eq!((gc.state(), lc.state()), (HoldState::Held, HoldState::Held));
+}

@@ -955,3 +955,65 @@ async fn waits_go_on_after_a_lost_reply_and_a_reset_connection() {
     client.shutdown().await;
     direct.shutdown().await;
 }
+
+/// Issue 29, lesser defect: a permit-expirable semaphore waiter whose release message is lost
+/// (here: a permit given back by hand, without the message) attempts again within the promised
+/// bound, the watchdog timeout, not at the earliest permit's expiry (an hour here) or its own
+/// deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_waiter_whose_message_is_lost_tries_again_within_the_watchdog_timeout() {
+    let b = Backend::standalone();
+    let name = "lost-message-psem";
+    let bound = Duration::from_secs(1);
+    let holder = b.client().await;
+    let waiter = b.client_with(b.config().lock_watchdog_timeout(bound)).await;
+    let admin = b.admin().await;
+    let sem = holder.get_permit_expirable_semaphore(name);
+    assert!(sem.try_set_permits(1).await.unwrap());
+    let taken = sem
+        .try_acquire(Some(Duration::from_secs(3600)))
+        .await
+        .unwrap()
+        .unwrap()
+        .keep();
+    let wait = {
+        let sem = waiter.get_permit_expirable_semaphore(name);
+        tokio::spawn(async move { sem.try_acquire_for(Duration::from_secs(8), None).await })
+    };
+    let channel = format!("redisson_sc:{{{name}}}");
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            waiter.stats().channel_waiters(&channel) == 1
+        })
+        .await,
+        "the waiter sleeps"
+    );
+    // The permit given back as PS-REL does, without its message.
+    admin
+        .cmd(
+            "ZREM",
+            vec![
+                format!("{{{name}}}:timeout").into(),
+                Value::Bytes(taken.as_bytes().to_vec().into()),
+            ],
+        )
+        .await
+        .unwrap();
+    admin
+        .cmd("INCRBY", vec![name.into(), 1.into()])
+        .await
+        .unwrap();
+    let released = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(30), wait)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap()
+        .expect("the permit given back");
+    let waited = released.elapsed();
+    assert!(
+        waited < bound + Duration::from_secs(2),
+        "acquired {waited:?} after the silent release (bound {bound:?})"
+    );
+    got.release().await.unwrap();
+}

@@ -37,6 +37,8 @@ pub(crate) struct Handle {
     raw: Arc<str>,
     owner: Owner,
     field: Arc<str>,
+    /// A group multi-lock's set of values (`RenewalShape::values`; empty for other kinds).
+    values: Arc<[String]>,
     /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
     /// this handle, else the watchdog timeout. Re-armed by a partial `unlock()`.
     internal_lease_ms: AtomicU64,
@@ -78,8 +80,10 @@ impl Handle {
         };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
         let raw: Arc<str> = proto.name().into();
+        let values = proto.renewal().values;
         Self {
             client,
+            values,
             proto,
             raw,
             user_name: name.to_owned(),
@@ -133,6 +137,7 @@ impl Handle {
             proto: self.proto.clone(),
             name: self.raw.clone(),
             field: self.field_for(owner),
+            values: self.values.clone(),
             lease_ms,
             queue_ms: 0,
         }
@@ -160,19 +165,6 @@ impl Handle {
             queue_ms,
             ..self.hold(owner, lease_ms)
         };
-        if lease.is_none() {
-            // The watchdog renews one hold per (lock, owner): a hold of another shape (a group
-            // lock's other set of values) would go unrenewed, so it is refused up front.
-            let held = self.client.watchdog().renewal_of(&hold.name, &hold.field);
-            if held.is_some_and(|shape| shape != self.proto.renewal()) {
-                return Err(Error::InvalidArgument(format!(
-                    "owner {} already holds '{}' with another set of values in this client, \
-                     renewed by the watchdog; use another owner (another handle) for this set",
-                    hold.field,
-                    self.raw_name()
-                )));
-            }
-        }
         let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
         let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
         let acquired = watch.run(engine::acquire(&hold, wait)).await;
@@ -189,9 +181,7 @@ impl Handle {
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
         let hold = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client
-            .watchdog()
-            .deregister(&hold.name, &hold.field, None);
+        self.client.watchdog().deregister(&hold.key(), None);
         let outcome = hold.release().await?.outcome(hold.name(), &hold.field)?;
         if outcome == UnlockOutcome::Released {
             self.internal_lease_ms

@@ -98,11 +98,11 @@ impl Held {
         kind: &'static str,
     ) -> Self {
         let (hold, sent_at, token) = acquired.disarm();
+        let key = hold.key();
         let wd = hold.client.watchdog();
         let (loss, registration) = if watchdog {
             let r = wd.register(
-                &hold.name,
-                &hold.field,
+                &key,
                 hold.proto.renewal(),
                 hold.proto.local_queue(),
                 sent_at,
@@ -112,15 +112,13 @@ impl Held {
             // Followed until the guard goes, so its owner's later calls that set the lock's TTL
             // (a shorter re-entry, a partial release) move its deadline.
             let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)));
-            wd.track_leased(&hold.name, &hold.field, &loss);
+            wd.track_leased(&key, &loss);
             if let Some(count) = hold.proto.hold_count(&hold.field) {
-                wd.confirm_leased_with(&hold.name, &hold.field, count);
+                wd.confirm_leased_with(&key, count);
             }
             (loss, 0)
         };
-        hold.client
-            .watchdog()
-            .doubted_since(&hold.name, &hold.field, &loss, sent_at, !watchdog);
+        wd.doubted_since(&key, &loss, sent_at, !watchdog);
         crate::observe::guard_opened(kind);
         Self {
             hold,
@@ -139,11 +137,10 @@ impl Held {
     fn take(&mut self) -> Hold {
         self.armed = false;
         if self.watchdog {
-            self.hold.client.watchdog().deregister(
-                &self.hold.name,
-                &self.hold.field,
-                Some(self.registration),
-            );
+            self.hold
+                .client
+                .watchdog()
+                .deregister(&self.hold.key(), Some(self.registration));
         }
         self.hold.clone()
     }
@@ -161,11 +158,10 @@ impl Drop for Held {
             }
         }
         if !self.watchdog {
-            self.hold.client.watchdog().untrack_leased(
-                &self.hold.name,
-                &self.hold.field,
-                &self.loss,
-            );
+            self.hold
+                .client
+                .watchdog()
+                .untrack_leased(&self.hold.key(), &self.loss);
         }
     }
 }

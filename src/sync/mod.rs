@@ -152,7 +152,13 @@ where
             }
             Err(e) => (e, true),
             Ok(()) => match wait_on_wakeups(
-                &mut attempt,
+                || {
+                    let next = attempt();
+                    async move {
+                        next.await
+                            .map(|step| bounded(step, config.lock_watchdog_timeout))
+                    }
+                },
                 &subscription,
                 deadline,
                 config.lock_watchdog_timeout,
@@ -175,6 +181,18 @@ where
         log::debug!("waiting on {channel}: {error}; trying again");
         tokio::time::sleep(remaining.map_or(pause, |r| r.min(pause))).await;
         pause = (pause * 2).min(max_pause);
+    }
+}
+
+/// A busy attempt's sleep, bounded by `bound` (the watchdog timeout): what the attempt said
+/// (the earliest permit's expiry, possibly hours away) or, when it said nothing, `bound`
+/// itself, whichever is sooner, so a lost message costs at most `bound` (module docs).
+fn bounded<T>(step: Step<T>, bound: Duration) -> Step<T> {
+    match step {
+        Step::Busy { frees_in } => Step::Busy {
+            frees_in: Some(frees_in.map_or(bound, |f| f.min(bound))),
+        },
+        done => done,
     }
 }
 
@@ -242,6 +260,26 @@ fn deadline_of(wait: Duration) -> Option<Option<Instant>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_attempts_sleep_is_never_longer_than_the_bound() {
+        let bound = Duration::from_secs(30);
+        let busy = |frees_in| match bounded::<()>(Step::Busy { frees_in }, bound) {
+            Step::Busy { frees_in } => frees_in,
+            Step::Done(()) => unreachable!(),
+        };
+        assert_eq!(
+            busy(Some(Duration::from_secs(3600))),
+            Some(bound),
+            "a permit an hour away"
+        );
+        assert_eq!(
+            busy(Some(Duration::from_secs(2))),
+            Some(Duration::from_secs(2))
+        );
+        assert_eq!(busy(None), Some(bound), "nothing said");
+        assert!(matches!(bounded(Step::Done(7), bound), Step::Done(7)));
+    }
 
     #[test]
     fn a_zero_wait_is_one_attempt_and_an_overflowing_one_has_no_limit() {

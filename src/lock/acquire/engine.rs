@@ -150,7 +150,7 @@ async fn wait_once(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acqu
         queues.attempts_first(
             tag,
             hold.name(),
-            hold.client.ledgers().may_hold(&hold.name, &hold.field),
+            hold.client.ledgers().may_hold(&hold.key()),
         )
     });
     if attempts_first {

@@ -41,7 +41,7 @@ use crate::{
     conn::{core::AcquireFailure, replicas::Synced},
     error::{Error, Result},
     lock::acquire::ledger::{Entry, Known},
-    service::watchdog::renewal_call,
+    service::watchdog::{renewal_call, HoldKey},
     types::names,
 };
 
@@ -56,6 +56,9 @@ pub(crate) struct Hold {
     pub(crate) name: Arc<str>,
     /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock).
     pub(crate) field: Arc<str>,
+    /// A group multi-lock's set of values (the kind's `RenewalShape::values`; empty for every
+    /// other kind): with the name and field, what names this hold in the client's bookkeeping.
+    pub(crate) values: Arc<[String]>,
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
     /// watchdog timeout).
     pub(crate) lease_ms: u64,
@@ -78,6 +81,11 @@ impl Hold {
     /// The raw lock name.
     pub(crate) fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What names this hold in the owner ledger and the watchdog.
+    pub(crate) fn key(&self) -> HoldKey {
+        HoldKey::new(self.name.clone(), self.field.clone(), self.values.clone())
     }
 
     /// One acquisition attempt.
@@ -144,10 +152,7 @@ impl Hold {
             .pending_releases()
             .settle(self.name(), bound)
             .await;
-        let enter = self
-            .client
-            .ledgers()
-            .enter(&self.name, &self.field, self.lease_ms);
+        let enter = self.client.ledgers().enter(self.key(), self.lease_ms);
         let mut entry = match deadline {
             None => enter.await,
             Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
@@ -161,7 +166,8 @@ impl Hold {
                 )
             })?,
         };
-        let before = match entry.known() {
+        let known = entry.known();
+        let before = match known {
             Known::Count(0) => 0,
             // A re-entry (or a count this client is unsure of): read it, so an ambiguous
             // attempt is judged against the real count, not a hold that expired unseen.
@@ -171,6 +177,18 @@ impl Hold {
                 n
             }
         };
+        // Lower than what this client knew (or nothing at all): the owner's earlier holds of
+        // this lock are gone (deleted, expired, lost in a restart or a failover), whatever
+        // their guards were told so far. They are lost, and release nothing, before this
+        // acquisition makes a hold of its own: merged into them, it would keep them `Held`
+        // and their unlocks would release it.
+        let gone = match known {
+            Known::Count(k) => before < k || before == 0,
+            Known::Unknown => before == 0,
+        };
+        if gone {
+            self.client.watchdog().holds_gone(&self.key());
+        }
         Ok((entry, before))
     }
 
@@ -379,11 +397,7 @@ impl Hold {
             hold: self,
             armed: self.proto.local_queue().is_some(),
         };
-        let mut entry = self
-            .client
-            .ledgers()
-            .enter(&self.name, &self.field, self.lease_ms)
-            .await;
+        let mut entry = self.client.ledgers().enter(self.key(), self.lease_ms).await;
         // A release that may free the lock tells the local queue first (its hand-off policy
         // may want to know, with this very release, whether another client listens).
         let ask = match (self.proto.local_queue(), entry.known()) {
@@ -424,7 +438,7 @@ impl Hold {
     fn ttl_set(&self, sent_at: Instant, lease: Duration) {
         self.client
             .watchdog()
-            .ttl_set(&self.name, &self.field, sent_at, lease, Instant::now());
+            .ttl_set(&self.key(), sent_at, lease, Instant::now());
     }
 
     /// An attempt sent at `sent_at` re-entered (or may have) a hold of this owner, whose count
@@ -499,7 +513,7 @@ impl Hold {
         let sent_at = Instant::now();
         // The owner's ledger entry must outlive the TTL this call may set (even without reply).
         let until = crate::config::later(sent_at, lease);
-        self.client.ledgers().extend(&self.name, &self.field, until);
+        self.client.ledgers().extend(&self.key(), until);
         let flags = self.client.core().run_flags(call, self.name()).await?;
         let renewed = flags.first() == Some(&1);
         if renewed {

@@ -27,6 +27,8 @@ use tokio::{
     time::Instant,
 };
 
+use crate::service::watchdog::HoldKey;
+
 /// How often the client sweeps its ledger.
 pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -39,8 +41,9 @@ pub(crate) enum Known {
     Unknown,
 }
 
-/// The lock's raw name and the owner's field, shared with the hold (no copy per entry).
-type Key = (Arc<str>, Arc<str>);
+/// The lock's raw name, the owner's field (and a group multi-lock's set of values), shared
+/// with the hold (no copy per entry).
+type Key = HoldKey;
 
 /// One owner's entry: the gate around what is known of its count, and until when a hold of
 /// it can last unless the watchdog renews it.
@@ -67,8 +70,7 @@ impl Ledgers {
     /// Waits for the entry of `field` on `lock` and holds its gate until the returned value is
     /// dropped. `lease_ms`: the TTL the calls made under the gate may set; a hold they leave
     /// lasts until at most `lease_ms` after the gate is let go (unless renewed).
-    pub(crate) async fn enter(&self, lock: &Arc<str>, field: &Arc<str>, lease_ms: u64) -> Entry {
-        let key = (lock.clone(), field.clone());
+    pub(crate) async fn enter(&self, key: Key, lease_ms: u64) -> Entry {
         let slot = {
             let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
             map.entry(key.clone())
@@ -110,14 +112,13 @@ impl Ledgers {
         }
     }
 
-    /// An owner-checked renewal set the TTL of `field`'s hold on `lock` to last until `until`.
-    pub(crate) fn extend(&self, lock: &Arc<str>, field: &Arc<str>, until: Instant) {
-        let key = (lock.clone(), field.clone());
+    /// An owner-checked renewal set the TTL of the hold `key` to last until `until`.
+    pub(crate) fn extend(&self, key: &Key, until: Instant) {
         let slot = self
             .map
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
+            .get(key)
             .cloned();
         if let Some(slot) = slot {
             slot.extend(until);
@@ -127,31 +128,26 @@ impl Ledgers {
     /// Removes the entries that can no longer matter at `now`: nobody uses or waits for them,
     /// every hold they may count has run out by then, and `renewed(lock, field)` (the
     /// watchdog renews that hold) is false. Returns how many were removed.
-    pub(crate) fn sweep(
-        &self,
-        now: Instant,
-        renewed: impl Fn(&Arc<str>, &Arc<str>) -> bool,
-    ) -> usize {
+    pub(crate) fn sweep(&self, now: Instant, renewed: impl Fn(&Key) -> bool) -> usize {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let before = map.len();
         // The map's reference is the only one: no entry is held or awaited (a new `enter`
         // clones it under this lock first).
-        map.retain(|(lock, field), slot| {
+        map.retain(|key, slot| {
             let idle = Arc::strong_count(slot) == 1 && Arc::strong_count(&slot.gate) == 1;
             let over = *slot.lasts_until.lock().unwrap_or_else(|p| p.into_inner()) <= now;
-            !(idle && over && !renewed(lock, field))
+            !(idle && over && !renewed(key))
         });
         before - map.len()
     }
 
-    /// `true` when this client may know of a hold of `field` on `lock`: an entry exists (a
-    /// count above zero, an unknown count, or a call in flight).
-    pub(crate) fn may_hold(&self, lock: &Arc<str>, field: &Arc<str>) -> bool {
-        let key = (lock.clone(), field.clone());
+    /// `true` when this client may know of the hold `key`: an entry exists (a count above
+    /// zero, an unknown count, or a call in flight).
+    pub(crate) fn may_hold(&self, key: &Key) -> bool {
         self.map
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&key)
+            .contains_key(key)
     }
 
     /// Number of entries kept.
@@ -213,16 +209,20 @@ impl Drop for Waiting<'_> {
 mod tests {
     use super::*;
 
+    fn key(lock: &str, field: &str) -> Key {
+        HoldKey::new(lock.into(), field.into(), Arc::from([]))
+    }
+
     /// An `enter` cancelled while it waited for the gate leaves no entry behind, even when the
     /// holder it waited for left first (its clean-up then saw the waiter's reference).
     #[tokio::test(flavor = "current_thread")]
     async fn an_enter_cancelled_while_queued_leaves_no_entry() {
         let ledgers = Ledgers::default();
-        let first = ledgers.enter(&"k".into(), &"f".into(), 0).await;
+        let first = ledgers.enter(key("k", "f"), 0).await;
         let queued = {
             let ledgers = ledgers.clone();
             tokio::spawn(async move {
-                let _entry = ledgers.enter(&"k".into(), &"f".into(), 0).await;
+                let _entry = ledgers.enter(key("k", "f"), 0).await;
             })
         };
         tokio::task::yield_now().await;
@@ -233,28 +233,25 @@ mod tests {
         queued.abort();
         assert!(queued.await.unwrap_err().is_cancelled());
         assert_eq!(ledgers.len(), 0, "an idle entry left for the next sweep");
-        assert!(!ledgers.may_hold(&"k".into(), &"f".into()));
+        assert!(!ledgers.may_hold(&key("k", "f")));
     }
 
     #[tokio::test]
     async fn entries_serialise_and_are_dropped_when_back_to_zero() {
         let ledgers = Ledgers::default();
-        let mut e = ledgers.enter(&"k".into(), &"f".into(), 0).await;
+        let mut e = ledgers.enter(key("k", "f"), 0).await;
         assert_eq!(e.known(), Known::Count(0));
         e.set(Known::Count(2));
         let waiter = {
             let ledgers = ledgers.clone();
-            tokio::spawn(async move { ledgers.enter(&"k".into(), &"f".into(), 0).await.known() })
+            tokio::spawn(async move { ledgers.enter(key("k", "f"), 0).await.known() })
         };
         tokio::task::yield_now().await;
         assert!(!waiter.is_finished(), "the gate is held");
         drop(e);
         assert_eq!(waiter.await.unwrap(), Known::Count(2));
         assert_eq!(ledgers.len(), 1, "a non-zero count is kept");
-        ledgers
-            .enter(&"k".into(), &"f".into(), 0)
-            .await
-            .set(Known::Count(0));
+        ledgers.enter(key("k", "f"), 0).await.set(Known::Count(0));
         assert_eq!(ledgers.len(), 0, "a zero count is forgotten");
     }
 
@@ -263,31 +260,26 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn entries_are_swept_once_their_holds_can_have_expired() {
         let ledgers = Ledgers::default();
-        let (lock, kept, unknown, renewed): (Arc<str>, Arc<str>, Arc<str>, Arc<str>) = (
-            "k".into(),
-            "kept".into(),
-            "unknown".into(),
-            "renewed".into(),
-        );
-        let never = |_: &Arc<str>, _: &Arc<str>| false;
+        let (kept, unknown, renewed) = (key("k", "kept"), key("k", "unknown"), key("k", "renewed"));
+        let never = |_: &Key| false;
         ledgers
-            .enter(&lock, &kept, 1_000)
+            .enter(kept.clone(), 1_000)
             .await
             .set(Known::Count(1));
         ledgers
-            .enter(&lock, &unknown, 2_000)
+            .enter(unknown.clone(), 2_000)
             .await
             .set(Known::Unknown);
         ledgers
-            .enter(&lock, &renewed, 1_000)
+            .enter(renewed.clone(), 1_000)
             .await
             .set(Known::Count(1));
         assert_eq!(ledgers.len(), 3);
         let start = Instant::now();
         assert_eq!(ledgers.sweep(start + Duration::from_millis(999), never), 0);
         // A renewal with a longer lease moves the bound.
-        ledgers.extend(&lock, &kept, start + Duration::from_millis(1_500));
-        let is_renewed = |_: &Arc<str>, f: &Arc<str>| &**f == "renewed";
+        ledgers.extend(&kept, start + Duration::from_millis(1_500));
+        let is_renewed = |k: &Key| &*k.field == "renewed";
         assert_eq!(
             ledgers.sweep(start + Duration::from_millis(1_000), is_renewed),
             0
@@ -297,12 +289,12 @@ mod tests {
             1
         );
         // An entry in use is not swept, even past its bound.
-        let held = ledgers.enter(&lock, &unknown, 2_000).await;
+        let held = ledgers.enter(unknown.clone(), 2_000).await;
         assert_eq!(ledgers.sweep(start + Duration::from_secs(5), is_renewed), 0);
         drop(held);
         tokio::time::advance(Duration::from_secs(10)).await;
         assert_eq!(ledgers.sweep(Instant::now(), is_renewed), 1);
-        assert!(ledgers.may_hold(&lock, &renewed), "the renewed hold stays");
+        assert!(ledgers.may_hold(&renewed), "the renewed hold stays");
         assert_eq!(ledgers.sweep(Instant::now(), never), 1);
         assert_eq!(ledgers.len(), 0);
     }

@@ -44,12 +44,12 @@ use crate::{
 /// string as its UTF-8 bytes; Redisson's default codec adds framing, so Java peers must use
 /// `StringCodec` to share a group). Duplicate values count once.
 ///
-/// One owner holds one set per group in a client: the watchdog and the hold bookkeeping of a
-/// client follow (group, owner). A watchdog-mode acquisition of another set by an owner whose
-/// set of that group the watchdog renews fails with
-/// [`InvalidArgument`](crate::Error::InvalidArgument) (Redisson would leave it unrenewed). To
-/// hold two sets of one group at once, use two handles (each [`Client::get_group_lock`] has an
-/// owner of its own).
+/// One owner may hold several sets of one group (through handles made with
+/// [`Client::get_group_lock_with_owner`]): each set is a hold of its own, whatever the order
+/// the sets were granted in: the watchdog renews each, each guard's
+/// [`state`](crate::Guard::state) is its own set's, and each unlock releases its own set
+/// (overlapping sets share the counts of the values they share, as on the wire). Redisson
+/// renews one set per owner and group.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {

@@ -198,7 +198,8 @@ impl Protocol for ReadDesc {
         false
     }
 
-    /// R-RENEW: one entry per lock, `KEYS += [N, P]`, `ARGV += [count, F…]`.
+    /// R-RENEW: `KEYS += [N, P]`, `ARGV += [count, F…]`; the watchdog lists each reader as an
+    /// entry of its own (count 1), so each reply flag is one reader's.
     fn renewal(&self) -> RenewalShape {
         RenewalShape {
             script: ScriptId::ReadRenew,

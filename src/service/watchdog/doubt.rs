@@ -247,7 +247,7 @@ impl Watchdog {
     #[allow(dead_code)] // for other detectors (a stalled-connection check)
     pub(crate) fn reconnected(&self) {
         if let Some(core) = self.core.upgrade() {
-            reconnected(&core, &self.state);
+            decide_doubted(&core, &self.state);
         }
     }
 
@@ -257,8 +257,7 @@ impl Watchdog {
     /// or checked (leased) at once.
     pub(crate) fn doubted_since(
         &self,
-        name: &Arc<str>,
-        field: &Arc<str>,
+        key: &HoldKey,
         loss: &Arc<LossSignal>,
         sent_at: Instant,
         leased: bool,
@@ -269,20 +268,13 @@ impl Watchdog {
             return;
         }
         if loss.doubt(doubts.next()) {
-            crate::observe::lock_in_doubt(name, field, "connection lost while acquiring");
+            crate::observe::lock_in_doubt(&key.name, &key.field, "connection lost while acquiring");
         }
         if leased {
             let Some(core) = self.core.upgrade() else {
                 return;
             };
-            check_leased(
-                &core,
-                &self.state,
-                HoldKey {
-                    name: name.clone(),
-                    field: field.clone(),
-                },
-            );
+            check_leased(&core, &self.state, key.clone());
         } else {
             self.state.urgent.notify_one();
         }
@@ -325,7 +317,7 @@ impl FailoverHolds {
         self.state.doubts.failover.store(false, Ordering::Release);
         doubt_where(&self.state, |_| true, "the master was replaced");
         if let Some(core) = self.core.upgrade() {
-            reconnected(&core, &self.state);
+            decide_doubted(&core, &self.state);
         }
     }
 
@@ -359,9 +351,10 @@ fn in_doubt(core: &Core, state: &WatchdogState, node: Node<'_>, why: &'static st
 }
 
 /// The cluster's routing changed: holds whose slot moved to another node are in doubt (a
-/// failover may have lost the last writes; a migration keeps them, and the renewal that
-/// follows confirms them at once).
-fn routing_changed(core: &Core, state: &WatchdogState) {
+/// failover may have lost the last writes; a migration keeps them), and are decided at once on
+/// the new owner: a renewal run for the watchdog holds, the check of the leased ones (no
+/// reconnect follows a migration, so nothing else would check them before their deadline).
+fn routing_changed(core: &Arc<Core>, state: &Arc<WatchdogState>) {
     let current = core.redis().cached_cluster_state();
     let last = std::mem::replace(&mut *state.doubts.routing.lock(), current.clone());
     let (Some(current), Some(last)) = (current, last) else {
@@ -375,10 +368,12 @@ fn routing_changed(core: &Core, state: &WatchdogState) {
         },
         "the cluster moved its slot",
     );
-    renew_doubted_now(state);
+    decide_doubted(core, state);
 }
 
-fn reconnected(core: &Arc<Core>, state: &Arc<WatchdogState>) {
+/// Decides the holds in doubt now (after a reconnect, a failover's end, a slot's move): a
+/// renewal run at once for the watchdog holds, and the check of each leased hold in doubt.
+fn decide_doubted(core: &Arc<Core>, state: &Arc<WatchdogState>) {
     renew_doubted_now(state);
     let doubted: Vec<HoldKey> = state
         .leased
@@ -393,9 +388,28 @@ fn reconnected(core: &Arc<Core>, state: &Arc<WatchdogState>) {
 
 /// Starts the check of one owner's leased holds of one lock, unless one is running.
 fn check_leased(core: &Arc<Core>, state: &Arc<WatchdogState>, key: HoldKey) {
-    if state.doubts.checking.lock().insert(key.clone()) {
+    if check_begins(state, &key) {
         tokio::spawn(verify_leased(core.clone(), state.clone(), key));
     }
+}
+
+/// A check of `key`'s leased holds is asked for (their doubt was raised first): `true` when
+/// none is running, so the caller starts one.
+fn check_begins(state: &WatchdogState, key: &HoldKey) -> bool {
+    state.doubts.checking.lock().insert(key.clone())
+}
+
+/// The running check of `key` found nothing in doubt any more: `true` when it ends. Looked at
+/// again under the lock [`check_begins`] takes: a doubt is raised before its check is asked
+/// for, so a doubt raised after the check's last look either is seen here (the check goes on)
+/// or asks after the check is gone (and starts one); never neither.
+fn check_ends(state: &WatchdogState, key: &HoldKey) -> bool {
+    let mut checking = state.doubts.checking.lock();
+    if !doubted_leases(state, key).is_empty() {
+        return false;
+    }
+    checking.remove(key);
+    true
 }
 
 /// The leased holds of `key` now in doubt.
@@ -421,7 +435,10 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
     loop {
         let doubted = doubted_leases(&state, &key);
         if doubted.is_empty() {
-            break;
+            if check_ends(&state, &key) {
+                return;
+            }
+            continue;
         }
         let sent_epoch = state.doubts.current();
         let count = state.presence.get(&key).map(|c| c.clone());
@@ -459,7 +476,6 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
             }
         }
     }
-    state.doubts.checking.lock().remove(&key);
 }
 
 /// Listens to the command connection's events for as long as the client lives.
@@ -508,7 +524,7 @@ pub(crate) async fn watch_connection(core: Arc<Core>, state: Arc<WatchdogState>)
                 Err(RecvError::Closed) => return,
             },
             e = reconnects.recv() => match e {
-                Ok(_) | Err(RecvError::Lagged(_)) => reconnected(&core, &state),
+                Ok(_) | Err(RecvError::Lagged(_)) => decide_doubted(&core, &state),
                 Err(RecvError::Closed) => return,
             },
         }
@@ -634,10 +650,7 @@ mod tests {
         let state = Arc::new(crate::service::watchdog::tests::state());
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(
-            crate::service::watchdog::HoldKey {
-                name: "b".into(),
-                field: "f".into(),
-            },
+            crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([])),
             vec![leased.clone()],
         );
         let holds = FailoverHolds {
@@ -670,15 +683,50 @@ mod tests {
         assert_eq!(leased.state(), HoldState::Held);
     }
 
+    /// Issue 29: a doubt raised while the check of its leased holds is finishing (it looked,
+    /// found nothing in doubt, and has not left yet) is checked: either that check goes on or
+    /// a new one starts, never neither.
+    #[test]
+    fn a_doubt_raised_while_the_leased_check_finishes_is_checked() {
+        let state = crate::service::watchdog::tests::state();
+        let key = crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([]));
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
+        state.leased.insert(key.clone(), vec![leased.clone()]);
+        assert!(check_begins(&state, &key), "the first check starts");
+        // The running check looks: nothing in doubt, it is about to end.
+        assert!(doubted_leases(&state, &key).is_empty());
+        // A reconnect now: the hold is in doubt, and a check is asked for.
+        assert!(leased.doubt(state.doubts.next()));
+        let started = check_begins(&state, &key);
+        let ended = check_ends(&state, &key);
+        assert!(
+            started || !ended,
+            "the doubt is left unchecked until the deadline: no new check, and the running one ended"
+        );
+        if !ended {
+            assert_eq!(
+                doubted_leases(&state, &key).len(),
+                1,
+                "the running check goes on"
+            );
+            leased.confirm(state.doubts.current());
+            assert!(
+                check_ends(&state, &key),
+                "and ends once nothing is in doubt"
+            );
+        }
+        assert!(
+            check_begins(&state, &key),
+            "the next doubt starts a check again"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn doubts_reach_watchdog_and_leased_holds_of_the_affected_node() {
         let state = crate::service::watchdog::tests::state();
         let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.holds.insert(
-            crate::service::watchdog::HoldKey {
-                name: "a".into(),
-                field: "f".into(),
-            },
+            crate::service::watchdog::HoldKey::new("a".into(), "f".into(), Arc::from([])),
             crate::service::watchdog::Renewed {
                 count: 1,
                 shape: crate::service::watchdog::RenewalShape::per_hold("a"),
@@ -691,10 +739,7 @@ mod tests {
         );
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(
-            crate::service::watchdog::HoldKey {
-                name: "b".into(),
-                field: "f".into(),
-            },
+            crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([])),
             vec![leased.clone()],
         );
         doubt_where(&state, |name| name != "b", "test");

@@ -8,7 +8,8 @@
 //! renewed, so a holder is never told "lost" and later "held" again.
 //!
 //! The watchdog does not know any lock's key layout: each hold brings its [`RenewalShape`] (the
-//! renewal script, the lock's keys for one entry, and whether entries are per hold or per lock).
+//! renewal script, the lock's keys for one entry, and how an entry lists its owner). Every entry
+//! of a call speaks for exactly one hold, so each reply flag is that hold's own.
 //!
 //! Deadline rule: a hold is valid until the send time of its last successful acquire or renewal
 //! plus the timeout minus a drift of `timeout × 0.01 + 2 ms`, on the monotonic clock. Redis
@@ -179,7 +180,10 @@ impl LossSignal {
 pub(crate) enum Layout {
     /// One entry per hold: `KEYS += keys`, `ARGV += field` (L-RENEW).
     PerHold,
-    /// One entry per lock: `KEYS += keys`, `ARGV += count, field…` (R-RENEW).
+    /// R-RENEW's entry: `KEYS += keys`, `ARGV += count, field…`. The script answers one flag
+    /// per entry ("some listed reader is present"), so each entry lists one reader
+    /// (`count` = 1): a lock with several readers of this client is listed once per reader,
+    /// and a reader whose field is gone is told so even while another reader keeps the hash.
     PerLock,
     /// One entry per hold, with the hold's own values and this machine's clock:
     /// `KEYS += keys`, `ARGV += field, now (epoch ms), count, value…` (G-RENEW: a group
@@ -244,10 +248,26 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
     ScriptCall::new(script, keys, args)
 }
 
+/// What names one owner's hold of one lock in this client's bookkeeping (the watchdog's
+/// registrations and leased guards, the owner ledger): the lock, the owner field, and for a
+/// group multi-lock the set of values (one owner may hold several sets of one group, each a
+/// hold of its own, renewed, confirmed and released on its own). Empty `values` for every
+/// other kind.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct HoldKey {
-    name: Arc<str>,
-    field: Arc<str>,
+pub(crate) struct HoldKey {
+    pub(crate) name: Arc<str>,
+    pub(crate) field: Arc<str>,
+    pub(crate) values: Arc<[String]>,
+}
+
+impl HoldKey {
+    pub(crate) fn new(name: Arc<str>, field: Arc<str>, values: Arc<[String]>) -> Self {
+        Self {
+            name,
+            field,
+            values,
+        }
+    }
 }
 
 /// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Hold`),
@@ -311,13 +331,6 @@ pub(crate) struct Registration {
     pub(crate) epoch: u64,
 }
 
-fn hold_key(name: &Arc<str>, field: &Arc<str>) -> HoldKey {
-    HoldKey {
-        name: name.clone(),
-        field: field.clone(),
-    }
-}
-
 /// The renewal service of one client.
 pub(crate) struct Watchdog {
     state: Arc<WatchdogState>,
@@ -349,8 +362,7 @@ impl Watchdog {
     /// epoch. `queue`: the kind's local hand-off queue (told if renewal finds the hold gone).
     pub(crate) fn register(
         &self,
-        name: &Arc<str>,
-        field: &Arc<str>,
+        key: &HoldKey,
         shape: RenewalShape,
         queue: Option<&'static str>,
         sent_at: Instant,
@@ -361,7 +373,7 @@ impl Watchdog {
             let mut hold = self
                 .state
                 .holds
-                .entry(hold_key(name, field))
+                .entry(key.clone())
                 .or_insert_with(|| Renewed {
                     count: 0,
                     shape,
@@ -396,45 +408,42 @@ impl Watchdog {
     /// Removes one registration of an owner (every unlock attempt does this, whatever its
     /// outcome, so a failed unlock lets the lock expire within one timeout). `epoch`: only from
     /// that registration (a guard's own); `None`: from the current one (the Java-style unlock).
-    pub(crate) fn deregister(&self, name: &Arc<str>, field: &Arc<str>, epoch: Option<u64>) {
-        self.state
-            .holds
-            .remove_if_mut(&hold_key(name, field), |_, hold| {
-                if epoch.is_some_and(|e| e != hold.epoch) {
-                    return false;
-                }
-                hold.count = hold.count.saturating_sub(1);
-                hold.count == 0
-            });
+    pub(crate) fn deregister(&self, key: &HoldKey, epoch: Option<u64>) {
+        self.state.holds.remove_if_mut(key, |_, hold| {
+            if epoch.is_some_and(|e| e != hold.epoch) {
+                return false;
+            }
+            hold.count = hold.count.saturating_sub(1);
+            hold.count == 0
+        });
     }
 
     /// Follows a leased guard's loss signal, so calls of its owner that set the lock's TTL
     /// reach it (see [`ttl_set`](Self::ttl_set)) until [`untrack_leased`](Self::untrack_leased).
-    pub(crate) fn track_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
+    pub(crate) fn track_leased(&self, key: &HoldKey, loss: &Arc<LossSignal>) {
         self.state
             .leased
-            .entry(hold_key(name, field))
+            .entry(key.clone())
             .or_default()
             .push(loss.clone());
     }
 
     /// Stops following a leased guard's loss signal.
-    pub(crate) fn untrack_leased(&self, name: &Arc<str>, field: &Arc<str>, loss: &Arc<LossSignal>) {
-        let key = hold_key(name, field);
-        let gone = self.state.leased.remove_if_mut(&key, |_, signals| {
+    pub(crate) fn untrack_leased(&self, key: &HoldKey, loss: &Arc<LossSignal>) {
+        let gone = self.state.leased.remove_if_mut(key, |_, signals| {
             signals.retain(|s| !Arc::ptr_eq(s, loss));
             signals.is_empty()
         });
         if gone.is_some() {
-            self.state.presence.remove(&key);
+            self.state.presence.remove(key);
         }
     }
 
     /// How the leased holds of this (lock, owner) are confirmed after a reconnect, for a kind
     /// whose hold is not one field of the lock's hash: `count` answers the owner's hold count
     /// (more than 0: held). Kept while leased holds are followed.
-    pub(crate) fn confirm_leased_with(&self, name: &Arc<str>, field: &Arc<str>, count: ScriptCall) {
-        self.state.presence.insert(hold_key(name, field), count);
+    pub(crate) fn confirm_leased_with(&self, key: &HoldKey, count: ScriptCall) {
+        self.state.presence.insert(key.clone(), count);
     }
 
     /// A call of the owner `field` on the lock `name`, sent at `sent_at` and answered at
@@ -444,26 +453,51 @@ impl Watchdog {
     /// regular renewal is renewed at once.
     pub(crate) fn ttl_set(
         &self,
-        name: &Arc<str>,
-        field: &Arc<str>,
+        key: &HoldKey,
         sent_at: Instant,
         lease: Duration,
         answered_at: Instant,
     ) {
-        let key = hold_key(name, field);
         let to = valid_until(sent_at, lease);
-        if let Some(signals) = self.state.leased.get(&key) {
+        if let Some(signals) = self.state.leased.get(key) {
             for loss in signals.iter() {
                 loss.shorten(answered_at, to);
             }
         }
-        let urgent = self.state.holds.get(&key).is_some_and(|hold| {
+        let urgent = self.state.holds.get(key).is_some_and(|hold| {
             hold.loss.shorten(answered_at, to);
             // The regular runs keep a deadline at least two periods ahead.
             to < crate::config::later(Instant::now(), self.timeout / 3 * 2)
         });
         if urgent {
             self.state.urgent.notify_one();
+        }
+    }
+
+    /// The holds `key` names are known to hold nothing in Redis any more (an acquisition of
+    /// their owner found the owner's count lower than every hold this client knows of, or
+    /// knew it at zero): the watchdog registration is dropped and its guards, with every
+    /// leased guard of `key`, are lost and *gone* (their unlocks release nothing: the owner's
+    /// count in Redis is a later acquisition's). Called before that acquisition's attempt, so
+    /// it starts a registration of its own. A hold in doubt is lost too: a later confirmation
+    /// would only find the new hold's field.
+    pub(crate) fn holds_gone(&self, key: &HoldKey) {
+        if let Some((_, hold)) = self.state.holds.remove(key) {
+            if !hold.loss.is_lost() {
+                crate::observe::lock_lost(&key.name, &key.field, "its owner's count was lower");
+            }
+            hold.loss.mark_gone();
+            if let Some(tag) = hold.queue {
+                (self.state.on_gone)(&key.name, tag);
+            }
+        }
+        if let Some(signals) = self.state.leased.get(key) {
+            for loss in signals.iter() {
+                if !loss.is_lost() {
+                    crate::observe::lock_lost(&key.name, &key.field, "its owner's count was lower");
+                }
+                loss.mark_gone();
+            }
         }
     }
 
@@ -490,20 +524,9 @@ impl Watchdog {
         }
     }
 
-    /// Whether `field`'s hold on `name` is being renewed.
-    /// How the watchdog renews the hold of this (lock, owner), if it renews one.
-    pub(crate) fn renewal_of(&self, name: &Arc<str>, field: &Arc<str>) -> Option<RenewalShape> {
-        self.state
-            .holds
-            .get(&hold_key(name, field))
-            .map(|h| h.shape.clone())
-    }
-
-    pub(crate) fn renews(&self, name: &Arc<str>, field: &Arc<str>) -> bool {
-        self.state.holds.contains_key(&HoldKey {
-            name: name.clone(),
-            field: field.clone(),
-        })
+    /// Whether the hold `key` is being renewed.
+    pub(crate) fn renews(&self, key: &HoldKey) -> bool {
+        self.state.holds.contains_key(key)
     }
 
     /// Number of (lock, owner) pairs being renewed.
@@ -561,10 +584,10 @@ struct Item {
     loss: Arc<LossSignal>,
 }
 
-/// One renewal call and, per reply flag, the items (indices) it speaks for.
+/// One renewal call and, per reply flag, the item (index) it speaks for.
 struct Batch {
     call: ScriptCall,
-    entries: Vec<Vec<usize>>,
+    entries: Vec<usize>,
 }
 
 /// One renewal run: collect, batch, send every batch at once, apply. Returns `true` if any
@@ -603,9 +626,8 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
             // per lock (each one's keys move together, so each goes where they are).
             Ok(None) => {
                 let one_by_one = b.entries.into_iter().map(|entry| async move {
-                    let shape = &items[entry[0]].shape;
-                    let fields = entry.iter().map(|&i| &*items[i].key.field).collect();
-                    let call = renewal_call(&[(shape, fields)], lease_ms);
+                    let item = &items[entry];
+                    let call = renewal_call(&[(&item.shape, vec![&*item.key.field])], lease_ms);
                     let sent_at = Instant::now();
                     let sent_epoch = state.doubts.current();
                     let reply = core.run_flags(call, "").await;
@@ -621,12 +643,10 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         match reply {
             Ok(flags) if flags.len() == entries.len() => {
                 let until = valid_until(sent_at, timeout);
-                for (entry, flag) in entries.iter().zip(flags) {
-                    for &i in entry {
-                        apply(state, &items[i], flag == 1, sent_at, until);
-                        if flag == 1 {
-                            doubt::confirmed(&items[i], sent_epoch);
-                        }
+                for (&i, flag) in entries.iter().zip(flags) {
+                    apply(state, &items[i], flag == 1, sent_at, until);
+                    if flag == 1 {
+                        doubt::confirmed(&items[i], sent_epoch);
                     }
                 }
             }
@@ -641,7 +661,7 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
             Err(e) => {
                 failed = true;
                 crate::observe::renewal_failed(entries.len(), &e);
-                let batch: Vec<&Item> = entries.iter().flatten().map(|&i| &items[i]).collect();
+                let batch: Vec<&Item> = entries.iter().map(|&i| &items[i]).collect();
                 doubt::renewal_failed(state, &batch, &e);
             }
         }
@@ -676,25 +696,11 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
     items
 }
 
-/// Groups items into renewal calls of at most `size` entries each: per-hold shapes one entry
-/// per item, per-lock shapes one entry per lock with all of its items; on a cluster, calls are
-/// per slot, so a period costs ⌈holds per slot / size⌉ calls for each slot in use.
+/// Groups items into renewal calls of at most `size` entries each, one entry per item (per
+/// hold: a read lock with several readers of this client is listed once per reader, so each
+/// reply flag is one reader's); on a cluster, calls are per slot, so a period costs
+/// ⌈holds per slot / size⌉ calls for each slot in use.
 fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Batch> {
-    // Entries, keyed by (script, layout) and, for per-lock shapes, by the lock's keys.
-    let mut groups: Vec<(&RenewalShape, Vec<usize>)> = Vec::new();
-    let mut per_lock: std::collections::HashMap<&RenewalShape, usize> = Default::default();
-    for (i, item) in items.iter().enumerate() {
-        match item.shape.layout {
-            Layout::PerHold | Layout::WithValues => groups.push((&item.shape, vec![i])),
-            Layout::PerLock => match per_lock.get(&item.shape) {
-                Some(&g) => groups[g].1.push(i),
-                None => {
-                    per_lock.insert(&item.shape, groups.len());
-                    groups.push((&item.shape, vec![i]));
-                }
-            },
-        }
-    }
     // One script per call, and on a cluster one slot per call (a script may only touch keys of
     // one slot): a stable sort keeps each call's entries in collection order.
     let call_of = |shape: &RenewalShape| {
@@ -704,25 +710,26 @@ fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Bat
         };
         (shape.script as usize, slot)
     };
-    groups.sort_by_key(|(shape, _)| call_of(shape));
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| call_of(&items[i].shape));
     let mut batches = Vec::new();
-    let mut rest = &groups[..];
-    while let Some((first, _)) = rest.first() {
-        let key = call_of(first);
-        let len = rest.iter().take_while(|(s, _)| call_of(s) == key).count();
+    let mut rest = &order[..];
+    while let Some(&first) = rest.first() {
+        let key = call_of(&items[first].shape);
+        let len = rest
+            .iter()
+            .take_while(|&&i| call_of(&items[i].shape) == key)
+            .count();
         let (run, tail) = rest.split_at(len);
         rest = tail;
         for chunk in run.chunks(size.max(1)) {
             let described: Vec<(&RenewalShape, Vec<&str>)> = chunk
                 .iter()
-                .map(|(shape, members)| {
-                    let fields = members.iter().map(|&i| &*items[i].key.field).collect();
-                    (*shape, fields)
-                })
+                .map(|&i| (&items[i].shape, vec![&*items[i].key.field]))
                 .collect();
             batches.push(Batch {
                 call: renewal_call(&described, lease_ms),
-                entries: chunk.iter().map(|(_, m)| m.clone()).collect(),
+                entries: chunk.to_vec(),
             });
         }
     }
@@ -777,10 +784,7 @@ mod tests {
 
     fn item(name: &str, field: &str, shape: RenewalShape) -> Item {
         Item {
-            key: HoldKey {
-                name: name.into(),
-                field: field.into(),
-            },
+            key: HoldKey::new(name.into(), field.into(), Arc::from([])),
             shape,
             epoch: 1,
             loss: LossSignal::new(Instant::now() + Duration::from_secs(10)),
@@ -902,20 +906,20 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_guard_of_a_lost_registration_deregisters_nothing_of_the_next() {
         let wd = watchdog(Duration::from_secs(1));
-        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
         let shape = || RenewalShape::per_hold("n");
-        let stale = wd.register(&name, &field, shape(), None, Instant::now());
+        let stale = wd.register(&key, shape(), None, Instant::now());
         stale.loss.mark_lost();
-        let next = wd.register(&name, &field, shape(), None, Instant::now());
+        let next = wd.register(&key, shape(), None, Instant::now());
         assert_ne!(stale.epoch, next.epoch);
         assert!(!next.loss.is_lost());
-        wd.deregister(&name, &field, Some(stale.epoch));
+        wd.deregister(&key, Some(stale.epoch));
         assert_eq!(
             wd.len(),
             1,
             "the stale guard leaves the new registration alone"
         );
-        wd.deregister(&name, &field, Some(next.epoch));
+        wd.deregister(&key, Some(next.epoch));
         assert_eq!(
             wd.len(),
             0,
@@ -926,7 +930,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_hold_found_gone_is_gone_only_if_every_acquisition_ran_before_the_renewal() {
         let wd = watchdog(Duration::from_secs(30));
-        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
         let shape = || RenewalShape::per_hold("n");
         let collected = |r: &Registration| {
             let mut it = item("n", "f", shape());
@@ -935,42 +939,62 @@ mod tests {
             it
         };
         let until = Instant::now() + Duration::from_secs(30);
-        let first = wd.register(&name, &field, shape(), None, Instant::now());
+        let first = wd.register(&key, shape(), None, Instant::now());
         tokio::time::advance(Duration::from_millis(10)).await;
         let renewal_sent = Instant::now();
         apply(&wd.state, &collected(&first), false, renewal_sent, until);
         assert!(first.loss.is_gone(), "acquired before the renewal was sent");
 
-        let second = wd.register(&name, &field, shape(), None, Instant::now());
+        let second = wd.register(&key, shape(), None, Instant::now());
         let renewal_sent = Instant::now();
         tokio::time::advance(Duration::from_millis(10)).await;
         // A re-entry sent while that renewal was in flight may have run after it.
-        wd.register(&name, &field, shape(), None, Instant::now());
+        wd.register(&key, shape(), None, Instant::now());
         apply(&wd.state, &collected(&second), false, renewal_sent, until);
         assert!(second.loss.is_lost());
         assert!(!second.loss.is_gone(), "its guards still release");
     }
 
     #[tokio::test(start_paused = true)]
+    async fn holds_found_gone_by_their_owner_are_lost_for_good_and_release_nothing() {
+        let wd = watchdog(Duration::from_secs(30));
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
+        let other = HoldKey::new("n".into(), "f".into(), Arc::from(["v".to_owned()]));
+        let renewed = wd.register(&key, RenewalShape::per_hold("n"), None, Instant::now());
+        let leased = LossSignal::new(Instant::now() + Duration::from_secs(20));
+        let others = LossSignal::new(Instant::now() + Duration::from_secs(20));
+        wd.track_leased(&key, &leased);
+        wd.track_leased(&other, &others);
+        // In doubt (a connection drop): a later confirmation would find the new hold's field.
+        assert!(leased.doubt(1));
+        wd.holds_gone(&key);
+        assert!(renewed.loss.is_gone() && leased.is_gone());
+        assert_eq!(wd.len(), 0, "the registration is dropped");
+        assert!(!leased.confirm(1));
+        assert_eq!(leased.state(), HoldState::Lost, "never confirmed again");
+        assert_eq!(others.state(), HoldState::Held, "another set of the owner");
+        // The next acquisition starts a registration of its own.
+        let next = wd.register(&key, RenewalShape::per_hold("n"), None, Instant::now());
+        assert_ne!(next.epoch, renewed.epoch);
+        assert_eq!(next.loss.state(), HoldState::Held);
+        wd.untrack_leased(&key, &leased);
+        wd.untrack_leased(&other, &others);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_ttl_set_reaches_every_guard_of_the_owner_and_hurries_the_watchdog() {
         let timeout = Duration::from_secs(30);
         let wd = watchdog(timeout);
-        let (name, field): (Arc<str>, Arc<str>) = ("n".into(), "f".into());
-        let other: Arc<str> = "g".into();
-        let held = wd.register(
-            &name,
-            &field,
-            RenewalShape::per_hold("n"),
-            None,
-            Instant::now(),
-        );
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
+        let other = HoldKey::new("n".into(), "g".into(), Arc::from([]));
+        let held = wd.register(&key, RenewalShape::per_hold("n"), None, Instant::now());
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(20));
         let others = LossSignal::new(Instant::now() + Duration::from_secs(20));
-        wd.track_leased(&name, &field, &leased);
-        wd.track_leased(&name, &other, &others);
+        wd.track_leased(&key, &leased);
+        wd.track_leased(&other, &others);
         // A 25 s TTL: the regular runs still renew in time.
         let sent = Instant::now();
-        wd.ttl_set(&name, &field, sent, Duration::from_secs(25), sent);
+        wd.ttl_set(&key, sent, Duration::from_secs(25), sent);
         assert_eq!(leased.deadline(), sent + Duration::from_secs(20));
         assert_eq!(
             held.loss.deadline(),
@@ -978,7 +1002,7 @@ mod tests {
         );
         assert!(futures::FutureExt::now_or_never(wd.state.urgent.notified()).is_none());
         // A 1 s TTL: every guard of that owner learns it, the renewal comes at once.
-        wd.ttl_set(&name, &field, sent, Duration::from_secs(1), sent);
+        wd.ttl_set(&key, sent, Duration::from_secs(1), sent);
         let to = valid_until(sent, Duration::from_secs(1));
         assert_eq!((leased.deadline(), held.loss.deadline()), (to, to));
         assert_eq!(
@@ -987,8 +1011,8 @@ mod tests {
             "another owner's"
         );
         assert!(futures::FutureExt::now_or_never(wd.state.urgent.notified()).is_some());
-        wd.untrack_leased(&name, &field, &leased);
-        wd.untrack_leased(&name, &other, &others);
+        wd.untrack_leased(&key, &leased);
+        wd.untrack_leased(&other, &others);
         assert!(wd.state.leased.is_empty());
     }
 
@@ -1013,12 +1037,12 @@ mod tests {
             first.call.args,
             vec![Value::from(30_000i64), Value::from("f0"), Value::from("f1")]
         );
-        assert_eq!(first.entries, vec![vec![0], vec![1]]);
-        assert_eq!(batches[2].entries, vec![vec![4]]);
+        assert_eq!(first.entries, vec![0, 1]);
+        assert_eq!(batches[2].entries, vec![4]);
     }
 
     #[test]
-    fn per_lock_batches_group_the_readers_of_one_lock() {
+    fn per_lock_batches_list_each_reader_of_a_lock_as_an_entry_of_its_own() {
         let items = vec![
             item("a", "r1", per_lock("a", "{a}")),
             item("b", "r1", per_lock("b", "{b}")),
@@ -1031,22 +1055,26 @@ mod tests {
             .iter()
             .find(|b| b.call.script == ScriptId::ReadRenew)
             .unwrap();
+        assert_matches_header(&read.call);
+        // The lock `a` is listed once per reader: one flag per reader (R-RENEW's reply is one
+        // flag per entry, "some listed reader is present").
         assert_eq!(
             read.call.keys,
-            ["a", "{a}", "b", "{b}"].map(Key::from).to_vec()
+            ["a", "{a}", "b", "{b}", "a", "{a}"].map(Key::from).to_vec()
         );
         assert_eq!(
             read.call.args,
             vec![
                 Value::from(9_000i64),
-                Value::from(2i64),
-                Value::from("r1"),
-                Value::from("r2"),
                 Value::from(1i64),
                 Value::from("r1"),
+                Value::from(1i64),
+                Value::from("r1"),
+                Value::from(1i64),
+                Value::from("r2"),
             ]
         );
-        assert_eq!(read.entries, vec![vec![0, 2], vec![1]]);
+        assert_eq!(read.entries, vec![0, 1, 2]);
     }
 
     #[test]
@@ -1079,10 +1107,7 @@ mod tests {
         let now = Instant::now();
         let add = |name: &str, deadline: Instant, renewals: u64| {
             state.holds.insert(
-                HoldKey {
-                    name: name.into(),
-                    field: "f".into(),
-                },
+                HoldKey::new(name.into(), "f".into(), Arc::from([])),
                 Renewed {
                     count: 1,
                     shape: RenewalShape::per_hold(name),
@@ -1106,10 +1131,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn apply_renews_or_reports_lost_only_the_collected_registration() {
         let state = state();
-        let key = HoldKey {
-            name: "n".into(),
-            field: "f".into(),
-        };
+        let key = HoldKey::new("n".into(), "f".into(), Arc::from([]));
         let loss = LossSignal::new(Instant::now() + Duration::from_secs(1));
         state.holds.insert(
             key.clone(),
