@@ -229,10 +229,7 @@ async fn wait_in_queue(
             Plan::Attempt => match hold.attempt(mode, deadline).await? {
                 Step::Done(acquired) => {
                     let lasts = Duration::from_millis(hold.lease_ms);
-                    ticket.acquired(
-                        hold.field.clone(),
-                        crate::config::later(acquired.sent_at, lasts),
-                    );
+                    ticket.acquired(crate::config::later(acquired.sent_at, lasts));
                     return Ok(Some(acquired));
                 }
                 Step::Busy { frees_in } => {

@@ -1,11 +1,12 @@
 //! The acquisition machinery every queueing and waiting kind shares: the one acquire engine
 //! ([`engine`]) and its waiting loops, one owner's hold and its calls ([`hold`]), the back-off
 //! schedules ([`backoff`]), and the per-client acquisition state: the owner ledger
-//! ([`ledger`]), the releases in flight ([`pending`]) and the local hand-off queues
-//! ([`queue`]).
+//! ([`ledger`]), the releases in flight ([`pending`]), the local wait lines ([`queue`]) and
+//! their hand-off policy ([`handoff`]).
 
 pub(crate) mod backoff;
 pub(crate) mod engine;
+pub(crate) mod handoff;
 pub(crate) mod hold;
 pub(crate) mod ledger;
 pub(crate) mod pending;
