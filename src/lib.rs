@@ -35,6 +35,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod acquisitions;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;

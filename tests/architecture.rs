@@ -592,3 +592,73 @@ fn the_checker_finds_an_upward_import_and_a_cycle() {
     assert_eq!(layer_of("src/a.rs", &layers).map(|l| l.0), Some(0));
     assert_eq!(layer_of("src/b.rs", &layers), None);
 }
+
+/// The room of a file: the top folder under `src/` it sits in (`src/lock/` for
+/// `src/lock/acquire/engine.rs`), or the file itself when it sits in `src/` (the root holds
+/// files of several layers: the error type, the client, the blocking facade, the crate root).
+fn room_of(file: &str) -> String {
+    let rest = file.strip_prefix("src/").unwrap_or(file);
+    match rest.split_once('/') {
+        Some((top, _)) => format!("src/{top}/"),
+        None => file.to_owned(),
+    }
+}
+
+/// The folders are rooms too: no two rooms may import each other, directly or through others
+/// (a folder whose files sit in layers on both sides of another room's file is such a cycle:
+/// `src/lock/` once held the per-client acquisition state below the client and the kinds
+/// above it).
+#[test]
+fn no_two_rooms_depend_on_each_other() {
+    let g = graph();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut why: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for (f, to) in &g.edges {
+        let from = room_of(f);
+        let out = edges.entry(from.clone()).or_default();
+        for t in to {
+            let room = room_of(t);
+            if room != from {
+                out.insert(room.clone());
+                why.entry((from.clone(), room))
+                    .or_default()
+                    .push(format!("{f} -> {t}"));
+            }
+        }
+    }
+    let rooms = Graph {
+        files: edges.keys().cloned().collect(),
+        edges,
+    };
+    let found = cycles(&rooms);
+    let explain = |cycle: &Vec<String>| {
+        let mut lines = vec![cycle.join(" <-> ")];
+        for ((from, to), files) in &why {
+            if cycle.contains(from) && cycle.contains(to) {
+                lines.extend(files.iter().map(|f| format!("  {f}")));
+            }
+        }
+        lines.join("\n")
+    };
+    assert!(
+        found.is_empty(),
+        "rooms that import each other (directly or through others):\n{}",
+        found.iter().map(explain).collect::<Vec<_>>().join("\n")
+    );
+}
+
+/// The room checker itself: a folder and a root file that import each other are found.
+#[test]
+fn the_room_checker_finds_a_folder_cycle() {
+    assert_eq!(room_of("src/lock/acquire/engine.rs"), "src/lock/");
+    assert_eq!(room_of("src/client.rs"), "src/client.rs");
+    let rooms = Graph {
+        files: vec!["src/client.rs".into(), "src/lock/".into()],
+        edges: [
+            ("src/client.rs".to_owned(), ["src/lock/".to_owned()].into()),
+            ("src/lock/".to_owned(), ["src/client.rs".to_owned()].into()),
+        ]
+        .into(),
+    };
+    assert_eq!(cycles(&rooms).len(), 1);
+}

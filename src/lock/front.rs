@@ -17,7 +17,7 @@ use super::{
         hold::Hold,
     },
     guard::{Guard, Held},
-    kind::{decode_flag, every_key, Kind, Protocol, Query, UnlockOutcome, Waiting},
+    protocol::{decode_flag, every_key, Kind, Protocol, Query, UnlockOutcome, Waiting},
 };
 use crate::{
     client::Client,
@@ -213,10 +213,10 @@ impl Handle {
         let reply = self.client.core().run(call, self.raw_name()).await?;
         self.internal_lease_ms
             .store(self.client.watchdog_ms(), Ordering::Relaxed);
-        if let Some(tag) = self.proto.local_queue() {
+        if let Some(tag) = self.proto.wait_line() {
             // A local holder no longer holds it: the local queue's head tries at once.
             self.client
-                .local_queues()
+                .wait_lines()
                 .released(tag, self.raw_name(), true, None);
         }
         decode_flag(reply, self.raw_name())

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::{
     acquire::hold::{Acquired, Hold},
-    kind::{AnyKind, Kind, Release, UnlockOutcome},
+    protocol::{AnyKind, Kind, Release, UnlockOutcome},
 };
 use crate::{
     error::{Error, Result},
@@ -101,12 +101,7 @@ impl Held {
         let key = hold.key();
         let wd = hold.client.watchdog();
         let (loss, registration) = if watchdog {
-            let r = wd.register(
-                &key,
-                hold.proto.renewal(),
-                hold.proto.local_queue(),
-                sent_at,
-            );
+            let r = wd.register(&key, hold.proto.renewal(), hold.proto.wait_line(), sent_at);
             (r.loss, r.epoch)
         } else {
             // Followed until the guard goes, so its owner's later calls that set the lock's TTL

@@ -11,7 +11,7 @@ use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::{Error, Result},
-    lock::kind::Step,
+    lock::protocol::Step,
     service::pubsub::Reading,
     types::names,
 };

@@ -40,7 +40,7 @@ use crate::{
     client::Client,
     conn::{replicas::Synced, scripts::ScriptCall},
     error::{Error, Result},
-    lock::{acquire::engine::wait_on_wakeups, kind::Step},
+    lock::{acquire::engine::wait_on_wakeups, protocol::Step},
     service::pubsub::Reading,
 };
 

@@ -15,7 +15,7 @@ use crate::{
         scripts::{ScriptCall, ScriptId},
     },
     error::{Error, Result},
-    lock::kind::Step,
+    lock::protocol::Step,
     service::pubsub::Reading,
     types::names,
 };

@@ -18,12 +18,10 @@ use std::{future::Future, time::Duration};
 
 use tokio::time::Instant;
 
-use super::{
-    backoff::BackOff,
-    hold::{Acquired, GiveUp, Hold},
-    queue::{Plan, Ticket},
-};
-use crate::lock::kind::{Mode, Step, Waiting};
+use super::hold::{Acquired, GiveUp, Hold};
+use crate::acquisitions::line::{Plan, Ticket};
+use crate::lock::kinds::backoff::BackOff;
+use crate::lock::protocol::{Mode, Step, Waiting};
 use crate::{
     error::{Error, Result},
     service::pubsub,
@@ -144,8 +142,8 @@ async fn wait_once(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acqu
     let mode = Mode::Queued {
         queue_ms: hold.queue_ms,
     };
-    let tag = hold.proto.local_queue();
-    let queues = hold.client.local_queues();
+    let tag = hold.proto.wait_line();
+    let queues = hold.client.wait_lines();
     let attempts_first = tag.is_none_or(|tag| {
         queues.attempts_first(
             tag,

@@ -32,15 +32,15 @@ use std::{sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
-use crate::lock::kind::{
+use crate::lock::protocol::{
     decode_acquire, decode_release, Acquire, AcquireReply, AcquireRequest, Mode, Protocol, Release,
     ReleaseRequest, Step,
 };
 use crate::{
+    acquisitions::ledger::{Entry, Known},
     client::Client,
     conn::{core::AcquireFailure, replicas::Synced},
     error::{Error, Result},
-    lock::acquire::ledger::{Entry, Known},
     service::watchdog::{renewal_call, HoldKey},
     types::names,
 };
@@ -285,7 +285,7 @@ impl Hold {
         mut entry: Entry,
         before: u64,
         sent_at: Instant,
-        release: Option<crate::lock::acquire::pending::InFlight>,
+        release: Option<crate::acquisitions::pending::InFlight>,
         barrier: Option<fred::clients::Client>,
     ) {
         // The script may have run: a re-entry it made set the TTL.
@@ -395,14 +395,14 @@ impl Hold {
         // head is told so (it then attempts), rather than waiting out the holder's lease.
         let mut tell_queue = TellQueue {
             hold: self,
-            armed: self.proto.local_queue().is_some(),
+            armed: self.proto.wait_line().is_some(),
         };
         let mut entry = self.client.ledgers().enter(self.key(), self.lease_ms).await;
         // A release that may free the lock tells the local queue first (its hand-off policy
         // may want to know, with this very release, whether another client listens).
-        let ask = match (self.proto.local_queue(), entry.known()) {
+        let ask = match (self.proto.wait_line(), entry.known()) {
             (_, Known::Count(n)) if n > 1 => None,
-            (Some(tag), _) => self.client.local_queues().releasing(tag, self.name()),
+            (Some(tag), _) => self.client.wait_lines().releasing(tag, self.name()),
             (None, _) => None,
         };
         let (outcome, others) = match ask {
@@ -423,11 +423,11 @@ impl Hold {
             _ => Known::Unknown,
         });
         drop(entry);
-        if let Some(tag) = self.proto.local_queue() {
+        if let Some(tag) = self.proto.wait_line() {
             // The next local waiter tries at once, without waiting for the unlock message.
             let freed = !matches!(outcome, Ok(Release::StillHeld));
             self.client
-                .local_queues()
+                .wait_lines()
                 .released(tag, self.name(), freed, others);
         }
         outcome
@@ -625,10 +625,10 @@ struct TellQueue<'a> {
 
 impl Drop for TellQueue<'_> {
     fn drop(&mut self) {
-        if let (true, Some(tag)) = (self.armed, self.hold.proto.local_queue()) {
+        if let (true, Some(tag)) = (self.armed, self.hold.proto.wait_line()) {
             self.hold
                 .client
-                .local_queues()
+                .wait_lines()
                 .released(tag, self.hold.name(), true, None);
         }
     }

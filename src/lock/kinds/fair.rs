@@ -11,7 +11,7 @@ use fred::types::{Key, Value};
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kind::{
+    protocol::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
     },
 };

@@ -8,14 +8,17 @@ use fred::types::{Key, Value};
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
     kinds::reentrant,
+    protocol::{
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+    },
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::Result,
     service::watchdog::RenewalShape,
+    types::line::WaitLine,
     types::names,
     types::owner::Owner,
 };
@@ -85,8 +88,8 @@ impl Protocol for Desc {
         self.base.waiting()
     }
 
-    fn local_queue(&self) -> Option<&'static str> {
-        Some("fenced")
+    fn wait_line(&self) -> Option<WaitLine> {
+        Some(WaitLine::Fenced)
     }
 
     /// `KEYS = [N, token key]`, `ARGV = [lease, field]`; reply `{1, token}` or `{0, pttl}`.
@@ -168,7 +171,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{conn::scripts::tests::assert_matches_header, lock::kind::Mode};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Mode};
 
     #[test]
     fn the_acquire_call_carries_the_token_key() {

@@ -8,11 +8,11 @@ use fred::types::{Key, Value};
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kind::{
+    kinds::fair::now_ms,
+    protocol::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
         Waiting,
     },
-    kinds::fair::now_ms,
 };
 use crate::{
     client::Client,
@@ -274,7 +274,7 @@ mod tests {
     use super::*;
     use crate::{
         conn::scripts::tests::assert_matches_header,
-        lock::{kind::Mode, kinds::reentrant::tests::release_req},
+        lock::{kinds::reentrant::tests::release_req, protocol::Mode},
         service::watchdog::renewal_call,
     };
 
@@ -329,7 +329,7 @@ mod tests {
 
     #[test]
     fn every_key_shares_the_groups_slot() {
-        use crate::{conn::cluster::one_slot, lock::kind::every_key};
+        use crate::{conn::cluster::one_slot, lock::protocol::every_key};
         for name in ["orders", "{t}:g"] {
             let d = Desc::new(name.into(), vec![b"x".to_vec()]);
             assert!(one_slot(&every_key(&d, "u:1")), "{name}");

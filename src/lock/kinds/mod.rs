@@ -1,7 +1,8 @@
-//! One file per lock kind: its description (a [`Protocol`](crate::lock::kind::Protocol)
+//! One file per lock kind: its description (a [`Protocol`](crate::lock::protocol::Protocol)
 //! implementation), its marker type and aliases, its kind-specific methods and its
 //! `Client::get_*` factory. `fenced.rs` is the model file for a new kind.
 
+pub(crate) mod backoff;
 pub(crate) mod fair;
 pub(crate) mod fenced;
 pub(crate) mod group;

@@ -9,14 +9,17 @@ use fred::types::Value;
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
     kinds::reentrant,
+    protocol::{
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+    },
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::REENTRY_MARKER,
     service::watchdog::RenewalShape,
+    types::line::WaitLine,
     types::owner::Owner,
 };
 
@@ -80,9 +83,9 @@ impl Protocol for Desc {
         self.base.waiting()
     }
 
-    /// The reentrant lock's local queue: the same lock on the wire.
-    fn local_queue(&self) -> Option<&'static str> {
-        self.base.local_queue()
+    /// The reentrant lock's wait line: the same lock on the wire.
+    fn wait_line(&self) -> Option<WaitLine> {
+        self.base.wait_line()
     }
 
     /// NR-ACQ: `KEYS = [N]`, `ARGV = [lease, field, "NON_REENTRANT_REACQUIRE"]`; nil, the
@@ -134,8 +137,8 @@ impl Client {
 mod tests {
     use super::*;
     use crate::{
-        conn::scripts::tests::assert_matches_header, lock::kind::Mode,
-        lock::kinds::reentrant::tests::release_req,
+        conn::scripts::tests::assert_matches_header, lock::kinds::reentrant::tests::release_req,
+        lock::protocol::Mode,
     };
     use fred::types::Key;
 
@@ -165,6 +168,10 @@ mod tests {
         let rel = d.release(release_req("u:1"));
         assert_eq!(rel.script, ScriptId::Release);
         assert_eq!(d.renewal(), RenewalShape::per_hold("n"));
-        assert_eq!(d.local_queue(), Some("lock"), "the reentrant lock's queue");
+        assert_eq!(
+            d.wait_line(),
+            Some(WaitLine::Lock),
+            "the reentrant lock's line"
+        );
     }
 }

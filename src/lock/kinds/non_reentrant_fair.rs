@@ -9,10 +9,10 @@ use fred::types::Value;
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kind::{
+    kinds::fair::{self, now_ms},
+    protocol::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
     },
-    kinds::fair::{self, now_ms},
 };
 use crate::{
     client::Client,

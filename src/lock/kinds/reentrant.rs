@@ -7,12 +7,15 @@ use fred::types::{Key, Value};
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    protocol::{
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+    },
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::RenewalShape,
+    types::line::WaitLine,
     types::names,
     types::owner::Owner,
 };
@@ -119,8 +122,8 @@ impl Protocol for Desc {
         Waiting::Channel(self.channel.clone())
     }
 
-    fn local_queue(&self) -> Option<&'static str> {
-        Some("lock")
+    fn wait_line(&self) -> Option<WaitLine> {
+        Some(WaitLine::Lock)
     }
 
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
@@ -167,7 +170,7 @@ impl Client {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{conn::scripts::tests::assert_matches_header, lock::kind::Mode};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Mode};
 
     pub(crate) fn release_req(field: &str) -> ReleaseRequest<'_> {
         ReleaseRequest {
@@ -202,7 +205,7 @@ pub(crate) mod tests {
 
     #[test]
     fn every_derived_key_shares_the_names_slot_unless_a_brace_is_left_open() {
-        use crate::{conn::cluster::one_slot, lock::kind::every_key};
+        use crate::{conn::cluster::one_slot, lock::protocol::every_key};
         for name in ["orders", "a{b}c", "x}y{z}", "{t}:n"] {
             let keys = every_key(&Desc::new(name.into()), "u:1");
             assert!(one_slot(&keys), "{name}: {keys:?}");

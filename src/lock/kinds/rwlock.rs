@@ -10,16 +10,17 @@ use fred::types::{Key, Value};
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kind::{
+    kinds::reentrant,
+    protocol::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
         Waiting,
     },
-    kinds::reentrant,
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::{Layout, RenewalShape},
+    types::line::WaitLine,
     types::names,
     types::owner::Owner,
 };
@@ -236,8 +237,8 @@ impl Protocol for WriteDesc {
         Waiting::Channel(self.0.channel.clone())
     }
 
-    fn local_queue(&self) -> Option<&'static str> {
-        Some("write")
+    fn wait_line(&self) -> Option<WaitLine> {
+        Some(WaitLine::Write)
     }
 
     /// W-ACQ: `KEYS = [N]`, `ARGV = [lease, F:write]`.
@@ -349,7 +350,7 @@ mod tests {
     use super::*;
     use crate::{
         conn::scripts::tests::assert_matches_header,
-        lock::{kind::Mode, kinds::reentrant::tests::release_req},
+        lock::{kinds::reentrant::tests::release_req, protocol::Mode},
     };
 
     #[test]

@@ -6,11 +6,13 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    acquire::backoff::BackOff,
     front::{Handle, Lock},
     guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    kinds::backoff::BackOff,
     kinds::reentrant,
+    protocol::{
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+    },
 };
 use crate::{
     client::Client,

@@ -275,8 +275,8 @@ impl HoldKey {
 struct Renewed {
     count: u32,
     shape: RenewalShape,
-    /// The kind's local hand-off queue, told when renewal finds the hold gone.
-    queue: Option<&'static str>,
+    /// The kind's local wait line, told when renewal finds the hold gone.
+    queue: Option<crate::types::line::WaitLine>,
     /// When the latest acquisition registered here was sent.
     last_sent: Instant,
     epoch: u64,
@@ -285,8 +285,8 @@ struct Renewed {
 }
 
 /// What the watchdog calls when it finds a hold gone whose kind has a local hand-off queue:
-/// `(lock name, queue tag)`, so the queue's head attempts at once.
-pub(crate) type OnGone = Box<dyn Fn(&str, &'static str) + Send + Sync>;
+/// `(lock name, wait line)`, so the line's head attempts at once.
+pub(crate) type OnGone = Box<dyn Fn(&str, crate::types::line::WaitLine) + Send + Sync>;
 
 pub(crate) struct WatchdogState {
     holds: DashMap<HoldKey, Renewed>,
@@ -364,7 +364,7 @@ impl Watchdog {
         &self,
         key: &HoldKey,
         shape: RenewalShape,
-        queue: Option<&'static str>,
+        queue: Option<crate::types::line::WaitLine>,
         sent_at: Instant,
     ) -> Registration {
         let deadline = valid_until(sent_at, self.timeout);

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use fred::types::Value;
 
-use super::acquire::backoff::BackOff;
+use super::kinds::backoff::BackOff;
 use crate::{
     conn::{core::unexpected, scripts::ScriptCall},
     error::{Error, Result},
     service::watchdog::RenewalShape,
+    types::line::WaitLine,
 };
 
 /// The kinds of lock: a type parameter of [`Lock`](crate::Lock) and [`Guard`](crate::Guard).
@@ -223,10 +224,10 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn give_up(&self, _field: &str, _queue_ms: u64) -> Option<ScriptCall> {
         None
     }
-    /// The tag of this kind's local hand-off queue (see `queue`), for kinds whose waiters may
-    /// queue locally: one holder at a time, every waiter on one shared channel. `None` (the
-    /// default): each local waiter contends on Redis itself.
-    fn local_queue(&self) -> Option<&'static str> {
+    /// The local wait line this kind's waiters join (see `acquisitions::line`), for kinds
+    /// whose waiters may queue locally: one holder at a time, every waiter on one shared
+    /// channel. `None` (the default): each local waiter contends on Redis itself.
+    fn wait_line(&self) -> Option<WaitLine> {
         None
     }
     /// `true` (the default) when a re-entry sets the lock's TTL to its own lease, which may

@@ -21,7 +21,7 @@
 //!   dropped); a head that leaves passes the turn to the next waiter. The queue (and with it
 //!   the run and the contest) lives while it has waiters or a local holder.
 //!
-//! Which kinds queue ([`Protocol::local_queue`](crate::lock::kind::Protocol::local_queue)): the
+//! Which kinds queue ([`Protocol::wait_line`](crate::lock::protocol::Protocol::wait_line)): the
 //! reentrant lock, the fenced lock and the write lock — one holder at a time and one channel
 //! for every waiter. Not the read lock (readers share: queueing them one behind another would
 //! serialise them), not the fair lock (its queue in Redis already orders every waiter of every
@@ -47,12 +47,13 @@ use super::handoff::{HandOff, Released};
 use crate::{
     config::LocalHandOff,
     service::pubsub::{PubSub, Subscription},
+    types::line::WaitLine,
 };
 
-/// Every local queue of one client, by kind tag and raw lock name.
+/// Every local wait line of one client, by [`WaitLine`] and raw lock name.
 #[derive(Default)]
-pub(crate) struct LocalQueues {
-    map: Mutex<HashMap<String, Arc<Queue>>>,
+pub(crate) struct WaitLines {
+    map: Mutex<HashMap<Key, Arc<Line>>>,
     /// Number of queues, read without the lock on the uncontended path.
     live: AtomicUsize,
     policy: LocalHandOff,
@@ -61,8 +62,24 @@ pub(crate) struct LocalQueues {
     contests: AtomicU64,
 }
 
-struct Queue {
-    key: String,
+/// A line's key: which line, of which lock.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    line: WaitLine,
+    name: Box<str>,
+}
+
+impl Key {
+    fn new(line: WaitLine, name: &str) -> Self {
+        Self {
+            line,
+            name: name.into(),
+        }
+    }
+}
+
+struct Line {
+    key: Key,
     channel: String,
     state: Mutex<State>,
 }
@@ -93,15 +110,7 @@ impl State {
     }
 }
 
-fn key(tag: &str, name: &str) -> String {
-    let mut k = String::with_capacity(tag.len() + 1 + name.len());
-    k.push_str(tag);
-    k.push('\0');
-    k.push_str(name);
-    k
-}
-
-impl LocalQueues {
+impl WaitLines {
     /// The queues of a client with this hand-off policy.
     pub(crate) fn new(policy: LocalHandOff) -> Self {
         Self {
@@ -110,16 +119,16 @@ impl LocalQueues {
         }
     }
 
-    fn get(&self, tag: &str, name: &str) -> Option<Arc<Queue>> {
+    fn get(&self, line: WaitLine, name: &str) -> Option<Arc<Line>> {
         if self.live.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.map.lock().get(&key(tag, name)).cloned()
+        self.map.lock().get(&Key::new(line, name)).cloned()
     }
 
     /// `true` when local waiters are queued for the lock.
-    pub(crate) fn has_waiters(&self, tag: &str, name: &str) -> bool {
-        self.get(tag, name)
+    pub(crate) fn has_waiters(&self, line: WaitLine, name: &str) -> bool {
+        self.get(line, name)
             .is_some_and(|q| !q.state.lock().waiters.is_empty())
     }
 
@@ -127,18 +136,18 @@ impl LocalQueues {
     /// the queue: not while local waiters are queued (first come, first served; no barging
     /// past the queue), unless the owner may hold the lock already (`owner_may_hold`, from the
     /// owner ledger): a re-entry never waits behind its own hold.
-    pub(crate) fn attempts_first(&self, tag: &str, name: &str, owner_may_hold: bool) -> bool {
-        owner_may_hold || !self.has_waiters(tag, name)
+    pub(crate) fn attempts_first(&self, line: WaitLine, name: &str, owner_may_hold: bool) -> bool {
+        owner_may_hold || !self.has_waiters(line, name)
     }
 
     /// Joins the queue of the lock at its tail.
-    pub(crate) fn join(self: &Arc<Self>, tag: &str, name: &str, channel: &str) -> Ticket {
+    pub(crate) fn join(self: &Arc<Self>, line: WaitLine, name: &str, channel: &str) -> Ticket {
         let mut map = self.map.lock();
         let queue = map
-            .entry(key(tag, name))
+            .entry(Key::new(line, name))
             .or_insert_with_key(|k| {
                 self.live.fetch_add(1, Ordering::AcqRel);
-                Arc::new(Queue {
+                Arc::new(Line {
                     key: k.clone(),
                     channel: channel.to_owned(),
                     state: Mutex::new(State::new(self.policy)),
@@ -164,8 +173,8 @@ impl LocalQueues {
     /// A local owner is about to send a release that may free the lock. Returns the channel to
     /// ask `PUBSUB NUMSUB` about (together with the release) when the policy wants a fresh
     /// answer (see [`HandOff::releasing`]).
-    pub(crate) fn releasing(&self, tag: &str, name: &str) -> Option<String> {
-        let queue = self.get(tag, name)?;
+    pub(crate) fn releasing(&self, line: WaitLine, name: &str) -> Option<String> {
+        let queue = self.get(line, name)?;
         let mut st = queue.state.lock();
         let (messages, waiters) = (st.messages(), !st.waiters.is_empty());
         let ask = st.hand_off.releasing(Instant::now(), messages, waiters);
@@ -176,12 +185,12 @@ impl LocalQueues {
     /// an error); `others`: the answer to "does another client listen?" asked with it. Wakes
     /// the head when the policy hands the lock over or contests it; ends a queue nobody waits
     /// in any more.
-    pub(crate) fn released(&self, tag: &str, name: &str, freed: bool, others: Option<bool>) {
+    pub(crate) fn released(&self, line: WaitLine, name: &str, freed: bool, others: Option<bool>) {
         if self.live.load(Ordering::Acquire) == 0 {
             return;
         }
         let mut map = self.map.lock();
-        let Some(queue) = map.get(&key(tag, name)).cloned() else {
+        let Some(queue) = map.get(&Key::new(line, name)).cloned() else {
             return;
         };
         let mut st = queue.state.lock();
@@ -217,7 +226,7 @@ impl LocalQueues {
     }
 
     /// Removes `queue` from the map if it is still the queue of its key.
-    fn remove(&self, map: &mut HashMap<String, Arc<Queue>>, queue: &Arc<Queue>) {
+    fn remove(&self, map: &mut HashMap<Key, Arc<Line>>, queue: &Arc<Line>) {
         if map.get(&queue.key).is_some_and(|q| Arc::ptr_eq(q, queue)) {
             map.remove(&queue.key);
             self.live.fetch_sub(1, Ordering::AcqRel);
@@ -227,7 +236,7 @@ impl LocalQueues {
     /// Local waiters queued per channel, beyond the one subscription each queue holds (which
     /// the subscription registry already counts as one waiter).
     pub(crate) fn queued_beyond_subscriptions(&self) -> Vec<(String, usize)> {
-        let queues: Vec<Arc<Queue>> = self.map.lock().values().cloned().collect();
+        let queues: Vec<Arc<Line>> = self.map.lock().values().cloned().collect();
         queues
             .iter()
             .filter_map(|q| {
@@ -249,8 +258,8 @@ impl LocalQueues {
 /// One waiter's place in a queue; dropping it leaves the queue (passing the turn on if it was
 /// the head).
 pub(crate) struct Ticket {
-    queues: Arc<LocalQueues>,
-    queue: Arc<Queue>,
+    queues: Arc<WaitLines>,
+    queue: Arc<Line>,
     id: u64,
     notify: Arc<Notify>,
 }
@@ -364,20 +373,21 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+    const LOCK: WaitLine = WaitLine::Lock;
 
-    fn queues() -> Arc<LocalQueues> {
-        Arc::new(LocalQueues::default())
+    fn queues() -> Arc<WaitLines> {
+        Arc::new(WaitLines::default())
     }
 
     #[tokio::test(start_paused = true)]
     async fn waiters_become_head_in_arrival_order() {
         let q = queues();
-        let a = q.join("lock", "n", "ch");
-        let b = q.join("lock", "n", "ch");
-        let c = q.join("lock", "n", "ch");
-        assert!(q.has_waiters("lock", "n"));
+        let a = q.join(LOCK, "n", "ch");
+        let b = q.join(LOCK, "n", "ch");
+        let c = q.join(LOCK, "n", "ch");
+        assert!(q.has_waiters(LOCK, "n"));
         assert!(
-            !q.has_waiters("write", "n"),
+            !q.has_waiters(WaitLine::Write, "n"),
             "kinds have queues of their own"
         );
         assert!(a.wait_head(Some(Instant::now())).await);
@@ -398,18 +408,18 @@ mod tests {
         hb.await.unwrap();
         hc.await.unwrap();
         assert_eq!(*order.lock(), vec!["b", "c"]);
-        assert!(!q.has_waiters("lock", "n"));
+        assert!(!q.has_waiters(LOCK, "n"));
         assert_eq!(q.len(), 1, "the queue lives while its last owner holds");
-        q.released("lock", "n", true, None);
+        q.released(LOCK, "n", true, None);
         assert_eq!(q.len(), 0, "an empty queue is removed");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_or_timed_out_waiter_leaves_and_a_leaving_head_passes_the_turn() {
         let q = queues();
-        let head = q.join("lock", "n", "ch");
-        let second = q.join("lock", "n", "ch");
-        let third = q.join("lock", "n", "ch");
+        let head = q.join(LOCK, "n", "ch");
+        let second = q.join(LOCK, "n", "ch");
+        let third = q.join(LOCK, "n", "ch");
         let start = Instant::now();
         assert!(!second.wait_head(Some(start + 50 * MS)).await);
         assert_eq!(
@@ -434,8 +444,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_local_holder_makes_the_head_wait_and_its_release_hands_over() {
         let q = queues();
-        let first = q.join("lock", "n", "ch");
-        let second = q.join("lock", "n", "ch");
+        let first = q.join(LOCK, "n", "ch");
+        let second = q.join(LOCK, "n", "ch");
         assert_eq!(first.plan(), Plan::Attempt);
         first.acquired(Instant::now() + 1_000 * MS);
         assert!(second.wait_head(Some(Instant::now())).await);
@@ -445,56 +455,56 @@ mod tests {
             second.plan()
         });
         tokio::time::sleep(10 * MS).await;
-        q.released("lock", "n", false, None);
+        q.released(LOCK, "n", false, None);
         tokio::task::yield_now().await;
         assert!(!woken.is_finished(), "a partial release hands nothing over");
-        q.released("lock", "n", true, None);
+        q.released(LOCK, "n", true, None);
         assert_eq!(woken.await.unwrap(), Plan::Attempt);
     }
 
     #[test]
     fn a_waiter_attempts_first_unless_others_are_queued_and_it_may_not_hold() {
         let q = queues();
-        assert!(q.attempts_first("lock", "n", false), "nobody queued");
-        let _queued = q.join("lock", "n", "ch");
+        assert!(q.attempts_first(LOCK, "n", false), "nobody queued");
+        let _queued = q.join(LOCK, "n", "ch");
         assert!(
-            !q.attempts_first("lock", "n", false),
+            !q.attempts_first(LOCK, "n", false),
             "no barging past the queue"
         );
         assert!(
-            q.attempts_first("lock", "n", true),
+            q.attempts_first(LOCK, "n", true),
             "a re-entry never waits behind itself"
         );
         assert!(
-            q.attempts_first("write", "n", false),
+            q.attempts_first(WaitLine::Write, "n", false),
             "another kind's queue"
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_line_asks_with_the_channel_counts_and_wakes_the_head_as_the_policy_decides() {
-        let q = Arc::new(LocalQueues::new(LocalHandOff::Bounded(10 * MS)));
-        let first = q.join("lock", "n", "ch");
-        let second = q.join("lock", "n", "ch");
+        let q = Arc::new(WaitLines::new(LocalHandOff::Bounded(10 * MS)));
+        let first = q.join(LOCK, "n", "ch");
+        let second = q.join(LOCK, "n", "ch");
         first.acquired(Instant::now() + 30_000 * MS);
         assert!(second.wait_head(Some(Instant::now())).await);
         // Within the budget: a hand-over, no question.
-        assert_eq!(q.releasing("lock", "n"), None);
-        q.released("lock", "n", true, None);
+        assert_eq!(q.releasing(LOCK, "n"), None);
+        q.released(LOCK, "n", true, None);
         assert_eq!((q.hand_overs(), q.contests()), (1, 0));
-        let third = q.join("lock", "n", "ch");
+        let third = q.join(LOCK, "n", "ch");
         second.acquired(Instant::now() + 30_000 * MS);
         assert!(third.wait_head(Some(Instant::now())).await);
         // Past it: the question goes with the release, on the queue's channel; someone
         // listens, so a contest wakes the head to race.
         tokio::time::sleep(20 * MS).await;
-        assert_eq!(q.releasing("lock", "n").as_deref(), Some("ch"));
+        assert_eq!(q.releasing(LOCK, "n").as_deref(), Some("ch"));
         let woken = tokio::spawn(async move {
             third.notified().await;
             third.plan()
         });
         tokio::task::yield_now().await;
-        q.released("lock", "n", true, Some(true));
+        q.released(LOCK, "n", true, Some(true));
         assert_eq!(woken.await.unwrap(), Plan::Attempt);
         assert_eq!((q.hand_overs(), q.contests()), (1, 1));
     }
@@ -502,11 +512,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_queue_outlives_its_last_waiter_while_an_owner_holds() {
         let q = queues();
-        let t = q.join("lock", "n", "ch");
+        let t = q.join(LOCK, "n", "ch");
         t.acquired(Instant::now() + 30_000 * MS);
         assert_eq!(q.len(), 1, "the holder's queue keeps its run");
-        assert!(!q.has_waiters("lock", "n"));
-        q.released("lock", "n", true, None);
+        assert!(!q.has_waiters(LOCK, "n"));
+        q.released(LOCK, "n", true, None);
         assert_eq!(q.len(), 0, "its release ends it");
     }
 }
