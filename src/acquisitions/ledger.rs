@@ -6,7 +6,7 @@
 //! the field). Each call that may change the count — an acquisition attempt, a release, the
 //! reconciliation of an ambiguous attempt — holds the entry's gate while it runs, so the count
 //! before an attempt is known exactly and an ambiguous attempt can be undone by comparing the
-//! count with it (see `Hold::attempt`). Nothing of this is stored in Redis.
+//! count with it (see `Claim::attempt`). Nothing of this is stored in Redis.
 //!
 //! An entry is dropped when its count is back to zero through this client, and otherwise once
 //! it can no longer matter: each entry knows until when a hold its calls made or re-armed can

@@ -13,8 +13,8 @@ use std::{
 
 use super::{
     acquire::{
+        claim::Claim,
         engine::{self, Wait},
-        hold::Hold,
     },
     guard::{Guard, Held},
     protocol::{decode_flag, every_key, Kind, Protocol, Query, UnlockOutcome, Waiting},
@@ -131,8 +131,8 @@ impl Handle {
         }
     }
 
-    fn hold(&self, owner: Owner, lease_ms: u64) -> Hold {
-        Hold {
+    fn hold(&self, owner: Owner, lease_ms: u64) -> Claim {
+        Claim {
             client: self.client.clone(),
             proto: self.proto.clone(),
             name: self.raw.clone(),
@@ -161,13 +161,13 @@ impl Handle {
             Some(w) if !w.is_zero() => w.as_millis().min(u128::from(crate::MAX_MILLIS)) as u64,
             _ => self.client.config().fair_wait_ms(),
         };
-        let hold = Hold {
+        let claim = Claim {
             queue_ms,
             ..self.hold(owner, lease_ms)
         };
-        let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
+        let watch = Acquisition::start(self.kind, self.raw_name(), &claim.field, wait, lease);
         let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
-        let acquired = watch.run(engine::acquire(&hold, wait)).await;
+        let acquired = watch.run(engine::acquire(&claim, wait)).await;
         watch.finish(&acquired);
         Ok(acquired?.map(|a| {
             if lease.is_some() {
@@ -180,9 +180,9 @@ impl Handle {
     /// Releases one hold of `owner` (the Java style, without a guard).
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
-        let hold = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client.watchdog().deregister(&hold.key(), None);
-        let outcome = hold.release().await?.outcome(hold.name(), &hold.field)?;
+        let claim = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
+        self.client.watchdog().deregister(&claim.key(), None);
+        let outcome = claim.release().await?.outcome(claim.name(), &claim.field)?;
         if outcome == UnlockOutcome::Released {
             self.internal_lease_ms
                 .store(self.client.watchdog_ms(), Ordering::Relaxed);

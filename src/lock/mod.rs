@@ -4,7 +4,7 @@
 //!   ([`protocol::Protocol`]) plus the typed replies.
 //! * [`kinds`]: one file per kind (`reentrant`, `fair`, `rwlock`, `fenced`, `spin`,
 //!   `non_reentrant`, `non_reentrant_fair`, `group`): its
-//!   description, its marker type and its kind-specific methods; the spin lock's back-off
+//!   protocol, its marker type and its kind-specific methods; the spin lock's back-off
 //!   schedules beside it (`backoff`).
 //! * [`acquire`]: the acquisition: one owner's hold of one lock and the calls made with it
 //!   (`hold`), the one acquire engine (`engine`). The per-client acquisition state they act on

@@ -204,7 +204,7 @@ pub(crate) enum Query {
     Script(ScriptCall),
 }
 
-/// A lock kind's description: its raw name, how waiters wait, and the script calls of each
+/// A lock kind's protocol: its raw name, how waiters wait, and the script calls of each
 /// operation. Pure: nothing here talks to Redis.
 pub(crate) trait Protocol: Send + Sync + 'static {
     /// The raw lock name in Redis (after the name mapper).
@@ -253,7 +253,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn hold_count(&self, _field: &str) -> Option<ScriptCall> {
         None
     }
-    /// Why this description can take no call at all (refused before anything is sent), e.g. a
+    /// Why this protocol can take no call at all (refused before anything is sent), e.g. a
     /// group multi-lock without values. `None` (the default): it can.
     fn invalid(&self) -> Option<String> {
         None

@@ -9,7 +9,7 @@
 //! Redis.
 //!
 //! Cancel safety: no task is spawned for an attempt; an attempt dropped with its script in
-//! flight hands its outcome to a reconciliation task (see [`Hold::attempt`]). The subscription
+//! flight hands its outcome to a reconciliation task (see [`Claim::attempt`]). The subscription
 //! is a value whose `Drop` leaves the channel; a queued waiter's give-up clean-up (the fair
 //! lock's queue exit) and its local-queue ticket run on drop too. So a dropped waiter leaves no
 //! subscription, no queue entry, no lock and no watchdog registration.
@@ -18,7 +18,7 @@ use std::{future::Future, time::Duration};
 
 use tokio::time::Instant;
 
-use super::hold::{Acquired, GiveUp, Hold};
+use super::claim::{Acquired, Claim, GiveUp};
 use crate::acquisitions::line::{Plan, Ticket};
 use crate::lock::kinds::backoff::BackOff;
 use crate::lock::protocol::{Mode, Step, Waiting};
@@ -73,21 +73,21 @@ fn left(deadline: Option<Instant>) -> Option<Duration> {
 /// Runs the acquire protocol for any lock kind: one attempt ([`Wait::No`]), or a wait until
 /// acquired or the deadline, after which a queued waiter's give-up clean-up runs (see
 /// [`GiveUp`]).
-pub(crate) async fn acquire(hold: &Hold, wait: Wait) -> Result<Option<Acquired>> {
+pub(crate) async fn acquire(claim: &Claim, wait: Wait) -> Result<Option<Acquired>> {
     let deadline = match wait {
         Wait::No => {
             // A single try waits at most one command timeout for an earlier ambiguous attempt's
             // reconciliation.
-            let bound = crate::config::later(Instant::now(), hold.client.config().timeout);
-            return Ok(match hold.attempt(Mode::Once, Some(bound)).await? {
+            let bound = crate::config::later(Instant::now(), claim.client.config().timeout);
+            return Ok(match claim.attempt(Mode::Once, Some(bound)).await? {
                 Step::Done(acquired) => Some(acquired),
                 Step::Busy { .. } => None,
             });
         }
         Wait::Until(deadline) => deadline,
     };
-    let give_up = GiveUp::arm(hold);
-    let outcome = wait_for(hold, deadline).await;
+    let give_up = GiveUp::arm(claim);
+    let outcome = wait_for(claim, deadline).await;
     give_up.settle(matches!(outcome, Ok(Some(_)))).await;
     outcome
 }
@@ -98,31 +98,31 @@ pub(crate) async fn acquire(hold: &Hold, wait: Wait) -> Result<Option<Acquired>>
 /// returned. An acquisition no replica acknowledged ([`Error::NotReplicated`], already undone)
 /// is tried again after `retry_delay`, at most `retry_attempts` times and within the deadline,
 /// as Redisson retries it. Other errors end the wait at once.
-async fn wait_for(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acquired>> {
-    let config = hold.client.config();
+async fn wait_for(claim: &Claim, deadline: Option<Instant>) -> Result<Option<Acquired>> {
+    let config = claim.client.config();
     let max_pause = config.retry_delay.max(OUTAGE_PAUSE);
     let mut pause = OUTAGE_PAUSE;
     let mut unreplicated = 0;
     loop {
-        match wait_once(hold, deadline).await {
+        match wait_once(claim, deadline).await {
             Err(e @ Error::NotReplicated { .. }) => {
                 let delay = config.retry_delay;
                 if unreplicated >= config.retry_attempts
-                    || hold.client.is_closed()
+                    || claim.client.is_closed()
                     || left(deadline).is_some_and(|r| r <= delay)
                 {
                     return Err(e);
                 }
                 unreplicated += 1;
-                log::debug!("waiting for {}: {e}; trying again", hold.name());
+                log::debug!("waiting for {}: {e}; trying again", claim.name());
                 tokio::time::sleep(delay).await;
             }
-            Err(e) if e.is_transient() && !hold.client.is_closed() => {
+            Err(e) if e.is_transient() && !claim.client.is_closed() => {
                 let remaining = left(deadline);
                 if remaining == Some(Duration::ZERO) {
                     return Err(e);
                 }
-                log::debug!("waiting for {}: {e}; trying again", hold.name());
+                log::debug!("waiting for {}: {e}; trying again", claim.name());
                 tokio::time::sleep(remaining.map_or(pause, |r| r.min(pause))).await;
                 pause = (pause * 2).min(max_pause);
             }
@@ -138,44 +138,44 @@ const OUTAGE_PAUSE: Duration = Duration::from_millis(50);
 /// One waiting acquisition, top to bottom: the waiter's own first attempt (unless the local
 /// queue says to queue without one), then the kind's way of waiting: back-off steps, the local
 /// queue ([`wait_in_queue`]), or the channel's wake-ups ([`wait_on_wakeups`]).
-async fn wait_once(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acquired>> {
+async fn wait_once(claim: &Claim, deadline: Option<Instant>) -> Result<Option<Acquired>> {
     let mode = Mode::Queued {
-        queue_ms: hold.queue_ms,
+        queue_ms: claim.queue_ms,
     };
-    let tag = hold.proto.wait_line();
-    let queues = hold.client.wait_lines();
+    let tag = claim.proto.wait_line();
+    let queues = claim.client.wait_lines();
     let attempts_first = tag.is_none_or(|tag| {
         queues.attempts_first(
             tag,
-            hold.name(),
-            hold.client.ledgers().may_hold(&hold.key()),
+            claim.name(),
+            claim.client.ledgers().may_hold(&claim.key()),
         )
     });
     if attempts_first {
-        if let Step::Done(acquired) = hold.attempt(mode, deadline).await? {
+        if let Step::Done(acquired) = claim.attempt(mode, deadline).await? {
             return Ok(Some(acquired));
         }
         if left(deadline) == Some(Duration::ZERO) {
             return Ok(None);
         }
     }
-    let attempt = || hold.attempt(mode, deadline);
-    let channel = match hold.proto.waiting() {
+    let attempt = || claim.attempt(mode, deadline);
+    let channel = match claim.proto.waiting() {
         Waiting::BackOff(backoff) => return wait_with_backoff(attempt, backoff, deadline).await,
         Waiting::Channel(channel) => channel,
-        Waiting::PerWaiter { prefix } => Waiting::waiter_channel(&prefix, &hold.field),
+        Waiting::PerWaiter { prefix } => Waiting::waiter_channel(&prefix, &claim.field),
     };
     if let Some(tag) = tag {
-        let ticket = queues.join(tag, hold.name(), &channel);
-        return wait_in_queue(hold, ticket, mode, deadline).await;
+        let ticket = queues.join(tag, claim.name(), &channel);
+        return wait_in_queue(claim, ticket, mode, deadline).await;
     }
-    let subscription = hold.client.pubsub().subscribe(&channel);
-    if !subscribed(hold, &subscription, deadline).await? {
+    let subscription = claim.client.pubsub().subscribe(&channel);
+    if !subscribed(claim, &subscription, deadline).await? {
         return Ok(None);
     }
     // A key without a TTL (only left behind by a foreign client) gets the watchdog timeout as a
     // bound instead of an endless wait.
-    let fallback = hold.client.config().lock_watchdog_timeout;
+    let fallback = claim.client.config().lock_watchdog_timeout;
     wait_on_wakeups(attempt, &subscription, deadline, fallback).await
 }
 
@@ -184,11 +184,11 @@ async fn wait_once(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acqu
 /// past the deadline: `Ok(false)` when the deadline passed meanwhile (the caller gives up
 /// quietly), an error when the subscription failed or timed out before the deadline.
 async fn subscribed(
-    hold: &Hold,
+    claim: &Claim,
     subscription: &pubsub::Subscription,
     deadline: Option<Instant>,
 ) -> Result<bool> {
-    let limit = hold.client.config().subscription_timeout;
+    let limit = claim.client.config().subscription_timeout;
     let wait = left(deadline).map_or(limit, |l| l.min(limit));
     match subscription.ready(wait).await {
         Ok(()) => Ok(true),
@@ -207,7 +207,7 @@ async fn subscribed(
 /// the bound the queue gave (the lock's TTL after a busy attempt). The deadline rule is
 /// [`wait_on_wakeups`]'s: a waiter woken at its deadline still tries once.
 async fn wait_in_queue(
-    hold: &Hold,
+    claim: &Claim,
     ticket: Ticket,
     mode: Mode,
     deadline: Option<Instant>,
@@ -215,18 +215,18 @@ async fn wait_in_queue(
     if !ticket.wait_head(deadline).await {
         return Ok(None);
     }
-    let subscription = ticket.subscription(hold.client.pubsub());
-    if !subscribed(hold, &subscription, deadline).await? {
+    let subscription = ticket.subscription(claim.client.pubsub());
+    if !subscribed(claim, &subscription, deadline).await? {
         return Ok(None);
     }
-    let fallback = hold.client.config().lock_watchdog_timeout;
+    let fallback = claim.client.config().lock_watchdog_timeout;
     let mut by_message = false;
     loop {
         let bound = match ticket.next(by_message) {
             Plan::Wait(bound) | Plan::Defer(bound) => bound,
-            Plan::Attempt => match hold.attempt(mode, deadline).await? {
+            Plan::Attempt => match claim.attempt(mode, deadline).await? {
                 Step::Done(acquired) => {
-                    let lasts = Duration::from_millis(hold.lease_ms);
+                    let lasts = Duration::from_millis(claim.lease_ms);
                     ticket.acquired(crate::config::later(acquired.sent_at, lasts));
                     return Ok(Some(acquired));
                 }

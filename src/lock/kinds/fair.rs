@@ -75,7 +75,7 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-pub(crate) struct Desc {
+pub(crate) struct FairProtocol {
     pub(crate) name: String,
     pub(crate) key: Key,
     pub(crate) queue: Key,
@@ -85,7 +85,7 @@ pub(crate) struct Desc {
     pub(crate) try_wait_ms: u64,
 }
 
-impl Desc {
+impl FairProtocol {
     pub(crate) fn new(raw: String, try_wait_ms: u64) -> Self {
         Self {
             key: Key::from(raw.as_str()),
@@ -102,7 +102,7 @@ impl Desc {
     }
 }
 
-impl Protocol for Desc {
+impl Protocol for FairProtocol {
     fn name(&self) -> &str {
         &self.name
     }
@@ -198,7 +198,7 @@ impl Client {
     pub fn get_fair_lock_with_owner(&self, name: &str, owner: Owner) -> FairLock {
         let try_wait_ms = self.config().fair_wait_ms();
         Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc::new(raw, try_wait_ms))
+            Arc::new(FairProtocol::new(raw, try_wait_ms))
         }))
     }
 }
@@ -212,7 +212,7 @@ mod tests {
 
     #[test]
     fn only_a_queued_waiter_enqueues_and_every_call_matches_its_header() {
-        let d = Desc::new("n".into(), 300_000);
+        let d = FairProtocol::new("n".into(), 300_000);
         let once = AcquireRequest {
             field: "u:1",
             lease_ms: 10,

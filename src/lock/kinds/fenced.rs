@@ -74,12 +74,12 @@ pub type FencedLock = Lock<Fenced>;
 /// ```
 pub type FencedGuard = Guard<Fenced>;
 
-struct Desc {
-    base: reentrant::Desc,
+struct FencedProtocol {
+    base: reentrant::ReentrantProtocol,
     token_key: Key,
 }
 
-impl Protocol for Desc {
+impl Protocol for FencedProtocol {
     fn name(&self) -> &str {
         &self.base.name
     }
@@ -160,9 +160,9 @@ impl Client {
     /// A fenced lock handle acting as `owner`.
     pub fn get_fenced_lock_with_owner(&self, name: &str, owner: Owner) -> FencedLock {
         Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
+            Arc::new(FencedProtocol {
                 token_key: Key::from(token_key(&raw)),
-                base: reentrant::Desc::new(raw),
+                base: reentrant::ReentrantProtocol::new(raw),
             })
         }))
     }
@@ -175,9 +175,9 @@ mod tests {
 
     #[test]
     fn the_acquire_call_carries_the_token_key() {
-        let d = Desc {
+        let d = FencedProtocol {
             token_key: Key::from(token_key("n")),
-            base: reentrant::Desc::new("n".into()),
+            base: reentrant::ReentrantProtocol::new("n".into()),
         };
         let (call, reply) = d.acquire(AcquireRequest {
             field: "u:1",

@@ -18,7 +18,7 @@ use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::{Layout, RenewalShape},
-    types::{highway, names, owner::Owner},
+    types::{group_fields, names, owner::Owner},
 };
 
 /// The group multi-lock kind (Redisson `RedissonFasterMultiLock`, from
@@ -93,7 +93,7 @@ pub type GroupLock = Lock<Group>;
 /// ```
 pub type GroupGuard = Guard<Group>;
 
-struct Desc {
+struct GroupProtocol {
     name: String,
     key: Key,
     channel: String,
@@ -101,11 +101,11 @@ struct Desc {
     fields: Arc<[String]>,
 }
 
-impl Desc {
+impl GroupProtocol {
     fn new(raw: String, values: Vec<Vec<u8>>) -> Self {
         let mut fields: Vec<String> = Vec::with_capacity(values.len());
         for v in values {
-            fields.push(highway::group_field(&v));
+            fields.push(group_fields::group_field(&v));
         }
         // One order for one set (the order has no meaning on the wire): handles of the same
         // values in any order are the same hold to the watchdog.
@@ -124,7 +124,7 @@ impl Desc {
     }
 }
 
-impl Protocol for Desc {
+impl Protocol for GroupProtocol {
     fn name(&self) -> &str {
         &self.name
     }
@@ -240,7 +240,7 @@ impl Lock<Group> {
     /// assert_eq!(redisson_lock::GroupLock::value_field("a"), "qwvAS12pR0CgRitaypEjUw");
     /// ```
     pub fn value_field(value: impl AsRef<[u8]>) -> String {
-        highway::group_field(value.as_ref())
+        group_fields::group_field(value.as_ref())
     }
 }
 
@@ -264,7 +264,7 @@ impl Client {
     {
         let values: Vec<Vec<u8>> = values.into_iter().map(|v| v.as_ref().to_vec()).collect();
         Lock::from_handle(Handle::new(self.clone(), group, owner, |raw| {
-            Arc::new(Desc::new(raw, values))
+            Arc::new(GroupProtocol::new(raw, values))
         }))
     }
 }
@@ -278,8 +278,8 @@ mod tests {
         service::watchdog::renewal_call,
     };
 
-    fn desc() -> Desc {
-        Desc::new(
+    fn protocol() -> GroupProtocol {
+        GroupProtocol::new(
             "g".into(),
             vec![b"a".to_vec(), b"b".to_vec(), b"a".to_vec()],
         )
@@ -287,12 +287,12 @@ mod tests {
 
     #[test]
     fn values_are_hashed_once_each_and_every_call_lists_them_last() {
-        let d = desc();
+        let d = protocol();
         assert_eq!(
             &*d.fields,
             ["Q5CdP+xmkHdTGWYr64Lw6A", "qwvAS12pR0CgRitaypEjUw"]
         );
-        let reversed = Desc::new("g".into(), vec![b"b".to_vec(), b"a".to_vec()]);
+        let reversed = GroupProtocol::new("g".into(), vec![b"b".to_vec(), b"a".to_vec()]);
         assert_eq!(reversed.renewal(), d.renewal(), "one set, one shape");
         let (acq, reply) = d.acquire(AcquireRequest {
             field: "u:1",
@@ -324,14 +324,14 @@ mod tests {
         assert_eq!(renew.args[3], Value::from(2i64));
         assert_eq!(renew.args.len(), 6);
         assert!(d.invalid().is_none());
-        assert!(Desc::new("g".into(), vec![]).invalid().is_some());
+        assert!(GroupProtocol::new("g".into(), vec![]).invalid().is_some());
     }
 
     #[test]
     fn every_key_shares_the_groups_slot() {
         use crate::{conn::cluster::one_slot, lock::protocol::every_key};
         for name in ["orders", "{t}:g"] {
-            let d = Desc::new(name.into(), vec![b"x".to_vec()]);
+            let d = GroupProtocol::new(name.into(), vec![b"x".to_vec()]);
             assert!(one_slot(&every_key(&d, "u:1")), "{name}");
         }
     }

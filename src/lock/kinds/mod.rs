@@ -1,4 +1,4 @@
-//! One file per lock kind: its description (a [`Protocol`](crate::lock::protocol::Protocol)
+//! One file per lock kind: its protocol (a [`Protocol`](crate::lock::protocol::Protocol)
 //! implementation), its marker type and aliases, its kind-specific methods and its
 //! `Client::get_*` factory. `fenced.rs` is the model file for a new kind.
 

@@ -69,12 +69,12 @@ pub type NonReentrantLock = Lock<NonReentrant>;
 /// ```
 pub type NonReentrantGuard = Guard<NonReentrant>;
 
-/// The reentrant description with NR-ACQ as its acquisition.
-pub(crate) struct Desc {
-    base: reentrant::Desc,
+/// The reentrant lock's protocol with NR-ACQ as its acquisition.
+pub(crate) struct NonReentrantProtocol {
+    base: reentrant::ReentrantProtocol,
 }
 
-impl Protocol for Desc {
+impl Protocol for NonReentrantProtocol {
     fn name(&self) -> &str {
         &self.base.name
     }
@@ -126,8 +126,8 @@ impl Client {
     /// A non-reentrant lock handle acting as `owner`.
     pub fn get_non_reentrant_lock_with_owner(&self, name: &str, owner: Owner) -> NonReentrantLock {
         Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
-                base: reentrant::Desc::new(raw),
+            Arc::new(NonReentrantProtocol {
+                base: reentrant::ReentrantProtocol::new(raw),
             })
         }))
     }
@@ -144,8 +144,8 @@ mod tests {
 
     #[test]
     fn acquires_with_the_marker_and_releases_as_the_reentrant_lock() {
-        let d = Desc {
-            base: reentrant::Desc::new("n".into()),
+        let d = NonReentrantProtocol {
+            base: reentrant::ReentrantProtocol::new("n".into()),
         };
         for mode in [Mode::Once, Mode::Queued { queue_ms: 5 }] {
             let (call, reply) = d.acquire(AcquireRequest {

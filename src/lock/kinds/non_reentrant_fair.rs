@@ -64,12 +64,12 @@ pub type NonReentrantFairLock = Lock<NonReentrantFair>;
 /// ```
 pub type NonReentrantFairGuard = Guard<NonReentrantFair>;
 
-/// The fair description with NRF-TRY / NRF-ACQ as its acquisitions.
-struct Desc {
-    base: fair::Desc,
+/// The fair lock's protocol with NRF-TRY / NRF-ACQ as its acquisitions.
+struct NonReentrantFairProtocol {
+    base: fair::FairProtocol,
 }
 
-impl Protocol for Desc {
+impl Protocol for NonReentrantFairProtocol {
     fn name(&self) -> &str {
         &self.base.name
     }
@@ -144,8 +144,8 @@ impl Client {
     ) -> NonReentrantFairLock {
         let try_wait_ms = self.config().fair_wait_ms();
         Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
-                base: fair::Desc::new(raw, try_wait_ms),
+            Arc::new(NonReentrantFairProtocol {
+                base: fair::FairProtocol::new(raw, try_wait_ms),
             })
         }))
     }
@@ -158,8 +158,8 @@ mod tests {
 
     #[test]
     fn both_acquisitions_carry_the_marker_last_and_keep_the_fair_argument_orders() {
-        let d = Desc {
-            base: fair::Desc::new("n".into(), 300_000),
+        let d = NonReentrantFairProtocol {
+            base: fair::FairProtocol::new("n".into(), 300_000),
         };
         let once = AcquireRequest {
             field: "u:1",

@@ -61,9 +61,9 @@ pub type RLock = Lock<Reentrant>;
 /// ```
 pub type LockGuard = Guard<Reentrant>;
 
-/// The reentrant lock's description: the hash `N` and the channel `redisson_lock__channel:{N}`.
+/// The reentrant lock's protocol: the hash `N` and the channel `redisson_lock__channel:{N}`.
 /// The fenced and spin locks share it.
-pub(crate) struct Desc {
+pub(crate) struct ReentrantProtocol {
     pub(crate) name: String,
     pub(crate) key: Key,
     pub(crate) channel: String,
@@ -71,7 +71,7 @@ pub(crate) struct Desc {
     renewal: RenewalShape,
 }
 
-impl Desc {
+impl ReentrantProtocol {
     pub(crate) fn new(raw_name: String) -> Self {
         Self {
             key: Key::from(raw_name.as_str()),
@@ -113,7 +113,7 @@ pub(crate) fn release_call(
     )
 }
 
-impl Protocol for Desc {
+impl Protocol for ReentrantProtocol {
     fn name(&self) -> &str {
         &self.name
     }
@@ -162,7 +162,7 @@ impl Client {
     /// A reentrant lock handle for `name` acting as `owner` (Redisson's explicit `threadId`).
     pub fn get_lock_with_owner(&self, name: &str, owner: Owner) -> RLock {
         Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc::new(raw))
+            Arc::new(ReentrantProtocol::new(raw))
         }))
     }
 }
@@ -184,7 +184,7 @@ pub(crate) mod tests {
 
     #[test]
     fn calls_match_the_script_headers_and_the_spec_layout() {
-        let d = Desc::new("n".into());
+        let d = ReentrantProtocol::new("n".into());
         let req = AcquireRequest {
             field: "u:1",
             lease_ms: 30_000,
@@ -207,11 +207,11 @@ pub(crate) mod tests {
     fn every_derived_key_shares_the_names_slot_unless_a_brace_is_left_open() {
         use crate::{conn::cluster::one_slot, lock::protocol::every_key};
         for name in ["orders", "a{b}c", "x}y{z}", "{t}:n"] {
-            let keys = every_key(&Desc::new(name.into()), "u:1");
+            let keys = every_key(&ReentrantProtocol::new(name.into()), "u:1");
             assert!(one_slot(&keys), "{name}: {keys:?}");
         }
         for name in ["{abc", "a{b", "}{"] {
-            let keys = every_key(&Desc::new(name.into()), "u:1");
+            let keys = every_key(&ReentrantProtocol::new(name.into()), "u:1");
             assert!(!one_slot(&keys), "{name} must be refused on a cluster");
         }
     }

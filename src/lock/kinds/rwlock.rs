@@ -144,9 +144,9 @@ impl Names {
     }
 }
 
-struct ReadDesc(Names);
+struct ReadProtocol(Names);
 
-impl Protocol for ReadDesc {
+impl Protocol for ReadProtocol {
     fn name(&self) -> &str {
         &self.0.name
     }
@@ -222,9 +222,9 @@ impl Protocol for ReadDesc {
     }
 }
 
-struct WriteDesc(Names);
+struct WriteProtocol(Names);
 
-impl Protocol for WriteDesc {
+impl Protocol for WriteProtocol {
     fn name(&self) -> &str {
         &self.0.name
     }
@@ -336,10 +336,10 @@ impl Client {
     pub fn get_read_write_lock_with_owner(&self, name: &str, owner: Owner) -> ReadWriteLock {
         ReadWriteLock {
             read: Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-                Arc::new(ReadDesc(Names::new(raw)))
+                Arc::new(ReadProtocol(Names::new(raw)))
             })),
             write: Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-                Arc::new(WriteDesc(Names::new(raw)))
+                Arc::new(WriteProtocol(Names::new(raw)))
             })),
         }
     }
@@ -355,7 +355,7 @@ mod tests {
 
     #[test]
     fn read_and_write_calls_match_their_headers_and_the_suffix_rule() {
-        let read = ReadDesc(Names::new("n".into()));
+        let read = ReadProtocol(Names::new("n".into()));
         let req = AcquireRequest {
             field: "u:1",
             lease_ms: 10,
@@ -374,10 +374,10 @@ mod tests {
         );
         assert_matches_header(&read.force_unlock("publish"));
 
-        let braced = ReadDesc(Names::new("{t}:n".into()));
+        let braced = ReadProtocol(Names::new("{t}:n".into()));
         assert_eq!(braced.renewal().keys[1], Key::from("{t}:n"));
 
-        let write = WriteDesc(Names::new("n".into()));
+        let write = WriteProtocol(Names::new("n".into()));
         assert_eq!(write.owner_field("u:1".into()), "u:1:write");
         let (acq, _) = write.acquire(req);
         assert_matches_header(&acq);

@@ -60,12 +60,12 @@ pub type SpinLock = Lock<Spin>;
 /// ```
 pub type SpinGuard = Guard<Spin>;
 
-struct Desc {
-    base: reentrant::Desc,
+struct SpinProtocol {
+    base: reentrant::ReentrantProtocol,
     backoff: BackOff,
 }
 
-impl Protocol for Desc {
+impl Protocol for SpinProtocol {
     fn name(&self) -> &str {
         &self.base.name
     }
@@ -114,8 +114,8 @@ impl Client {
     /// A spin lock handle acting as `owner`, with the given back-off.
     pub fn get_spin_lock_with(&self, name: &str, owner: Owner, backoff: BackOff) -> SpinLock {
         Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
-                base: reentrant::Desc::new(raw),
+            Arc::new(SpinProtocol {
+                base: reentrant::ReentrantProtocol::new(raw),
                 backoff,
             })
         }))
@@ -131,8 +131,8 @@ mod tests {
 
     #[test]
     fn spin_calls_never_publish_and_match_their_headers() {
-        let d = Desc {
-            base: reentrant::Desc::new("n".into()),
+        let d = SpinProtocol {
+            base: reentrant::ReentrantProtocol::new("n".into()),
             backoff: BackOff::default(),
         };
         let rel = d.release(release_req("u:1"));

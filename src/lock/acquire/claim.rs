@@ -1,13 +1,15 @@
-//! One owner's hold of one lock: the value acquisition, give-up clean-up, guards and releases
-//! share, and every Redis call made with it.
+//! One owner's claim to one lock ([`Claim`]): the value acquisition, give-up clean-up, guards
+//! and releases share, and every Redis call made with it. A claim exists before anything is
+//! held (the attempts are made for it), while the lock is held (a guard keeps it, to renew and
+//! release), and after (a background release); a *hold* is what a successful attempt made.
 //!
-//! # An attempt, stage by stage ([`Hold::attempt`])
-//! 1. **Turn** ([`Hold::take_turn`]): a background release of this lock goes first; the
+//! # An attempt, stage by stage ([`Claim::attempt`])
+//! 1. **Turn** ([`Claim::take_turn`]): a background release of this lock goes first; the
 //!    attempt takes the owner's ledger entry (one call changing this owner's count at a time)
 //!    and learns the count before it (`before`).
 //! 2. **Send**: the kind's acquire call runs on the core (on a private connection followed by
 //!    `WAIT` where the master has replicas), with an [`InFlightAttempt`] armed.
-//! 3. **Conclude** ([`Hold::conclude`]): no replica acknowledged → undone, `NotReplicated`;
+//! 3. **Conclude** ([`Claim::conclude`]): no replica acknowledged → undone, `NotReplicated`;
 //!    sent but no reply → `Ambiguous`, reconciled in the background; else the reply is
 //!    decoded, the ledger learns the new count, and an acquisition becomes an [`Acquired`].
 //!
@@ -45,10 +47,11 @@ use crate::{
     types::names,
 };
 
-/// One owner bound to one lock with one lease: everything needed to acquire, renew, release or
-/// give up. Cheap to clone (reference-counted parts).
+/// One owner's claim to one lock with one lease: everything needed to acquire, renew, release
+/// or give up, whether anything is held yet or not (it was `Hold`, a name that said more than
+/// it knew). Cheap to clone (reference-counted parts).
 #[derive(Clone)]
-pub(crate) struct Hold {
+pub(crate) struct Claim {
     pub(crate) client: Client,
     pub(crate) proto: Arc<dyn Protocol>,
     /// The raw lock name (`proto.name()`), shared with the handle and with the ledger and
@@ -67,9 +70,9 @@ pub(crate) struct Hold {
     pub(crate) queue_ms: u64,
 }
 
-impl std::fmt::Debug for Hold {
+impl std::fmt::Debug for Claim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hold")
+        f.debug_struct("Claim")
             .field("lock", &self.name())
             .field("owner", &self.field)
             .field("lease_ms", &self.lease_ms)
@@ -77,7 +80,7 @@ impl std::fmt::Debug for Hold {
     }
 }
 
-impl Hold {
+impl Claim {
     /// The raw lock name.
     pub(crate) fn name(&self) -> &str {
         &self.name
@@ -117,7 +120,7 @@ impl Hold {
             mode,
         });
         let mut in_flight = InFlightAttempt {
-            hold: self,
+            claim: self,
             entry: Some(entry),
             before,
             sent_at: Instant::now(),
@@ -229,7 +232,7 @@ impl Hold {
                 entry.set(Known::Count(before + 1));
                 self.reentered(before, sent_at);
                 Step::Done(Acquired {
-                    hold: self.clone(),
+                    claim: self.clone(),
                     sent_at,
                     token,
                     armed: true,
@@ -290,27 +293,27 @@ impl Hold {
     ) {
         // The script may have run: a re-entry it made set the TTL.
         self.reentered(before, sent_at);
-        let hold = self.clone();
-        let expires = crate::config::later(sent_at, Duration::from_millis(hold.lease_ms));
+        let claim = self.clone();
+        let expires = crate::config::later(sent_at, Duration::from_millis(claim.lease_ms));
         drop(self.client.spawn(async move {
             let _release = release;
             if let Some(connection) = barrier {
-                crate::conn::replicas::close_and_wait(connection, hold.client.config().timeout)
+                crate::conn::replicas::close_and_wait(connection, claim.client.config().timeout)
                     .await;
             }
-            let retry = hold.client.config().retry_delay;
-            let timeout = hold.client.config().timeout;
+            let retry = claim.client.config().retry_delay;
+            let timeout = claim.client.config().timeout;
             let mut looked_again = false;
             loop {
-                if hold.client.is_closed() {
+                if claim.client.is_closed() {
                     entry.set(Known::Unknown);
                     return;
                 }
                 // A stalled command connection is being replaced: read on the new one, not
                 // behind the withheld reply.
-                let core = hold.client.core();
+                let core = claim.client.core();
                 core.connection_replaced(timeout).await;
-                match hold.reconcile_once(before).await {
+                match claim.reconcile_once(before).await {
                     // Not run, as read on a connection that replaced the one the script went
                     // on: the script may still be on its way to the server. Look once more,
                     // one command timeout later.
@@ -319,7 +322,7 @@ impl Hold {
                         tokio::time::sleep(timeout).await;
                     }
                     Ok((after, _)) => {
-                        crate::observe::reconciled(hold.name(), &hold.field, before, after);
+                        crate::observe::reconciled(claim.name(), &claim.field, before, after);
                         entry.set(Known::Count(after));
                         return;
                     }
@@ -329,7 +332,7 @@ impl Hold {
                     {
                         log::debug!(
                             "reconciling an attempt on {} failed ({e}); retrying",
-                            hold.name()
+                            claim.name()
                         );
                         tokio::time::sleep(retry).await;
                     }
@@ -337,7 +340,7 @@ impl Hold {
                         log::warn!(
                             "could not reconcile an ambiguous acquisition of {} ({e}); \
                              any hold it made expires with its lease",
-                            hold.name()
+                            claim.name()
                         );
                         entry.set(Known::Unknown);
                         return;
@@ -394,7 +397,7 @@ impl Hold {
         // A release whose future is dropped midway may have freed the lock: the local queue's
         // head is told so (it then attempts), rather than waiting out the holder's lease.
         let mut tell_queue = TellQueue {
-            hold: self,
+            claim: self,
             armed: self.proto.wait_line().is_some(),
         };
         let mut entry = self.client.ledgers().enter(self.key(), self.lease_ms).await;
@@ -494,11 +497,11 @@ impl Hold {
         if self.client.is_closed() {
             return;
         }
-        let hold = self.clone();
+        let claim = self.clone();
         let in_flight = self.client.pending_releases().begin(self.name());
         drop(self.client.spawn(async move {
-            if let Err(e) = hold.release().await {
-                log::warn!("background unlock of {} failed: {e}", hold.name());
+            if let Err(e) = claim.release().await {
+                log::warn!("background unlock of {} failed: {e}", claim.name());
             }
             drop(in_flight);
         }));
@@ -535,18 +538,19 @@ impl Hold {
         if self.client.is_closed() || self.proto.give_up(&self.field, self.queue_ms).is_none() {
             return;
         }
-        let hold = self.clone();
+        let claim = self.clone();
         drop(self.client.spawn(async move {
             // After the reconciliation of an attempt dropped with it (registered as a release
             // in flight): on a synced attempt's private connection its script could otherwise
             // run after this clean-up and queue the waiter again.
-            let timeout = hold.client.config().timeout;
+            let timeout = claim.client.config().timeout;
             let bound = crate::config::later(Instant::now(), timeout.saturating_mul(2));
-            hold.client
+            claim
+                .client
                 .pending_releases()
-                .settle(hold.name(), bound)
+                .settle(claim.name(), bound)
                 .await;
-            hold.give_up_retrying().await;
+            claim.give_up_retrying().await;
         }));
     }
 
@@ -585,13 +589,13 @@ impl Hold {
 /// ends without the lock ([`settle`](Self::settle)), or in the background if the waiting
 /// future is dropped first, including while that call runs.
 pub(crate) struct GiveUp<'a> {
-    hold: &'a Hold,
+    claim: &'a Claim,
     armed: bool,
 }
 
 impl<'a> GiveUp<'a> {
-    pub(crate) fn arm(hold: &'a Hold) -> Self {
-        GiveUp { hold, armed: true }
+    pub(crate) fn arm(claim: &'a Claim) -> Self {
+        GiveUp { claim, armed: true }
     }
 
     /// The wait ended; after one that did not acquire, the give-up call runs now (a transient
@@ -599,10 +603,10 @@ impl<'a> GiveUp<'a> {
     /// entry still leaves the queue).
     pub(crate) async fn settle(mut self, acquired: bool) {
         if !acquired {
-            match self.hold.give_up().await {
+            match self.claim.give_up().await {
                 Ok(()) => {}
-                Err(e) if e.is_transient() => self.hold.give_up_in_background(),
-                Err(e) => log::warn!("give-up clean-up of {} failed: {e}", self.hold.name()),
+                Err(e) if e.is_transient() => self.claim.give_up_in_background(),
+                Err(e) => log::warn!("give-up clean-up of {} failed: {e}", self.claim.name()),
             }
         }
         self.armed = false;
@@ -612,24 +616,24 @@ impl<'a> GiveUp<'a> {
 impl Drop for GiveUp<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.hold.give_up_in_background();
+            self.claim.give_up_in_background();
         }
     }
 }
 
 /// Tells the local queue a release may have freed the lock if the release is dropped midway.
 struct TellQueue<'a> {
-    hold: &'a Hold,
+    claim: &'a Claim,
     armed: bool,
 }
 
 impl Drop for TellQueue<'_> {
     fn drop(&mut self) {
-        if let (true, Some(tag)) = (self.armed, self.hold.proto.wait_line()) {
-            self.hold
+        if let (true, Some(tag)) = (self.armed, self.claim.proto.wait_line()) {
+            self.claim
                 .client
                 .wait_lines()
-                .released(tag, self.hold.name(), true, None);
+                .released(tag, self.claim.name(), true, None);
         }
     }
 }
@@ -638,7 +642,7 @@ impl Drop for TellQueue<'_> {
 /// reply, the attempt is ambiguous and its hold (if the script made one) is undone in the
 /// background.
 struct InFlightAttempt<'a> {
-    hold: &'a Hold,
+    claim: &'a Claim,
     entry: Option<Entry>,
     before: u64,
     sent_at: Instant,
@@ -651,11 +655,15 @@ impl Drop for InFlightAttempt<'_> {
         let Some(entry) = self.entry.take() else {
             return;
         };
-        if self.hold.client.is_closed() {
+        if self.claim.client.is_closed() {
             return;
         }
-        let release = self.hold.client.pending_releases().begin(self.hold.name());
-        self.hold.reconcile_in_background(
+        let release = self
+            .claim
+            .client
+            .pending_releases()
+            .begin(self.claim.name());
+        self.claim.reconcile_in_background(
             entry,
             self.before,
             self.sent_at,
@@ -667,7 +675,7 @@ impl Drop for InFlightAttempt<'_> {
 
 /// A successful acquisition not yet turned into a guard. Dropping it releases the hold.
 pub(crate) struct Acquired {
-    pub(crate) hold: Hold,
+    pub(crate) claim: Claim,
     pub(crate) sent_at: Instant,
     pub(crate) token: Option<u64>,
     armed: bool,
@@ -675,17 +683,17 @@ pub(crate) struct Acquired {
 
 impl Acquired {
     /// Takes responsibility for the hold (the guard releases it from now on).
-    pub(crate) fn disarm(mut self) -> (Hold, Instant, Option<u64>) {
+    pub(crate) fn disarm(mut self) -> (Claim, Instant, Option<u64>) {
         self.armed = false;
-        (self.hold.clone(), self.sent_at, self.token)
+        (self.claim.clone(), self.sent_at, self.token)
     }
 }
 
 impl Drop for Acquired {
     fn drop(&mut self) {
         if self.armed {
-            crate::observe::late_acquisition(self.hold.name(), &self.hold.field);
-            self.hold.release_in_background();
+            crate::observe::late_acquisition(self.claim.name(), &self.claim.field);
+            self.claim.release_in_background();
         }
     }
 }
