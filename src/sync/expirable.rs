@@ -9,7 +9,7 @@ use fred::types::Value;
 use tokio::time::Instant;
 
 use super::{
-    deadline_of, detached, now_ms, retry_unreplicated, run_synced,
+    deadline_of, detached, retry_unreplicated, run_synced,
     semaphore::{flag, integer},
     wait_on_channel,
 };
@@ -23,7 +23,7 @@ use crate::{
     error::{Error, Result},
     lock::protocol::Step,
     service::pubsub::Reading,
-    types::{names, permit::PermitId},
+    types::{clock::epoch_ms, names, permit::PermitId},
 };
 
 /// The score of a permit acquired without a lease: it never expires.
@@ -152,7 +152,7 @@ impl PermitExpirableSemaphore {
     /// Cancel safe: dropped after the call was sent, expired permits may have been given back
     /// (as any caller's next look would).
     pub async fn available_permits(&self) -> Result<i64> {
-        let call = self.calls().available(now_ms());
+        let call = self.calls().available(epoch_ms());
         let reply = self.client.core().run(call, &self.name).await?;
         integer(&reply, &self.name)
     }
@@ -283,7 +283,7 @@ impl PermitExpirableSemaphore {
             &self.client,
             async move {
                 let id = PermitId::random();
-                let now = now_ms();
+                let now = epoch_ms();
                 let call = this.calls().acquire(id, lease_ms, now);
                 let barrier = crate::conn::replicas::Barrier::default();
                 let outcome = this
@@ -327,7 +327,7 @@ impl PermitExpirableSemaphore {
         let reply = self
             .client
             .core()
-            .run(self.calls().release(id, now_ms()), &self.name)
+            .run(self.calls().release(id, epoch_ms()), &self.name)
             .await?;
         flag(&reply, &self.name)
     }
@@ -369,8 +369,12 @@ impl PermitExpirableSemaphore {
     /// Dropping the future after the call was sent may or may not have released the permit;
     /// calling again is harmless.
     pub async fn try_release(&self, id: PermitId) -> Result<bool> {
-        let reply =
-            run_synced(&self.client, self.calls().release(id, now_ms()), &self.name).await?;
+        let reply = run_synced(
+            &self.client,
+            self.calls().release(id, epoch_ms()),
+            &self.name,
+        )
+        .await?;
         crate::observe::synchronizer("permit_semaphore", &self.name, "release");
         flag(&reply, &self.name)
     }
@@ -443,26 +447,28 @@ impl Calls<'_> {
     }
 
     /// PS-AVAIL: `KEYS = [N, timeouts, channel]`, `ARGV = [now, pub]`.
-    fn available(&self, now: u64) -> ScriptCall {
+    fn available(&self, now: i64) -> ScriptCall {
         ScriptCall::new(
             ScriptId::PermitAvailable,
             vec![self.name.into(), self.timeouts.into(), self.channel.into()],
-            vec![Value::from(epoch(now)), Value::from(self.publish)],
+            vec![Value::from(now), Value::from(self.publish)],
         )
     }
 
     /// PS-ACQ for one permit: `KEYS = [N, timeouts, channel]`,
     /// `ARGV = [1, deadline, now, 922337203685477, pub, id]` (deadline = now + lease, or the
     /// no-lease score).
-    fn acquire(&self, id: PermitId, lease_ms: Option<u64>, now: u64) -> ScriptCall {
-        let expires = lease_ms.map_or(NO_LEASE, |ms| epoch(now.saturating_add(ms)));
+    fn acquire(&self, id: PermitId, lease_ms: Option<u64>, now: i64) -> ScriptCall {
+        let expires = lease_ms.map_or(NO_LEASE, |ms| {
+            now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
+        });
         ScriptCall::new(
             ScriptId::PermitAcquire,
             vec![self.name.into(), self.timeouts.into(), self.channel.into()],
             vec![
                 Value::from(1),
                 Value::from(expires),
-                Value::from(epoch(now)),
+                Value::from(now),
                 Value::from(NO_LEASE),
                 Value::from(self.publish),
                 id_value(id),
@@ -471,23 +477,18 @@ impl Calls<'_> {
     }
 
     /// PS-REL: `KEYS = [N, channel, timeouts]`, `ARGV = [id, 1, now, pub]`.
-    fn release(&self, id: PermitId, now: u64) -> ScriptCall {
+    fn release(&self, id: PermitId, now: i64) -> ScriptCall {
         ScriptCall::new(
             ScriptId::PermitRelease,
             vec![self.name.into(), self.channel.into(), self.timeouts.into()],
             vec![
                 id_value(id),
                 Value::from(1),
-                Value::from(epoch(now)),
+                Value::from(now),
                 Value::from(self.publish),
             ],
         )
     }
-}
-
-/// Epoch milliseconds as a Redis integer.
-fn epoch(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
 }
 
 /// A permit id as the scripts take it: its 16 raw bytes.
@@ -501,7 +502,7 @@ fn is_ok(reply: &Value) -> bool {
 }
 
 /// PS-ACQ's reply: `OK`, `:<expiry ms>` or nil.
-fn decode_acquire(reply: &Value, id: PermitId, now: u64, name: &str) -> Result<Attempt> {
+fn decode_acquire(reply: &Value, id: PermitId, now: i64, name: &str) -> Result<Attempt> {
     if reply.is_null() {
         return Ok(Attempt::Busy(None));
     }

@@ -24,10 +24,7 @@ pub(crate) mod expirable;
 pub(crate) mod latch;
 pub(crate) mod semaphore;
 
-use std::{
-    future::Future,
-    time::{Duration, SystemTime, UNIX_EPOCH},
-};
+use std::{future::Future, time::Duration};
 
 use fred::types::Value;
 use tokio::time::Instant;
@@ -43,13 +40,6 @@ use crate::{
     lock::{acquire::engine::wait_on_wakeups, protocol::Step},
     service::pubsub::Reading,
 };
-
-/// The caller's wall clock in epoch milliseconds (Redisson sends `System.currentTimeMillis()`).
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, crate::config::clamp_millis)
-}
 
 /// Time left before `deadline` (`None`: no deadline).
 fn left(deadline: Option<Instant>) -> Option<Duration> {
@@ -363,11 +353,5 @@ mod tests {
         )
         .await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
-    }
-
-    #[test]
-    fn the_clock_is_epoch_milliseconds() {
-        let now = now_ms();
-        assert!(now > 1_600_000_000_000 && now < 4_000_000_000_000, "{now}");
     }
 }

@@ -1,8 +1,10 @@
-//! Small value types with no dependencies: the key and channel names ([`names`]), the group
+//! Small value types with no dependencies: the wall clock ([`clock`]), the key and channel
+//! names ([`names`]), the group
 //! multi-lock's field names ([`group_fields`]), owners ([`owner`]), the local wait lines of the
 //! queueing kinds ([`line`]), permit ids ([`permit`]), TTL readings ([`ttl`]) and the client's
 //! statistics snapshot ([`stats`]).
 
+pub(crate) mod clock;
 pub(crate) mod group_fields;
 pub(crate) mod line;
 pub(crate) mod names;

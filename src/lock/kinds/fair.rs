@@ -1,10 +1,7 @@
 //! The fair lock (Redisson `RFairLock`, protocol §7): FIFO hand-over through a queue list, a
 //! sorted set of waiter deadlines (epoch ms) and one wake-up channel per waiter.
 
-use std::{
-    sync::Arc,
-    time::{SystemTime, UNIX_EPOCH},
-};
+use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
@@ -19,8 +16,8 @@ use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::RenewalShape,
-    types::names,
     types::owner::Owner,
+    types::{clock::epoch_ms, names},
 };
 
 /// The fair lock kind (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
@@ -68,13 +65,6 @@ pub type FairLock = Lock<Fair>;
 /// ```
 pub type FairGuard = Guard<Fair>;
 
-/// This machine's wall clock in epoch ms (the fair and group locks put it into Redis).
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 pub(crate) struct FairProtocol {
     pub(crate) name: String,
     pub(crate) key: Key,
@@ -116,7 +106,7 @@ impl Protocol for FairProtocol {
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let lease = Value::from(req.lease_ms as i64);
         let field = Value::from(req.field);
-        let now = Value::from(now_ms());
+        let now = Value::from(epoch_ms());
         match req.mode {
             // F-TRY: ARGV = [lease, field, now, wait]; busy is 1, not a TTL.
             Mode::Once => (
@@ -152,7 +142,7 @@ impl Protocol for FairProtocol {
                 Value::from("0"),
                 Value::from(req.lease_ms as i64),
                 Value::from(req.field),
-                Value::from(now_ms()),
+                Value::from(epoch_ms()),
                 Value::from(req.publish),
                 Value::from(req.latch_px_ms as i64),
             ],
@@ -181,7 +171,7 @@ impl Protocol for FairProtocol {
             keys,
             vec![
                 Value::from("0"),
-                Value::from(now_ms()),
+                Value::from(epoch_ms()),
                 Value::from(publish),
             ],
         )

@@ -8,7 +8,6 @@ use fred::types::{Key, Value};
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kinds::fair::now_ms,
     protocol::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
         Waiting,
@@ -18,7 +17,7 @@ use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::{Layout, RenewalShape},
-    types::{group_fields, names, owner::Owner},
+    types::{clock::epoch_ms, group_fields, names, owner::Owner},
 };
 
 /// The group multi-lock kind (Redisson `RedissonFasterMultiLock`, from
@@ -148,7 +147,7 @@ impl Protocol for GroupProtocol {
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let mut args = vec![
             Value::from(req.lease_ms as i64),
-            Value::from(now_ms()),
+            Value::from(epoch_ms()),
             Value::from(req.field),
         ];
         args.extend(self.values());
@@ -167,7 +166,7 @@ impl Protocol for GroupProtocol {
             Value::from(req.lease_ms as i64),
             Value::from(req.publish),
             Value::from(req.latch_px_ms as i64),
-            Value::from(now_ms()),
+            Value::from(epoch_ms()),
         ];
         args.extend(self.values());
         ScriptCall::new(
@@ -204,7 +203,7 @@ impl Protocol for GroupProtocol {
 
     /// G-ISLOCKED: `KEYS = [G]`, `ARGV = [now, H1..Hn]`.
     fn is_locked(&self) -> Query {
-        let mut args = vec![Value::from(now_ms())];
+        let mut args = vec![Value::from(epoch_ms())];
         args.extend(self.values());
         Query::Script(ScriptCall::new(
             ScriptId::GroupIsLocked,
@@ -215,7 +214,7 @@ impl Protocol for GroupProtocol {
 
     /// `KEYS = [G]`, `ARGV = [now, F, H1..Hn]`: the lowest live count of F over the values.
     fn hold_count(&self, field: &str) -> Option<ScriptCall> {
-        let mut args = vec![Value::from(now_ms()), Value::from(field)];
+        let mut args = vec![Value::from(epoch_ms()), Value::from(field)];
         args.extend(self.values());
         Some(ScriptCall::new(
             ScriptId::GroupHoldCount,

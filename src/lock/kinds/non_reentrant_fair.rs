@@ -9,7 +9,7 @@ use fred::types::Value;
 use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
-    kinds::fair::{self, now_ms},
+    kinds::fair,
     protocol::{
         sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
     },
@@ -19,7 +19,7 @@ use crate::{
     conn::scripts::{ScriptCall, ScriptId},
     error::REENTRY_MARKER,
     service::watchdog::RenewalShape,
-    types::owner::Owner,
+    types::{clock::epoch_ms, owner::Owner},
 };
 
 /// The non-reentrant fair lock kind (Redisson 4.4+ `RedissonNonReentrantFairLock`).
@@ -82,7 +82,7 @@ impl Protocol for NonReentrantFairProtocol {
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let lease = Value::from(req.lease_ms as i64);
         let field = Value::from(req.field);
-        let now = Value::from(now_ms());
+        let now = Value::from(epoch_ms());
         let marker = Value::from(REENTRY_MARKER);
         match req.mode {
             // NRF-TRY: ARGV = [lease, field, now, wait, marker]; busy is 1.
