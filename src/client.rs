@@ -283,6 +283,11 @@ impl Client {
         &self.inner.acquisitions.ledgers
     }
 
+    /// The runtime the client's background work runs on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
+    }
+
     /// Runs background work on the client's runtime (works from threads without a runtime).
     pub(crate) fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
     where

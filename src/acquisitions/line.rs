@@ -8,7 +8,7 @@
 //! The line keeps the order, the wake-ups and the one subscription; what a release does (hand
 //! the lock to the head, or contest it with other clients) and what the head does next are the
 //! hand-off policy's ([`HandOff`], in `handoff`), which the line feeds with what happens. The
-//! engine (`engine::wait_in_queue`) runs what they say:
+//! engine (`sleep::wait_in_line`) runs what they say:
 //! * A waiting acquisition of a queueing kind makes one attempt of its own unless local waiters
 //!   are already queued (then it joins behind them without trying: no barging past the queue),
 //!   and joins the queue when that attempt finds the lock busy. An owner that may already hold

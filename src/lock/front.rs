@@ -12,12 +12,9 @@ use std::{
 };
 
 use super::{
-    acquire::{
-        claim::Claim,
-        engine::{self, Wait},
-    },
+    acquire::{claim::Claim, engine, waiter::Wait},
     guard::{Guard, Held},
-    protocol::{decode_flag, every_key, Kind, Protocol, Query, UnlockOutcome, Waiting},
+    protocol::{decode_flag, every_key, Kind, Protocol, Query, Sleep, UnlockOutcome},
 };
 use crate::{
     client::Client,
@@ -166,14 +163,15 @@ impl Handle {
             ..self.hold(owner, lease_ms)
         };
         let watch = Acquisition::start(self.kind, self.raw_name(), &claim.field, wait, lease);
-        let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
-        let acquired = watch.run(engine::acquire(&claim, wait)).await;
+        let acquired = watch
+            .run(engine::acquire(&claim, Wait::at_most(wait)))
+            .await;
         watch.finish(&acquired);
         Ok(acquired?.map(|a| {
             if lease.is_some() {
                 self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);
             }
-            Held::new(a, owner, lease.is_none(), self.kind)
+            Held::new(a.take(), owner, lease.is_none(), self.kind)
         }))
     }
 
@@ -235,10 +233,10 @@ impl Handle {
 
     /// Local waiters of this lock (any owner).
     pub(crate) fn local_waiters(&self) -> usize {
-        match self.proto.waiting() {
-            Waiting::Channel(channel) => self.client.stats().channel_waiters(&channel),
+        match self.proto.sleep() {
+            Sleep::Channel(channel) => self.client.stats().channel_waiters(&channel),
             // One channel per waiter (`<prefix><owner field>`, an owner field holding a ':').
-            Waiting::PerWaiter { prefix } => self
+            Sleep::OwnChannel { prefix } => self
                 .client
                 .stats()
                 .channels
@@ -250,7 +248,7 @@ impl Handle {
                 })
                 .map(|(_, n)| n)
                 .sum(),
-            Waiting::BackOff(_) => 0,
+            Sleep::BackOff(_) => 0,
         }
     }
 

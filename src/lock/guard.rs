@@ -5,7 +5,7 @@ use std::{marker::PhantomData, sync::Arc, time::Duration};
 use tokio::time::Instant;
 
 use super::{
-    acquire::claim::{Acquired, Claim},
+    acquire::{attempt::Acquired, claim::Claim},
     protocol::{AnyKind, Kind, Release, UnlockOutcome},
 };
 use crate::{
@@ -97,7 +97,11 @@ impl Held {
         watchdog: bool,
         kind: &'static str,
     ) -> Self {
-        let (claim, sent_at, token) = acquired.disarm();
+        let Acquired {
+            claim,
+            sent_at,
+            token,
+        } = acquired;
         let key = claim.key();
         let wd = claim.client.watchdog();
         let (loss, registration) = if watchdog {

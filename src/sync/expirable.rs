@@ -6,13 +6,10 @@
 use std::time::Duration;
 
 use fred::types::Value;
+#[cfg(feature = "metrics")]
 use tokio::time::Instant;
 
-use super::{
-    deadline_of, detached, retry_unreplicated, run_synced,
-    semaphore::{flag, integer},
-    wait_on_channel,
-};
+use super::call::{flag, integer, run_synced};
 use crate::{
     client::Client,
     conn::{
@@ -21,7 +18,10 @@ use crate::{
         scripts::{ScriptCall, ScriptId},
     },
     error::{Error, Result},
-    lock::protocol::Step,
+    lock::acquire::{
+        engine,
+        waiter::{detach, Orphan, SleepOn, Step, Wait, Waiter, Won},
+    },
     service::pubsub::Reading,
     types::{clock::epoch_ms, names, permit::PermitId},
 };
@@ -83,8 +83,8 @@ impl Client {
     }
 }
 
-/// What one acquisition attempt did.
-enum Attempt {
+/// What one PS-ACQ said.
+enum Reply {
     Taken(PermitId),
     /// Not taken; the earliest permit expires in this long (`None`: none will).
     Busy(Option<Duration>),
@@ -170,7 +170,7 @@ impl PermitExpirableSemaphore {
     /// Cancel safe: dropped while waiting it leaves the channel; dropped while an attempt is in
     /// flight, the attempt finishes in the background and releases what it took.
     pub async fn acquire(&self, lease: Option<Duration>) -> Result<PermitGuard> {
-        match self.acquire_until(Some(None), lease).await? {
+        match self.acquire_until(Wait::Until(None), lease).await? {
             Some(guard) => Ok(guard),
             None => Err(Error::Timeout("acquire without limit ended".into())),
         }
@@ -185,7 +185,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, lease: Option<Duration>) -> Result<Option<PermitGuard>> {
-        self.acquire_until(None, lease).await
+        self.acquire_until(Wait::Once, lease).await
     }
 
     /// Acquires a permit, waiting at most `wait` (Redisson `tryAcquire(waitTime, leaseTime)`):
@@ -201,12 +201,12 @@ impl PermitExpirableSemaphore {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<PermitGuard>> {
-        self.acquire_until(deadline_of(wait), lease).await
+        self.acquire_until(Wait::for_duration(wait), lease).await
     }
 
     async fn acquire_until(
         &self,
-        wait: Option<Option<Instant>>,
+        wait: Wait,
         lease: Option<Duration>,
     ) -> Result<Option<PermitGuard>> {
         let lease_ms = match lease {
@@ -224,102 +224,16 @@ impl PermitExpirableSemaphore {
             "permit_semaphore",
             &self.name,
             "",
-            wait.map(|d| {
-                d.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                })
-            }),
+            wait.remaining(),
             lease,
         );
-        let outcome = watched
-            .run(async {
-                let deadline = wait.flatten();
-                let attempt = || async {
-                    let taken = retry_unreplicated(&self.client, deadline, || {
-                        self.attempt(lease_ms, deadline)
-                    })
-                    .await?;
-                    Ok::<_, Error>(match taken {
-                        Attempt::Taken(id) => Step::Done(id),
-                        Attempt::Busy(frees_in) => Step::Busy { frees_in },
-                    })
-                };
-                match attempt().await {
-                    Ok(Step::Done(id)) => return Ok(Some(id)),
-                    Ok(Step::Busy { .. }) if wait.is_some() => {}
-                    Ok(Step::Busy { .. }) => return Ok(None),
-                    // A lost reply's permit is released by its id: waiting on is safe.
-                    Err(e)
-                        if wait.is_some()
-                            && e.is_transient()
-                            && !matches!(e, Error::NotReplicated { .. }) =>
-                    {
-                        log::debug!("acquiring a permit of {}: {e}; waiting on", self.name);
-                    }
-                    Err(e) => return Err(e),
-                }
-                wait_on_channel(
-                    &self.client,
-                    &self.channel,
-                    Reading::Permits,
-                    deadline,
-                    true,
-                    attempt,
-                )
-                .await
-            })
-            .await;
+        let take = TakePermit {
+            semaphore: self,
+            lease_ms,
+        };
+        let outcome = watched.run(engine::acquire(&take, wait)).await;
         watched.finish(&outcome);
-        Ok(outcome?.map(|id| PermitGuard::new(self.clone(), id)))
-    }
-
-    /// One PS-ACQ on its own task (see [`detached`]): a permit taken but acknowledged by no
-    /// replica is released ([`Error::NotReplicated`]); one whose reply was lost is released in
-    /// the background ([`Error::Ambiguous`]).
-    async fn attempt(&self, lease_ms: Option<u64>, deadline: Option<Instant>) -> Result<Attempt> {
-        let this = self.clone();
-        let giver = self.clone();
-        detached(
-            &self.client,
-            async move {
-                let id = PermitId::random();
-                let now = epoch_ms();
-                let call = this.calls().acquire(id, lease_ms, now);
-                let barrier = crate::conn::replicas::Barrier::default();
-                let outcome = this
-                    .client
-                    .core()
-                    .run_acquire(call, &this.name, deadline, is_ok, &barrier)
-                    .await;
-                match outcome {
-                    Err(f) if f.sent && f.error.is_transient() => {
-                        this.release_in_background(id);
-                        Err(f.error.into_ambiguous(&this.name))
-                    }
-                    Err(f) => Err(f.error),
-                    Ok((_, Synced::Missing { wanted, acked })) => {
-                        crate::observe::not_replicated(&this.name, &id.to_string());
-                        if let Err(e) = this.release_once(id).await {
-                            log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
-                            this.release_in_background(id);
-                        }
-                        Err(Error::NotReplicated {
-                            lock: this.name.clone(),
-                            wanted,
-                            acked,
-                        })
-                    }
-                    Ok((value, _)) => decode_acquire(&value, id, now, &this.name),
-                }
-            },
-            move |taken| async move {
-                if let Attempt::Taken(id) = taken {
-                    crate::observe::late_acquisition(&giver.name, &id.to_string());
-                    giver.release_in_background(id);
-                }
-            },
-        )
-        .await
+        Ok(outcome?.map(|won| PermitGuard::new(self.clone(), won.take().id)))
     }
 
     /// PS-REL without the replica sync: `true` when a live permit was given back.
@@ -417,6 +331,107 @@ impl PermitExpirableSemaphore {
     }
 }
 
+/// One taking of a permit: the engine's waiter for [`PermitExpirableSemaphore::acquire`] and
+/// its variants.
+struct TakePermit<'a> {
+    semaphore: &'a PermitExpirableSemaphore,
+    lease_ms: Option<u64>,
+}
+
+/// A permit taken, on its way to the caller's [`PermitGuard`].
+struct Taken {
+    semaphore: PermitExpirableSemaphore,
+    id: PermitId,
+}
+
+/// A permit taken for a caller that went away is released by its id.
+impl Orphan for Taken {
+    fn orphaned(self) {
+        crate::observe::late_acquisition(&self.semaphore.name, &self.id.to_string());
+        self.semaphore.release_in_background(self.id);
+    }
+}
+
+impl Waiter for TakePermit<'_> {
+    type Won = Taken;
+    /// Redisson retries an unreplicated PS-ACQ, a single try's too.
+    const RETRIES_UNREPLICATED_ONCE: bool = true;
+
+    fn client(&self) -> &Client {
+        &self.semaphore.client
+    }
+
+    fn name(&self) -> &str {
+        &self.semaphore.name
+    }
+
+    /// One PS-ACQ on its own task ([`detach`]): a permit taken but acknowledged by no replica
+    /// is released ([`Error::NotReplicated`]); one whose reply was lost is released in the
+    /// background ([`Error::Ambiguous`]). A busy attempt's sleep is the sooner of the earliest
+    /// permit's expiry and the watchdog timeout (see [`sleep_bound`]).
+    async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
+        let (this, lease_ms) = (self.semaphore.clone(), self.lease_ms);
+        let deadline = wait.deadline();
+        let bound = this.client.config().lock_watchdog_timeout;
+        detach(self.client().runtime(), || (), move |_| async move {
+            let id = PermitId::random();
+            let now = epoch_ms();
+            let call = this.calls().acquire(id, lease_ms, now);
+            let barrier = crate::conn::replicas::Barrier::default();
+            let outcome = this
+                .client
+                .core()
+                .run_acquire(call, &this.name, deadline, is_ok, &barrier)
+                .await;
+            match outcome {
+                Err(f) if f.sent && f.error.is_transient() => {
+                    this.release_in_background(id);
+                    Err(f.error.into_ambiguous(&this.name))
+                }
+                Err(f) => Err(f.error),
+                Ok((_, Synced::Missing { wanted, acked })) => {
+                    crate::observe::not_replicated(&this.name, &id.to_string());
+                    if let Err(e) = this.release_once(id).await {
+                        log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
+                        this.release_in_background(id);
+                    }
+                    Err(Error::NotReplicated {
+                        lock: this.name.clone(),
+                        wanted,
+                        acked,
+                    })
+                }
+                Ok((value, _)) => Ok(match decode_acquire(&value, id, now, &this.name)? {
+                    Reply::Taken(id) => Step::Done(Won::new(Taken { semaphore: this, id })),
+                    Reply::Busy(expires_in) => Step::Busy {
+                        frees_in: Some(sleep_bound(expires_in, bound)),
+                    },
+                }),
+            }
+        })
+        .await
+    }
+
+    /// A lost attempt's permit is released by its id: waiting on is safe.
+    fn repeatable(&self) -> bool {
+        true
+    }
+
+    fn sleep_on(&self) -> SleepOn {
+        SleepOn::Channel {
+            channel: self.semaphore.channel.clone(),
+            reading: Reading::Permits,
+        }
+    }
+}
+
+/// A busy waiter's sleep: until the earliest permit's expiry (possibly hours away) or, when
+/// none will expire, `bound` (the watchdog timeout), whichever is sooner, so a lost message
+/// costs at most `bound` (module docs of `sync`).
+fn sleep_bound(expires_in: Option<Duration>, bound: Duration) -> Duration {
+    expires_in.map_or(bound, |e| e.min(bound))
+}
+
 /// The calls of one permit-expirable semaphore, built from its names (unit-tested against the
 /// scripts' headers and the protocol's argument order).
 struct Calls<'a> {
@@ -502,9 +517,9 @@ fn is_ok(reply: &Value) -> bool {
 }
 
 /// PS-ACQ's reply: `OK`, `:<expiry ms>` or nil.
-fn decode_acquire(reply: &Value, id: PermitId, now: i64, name: &str) -> Result<Attempt> {
+fn decode_acquire(reply: &Value, id: PermitId, now: i64, name: &str) -> Result<Reply> {
     if reply.is_null() {
-        return Ok(Attempt::Busy(None));
+        return Ok(Reply::Busy(None));
     }
     let Some(text) = reply.as_bytes().and_then(|b| std::str::from_utf8(b).ok()) else {
         return Err(unexpected(
@@ -513,7 +528,7 @@ fn decode_acquire(reply: &Value, id: PermitId, now: i64, name: &str) -> Result<A
         ));
     };
     if text == "OK" {
-        return Ok(Attempt::Taken(id));
+        return Ok(Reply::Taken(id));
     }
     let expires = text
         .strip_prefix(':')
@@ -524,7 +539,7 @@ fn decode_acquire(reply: &Value, id: PermitId, now: i64, name: &str) -> Result<A
     let wait_ms = (expires - now as f64)
         .max(1.0)
         .min(crate::MAX_MILLIS as f64);
-    Ok(Attempt::Busy(Some(Duration::from_millis(wait_ms as u64))))
+    Ok(Reply::Busy(Some(Duration::from_millis(wait_ms as u64))))
 }
 
 /// One acquired permit of a [`PermitExpirableSemaphore`]. Dropping it releases the permit in
@@ -681,25 +696,40 @@ mod tests {
     }
 
     #[test]
+    fn a_busy_attempts_sleep_is_never_longer_than_the_bound() {
+        let bound = Duration::from_secs(30);
+        assert_eq!(
+            sleep_bound(Some(Duration::from_secs(3600)), bound),
+            bound,
+            "a permit an hour away"
+        );
+        assert_eq!(
+            sleep_bound(Some(Duration::from_secs(2)), bound),
+            Duration::from_secs(2)
+        );
+        assert_eq!(sleep_bound(None, bound), bound, "none will expire");
+    }
+
+    #[test]
     fn acquire_replies_decode_to_taken_busy_or_errors() {
         let id = PermitId::from_bytes([7; 16]);
         let now = 1_000_000;
         assert!(matches!(
             decode_acquire(&Value::from("OK"), id, now, "p"),
-            Ok(Attempt::Taken(i)) if i == id
+            Ok(Reply::Taken(i)) if i == id
         ));
         assert!(matches!(
             decode_acquire(&Value::Null, id, now, "p"),
-            Ok(Attempt::Busy(None))
+            Ok(Reply::Busy(None))
         ));
         assert!(matches!(
             decode_acquire(&Value::from(":1000250"), id, now, "p"),
-            Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(250)
+            Ok(Reply::Busy(Some(d))) if d == Duration::from_millis(250)
         ));
         // Expired already (more expired permits than one attempt gives back): 1 ms.
         assert!(matches!(
             decode_acquire(&Value::from(":999000"), id, now, "p"),
-            Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(1)
+            Ok(Reply::Busy(Some(d))) if d == Duration::from_millis(1)
         ));
         for bad in [Value::from("KO"), Value::from(":x"), Value::Integer(1)] {
             assert!(decode_acquire(&bad, id, now, "p").is_err(), "{bad:?}");

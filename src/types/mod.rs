@@ -1,7 +1,7 @@
 //! Small value types with no dependencies: the wall clock ([`clock`]), the key and channel
 //! names ([`names`]), the group
 //! multi-lock's field names ([`group_fields`]), owners ([`owner`]), the local wait lines of the
-//! queueing kinds ([`line`]), permit ids ([`permit`]), TTL readings ([`ttl`]) and the client's
+//! queueing kinds ([`line`](mod@line)), permit ids ([`permit`]), TTL readings ([`ttl`]) and the client's
 //! statistics snapshot ([`stats`]).
 
 pub(crate) mod clock;

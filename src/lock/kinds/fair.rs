@@ -9,7 +9,8 @@ use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Attempt, Kind, Protocol, ReleaseRequest,
+        Sleep,
     },
 };
 use crate::{
@@ -97,8 +98,8 @@ impl Protocol for FairProtocol {
         &self.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::PerWaiter {
+    fn sleep(&self) -> Sleep {
+        Sleep::OwnChannel {
             prefix: format!("{}:", self.channel),
         }
     }
@@ -107,9 +108,9 @@ impl Protocol for FairProtocol {
         let lease = Value::from(req.lease_ms as i64);
         let field = Value::from(req.field);
         let now = Value::from(epoch_ms());
-        match req.mode {
+        match req.attempt {
             // F-TRY: ARGV = [lease, field, now, wait]; busy is 1, not a TTL.
-            Mode::Once => (
+            Attempt::Once => (
                 ScriptCall::new(
                     ScriptId::FairTry,
                     self.lock_keys(),
@@ -118,7 +119,7 @@ impl Protocol for FairProtocol {
                 AcquireReply::NilOrBusy,
             ),
             // F-ACQ: ARGV = [lease, field, wait, now]; the reply bounds the next sleep.
-            Mode::Queued { queue_ms } => (
+            Attempt::Queued { queue_ms } => (
                 ScriptCall::new(
                     ScriptId::FairAcquire,
                     self.lock_keys(),
@@ -206,7 +207,7 @@ mod tests {
         let once = AcquireRequest {
             field: "u:1",
             lease_ms: 10,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (try_call, reply) = d.acquire(once);
         assert_eq!(
@@ -216,7 +217,7 @@ mod tests {
         assert_eq!(try_call.args[3], Value::from(300_000i64));
         assert_matches_header(&try_call);
         let queued = AcquireRequest {
-            mode: Mode::Queued { queue_ms: 2_000 },
+            attempt: Attempt::Queued { queue_ms: 2_000 },
             ..once
         };
         let (acq, reply) = d.acquire(queued);
@@ -238,7 +239,7 @@ mod tests {
         let cancel = d.give_up("u:1", 2_000).unwrap();
         assert_matches_header(&cancel);
         assert_matches_header(&d.force_unlock("publish"));
-        match d.waiting().channel_for("u:1") {
+        match d.sleep().channel_for("u:1") {
             Some(c) => assert_eq!(c, "redisson_lock__channel:{n}:u:1"),
             other => panic!("{other:?}"),
         }

@@ -10,7 +10,7 @@ use crate::lock::{
     guard::Guard,
     kinds::reentrant,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Sleep,
     },
 };
 use crate::{
@@ -84,8 +84,8 @@ impl Protocol for FencedProtocol {
         &self.base.name
     }
 
-    fn waiting(&self) -> Waiting {
-        self.base.waiting()
+    fn sleep(&self) -> Sleep {
+        self.base.sleep()
     }
 
     fn wait_line(&self) -> Option<WaitLine> {
@@ -171,7 +171,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Mode};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Attempt};
 
     #[test]
     fn the_acquire_call_carries_the_token_key() {
@@ -182,7 +182,7 @@ mod tests {
         let (call, reply) = d.acquire(AcquireRequest {
             field: "u:1",
             lease_ms: 5,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         });
         assert_eq!(reply, AcquireReply::FlagAndValue);
         assert_matches_header(&call);

@@ -9,8 +9,7 @@ use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
-        Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest, Sleep,
     },
 };
 use crate::{
@@ -128,8 +127,8 @@ impl Protocol for GroupProtocol {
         &self.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.channel.clone())
     }
 
     /// A re-entry only raises deadlines and the TTL.
@@ -273,7 +272,7 @@ mod tests {
     use super::*;
     use crate::{
         conn::scripts::tests::assert_matches_header,
-        lock::{kinds::reentrant::tests::release_req, protocol::Mode},
+        lock::{kinds::reentrant::tests::release_req, protocol::Attempt},
         service::watchdog::renewal_call,
     };
 
@@ -296,7 +295,7 @@ mod tests {
         let (acq, reply) = d.acquire(AcquireRequest {
             field: "u:1",
             lease_ms: 30_000,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         });
         assert_eq!(reply, AcquireReply::NilOrPttl);
         assert_matches_header(&acq);

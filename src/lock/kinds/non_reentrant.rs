@@ -11,7 +11,7 @@ use crate::lock::{
     guard::Guard,
     kinds::reentrant,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Sleep,
     },
 };
 use crate::{
@@ -79,8 +79,8 @@ impl Protocol for NonReentrantProtocol {
         &self.base.name
     }
 
-    fn waiting(&self) -> Waiting {
-        self.base.waiting()
+    fn sleep(&self) -> Sleep {
+        self.base.sleep()
     }
 
     /// The reentrant lock's wait line: the same lock on the wire.
@@ -138,7 +138,7 @@ mod tests {
     use super::*;
     use crate::{
         conn::scripts::tests::assert_matches_header, lock::kinds::reentrant::tests::release_req,
-        lock::protocol::Mode,
+        lock::protocol::Attempt,
     };
     use fred::types::Key;
 
@@ -147,11 +147,11 @@ mod tests {
         let d = NonReentrantProtocol {
             base: reentrant::ReentrantProtocol::new("n".into()),
         };
-        for mode in [Mode::Once, Mode::Queued { queue_ms: 5 }] {
+        for attempt in [Attempt::Once, Attempt::Queued { queue_ms: 5 }] {
             let (call, reply) = d.acquire(AcquireRequest {
                 field: "u:1",
                 lease_ms: 30_000,
-                mode,
+                attempt,
             });
             assert_eq!(reply, AcquireReply::NilOrPttl);
             assert_matches_header(&call);

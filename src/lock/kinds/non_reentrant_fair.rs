@@ -11,7 +11,8 @@ use crate::lock::{
     guard::Guard,
     kinds::fair,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Attempt, Kind, Protocol, ReleaseRequest,
+        Sleep,
     },
 };
 use crate::{
@@ -74,8 +75,8 @@ impl Protocol for NonReentrantFairProtocol {
         &self.base.name
     }
 
-    fn waiting(&self) -> Waiting {
-        self.base.waiting()
+    fn sleep(&self) -> Sleep {
+        self.base.sleep()
     }
 
     /// F-TRY / F-ACQ's arguments plus the marker as `ARGV[5]`.
@@ -84,9 +85,9 @@ impl Protocol for NonReentrantFairProtocol {
         let field = Value::from(req.field);
         let now = Value::from(epoch_ms());
         let marker = Value::from(REENTRY_MARKER);
-        match req.mode {
+        match req.attempt {
             // NRF-TRY: ARGV = [lease, field, now, wait, marker]; busy is 1.
-            Mode::Once => (
+            Attempt::Once => (
                 ScriptCall::new(
                     ScriptId::NonReentrantFairTry,
                     self.base.lock_keys(),
@@ -101,7 +102,7 @@ impl Protocol for NonReentrantFairProtocol {
                 AcquireReply::NilOrBusy,
             ),
             // NRF-ACQ: ARGV = [lease, field, wait, now, marker].
-            Mode::Queued { queue_ms } => (
+            Attempt::Queued { queue_ms } => (
                 ScriptCall::new(
                     ScriptId::NonReentrantFairAcquire,
                     self.base.lock_keys(),
@@ -164,7 +165,7 @@ mod tests {
         let once = AcquireRequest {
             field: "u:1",
             lease_ms: 10,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (try_call, reply) = d.acquire(once);
         assert_eq!(
@@ -175,7 +176,7 @@ mod tests {
         assert_eq!(try_call.args[3], Value::from(300_000i64), "now before wait");
         assert_eq!(try_call.args[4], Value::from("NON_REENTRANT_REACQUIRE"));
         let (acq, reply) = d.acquire(AcquireRequest {
-            mode: Mode::Queued { queue_ms: 2_000 },
+            attempt: Attempt::Queued { queue_ms: 2_000 },
             ..once
         });
         assert_eq!(
@@ -187,7 +188,7 @@ mod tests {
         assert_eq!(acq.args[4], Value::from("NON_REENTRANT_REACQUIRE"));
         assert!(d.give_up("u:1", 5).is_some(), "F-CANCEL on give-up");
         assert_eq!(
-            d.waiting().channel_for("u:1").as_deref(),
+            d.sleep().channel_for("u:1").as_deref(),
             Some("redisson_lock__channel:{n}:u:1")
         );
     }

@@ -8,7 +8,7 @@ use crate::lock::{
     front::{Handle, Lock},
     guard::Guard,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Sleep,
     },
 };
 use crate::{
@@ -118,8 +118,8 @@ impl Protocol for ReentrantProtocol {
         &self.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.channel.clone())
     }
 
     fn wait_line(&self) -> Option<WaitLine> {
@@ -170,7 +170,7 @@ impl Client {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Mode};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Attempt};
 
     pub(crate) fn release_req(field: &str) -> ReleaseRequest<'_> {
         ReleaseRequest {
@@ -188,7 +188,7 @@ pub(crate) mod tests {
         let req = AcquireRequest {
             field: "u:1",
             lease_ms: 30_000,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (acq, reply) = d.acquire(req);
         assert_eq!(reply, AcquireReply::NilOrPttl);

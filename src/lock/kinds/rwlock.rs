@@ -12,8 +12,7 @@ use crate::lock::{
     guard::Guard,
     kinds::reentrant,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
-        Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest, Sleep,
     },
 };
 use crate::{
@@ -151,8 +150,8 @@ impl Protocol for ReadProtocol {
         &self.0.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.0.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.0.channel.clone())
     }
 
     /// R-ACQ: `KEYS = [N, TP(F)]`, `ARGV = [lease, F, F:write]`.
@@ -233,8 +232,8 @@ impl Protocol for WriteProtocol {
         base + ":write"
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.0.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.0.channel.clone())
     }
 
     fn wait_line(&self) -> Option<WaitLine> {
@@ -350,7 +349,7 @@ mod tests {
     use super::*;
     use crate::{
         conn::scripts::tests::assert_matches_header,
-        lock::{kinds::reentrant::tests::release_req, protocol::Mode},
+        lock::{kinds::reentrant::tests::release_req, protocol::Attempt},
     };
 
     #[test]
@@ -359,7 +358,7 @@ mod tests {
         let req = AcquireRequest {
             field: "u:1",
             lease_ms: 10,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (acq, _) = read.acquire(req);
         assert_matches_header(&acq);

@@ -11,7 +11,7 @@ use crate::lock::{
     kinds::backoff::BackOff,
     kinds::reentrant,
     protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting,
+        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Sleep,
     },
 };
 use crate::{
@@ -70,8 +70,8 @@ impl Protocol for SpinProtocol {
         &self.base.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::BackOff(self.backoff.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::BackOff(self.backoff.clone())
     }
 
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
@@ -139,6 +139,6 @@ mod tests {
         assert_matches_header(&rel);
         assert!(!rel.args.contains(&Value::from("publish")));
         assert_matches_header(&d.force_unlock("publish"));
-        assert!(matches!(d.waiting(), Waiting::BackOff(_)));
+        assert!(matches!(d.sleep(), Sleep::BackOff(_)));
     }
 }

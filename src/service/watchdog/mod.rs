@@ -263,7 +263,7 @@ impl HoldKey {
     }
 }
 
-/// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Hold`),
+/// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Claim`),
 /// with the count of registrations sharing it.
 struct Renewed {
     count: u32,
