@@ -224,7 +224,7 @@ impl<W: Waiter> Drop for GiveUp<'_, W> {
 mod tests {
     use std::sync::{
         atomic::{AtomicUsize, Ordering},
-        Mutex,
+        Arc, Mutex,
     };
 
     use super::*;
@@ -246,18 +246,30 @@ mod tests {
         Refused,
     }
 
+    /// Counts its undoing.
+    struct Undo(Arc<AtomicUsize>);
+
+    impl Orphan for Undo {
+        fn orphaned(self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
     /// A waiter that sleeps back-off steps of 10 ms, with scripted attempt replies (then busy),
-    /// recording when each attempt and each give-up ran.
-    struct Scripted {
+    /// recording when each attempt ran and counting its give-ups (`ONCE`: whether a single try
+    /// is retried while unreplicated, a synchronizer's rule).
+    struct Scripted<const ONCE: bool = false> {
         config: Config,
         replies: Mutex<Vec<Reply>>,
         attempts: Mutex<Vec<(Duration, Wait)>>,
         repeatable: bool,
         give_ups: AtomicUsize,
+        in_background: AtomicUsize,
+        undone: Arc<AtomicUsize>,
         start: Instant,
     }
 
-    impl Scripted {
+    impl<const ONCE: bool> Scripted<ONCE> {
         fn new(replies: &[Reply], repeatable: bool) -> Self {
             let config = Config::default().retry_attempts(3).retry_delay(100 * MS);
             Self {
@@ -266,6 +278,8 @@ mod tests {
                 attempts: Mutex::default(),
                 repeatable,
                 give_ups: AtomicUsize::new(0),
+                in_background: AtomicUsize::new(0),
+                undone: Arc::default(),
                 start: Instant::now(),
             }
         }
@@ -275,9 +289,9 @@ mod tests {
         }
     }
 
-    impl Waiter for Scripted {
-        type Won = ();
-        const RETRIES_UNREPLICATED_ONCE: bool = false;
+    impl<const ONCE: bool> Waiter for Scripted<ONCE> {
+        type Won = Undo;
+        const RETRIES_UNREPLICATED_ONCE: bool = ONCE;
 
         fn client(&self) -> &Client {
             unreachable!("a back-off waiter needs no client")
@@ -291,7 +305,7 @@ mod tests {
         fn name(&self) -> &str {
             "scripted"
         }
-        async fn attempt(&self, wait: Wait) -> Result<Step<Won<()>>> {
+        async fn attempt(&self, wait: Wait) -> Result<Step<Won<Undo>>> {
             self.attempts
                 .lock()
                 .unwrap()
@@ -299,7 +313,7 @@ mod tests {
             let reply = self.replies.lock().unwrap().pop().unwrap_or(Reply::Busy);
             match reply {
                 Reply::Busy => Ok(Step::Busy { frees_in: None }),
-                Reply::Done => Ok(Step::Done(Won::new(()))),
+                Reply::Done => Ok(Step::Done(Won::new(Undo(self.undone.clone())))),
                 Reply::Lost => Err(Error::Timeout("no reply".into())),
                 Reply::Unreplicated => Err(Error::NotReplicated {
                     lock: "scripted".into(),
@@ -319,6 +333,14 @@ mod tests {
             self.give_ups.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
+        fn give_up_in_background(&self) {
+            self.in_background.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A lock's waiter (a single try is not retried while unreplicated).
+    fn scripted(replies: &[Reply], repeatable: bool) -> Scripted {
+        Scripted::new(replies, repeatable)
     }
 
     fn until(ms: u32) -> Wait {
@@ -327,7 +349,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_single_try_is_one_attempt_and_no_give_up() {
-        let w = Scripted::new(&[Reply::Busy], true);
+        let w = scripted(&[Reply::Busy], true);
         assert!(acquire(&w, Wait::Once).await.unwrap().is_none());
         assert_eq!(
             *w.attempts.lock().unwrap(),
@@ -335,7 +357,7 @@ mod tests {
         );
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
         // A lock's single try is not retried when unreplicated: its caller decides.
-        let w = Scripted::new(&[Reply::Unreplicated, Reply::Done], true);
+        let w = scripted(&[Reply::Unreplicated, Reply::Done], true);
         let got = acquire(&w, Wait::Once).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
         assert_eq!(w.times().len(), 1);
@@ -343,11 +365,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_wait_attempts_sleeps_and_gives_up_only_when_it_ends_without_success() {
-        let w = Scripted::new(&[Reply::Busy, Reply::Busy, Reply::Done], true);
+        let w = scripted(&[Reply::Busy, Reply::Busy, Reply::Done], true);
         assert!(acquire(&w, until(1_000)).await.unwrap().is_some());
         assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS, 20 * MS]);
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
-        let w = Scripted::new(&[], true);
+        let w = scripted(&[], true);
         assert!(acquire(&w, until(25)).await.unwrap().is_none());
         assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS, 20 * MS, 25 * MS]);
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 1, "gave up once");
@@ -355,7 +377,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_repeatable_attempt_lost_starts_the_wait_again_after_a_growing_pause() {
-        let w = Scripted::new(&[Reply::Lost, Reply::Lost, Reply::Done], true);
+        let w = scripted(&[Reply::Lost, Reply::Lost, Reply::Done], true);
         assert!(acquire(&w, until(1_000)).await.unwrap().is_some());
         assert_eq!(
             w.times(),
@@ -363,7 +385,7 @@ mod tests {
             "paused 50 ms, then 100 ms"
         );
         // Still failing at the deadline: the last error.
-        let w = Scripted::new(&[Reply::Lost; 20], true);
+        let w = scripted(&[Reply::Lost; 20], true);
         let got = acquire(&w, until(120)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
         assert_eq!(w.times(), vec![Duration::ZERO, 50 * MS, 120 * MS]);
@@ -372,12 +394,12 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_attempt_that_cannot_be_repeated_ends_the_wait_with_its_error() {
-        let w = Scripted::new(&[Reply::Busy, Reply::Lost, Reply::Done], false);
+        let w = scripted(&[Reply::Busy, Reply::Lost, Reply::Done], false);
         let got = acquire(&w, until(1_000)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
         assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS], "not tried again");
         // Other errors end any wait at once.
-        let w = Scripted::new(&[Reply::Refused, Reply::Done], true);
+        let w = scripted(&[Reply::Refused, Reply::Done], true);
         let got = acquire(&w, until(1_000)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::InvalidArgument);
         assert_eq!(w.times().len(), 1);
@@ -386,7 +408,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_unreplicated_attempt_is_tried_again_after_the_delay_within_the_limits() {
         // Two unreplicated tries, then taken: retried 100 ms apart, in place.
-        let w = Scripted::new(
+        let w = scripted(
             &[Reply::Unreplicated, Reply::Unreplicated, Reply::Done],
             false,
         );
@@ -394,12 +416,12 @@ mod tests {
         assert_eq!(w.times(), vec![Duration::ZERO, 100 * MS, 200 * MS]);
         // The retries run out (3 in a row): the error ends the wait, even for a repeatable
         // waiter.
-        let w = Scripted::new(&[Reply::Unreplicated; 10], true);
+        let w = scripted(&[Reply::Unreplicated; 10], true);
         let got = acquire(&w, until(10_000)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
         assert_eq!(w.times().len(), 4);
         // No retry whose delay would end past the deadline.
-        let w = Scripted::new(&[Reply::Unreplicated; 10], true);
+        let w = scripted(&[Reply::Unreplicated; 10], true);
         let start = Instant::now();
         let got = acquire(&w, until(150)).await;
         assert!(got.is_err());
@@ -409,7 +431,7 @@ mod tests {
             "one retry fits, the second would not"
         );
         // A busy attempt between them starts the count again.
-        let w = Scripted::new(
+        let w = scripted(
             &[
                 Reply::Unreplicated,
                 Reply::Unreplicated,
@@ -427,94 +449,31 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_single_try_of_a_synchronizer_is_retried_while_unreplicated() {
-        struct Synchronizer(Scripted);
-        impl Waiter for Synchronizer {
-            type Won = ();
-            const RETRIES_UNREPLICATED_ONCE: bool = true;
-            fn client(&self) -> &Client {
-                unreachable!()
-            }
-            fn config(&self) -> &Config {
-                &self.0.config
-            }
-            fn is_closed(&self) -> bool {
-                false
-            }
-            fn name(&self) -> &str {
-                "s"
-            }
-            fn attempt(
-                &self,
-                wait: Wait,
-            ) -> impl std::future::Future<Output = Result<Step<Won<()>>>> + Send {
-                self.0.attempt(wait)
-            }
-            fn repeatable(&self) -> bool {
-                false
-            }
-            fn sleep_on(&self) -> SleepOn {
-                self.0.sleep_on()
-            }
-        }
-        let w = Synchronizer(Scripted::new(
+        let w = Scripted::<true>::new(
             &[Reply::Unreplicated, Reply::Unreplicated, Reply::Done],
             false,
-        ));
+        );
         assert!(acquire(&w, Wait::Once).await.unwrap().is_some());
-        assert_eq!(w.0.times(), vec![Duration::ZERO, 100 * MS, 200 * MS]);
-    }
-
-    /// Counts its undoing.
-    struct Undo<'a>(&'a AtomicUsize);
-    impl Orphan for Undo<'static> {
-        fn orphaned(self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
+        assert_eq!(w.times(), vec![Duration::ZERO, 100 * MS, 200 * MS]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_wait_gives_up_in_the_background_and_leaves_no_success() {
-        static UNDONE: AtomicUsize = AtomicUsize::new(0);
-        struct Background(Scripted, AtomicUsize);
-        impl Waiter for Background {
-            type Won = Undo<'static>;
-            const RETRIES_UNREPLICATED_ONCE: bool = false;
-            fn client(&self) -> &Client {
-                unreachable!()
-            }
-            fn config(&self) -> &Config {
-                &self.0.config
-            }
-            fn is_closed(&self) -> bool {
-                false
-            }
-            fn name(&self) -> &str {
-                "b"
-            }
-            async fn attempt(&self, wait: Wait) -> Result<Step<Won<Undo<'static>>>> {
-                Ok(match self.0.attempt(wait).await? {
-                    Step::Done(_) => Step::Done(Won::new(Undo(&UNDONE))),
-                    Step::Busy { frees_in } => Step::Busy { frees_in },
-                })
-            }
-            fn repeatable(&self) -> bool {
-                true
-            }
-            fn sleep_on(&self) -> SleepOn {
-                self.0.sleep_on()
-            }
-            fn give_up_in_background(&self) {
-                self.1.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        let w = Background(Scripted::new(&[], true), AtomicUsize::new(0));
+        let w = scripted(&[], true);
         let wait = acquire(&w, Wait::Until(None));
         let _ = tokio::time::timeout(35 * MS, wait).await;
-        assert_eq!(w.1.load(Ordering::SeqCst), 1, "given up in the background");
-        assert_eq!(w.0.give_ups.load(Ordering::SeqCst), 0);
-        // A success the caller never took (dropped with the engine's answer) is undone.
-        let w = Background(Scripted::new(&[Reply::Done], true), AtomicUsize::new(0));
+        assert_eq!(
+            w.in_background.load(Ordering::SeqCst),
+            1,
+            "given up in the background"
+        );
+        assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
+        // A success the caller never took (dropped with the engine's answer) is undone; a
+        // taken one is not.
+        let w = scripted(&[Reply::Done, Reply::Done], true);
         drop(acquire(&w, Wait::Once).await.unwrap());
-        assert_eq!(UNDONE.load(Ordering::SeqCst), 1);
+        assert_eq!(w.undone.load(Ordering::SeqCst), 1);
+        let _taken = acquire(&w, Wait::Once).await.unwrap().unwrap().take();
+        assert_eq!(w.undone.load(Ordering::SeqCst), 1);
     }
 }
