@@ -321,7 +321,15 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
 }
 
 impl<K: Kind> Lock<K> {
-    pub(crate) fn from_handle(mut handle: Handle) -> Self {
+    /// The lock `name` of kind `K` (through the name mapper), acting as `owner`, with the
+    /// protocol `protocol` makes of the raw name: what every `Client::get_*` factory returns.
+    pub(crate) fn new<P: Protocol>(
+        client: &Client,
+        name: &str,
+        owner: Owner,
+        protocol: impl FnOnce(String) -> P,
+    ) -> Self {
+        let mut handle = Handle::new(client.clone(), name, owner, |raw| Arc::new(protocol(raw)));
         handle.kind = K::NAME;
         Self {
             handle: Arc::new(handle),

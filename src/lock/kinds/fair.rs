@@ -1,17 +1,11 @@
 //! The fair lock (Redisson `RFairLock`, protocol §7): FIFO hand-over through a queue list, a
 //! sorted set of waiter deadlines (epoch ms) and one wake-up channel per waiter.
 
-use std::sync::Arc;
-
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Attempt, Kind, Protocol, ReleaseRequest,
-        Sleep,
-    },
+    front::Lock,
+    protocol::{AcquireReply, AcquireRequest, Attempt, Protocol, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
@@ -21,50 +15,46 @@ use crate::{
     types::{clock::epoch_ms, names},
 };
 
-/// The fair lock kind (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
-///
-/// Keys: the lock hash `N` (as [`RLock`](crate::RLock)), the queue `redisson_lock_queue:{N}` and
-/// the deadlines `redisson_lock_timeout:{N}` (epoch-ms scores from this machine's clock); each
-/// waiter is woken on its own channel `redisson_lock__channel:{N}:<uuid>:<id>`. A waiter keeps
-/// its place for `fair_lock_wait_timeout` (or its own `try_lock_for` wait) between polls; a dead
-/// waiter at the head is skipped once that passes.
-///
-/// A waiter that gives up (its wait ends or its future is dropped) leaves the queue at once.
-/// Unlocking a fair lock that is no longer held succeeds, as in Redisson.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Fair, Lock};
-/// let lock: Lock<Fair> = client.get_fair_lock("jobs");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fair {}
+kind! {
+    /// The fair lock kind (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
+    ///
+    /// Keys: the lock hash `N` (as [`RLock`](crate::RLock)), the queue `redisson_lock_queue:{N}` and
+    /// the deadlines `redisson_lock_timeout:{N}` (epoch-ms scores from this machine's clock); each
+    /// waiter is woken on its own channel `redisson_lock__channel:{N}:<uuid>:<id>`. A waiter keeps
+    /// its place for `fair_lock_wait_timeout` (or its own `try_lock_for` wait) between polls; a dead
+    /// waiter at the head is skipped once that passes.
+    ///
+    /// A waiter that gives up (its wait ends or its future is dropped) leaves the queue at once.
+    /// Unlocking a fair lock that is no longer held succeeds, as in Redisson.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Fair, Lock};
+    /// let lock: Lock<Fair> = client.get_fair_lock("jobs");
+    /// # Ok(()) }
+    /// ```
+    Fair = "fair";
 
-impl Sealed for Fair {}
-impl Kind for Fair {
-    const NAME: &'static str = "fair";
+    /// A fair lock handle; see [`Lock`] for the methods and [`Fair`] for the layout.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::FairLock = client.get_fair_lock("jobs");
+    /// let guard = lock.lock().await?; // waiters are served in the order they came
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type FairLock;
+
+    /// A hold of a [`FairLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::FairGuard = client.get_fair_lock("jobs").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type FairGuard;
 }
-
-/// A fair lock handle; see [`Lock`] for the methods and [`Fair`] for the layout.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::FairLock = client.get_fair_lock("jobs");
-/// let guard = lock.lock().await?; // waiters are served in the order they came
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type FairLock = Lock<Fair>;
-
-/// A hold of a [`FairLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::FairGuard = client.get_fair_lock("jobs").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type FairGuard = Guard<Fair>;
 
 pub(crate) struct FairProtocol {
     pub(crate) name: String,
@@ -188,9 +178,7 @@ impl Client {
     /// A fair lock handle acting as `owner`.
     pub fn get_fair_lock_with_owner(&self, name: &str, owner: Owner) -> FairLock {
         let try_wait_ms = self.config().fair_wait_ms();
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(FairProtocol::new(raw, try_wait_ms))
-        }))
+        Lock::new(self, name, owner, |raw| FairProtocol::new(raw, try_wait_ms))
     }
 }
 

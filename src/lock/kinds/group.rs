@@ -6,11 +6,8 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest, Sleep,
-    },
+    front::Lock,
+    protocol::{AcquireReply, AcquireRequest, Protocol, Query, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
@@ -19,77 +16,73 @@ use crate::{
     types::{clock::epoch_ms, group_fields, names, owner::Owner},
 };
 
-/// The group multi-lock kind (Redisson `RedissonFasterMultiLock`, from
-/// `getMultiLock(group, values)`).
-///
-/// Locks a set of values of one group at once: every value or none. Several owners may hold
-/// disjoint sets of one group at the same time. Data layout (wire-compatible with Redisson
-/// 3.38+ using `StringCodec`): one hash at the group name `G`; for each held value `v`, with
-/// `H(v)` its [field name](Lock::<Group>::value_field):
-///
-/// | field | value |
-/// |---|---|
-/// | `H(v)` | the owner field `<uuid>:<id>` |
-/// | `H(v):<owner>:expire_time` | the hold's deadline, epoch ms, **this machine's clock** |
-/// | `H(v):<owner>:lock_count` | the owner's hold count on `v` (re-entrant) |
-///
-/// The hash's TTL is only ever raised (to the longest lease). A release publishes `0` on
-/// `redisson_lock__channel:{G}` (the channel of an [`RLock`](crate::RLock) named `G`), and
-/// waiters sleep on that channel, bounded by the time the conflicting hold ends. Deadlines are
-/// wall-clock times of the acquiring machine: keep clocks in sync (as with Redisson).
-///
-/// Values are strings or bytes, written as they are (Redisson's `StringCodec` writes a
-/// string as its UTF-8 bytes; Redisson's default codec adds framing, so Java peers must use
-/// `StringCodec` to share a group). Duplicate values count once.
-///
-/// One owner may hold several sets of one group (through handles made with
-/// [`Client::get_group_lock_with_owner`]): each set is a hold of its own, whatever the order
-/// the sets were granted in: the watchdog renews each, each guard's
-/// [`state`](crate::Guard::state) is its own set's, and each unlock releases its own set
-/// (overlapping sets share the counts of the values they share, as on the wire). Redisson
-/// renews one set per owner and group.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Group, Lock};
-/// let seats: Lock<Group> = client.get_group_lock("flight:42", ["12A", "12B"]);
-/// let guard = seats.lock().await?; // both seats, or wait
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Group {}
+kind! {
+    /// The group multi-lock kind (Redisson `RedissonFasterMultiLock`, from
+    /// `getMultiLock(group, values)`).
+    ///
+    /// Locks a set of values of one group at once: every value or none. Several owners may hold
+    /// disjoint sets of one group at the same time. Data layout (wire-compatible with Redisson
+    /// 3.38+ using `StringCodec`): one hash at the group name `G`; for each held value `v`, with
+    /// `H(v)` its [field name](Lock::<Group>::value_field):
+    ///
+    /// | field | value |
+    /// |---|---|
+    /// | `H(v)` | the owner field `<uuid>:<id>` |
+    /// | `H(v):<owner>:expire_time` | the hold's deadline, epoch ms, **this machine's clock** |
+    /// | `H(v):<owner>:lock_count` | the owner's hold count on `v` (re-entrant) |
+    ///
+    /// The hash's TTL is only ever raised (to the longest lease). A release publishes `0` on
+    /// `redisson_lock__channel:{G}` (the channel of an [`RLock`](crate::RLock) named `G`), and
+    /// waiters sleep on that channel, bounded by the time the conflicting hold ends. Deadlines are
+    /// wall-clock times of the acquiring machine: keep clocks in sync (as with Redisson).
+    ///
+    /// Values are strings or bytes, written as they are (Redisson's `StringCodec` writes a
+    /// string as its UTF-8 bytes; Redisson's default codec adds framing, so Java peers must use
+    /// `StringCodec` to share a group). Duplicate values count once.
+    ///
+    /// One owner may hold several sets of one group (through handles made with
+    /// [`Client::get_group_lock_with_owner`]): each set is a hold of its own, whatever the order
+    /// the sets were granted in: the watchdog renews each, each guard's
+    /// [`state`](crate::Guard::state) is its own set's, and each unlock releases its own set
+    /// (overlapping sets share the counts of the values they share, as on the wire). Redisson
+    /// renews one set per owner and group.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Group, Lock};
+    /// let seats: Lock<Group> = client.get_group_lock("flight:42", ["12A", "12B"]);
+    /// let guard = seats.lock().await?; // both seats, or wait
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    Group = "group";
 
-impl Sealed for Group {}
-impl Kind for Group {
-    const NAME: &'static str = "group";
+    /// A group multi-lock handle; see [`Lock`] for the methods and [`Group`] for the layout.
+    ///
+    /// [`hold_count`](Lock::hold_count) is the owner's lowest count over the values (0 unless it
+    /// holds every one), [`is_locked`](Lock::is_locked) is true when any of the values is held by
+    /// anyone, [`remaining_ttl`](Lock::remaining_ttl) is the group hash's TTL and
+    /// [`force_unlock`](Lock::force_unlock) frees these values only.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::GroupLock = client.get_group_lock("stock", ["sku-1", "sku-7"]);
+    /// if let Some(guard) = lock.try_lock_for(std::time::Duration::from_secs(1)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    type GroupLock;
+
+    /// A hold of a [`GroupLock`]: every value of its set.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::GroupGuard = client.get_group_lock("stock", ["a"]).lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type GroupGuard;
 }
-
-/// A group multi-lock handle; see [`Lock`] for the methods and [`Group`] for the layout.
-///
-/// [`hold_count`](Lock::hold_count) is the owner's lowest count over the values (0 unless it
-/// holds every one), [`is_locked`](Lock::is_locked) is true when any of the values is held by
-/// anyone, [`remaining_ttl`](Lock::remaining_ttl) is the group hash's TTL and
-/// [`force_unlock`](Lock::force_unlock) frees these values only.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::GroupLock = client.get_group_lock("stock", ["sku-1", "sku-7"]);
-/// if let Some(guard) = lock.try_lock_for(std::time::Duration::from_secs(1)).await? {
-///     guard.unlock().await?;
-/// }
-/// # Ok(()) }
-/// ```
-pub type GroupLock = Lock<Group>;
-
-/// A hold of a [`GroupLock`]: every value of its set.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::GroupGuard = client.get_group_lock("stock", ["a"]).lock().await?;
-/// # Ok(()) }
-/// ```
-pub type GroupGuard = Guard<Group>;
 
 struct GroupProtocol {
     name: String,
@@ -261,9 +254,7 @@ impl Client {
         I::Item: AsRef<[u8]>,
     {
         let values: Vec<Vec<u8>> = values.into_iter().map(|v| v.as_ref().to_vec()).collect();
-        Lock::from_handle(Handle::new(self.clone(), group, owner, |raw| {
-            Arc::new(GroupProtocol::new(raw, values))
-        }))
+        Lock::new(self, group, owner, |raw| GroupProtocol::new(raw, values))
     }
 }
 

@@ -2,72 +2,61 @@
 //! reentrant lock's keys, channel, release, watchdog and queries, with an acquisition that
 //! refuses the holder's second acquisition.
 
-use std::sync::Arc;
-
 use fred::types::Value;
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
+    front::Lock,
     kinds::reentrant,
-    protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Sleep,
-    },
+    protocol::{AcquireReply, AcquireRequest, Protocol},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::REENTRY_MARKER,
-    service::watchdog::RenewalShape,
-    types::line::WaitLine,
     types::owner::Owner,
 };
 
-/// The non-reentrant lock kind (Redisson 4.4+ `RedissonNonReentrantLock`).
-///
-/// The same lock on the wire as an [`RLock`](crate::RLock) of the same name (hash `N`, field
-/// `<uuid>:<id>` → `1`, channel `redisson_lock__channel:{N}`), but an acquisition by the owner
-/// that already holds it fails at once with [`Error::Reentry`](crate::Error::Reentry): never
-/// a wait, never a count of 2. An unlock therefore always frees the lock.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{ErrorKind, Lock, NonReentrant};
-/// let lock: Lock<NonReentrant> = client.get_non_reentrant_lock("orders");
-/// let guard = lock.lock().await?;
-/// let again = lock.try_lock().await.unwrap_err();
-/// assert_eq!(again.kind(), ErrorKind::Reentry);
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NonReentrant {}
+kind! {
+    /// The non-reentrant lock kind (Redisson 4.4+ `RedissonNonReentrantLock`).
+    ///
+    /// The same lock on the wire as an [`RLock`](crate::RLock) of the same name (hash `N`, field
+    /// `<uuid>:<id>` → `1`, channel `redisson_lock__channel:{N}`), but an acquisition by the owner
+    /// that already holds it fails at once with [`Error::Reentry`](crate::Error::Reentry): never
+    /// a wait, never a count of 2. An unlock therefore always frees the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{ErrorKind, Lock, NonReentrant};
+    /// let lock: Lock<NonReentrant> = client.get_non_reentrant_lock("orders");
+    /// let guard = lock.lock().await?;
+    /// let again = lock.try_lock().await.unwrap_err();
+    /// assert_eq!(again.kind(), ErrorKind::Reentry);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    NonReentrant = "non_reentrant";
 
-impl Sealed for NonReentrant {}
-impl Kind for NonReentrant {
-    const NAME: &'static str = "non_reentrant";
+    /// A non-reentrant lock handle; see [`Lock`] for the methods and [`NonReentrant`] for the rule.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::NonReentrantLock = client.get_non_reentrant_lock("orders");
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantLock;
+
+    /// A hold of a [`NonReentrantLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::NonReentrantGuard =
+    ///     client.get_non_reentrant_lock("orders").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantGuard;
 }
-
-/// A non-reentrant lock handle; see [`Lock`] for the methods and [`NonReentrant`] for the rule.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::NonReentrantLock = client.get_non_reentrant_lock("orders");
-/// let guard = lock.lock().await?;
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantLock = Lock<NonReentrant>;
-
-/// A hold of a [`NonReentrantLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::NonReentrantGuard =
-///     client.get_non_reentrant_lock("orders").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantGuard = Guard<NonReentrant>;
 
 /// The reentrant lock's protocol with NR-ACQ as its acquisition.
 pub(crate) struct NonReentrantProtocol {
@@ -75,18 +64,8 @@ pub(crate) struct NonReentrantProtocol {
 }
 
 impl Protocol for NonReentrantProtocol {
-    fn name(&self) -> &str {
-        &self.base.name
-    }
-
-    fn sleep(&self) -> Sleep {
-        self.base.sleep()
-    }
-
-    /// The reentrant lock's wait line: the same lock on the wire.
-    fn wait_line(&self) -> Option<WaitLine> {
-        self.base.wait_line()
-    }
+    // The reentrant lock's wait line too: the same lock on the wire.
+    pass_on!(name, sleep, wait_line, release, renewal, force_unlock);
 
     /// NR-ACQ: `KEYS = [N]`, `ARGV = [lease, field, "NON_REENTRANT_REACQUIRE"]`; nil, the
     /// PTTL, or the marker as an error reply.
@@ -102,18 +81,6 @@ impl Protocol for NonReentrantProtocol {
         );
         (call, AcquireReply::NilOrPttl)
     }
-
-    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        self.base.release(req)
-    }
-
-    fn renewal(&self) -> RenewalShape {
-        self.base.renewal()
-    }
-
-    fn force_unlock(&self, publish: &str) -> ScriptCall {
-        self.base.force_unlock(publish)
-    }
 }
 
 impl Client {
@@ -125,11 +92,9 @@ impl Client {
 
     /// A non-reentrant lock handle acting as `owner`.
     pub fn get_non_reentrant_lock_with_owner(&self, name: &str, owner: Owner) -> NonReentrantLock {
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(NonReentrantProtocol {
-                base: reentrant::ReentrantProtocol::new(raw),
-            })
-        }))
+        Lock::new(self, name, owner, |raw| NonReentrantProtocol {
+            base: reentrant::ReentrantProtocol::new(raw),
+        })
     }
 }
 
@@ -140,6 +105,7 @@ mod tests {
         conn::scripts::tests::assert_matches_header, lock::kinds::reentrant::tests::release_req,
         lock::protocol::Attempt,
     };
+    use crate::{service::watchdog::RenewalShape, types::line::WaitLine};
     use fred::types::Key;
 
     #[test]

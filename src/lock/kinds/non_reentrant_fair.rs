@@ -2,68 +2,57 @@
 //! the fair lock's keys, queue, per-waiter channels, release, give-up and watchdog, with
 //! acquisitions that refuse the holder's second acquisition before any queue handling.
 
-use std::sync::Arc;
-
 use fred::types::Value;
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
+    front::Lock,
     kinds::fair,
-    protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Attempt, Kind, Protocol, ReleaseRequest,
-        Sleep,
-    },
+    protocol::{AcquireReply, AcquireRequest, Attempt, Protocol},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::REENTRY_MARKER,
-    service::watchdog::RenewalShape,
     types::{clock::epoch_ms, owner::Owner},
 };
 
-/// The non-reentrant fair lock kind (Redisson 4.4+ `RedissonNonReentrantFairLock`).
-///
-/// The same lock on the wire as a [`FairLock`](crate::FairLock) of the same name (hash, queue
-/// `redisson_lock_queue:{N}`, deadlines `redisson_lock_timeout:{N}`, per-waiter channels), but
-/// the holder's second acquisition fails at once with [`Error::Reentry`](crate::Error::Reentry)
-/// and leaves the queue and every waiter's deadline untouched.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, NonReentrantFair};
-/// let lock: Lock<NonReentrantFair> = client.get_non_reentrant_fair_lock("jobs");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NonReentrantFair {}
+kind! {
+    /// The non-reentrant fair lock kind (Redisson 4.4+ `RedissonNonReentrantFairLock`).
+    ///
+    /// The same lock on the wire as a [`FairLock`](crate::FairLock) of the same name (hash, queue
+    /// `redisson_lock_queue:{N}`, deadlines `redisson_lock_timeout:{N}`, per-waiter channels), but
+    /// the holder's second acquisition fails at once with [`Error::Reentry`](crate::Error::Reentry)
+    /// and leaves the queue and every waiter's deadline untouched.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, NonReentrantFair};
+    /// let lock: Lock<NonReentrantFair> = client.get_non_reentrant_fair_lock("jobs");
+    /// # Ok(()) }
+    /// ```
+    NonReentrantFair = "non_reentrant_fair";
 
-impl Sealed for NonReentrantFair {}
-impl Kind for NonReentrantFair {
-    const NAME: &'static str = "non_reentrant_fair";
+    /// A non-reentrant fair lock handle; see [`Lock`] for the methods.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::NonReentrantFairLock = client.get_non_reentrant_fair_lock("jobs");
+    /// let guard = lock.lock().await?; // waiters are served in the order they came
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantFairLock;
+
+    /// A hold of a [`NonReentrantFairLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::NonReentrantFairGuard =
+    ///     client.get_non_reentrant_fair_lock("jobs").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantFairGuard;
 }
-
-/// A non-reentrant fair lock handle; see [`Lock`] for the methods.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::NonReentrantFairLock = client.get_non_reentrant_fair_lock("jobs");
-/// let guard = lock.lock().await?; // waiters are served in the order they came
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantFairLock = Lock<NonReentrantFair>;
-
-/// A hold of a [`NonReentrantFairLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::NonReentrantFairGuard =
-///     client.get_non_reentrant_fair_lock("jobs").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantFairGuard = Guard<NonReentrantFair>;
 
 /// The fair lock's protocol with NRF-TRY / NRF-ACQ as its acquisitions.
 struct NonReentrantFairProtocol {
@@ -71,13 +60,7 @@ struct NonReentrantFairProtocol {
 }
 
 impl Protocol for NonReentrantFairProtocol {
-    fn name(&self) -> &str {
-        &self.base.name
-    }
-
-    fn sleep(&self) -> Sleep {
-        self.base.sleep()
-    }
+    pass_on!(name, sleep, release, give_up, renewal, force_unlock);
 
     /// F-TRY / F-ACQ's arguments plus the marker as `ARGV[5]`.
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
@@ -112,22 +95,6 @@ impl Protocol for NonReentrantFairProtocol {
             ),
         }
     }
-
-    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        self.base.release(req)
-    }
-
-    fn give_up(&self, field: &str, queue_ms: u64) -> Option<ScriptCall> {
-        self.base.give_up(field, queue_ms)
-    }
-
-    fn renewal(&self) -> RenewalShape {
-        self.base.renewal()
-    }
-
-    fn force_unlock(&self, publish: &str) -> ScriptCall {
-        self.base.force_unlock(publish)
-    }
 }
 
 impl Client {
@@ -144,11 +111,9 @@ impl Client {
         owner: Owner,
     ) -> NonReentrantFairLock {
         let try_wait_ms = self.config().fair_wait_ms();
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(NonReentrantFairProtocol {
-                base: fair::FairProtocol::new(raw, try_wait_ms),
-            })
-        }))
+        Lock::new(self, name, owner, |raw| NonReentrantFairProtocol {
+            base: fair::FairProtocol::new(raw, try_wait_ms),
+        })
     }
 }
 

@@ -1,15 +1,10 @@
 //! The reentrant lock (Redisson `RLock`, protocol §4).
 
-use std::sync::Arc;
-
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Sleep,
-    },
+    front::Lock,
+    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
@@ -20,46 +15,42 @@ use crate::{
     types::owner::Owner,
 };
 
-/// The reentrant lock kind (Redisson `RLock`).
-///
-/// Data layout (wire-compatible with Redisson): a hash at the lock name with one field
-/// `<client uuid>:<owner id>` holding the hold count; the key's TTL is the lease or the watchdog
-/// timeout; a full release publishes `0` on `redisson_lock__channel:{name}`.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, Reentrant};
-/// let lock: Lock<Reentrant> = client.get_lock("orders");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reentrant {}
+kind! {
+    /// The reentrant lock kind (Redisson `RLock`).
+    ///
+    /// Data layout (wire-compatible with Redisson): a hash at the lock name with one field
+    /// `<client uuid>:<owner id>` holding the hold count; the key's TTL is the lease or the watchdog
+    /// timeout; a full release publishes `0` on `redisson_lock__channel:{name}`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, Reentrant};
+    /// let lock: Lock<Reentrant> = client.get_lock("orders");
+    /// # Ok(()) }
+    /// ```
+    Reentrant = "reentrant";
 
-impl Sealed for Reentrant {}
-impl Kind for Reentrant {
-    const NAME: &'static str = "reentrant";
+    /// A reentrant distributed lock (Redisson `RLock`); see [`Lock`] for the methods.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::RLock = client.get_lock("orders");
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type RLock;
+
+    /// A hold of an [`RLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::LockGuard = client.get_lock("orders").lock().await?;
+    /// drop(guard); // released in the background
+    /// # Ok(()) }
+    /// ```
+    type LockGuard;
 }
-
-/// A reentrant distributed lock (Redisson `RLock`); see [`Lock`] for the methods.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::RLock = client.get_lock("orders");
-/// let guard = lock.lock().await?;
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type RLock = Lock<Reentrant>;
-
-/// A hold of an [`RLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::LockGuard = client.get_lock("orders").lock().await?;
-/// drop(guard); // released in the background
-/// # Ok(()) }
-/// ```
-pub type LockGuard = Guard<Reentrant>;
 
 /// The reentrant lock's protocol: the hash `N` and the channel `redisson_lock__channel:{N}`.
 /// The fenced and spin locks share it.
@@ -161,9 +152,7 @@ impl Client {
 
     /// A reentrant lock handle for `name` acting as `owner` (Redisson's explicit `threadId`).
     pub fn get_lock_with_owner(&self, name: &str, owner: Owner) -> RLock {
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(ReentrantProtocol::new(raw))
-        }))
+        Lock::new(self, name, owner, ReentrantProtocol::new)
     }
 }
 

@@ -1,64 +1,54 @@
 //! The spin lock (Redisson `RSpinLock`, protocol §10): the RLock layout without pub/sub; waiters
 //! retry after a back-off sleep.
 
-use std::sync::Arc;
-
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
+    front::Lock,
     kinds::backoff::BackOff,
     kinds::reentrant,
-    protocol::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Sleep,
-    },
+    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
-    service::watchdog::RenewalShape,
     types::owner::Owner,
 };
 
-/// The spin lock kind (Redisson `RSpinLock`): the same hash, field and TTL as
-/// [`RLock`](crate::RLock), but it never publishes and never subscribes; a waiter sleeps a
-/// [`BackOff`] step between attempts (default: exponential 1 ms → 128 ms, ×2, with jitter).
-/// Useful where pub/sub is unavailable; the number of Redis calls per wait is bounded by the
-/// back-off schedule.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, Spin};
-/// let lock: Lock<Spin> = client.get_spin_lock("import");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Spin {}
+kind! {
+    /// The spin lock kind (Redisson `RSpinLock`): the same hash, field and TTL as
+    /// [`RLock`](crate::RLock), but it never publishes and never subscribes; a waiter sleeps a
+    /// [`BackOff`] step between attempts (default: exponential 1 ms → 128 ms, ×2, with jitter).
+    /// Useful where pub/sub is unavailable; the number of Redis calls per wait is bounded by the
+    /// back-off schedule.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, Spin};
+    /// let lock: Lock<Spin> = client.get_spin_lock("import");
+    /// # Ok(()) }
+    /// ```
+    Spin = "spin";
 
-impl Sealed for Spin {}
-impl Kind for Spin {
-    const NAME: &'static str = "spin";
+    /// A spin lock handle; see [`Lock`] for the methods and [`Spin`] for the waiting.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::SpinLock = client.get_spin_lock("import"); // no pub/sub: polls
+    /// let maybe = lock.try_lock_for(std::time::Duration::from_secs(1)).await?;
+    /// # Ok(()) }
+    /// ```
+    type SpinLock;
+
+    /// A hold of a [`SpinLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::SpinGuard = client.get_spin_lock("import").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type SpinGuard;
 }
-
-/// A spin lock handle; see [`Lock`] for the methods and [`Spin`] for the waiting.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::SpinLock = client.get_spin_lock("import"); // no pub/sub: polls
-/// let maybe = lock.try_lock_for(std::time::Duration::from_secs(1)).await?;
-/// # Ok(()) }
-/// ```
-pub type SpinLock = Lock<Spin>;
-
-/// A hold of a [`SpinLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::SpinGuard = client.get_spin_lock("import").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type SpinGuard = Guard<Spin>;
 
 struct SpinProtocol {
     base: reentrant::ReentrantProtocol,
@@ -66,9 +56,7 @@ struct SpinProtocol {
 }
 
 impl Protocol for SpinProtocol {
-    fn name(&self) -> &str {
-        &self.base.name
-    }
+    pass_on!(name, renewal);
 
     fn sleep(&self) -> Sleep {
         Sleep::BackOff(self.backoff.clone())
@@ -91,10 +79,6 @@ impl Protocol for SpinProtocol {
         )
     }
 
-    fn renewal(&self) -> RenewalShape {
-        self.base.renewal()
-    }
-
     /// `KEYS = [N]` (no message).
     fn force_unlock(&self, _publish: &str) -> ScriptCall {
         ScriptCall::new(
@@ -113,12 +97,10 @@ impl Client {
 
     /// A spin lock handle acting as `owner`, with the given back-off.
     pub fn get_spin_lock_with(&self, name: &str, owner: Owner, backoff: BackOff) -> SpinLock {
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(SpinProtocol {
-                base: reentrant::ReentrantProtocol::new(raw),
-                backoff,
-            })
-        }))
+        Lock::new(self, name, owner, |raw| SpinProtocol {
+            base: reentrant::ReentrantProtocol::new(raw),
+            backoff,
+        })
     }
 }
 
