@@ -9,12 +9,18 @@ use crate::{
     error::{Error, Result},
 };
 
-/// Runs a call Redisson syncs to a replica without undoing it (classes S-ONCE and S-RETRY of
+/// Runs a change Redisson syncs to a replica without undoing it (classes S-ONCE and S-RETRY of
 /// sync protocol §1.3): the script, then, where the master has replicas and replica sync is on,
 /// `WAIT` on the same connection. No replica acknowledging gives
 /// [`Error::NotReplicated`]; the call ran on the master and is not run again (a second run of
-/// an add would add twice).
-pub(crate) async fn run_synced(client: &Client, call: ScriptCall, name: &str) -> Result<Value> {
+/// an add would add twice). A change made is counted as `(object, operation)` (see
+/// `observe::synchronizer`).
+pub(crate) async fn run_synced(
+    client: &Client,
+    call: ScriptCall,
+    name: &str,
+    (object, operation): (&'static str, &'static str),
+) -> Result<Value> {
     let barrier = crate::conn::replicas::Barrier::default();
     let outcome = client
         .core()
@@ -29,7 +35,10 @@ pub(crate) async fn run_synced(client: &Client, call: ScriptCall, name: &str) ->
                 acked,
             })
         }
-        Ok((value, _)) => Ok(value),
+        Ok((value, _)) => {
+            crate::observe::synchronizer(object, name, operation);
+            Ok(value)
+        }
         Err(failure) => Err(failure.error),
     }
 }

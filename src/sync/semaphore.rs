@@ -21,6 +21,9 @@ use crate::{
     types::names,
 };
 
+/// The object kind in logs and metrics.
+const OBJECT: &str = "semaphore";
+
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.
 ///
 /// The key `N` is a string holding the available permits; nothing records who took them, so
@@ -117,8 +120,7 @@ impl Semaphore {
 
     async fn set(&self, permits: u64, ttl_ms: u64) -> Result<bool> {
         let call = self.calls().set(permits, ttl_ms);
-        let reply = run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "set");
+        let reply = run_synced(&self.client, call, &self.name, (OBJECT, "set")).await?;
         flag(&reply, &self.name)
     }
 
@@ -169,7 +171,7 @@ impl Semaphore {
             return Ok(true);
         }
         let watched =
-            crate::observe::Acquisition::start("semaphore", &self.name, "", wait.remaining(), None);
+            crate::observe::Acquisition::start(OBJECT, &self.name, "", wait.remaining(), None);
         let take = Take {
             semaphore: self,
             permits,
@@ -200,8 +202,13 @@ impl Semaphore {
         if permits == 0 {
             return Ok(());
         }
-        run_synced(&self.client, self.calls().release(permits), &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "release");
+        run_synced(
+            &self.client,
+            self.calls().release(permits),
+            &self.name,
+            (OBJECT, "release"),
+        )
+        .await?;
         Ok(())
     }
 
@@ -228,8 +235,7 @@ impl Semaphore {
     /// Dropping the future after the call was sent may have taken the permits.
     pub async fn drain_permits(&self) -> Result<i64> {
         let call = self.calls().drain();
-        let reply = run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "drain");
+        let reply = run_synced(&self.client, call, &self.name, (OBJECT, "drain")).await?;
         integer(&reply, &self.name)
     }
 
@@ -244,8 +250,7 @@ impl Semaphore {
     /// Dropping the future after the call was sent may or may not have added the permits.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let call = self.calls().add(permits);
-        run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "add");
+        run_synced(&self.client, call, &self.name, (OBJECT, "add")).await?;
         Ok(())
     }
 

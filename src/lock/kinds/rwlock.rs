@@ -306,6 +306,7 @@ macro_rules! halves {
         }
     };
 }
+#[cfg(feature = "blocking")]
 pub(crate) use halves;
 
 impl ReadWriteLock {
