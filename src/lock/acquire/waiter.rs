@@ -10,15 +10,22 @@
 //!
 //! # Cancel safety, one way
 //! An attempt whose script may have taken something runs that stretch (the send, the reply's
-//! meaning, the undo of an acquisition no replica acknowledged) on a task of its own
-//! ([`detach`]): a caller dropped meanwhile does not cut it short. What it won then reaches
-//! nobody and is dropped on that task, and a dropped [`Won`] undoes itself ([`Orphan`]: a lock
-//! is released, permits are given back). Everything before that stretch (waiting for a turn)
+//! meaning, the undo of an acquisition no replica acknowledged) through [`detach`]: polled by
+//! its caller as usual, and finished on a task of its own if the caller goes away midway, so a
+//! dropped caller never cuts it short. What it won then reaches nobody and is dropped on that
+//! task, and a dropped [`Won`] undoes itself ([`Orphan`]: a lock is released, permits are
+//! given back). Everything before that stretch (waiting for a turn)
 //! and after it (sleeping, subscriptions, local wait lines) leaves nothing behind when
 //! dropped, and a waiter's give-up clean-up runs in the background if its wait is dropped
 //! (`engine::GiveUp`).
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{ready, Context, Poll},
+    time::Duration,
+};
 
 use parking_lot::Mutex;
 use tokio::{runtime::Handle, time::Instant};
@@ -181,8 +188,8 @@ pub(crate) trait Waiter: Sync {
     /// [`Error::Ambiguous`] (or another transient error), with whatever it may have taken
     /// undone or reconciled by the attempt.
     ///
-    /// Cancel safety: the stretch that may take something runs on a task of its own
-    /// ([`detach`]), so a dropped attempt leaves nothing behind.
+    /// Cancel safety: the stretch that may take something is finished even if the attempt is
+    /// dropped midway ([`detach`]), so a dropped attempt leaves nothing behind.
     fn attempt(&self, wait: Wait) -> impl Future<Output = Result<Step<Won<Self::Won>>>> + Send;
 
     /// Whether a wait goes on after one of its attempts failed on a transient error (its
@@ -224,8 +231,9 @@ pub(crate) trait Waiter: Sync {
 }
 
 /// What a caller left behind when it went away during a [`detach`]ed stretch: made when its
-/// future was dropped, kept by the task until it ends, unless work that outlives the task
-/// takes it first (a claim's mark is a release in flight, which its reconciliation carries).
+/// future was dropped, kept until the stretch ends on the task that finishes it, unless work
+/// that outlives that task takes it first (a claim's mark is a release in flight, which its
+/// reconciliation carries).
 pub(crate) struct Abandoned<M>(Arc<Mutex<Option<M>>>);
 
 impl<M> Abandoned<M> {
@@ -241,29 +249,53 @@ impl<M> Clone for Abandoned<M> {
     }
 }
 
-/// Leaves the mark when the caller's future is dropped before the outcome came.
-struct MarkOnDrop<'a, M, F: FnOnce() -> M> {
-    slot: &'a Abandoned<M>,
+/// A stretch being polled by its caller; dropped before it ended, it leaves the caller's mark
+/// and hands the rest of the stretch to a task of its own.
+struct Stretch<'a, T: Send + 'static, M: Send + 'static, F: FnOnce() -> M> {
+    work: Option<Pin<Box<dyn Future<Output = Result<T>> + Send>>>,
+    runtime: &'a Handle,
+    abandoned: Abandoned<M>,
     mark: Option<F>,
 }
 
-impl<M, F: FnOnce() -> M> Drop for MarkOnDrop<'_, M, F> {
+impl<T: Send + 'static, M: Send + 'static, F: FnOnce() -> M> Stretch<'_, T, M, F> {
+    fn poll_work(&mut self, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Ready(Err(Error::Shutdown));
+        };
+        let outcome = ready!(work.as_mut().poll(cx));
+        self.work = None;
+        Poll::Ready(outcome)
+    }
+}
+
+impl<T: Send + 'static, M: Send + 'static, F: FnOnce() -> M> Drop for Stretch<'_, T, M, F> {
     fn drop(&mut self) {
+        let Some(work) = self.work.take() else {
+            return;
+        };
         if let Some(mark) = self.mark.take() {
-            *self.slot.0.lock() = Some(mark());
+            *self.abandoned.0.lock() = Some(mark());
         }
+        let held = self.abandoned.clone();
+        drop(self.runtime.spawn(async move {
+            // Nobody to take it: dropped here, a success undoes itself.
+            drop(work.await);
+            drop(held.take());
+        }));
     }
 }
 
 /// Runs the stretch of an attempt that must not be cut short (its send, the reply's meaning,
-/// the undo of an acquisition no replica acknowledged) on a task of its own on `runtime`, and
-/// waits for its outcome. If the caller's future is dropped meanwhile, `mark` is made at once
-/// (a claim counts itself as a release in flight, so later acquisitions of the lock through
-/// this client wait for it) and kept until the task ends; the outcome reaches nobody and is
-/// dropped on the task, where a [`Won`] undoes itself.
+/// the undo of an acquisition no replica acknowledged). The caller polls it as any future (no
+/// task, no hand-over on the usual path); if the caller's future is dropped before it ended,
+/// `mark` is made at once (a claim counts itself as a release in flight, so later
+/// acquisitions of the lock through this client wait for it) and the rest of the stretch runs
+/// on a task of its own on `runtime`, which keeps the mark until it ends. Its outcome then
+/// reaches nobody and is dropped there, where a [`Won`] undoes itself.
 ///
 /// # Errors
-/// The work's own; [`Error::Shutdown`] when the runtime dropped the task.
+/// The work's own.
 pub(crate) async fn detach<T, M, F, Fut>(
     runtime: &Handle,
     mark: impl FnOnce() -> M,
@@ -276,22 +308,14 @@ where
     Fut: Future<Output = Result<T>> + Send + 'static,
 {
     let abandoned = Abandoned(Arc::new(Mutex::new(None)));
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let task = crate::observe::in_current_span(work(abandoned.clone()));
-    let held = abandoned.clone();
-    drop(runtime.spawn(async move {
-        let outcome = task.await;
-        // Nobody to take it: dropped here, a success undoes itself.
-        drop(tx.send(outcome));
-        drop(held.take());
-    }));
-    let mut on_drop = MarkOnDrop {
-        slot: &abandoned,
+    let work = crate::observe::in_current_span(work(abandoned.clone()));
+    let mut stretch = Stretch {
+        work: Some(Box::pin(work)),
+        runtime,
+        abandoned,
         mark: Some(mark),
     };
-    let outcome = rx.await;
-    on_drop.mark = None;
-    outcome.map_err(|_| Error::Shutdown)?
+    std::future::poll_fn(|cx| stretch.poll_work(cx)).await
 }
 
 #[cfg(test)]
