@@ -142,7 +142,7 @@ def main():
                                  text):
                 for i in range(3):
                     counts[i] += int(m.group(i + 1))
-            skipped = [l.strip() for l in text.splitlines() if "SKIPPED:" in l]
+            skipped = [l.strip() for l in text.splitlines() if l.lstrip().startswith("SKIPPED")]
             ok = code == 0
             with lock:
                 results.append((name, ok, secs, counts, skipped))
