@@ -228,6 +228,11 @@ pub struct Report {
     pub owner_ops: BTreeMap<(u32, u32), u64>,
     /// Attempts that returned without the lock because the wait ran out.
     pub not_acquired: u64,
+    /// Holds renewed by the watchdog whose holder was told they were in doubt or lost (a `T`
+    /// line, or a state other than `Held` seen): none in a run without faults. RedLock holds
+    /// are not counted: the workers take them with a lease, and a hold longer than it is told
+    /// at its end by design.
+    pub told: u64,
     /// Pairs of holds of one lock by different owners whose critical sections overlapped.
     pub overlaps: u64,
     /// Overlaps where the earlier holder had not been told before the later one acquired.
@@ -359,7 +364,7 @@ impl Report {
             .map(|(k, v)| format!("{k}:{v}"))
             .collect();
         let mut s = format!(
-            "ops={} ops_per_s={:.1} owners={} min_owner_ops={} not_acquired={} overlaps={} \
+            "ops={} ops_per_s={:.1} owners={} min_owner_ops={} not_acquired={} told={} overlaps={} \
              unannounced={} deadline_only={} unexplained={} register_overlaps={} \
              fenced_writes={} fenced_rejected={} stale_accepted={} duplicate_tokens={} \
              token_regressions={} stuck_waits={} max_wait_ms={:.0} errors={}",
@@ -368,6 +373,7 @@ impl Report {
             self.owner_ops.len(),
             self.min_owner_ops(),
             self.not_acquired,
+            self.told,
             self.overlaps,
             self.unannounced,
             self.deadline_only,
@@ -558,6 +564,8 @@ pub fn check_with<'a>(
         let owner_ops = report.owner_ops.entry((a.process, a.owner)).or_default();
         if a.acquired.is_some() {
             *owner_ops += 1;
+            report.told +=
+                u64::from(a.variant != "redlock" && a.looks.iter().any(|l| l.1 != "Held"));
             report.ops += 1;
             by_lock.entry(a.lock.as_str()).or_default().push(a);
         }

@@ -328,33 +328,61 @@ async fn pause_process(pid: u32, pause: Duration) -> Result<String, String> {
 /// gone without data.
 const MARKER: &str = "chaos:nemesis:marker";
 
+/// A raw connection of the nemesis to the proxy, to see a fault's effect on a `PING`.
+struct Probe(tokio::net::TcpStream);
+
+impl Probe {
+    async fn connect(port: u16) -> Result<Probe, String> {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map(Probe)
+            .map_err(|e| format!("probe connection: {e}"))
+    }
+
+    async fn send_ping(&mut self) -> Result<(), String> {
+        self.0
+            .write_all(b"PING\r\n")
+            .await
+            .map_err(|e| format!("probe: {e}"))
+    }
+
+    /// The next reply line, if one comes within `within`: `+PONG`, else an error.
+    async fn reply(&mut self, within: Duration) -> Result<(), String> {
+        use tokio::io::AsyncReadExt;
+        let read = async {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 64];
+            while !buf.ends_with(b"\r\n") {
+                let n = self.0.read(&mut chunk).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("connection closed".to_owned());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            if buf.starts_with(b"+PONG") {
+                Ok(())
+            } else {
+                Err(format!("reply {:?}", String::from_utf8_lossy(&buf)))
+            }
+        };
+        tokio::time::timeout(within, read)
+            .await
+            .map_err(|_| format!("no reply within {within:?}"))?
+    }
+
+    /// A `PING` and its reply within `within`.
+    async fn ping(&mut self, within: Duration) -> Result<(), String> {
+        self.send_ping().await?;
+        self.reply(within).await
+    }
+}
+
 /// The round trip of a `PING` on a new connection to `port` (the proxy), at most 10 s.
 async fn ping_rtt(port: u16) -> Result<Duration, String> {
-    use tokio::io::AsyncReadExt;
-    let run = async {
-        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .map_err(|e| e.to_string())?;
-        let t = Instant::now();
-        s.write_all(b"PING\r\n").await.map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        let mut chunk = [0u8; 64];
-        while !buf.ends_with(b"\r\n") {
-            let n = s.read(&mut chunk).await.map_err(|e| e.to_string())?;
-            if n == 0 {
-                return Err("closed".to_owned());
-            }
-            buf.extend_from_slice(&chunk[..n]);
-        }
-        if buf.starts_with(b"+PONG") {
-            Ok(t.elapsed())
-        } else {
-            Err(format!("reply {:?}", String::from_utf8_lossy(&buf)))
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), run)
-        .await
-        .map_err(|_| "no reply within 10 s".to_owned())?
+    let mut probe = Probe::connect(port).await?;
+    let t = Instant::now();
+    probe.ping(Duration::from_secs(10)).await?;
+    Ok(t.elapsed())
 }
 
 /// `redis-cli` on a port, blocking (the fixture's).
@@ -570,31 +598,37 @@ impl Deployment {
                 let Some(p) = &self.proxy else {
                     return Err("no proxy".into());
                 };
+                // A probe connection of the nemesis through the proxy: a PING sent in the
+                // fault must get no reply during it, and then its reply late (partition) or
+                // never, its connection reset (reply loss), whatever the workers sent.
+                let mut probe = Probe::connect(p.port()).await?;
+                probe.ping(Duration::from_secs(5)).await?;
                 p.freeze();
                 // Chunks being written as the freeze began are through by then.
                 let settle = Duration::from_millis(20).min(pause / 2);
                 tokio::time::sleep(settle).await;
                 let before = p.stats();
-                tokio::time::sleep(pause - settle).await;
-                let during = p.stats();
-                let held: u64 = (0..2)
-                    .map(|d| during.received[d] - before.received[d])
-                    .sum();
+                probe.send_ping().await?;
+                let during = probe.reply(pause - settle).await;
+                let stats = p.stats();
+                let held: u64 = (0..2).map(|d| stats.received[d] - before.received[d]).sum();
                 let forwarded: u64 = (0..2)
-                    .map(|d| during.forwarded[d] - before.forwarded[d])
+                    .map(|d| stats.forwarded[d] - before.forwarded[d])
                     .sum();
                 if step.fault == Fault::Partition {
                     p.unfreeze();
-                    if held == 0 || forwarded > 0 {
-                        return Err(format!(
-                            "partition for {} ms: {held} chunks received, {forwarded} forwarded",
-                            step.ms
-                        ));
+                    let after = probe.reply(Duration::from_secs(5)).await;
+                    let what = format!("partition (proxy frozen) for {} ms", step.ms);
+                    match (during, after) {
+                        (Err(_), Ok(_)) if forwarded == 0 => Ok(format!(
+                            "{what}: a PING sent in it answered only after it, {held} chunks \
+                             held, none forwarded"
+                        )),
+                        (during, after) => Err(format!(
+                            "{what}: a PING sent in it got {during:?} in it and {after:?} after \
+                             it; {held} chunks held, {forwarded} forwarded"
+                        )),
                     }
-                    Ok(format!(
-                        "partition (proxy frozen) for {} ms: {held} chunks held, none forwarded",
-                        step.ms
-                    ))
                 } else {
                     p.unfreeze_dropping();
                     let dropped_before = before.dropped[0] + before.dropped[1];
@@ -606,7 +640,9 @@ impl Deployment {
                         .await;
                     let (open, accepted) = (p.connections(), p.accepted());
                     p.reset();
-                    // The clients noticed: they connect again.
+                    // The probe's connection is reset without its reply; the workers noticed
+                    // theirs and connect again.
+                    let after = probe.reply(Duration::from_secs(5)).await;
                     let reconnected = p
                         .wait_for(|s| s.accepted > accepted, Duration::from_secs(10))
                         .await;
@@ -614,19 +650,24 @@ impl Deployment {
                         let s = p.stats();
                         s.dropped[0] + s.dropped[1] - dropped_before
                     };
-                    if held == 0 || forwarded > 0 || !dropped || open == 0 || !reconnected {
-                        return Err(format!(
-                            "reply loss for {} ms: {held} chunks received, {forwarded} forwarded, \
-                             {dropped_n} discarded, {open} connections open at the reset, \
-                             reconnected: {reconnected}",
-                            step.ms
-                        ));
-                    }
-                    Ok(format!(
-                        "requests and replies of {} ms lost ({dropped_n} chunks discarded), \
-                         {open} connections reset, the clients connected again",
+                    let what = format!(
+                        "requests and replies of {} ms lost ({dropped_n} chunks discarded), {open} \
+                         connections reset",
                         step.ms
-                    ))
+                    );
+                    match (during, after) {
+                        (Err(_), Err(_)) if forwarded == 0 && dropped && reconnected => {
+                            Ok(format!(
+                            "{what}: a PING sent in it never answered, its connection reset; the \
+                             clients connected again"
+                        ))
+                        }
+                        (during, after) => Err(format!(
+                            "{what}: a PING sent in it got {during:?} in it and {after:?} after \
+                             it; {forwarded} chunks forwarded in it, some discarded: {dropped}, \
+                             the clients connected again: {reconnected}"
+                        )),
+                    }
                 }
             }
             Fault::Latency => {
