@@ -27,6 +27,10 @@ use tokio::time::Instant;
 /// local owners of another client loop on the lock.
 const REMOTE_BOUND: Duration = Duration::from_millis(200);
 
+/// How long after a local hand-over an unlock message is taken for that hand-over's own echo by
+/// the head behind the new holder (the crate's `ECHO_WINDOW`).
+const ECHO_WINDOW: Duration = Duration::from_millis(50);
+
 /// Waits (bounded) until the lock has `n` local waiters.
 async fn until_waiters(lock: &RLock, n: usize) {
     assert!(
@@ -159,16 +163,21 @@ async fn a_reentry_never_queues_behind_its_own_hold(b: Backend) {
 }
 
 /// A local owner that got the lock by a hand-over and keeps it, and a second local owner
-/// queued as head behind it; returns a handle of the lock and the second owner's task, which
-/// answers when it acquired.
+/// queued as head behind it; returns a handle of the lock, the second owner's task, which
+/// answers when it acquired, and when the first one's acquisition (the hand-over) returned.
 async fn behind_a_local_holder(
     client: &Client,
     n: &str,
-) -> (RLock, tokio::task::JoinHandle<Instant>) {
+) -> (RLock, tokio::task::JoinHandle<Instant>, Instant) {
     let probe = client.get_lock(n);
     let holder = client.get_lock(n).lock().await.unwrap();
     let first = client.get_lock(n);
-    let first = tokio::spawn(async move { first.lock().await.unwrap().keep() });
+    let first = tokio::spawn(async move {
+        let g = first.lock().await.unwrap();
+        let at = Instant::now();
+        g.keep();
+        at
+    });
     until_waiters(&probe, 1).await;
     let second = client.get_lock(n);
     let second = tokio::spawn(async move {
@@ -179,9 +188,9 @@ async fn behind_a_local_holder(
     });
     until_waiters(&probe, 2).await;
     holder.unlock().await.unwrap();
-    first.await.unwrap();
+    let handed_over = first.await.unwrap();
     until_waiters(&probe, 1).await;
-    (probe, second)
+    (probe, second, handed_over)
 }
 
 async fn a_force_unlock_of_a_local_holder_hands_over_at_once(b: Backend) {
@@ -189,7 +198,7 @@ async fn a_force_unlock_of_a_local_holder_hands_over_at_once(b: Backend) {
     // through this client must hand over at once, not after the holder's lease.
     let n = b.name("t:handoff-force");
     let client = b.client().await;
-    let (probe, second) = behind_a_local_holder(&client, &n).await;
+    let (probe, second, _) = behind_a_local_holder(&client, &n).await;
     let forced = Instant::now();
     assert!(probe.force_unlock().await.unwrap());
     let at = tokio::time::timeout(Duration::from_secs(10), second)
@@ -305,8 +314,9 @@ async fn a_remote_client_gets_in_while_eight_local_owners_loop(b: Backend) {
 const ACQUIRE: &str = include_str!("../lua/lock_acquire.lua");
 
 /// A Java Redisson waiter, simulated with raw commands: subscribe to the lock's channel, try
-/// the acquire script, sleep on the channel for at most the reported TTL, try again. Returns
-/// how long it waited; it holds the lock (field `java-uuid:1`) when it returns.
+/// the acquire script, sleep on the channel for at most the reported TTL (the whole of it, as
+/// Redisson does: only an unlock message wakes it earlier), try again. Returns how long it
+/// waited; it holds the lock (field `java-uuid:1`) when it returns.
 async fn java_wait(b: &Backend, name: &str) -> Duration {
     let channel = format!("redisson_lock__channel:{{{name}}}");
     let sub = SubscriberClient::new(FredConfig::from_url(&b.url()).unwrap(), None, None, None);
@@ -328,7 +338,7 @@ async fn java_wait(b: &Backend, name: &str) -> Duration {
             .await
             .unwrap();
         let Some(ttl) = reply.as_i64() else { break };
-        let sleep = Duration::from_millis(ttl.clamp(1, 1000) as u64);
+        let sleep = Duration::from_millis(ttl.max(1) as u64);
         let _ = tokio::time::timeout(sleep, messages.recv()).await;
     }
     let waited = started.elapsed();
@@ -367,9 +377,17 @@ async fn a_remote_forced_unlock_wakes_the_head_behind_a_local_holder(b: Backend)
     let n = b.name("t:handoff-remote-force");
     let client = b.client().await;
     let admin = b.admin().await;
-    let (_, second) = behind_a_local_holder(&client, &n).await;
-    // Past the echo window of the hand-over to `first`.
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    let channel = format!("redisson_lock__channel:{{{n}}}");
+    let mut messages = common::Recorder::subscribe_in(&b.url(), &[&channel], b.sharded()).await;
+    let (_, second, handed_over) = behind_a_local_holder(&client, &n).await;
+    // The hand-over's own release published its unlock message (its echo reached the
+    // subscribers), and the head's echo window, counted from the hand-over, has passed: the
+    // forced unlock's message is news.
+    assert!(
+        messages.next(Duration::from_secs(10)).await.is_some(),
+        "the hand-over's release published its unlock message"
+    );
+    tokio::time::sleep_until(handed_over + ECHO_WINDOW).await;
     let forced = Instant::now();
     admin.java_release(&n).await;
     let at = tokio::time::timeout(Duration::from_secs(10), second)
@@ -471,12 +489,15 @@ async fn a_java_waiter_sees_a_bounded_local_run_with_200ms_critical_sections(b: 
 async fn a_java_waiter_sees_a_bounded_local_run_with_short_critical_sections(b: Backend) {
     let n = b.name("t:handoff-bounded-short");
     let hold = Duration::from_millis(2);
-    let waits = java_beside_three_local_owners(&b, &n, hold, 10).await;
+    let mut waits = java_beside_three_local_owners(&b, &n, hold, 10).await;
     eprintln!("Java waits (wait, local acquisitions meanwhile): {waits:?}");
     // The rule's bound in time: the run's budget (10 ms), one more budget while the last
     // "nobody else" answer holds, three holds (the one in progress and two races won) and the
-    // 50 ms stand-back: about 80 ms. Generous for a loaded machine, and well under what a
-    // count-bound rule gives with longer critical sections.
+    // 50 ms stand-back: about 80 ms; in local acquisitions, those that start within two
+    // budgets, at least 2 ms each, and three more: 13. A wait can be longer when the head
+    // stood back and the Java waiter's attempt came later than the stand-back (a loaded
+    // machine): the client then takes itself for alone for 100 ms or more. So the median wait
+    // is held to the rule, and every wait to a bound generous for a loaded machine.
     let bound = Duration::from_millis(400);
     for (waited, _) in &waits {
         assert!(
@@ -484,6 +505,17 @@ async fn a_java_waiter_sees_a_bounded_local_run_with_short_critical_sections(b: 
             "Java waits {waits:?}: one is over {bound:?}"
         );
     }
+    let design = 2 * 10 / 2 + 3;
+    waits.sort();
+    let median_wait = waits[waits.len() / 2].0;
+    let mut counts: Vec<usize> = waits.iter().map(|w| w.1).collect();
+    counts.sort();
+    let median_count = counts[counts.len() / 2];
+    assert!(
+        median_count <= design && median_wait < Duration::from_millis(80),
+        "median Java wait {median_wait:?} (the rule: about 80 ms), median local acquisitions \
+         meanwhile {median_count} (the rule: {design}); sorted: {waits:?}"
+    );
 }
 
 async fn alone_the_local_hand_off_is_used_without_a_question_per_hand_over(b: Backend) {
