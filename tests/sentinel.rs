@@ -205,17 +205,17 @@ async fn sentinel_switchover_never_lets_readonly_escape() {
     })
     .await;
     stop.store(true, Ordering::Relaxed);
-    let mut errors = 0;
+    let mut errors = std::collections::BTreeMap::<String, usize>::new();
     for t in tasks {
         for e in &t.await.unwrap() {
             not_readonly(e);
             assert!(e.is_transient() || e.kind() == ErrorKind::NotHeld, "{e:?}");
-            errors += 1;
+            *errors.entry(format!("{:?}", e.kind())).or_default() += 1;
         }
     }
     assert!(
         went_on,
-        "traffic after the old master's demotion: {} attempts, {} clean",
+        "traffic after the old master's demotion: {} attempts, {} clean; errors {errors:?}",
         count(demoted, None, false),
         count(demoted, None, true)
     );
@@ -243,8 +243,8 @@ async fn sentinel_switchover_never_lets_readonly_escape() {
     }
     println!(
         "switch-over {old} -> {new} in {:?}: {} clean lock+unlock before it, {during_ok} of \
-         {during} attempts clean during it, {} after the old master's demotion; {errors} \
-         transient errors",
+         {during} attempts clean during it, {} after the old master's demotion; transient \
+         errors {errors:?}",
         switched - failover,
         count(started, Some(failover), true),
         count(demoted, None, true)
