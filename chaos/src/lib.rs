@@ -96,6 +96,26 @@ impl Attempt {
         self.excuse_at(t) != Excuse::Unannounced
     }
 
+    /// What the acquisition itself told the holder: its hold came back in doubt, or with its
+    /// validity deadline already passed (a process paused between the server's grant and the
+    /// call's return: the grant may be older than another holder's, whose acquisition then
+    /// comes first in the history although it came second on the server).
+    pub fn born_told(&self) -> Excuse {
+        let at = self.acquired.unwrap_or(0);
+        match self.acquired.and(self.looks.iter().find(|l| l.0 == at)) {
+            Some((_, state, deadline)) => {
+                if state != "Held" {
+                    Excuse::Told
+                } else if *deadline <= at {
+                    Excuse::Deadline
+                } else {
+                    Excuse::Unannounced
+                }
+            }
+            _ => Excuse::Unannounced,
+        }
+    }
+
     /// What the holder knew at `t` (see [`told_by`](Self::told_by)): told by its state, told
     /// only by its validity deadline, or nothing. Looks after `t` do not count.
     pub fn excuse_at(&self, t: u64) -> Excuse {
@@ -107,7 +127,8 @@ impl Attempt {
     }
 }
 
-/// What excused an overlap: what the earlier holder knew when the later one acquired.
+/// What excused an overlap: what the earlier holder knew when the later one acquired, or what
+/// the later one's acquisition told it (see [`Attempt::born_told`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Excuse {
     /// Nothing: it still held a valid hold as far as it knew.
@@ -585,7 +606,10 @@ pub fn check_with<'a>(
                     continue;
                 }
                 report.overlaps += 1;
-                let excuse = x.excuse_at(ty);
+                let excuse = match x.excuse_at(ty) {
+                    Excuse::Unannounced => y.born_told(),
+                    told => told,
+                };
                 let (fault, explained) = faults.cause_of(ty);
                 report.unexplained += u64::from(!explained);
                 report.deadline_only += u64::from(excuse == Excuse::Deadline);

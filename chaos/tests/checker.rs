@@ -1,7 +1,7 @@
 //! The checker on hand-written histories: an injected unannounced overlap is reported as one,
 //! and announced ones, sequential holds and re-entry are not; what the holder learnt only after
-//! the later acquisition does not announce it; a hold that never ended overlaps every later
-//! one; overlaps excused only by the deadline are counted apart, and each is tied to the fault
+//! the later acquisition does not announce it, an acquisition that returned already expired
+//! does; a hold that never ended overlaps every later one; overlaps excused only by the deadline are counted apart, and each is tied to the fault
 //! before it; fencing tokens must increase unless a fault lost the counter.
 
 use redisson_lock_chaos::{check, check_with, Excuse, FaultSpan, Faults};
@@ -158,6 +158,34 @@ fn what_the_holder_learnt_after_the_later_acquisition_does_not_announce_it() {
     h.push(format!("O 0 0 1 {} Held {}", 900 * MS, 950 * MS));
     let r = run(&h);
     assert_eq!((r.unannounced, r.deadline_only), (0, 1), "{}", r.summary());
+}
+
+#[test]
+fn an_acquisition_that_returned_already_past_its_deadline_is_announced() {
+    // p1 acquires at 1000 ms and holds a valid lock. p0's acquisition was granted long before
+    // and its process stopped before it returned: it returns at 1100 ms with its deadline
+    // (900 ms) already passed. Its acquisition comes second in the history although it came
+    // first on the server; its holder was told at once (the deadline): announced.
+    let mut h = hold(1, 0, 1, "x", 1000, 4000, 2000);
+    h.extend(hold(0, 0, 1, "x", 1100, 900, 1500));
+    let r = run(&h);
+    assert_eq!(
+        (r.overlaps, r.unannounced, r.deadline_only),
+        (1, 0, 1),
+        "{}",
+        r.summary()
+    );
+    // Returned in doubt: told by its state.
+    let mut h = hold(1, 0, 1, "x", 1000, 4000, 2000);
+    h.extend(hold(0, 0, 1, "x", 1100, 3900, 1500));
+    h[5].push_str(" InDoubt");
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (1, 0), "{}", r.summary());
+    assert_eq!(r.overlap_list[0].excuse, Excuse::Told);
+    // Returned valid: unannounced.
+    let mut h = hold(1, 0, 1, "x", 1000, 4000, 2000);
+    h.extend(hold(0, 0, 1, "x", 1100, 3900, 1500));
+    assert_eq!(run(&h).unannounced, 1);
 }
 
 #[test]
