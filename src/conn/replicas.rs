@@ -506,7 +506,8 @@ impl ReplicaSync {
         }
         let timeout_ms = match deadline {
             Some(d) => {
-                let left = crate::config::clamp_millis(d.saturating_duration_since(Instant::now()));
+                let left =
+                    crate::types::millis::clamp_millis(d.saturating_duration_since(Instant::now()));
                 self.timeout_ms.min(left).max(1)
             }
             None => self.timeout_ms,

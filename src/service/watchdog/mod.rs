@@ -467,7 +467,7 @@ impl Watchdog {
         let urgent = self.state.holds.get(key).is_some_and(|hold| {
             hold.loss.shorten(answered_at, to);
             // The regular runs keep a deadline at least two periods ahead.
-            to < crate::config::later(Instant::now(), self.timeout / 3 * 2)
+            to < crate::types::millis::later(Instant::now(), self.timeout / 3 * 2)
         });
         if urgent {
             self.state.urgent.notify_one();
