@@ -592,3 +592,103 @@ fn the_checker_finds_an_upward_import_and_a_cycle() {
     assert_eq!(layer_of("src/a.rs", &layers).map(|l| l.0), Some(0));
     assert_eq!(layer_of("src/b.rs", &layers), None);
 }
+
+/// The string literals of `text` (their values, `\`-newline continuations followed as the
+/// compiler does), each with the line it starts on. Comments and char literals are skipped.
+fn string_literals(text: &str) -> Vec<(usize, String)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let (mut i, mut line) = (0, 1);
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '\n' {
+            line += 1;
+            i += 1;
+        } else if c == '/' && chars.get(i + 1) == Some(&'/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && chars.get(i + 1) == Some(&'*') {
+            while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
+                line += usize::from(chars[i] == '\n');
+                i += 1;
+            }
+            i += 2;
+        } else if c == '\'' && chars.get(i + 1) == Some(&'\\') {
+            // An escaped char literal ('\n', '\'', '\u{..}'): up to its closing quote.
+            i += 3;
+            while i < chars.len() && chars[i] != '\'' {
+                i += 1;
+            }
+            i += 1;
+        } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+            // A char literal ('"'); a lifetime ('a) has no closing quote there.
+            i += 3;
+        } else if c == '"' {
+            let raw = i > 0 && (chars[i - 1] == 'r' || chars[i - 1] == '#');
+            let hashes = chars[..i].iter().rev().take_while(|&&c| c == '#').count();
+            let start = line;
+            let mut value = String::new();
+            i += 1;
+            while i < chars.len() {
+                let c = chars[i];
+                if !raw && c == '\\' {
+                    if chars.get(i + 1) == Some(&'\n') {
+                        // A continuation: the newline and the next line's indentation vanish.
+                        i += 1;
+                        while i < chars.len() && chars[i].is_whitespace() {
+                            line += usize::from(chars[i] == '\n');
+                            i += 1;
+                        }
+                        continue;
+                    }
+                    value.push(c);
+                    value.extend(chars.get(i + 1));
+                    i += 2;
+                    continue;
+                }
+                if c == '"'
+                    && (!raw || chars[i + 1..].iter().take_while(|&&c| c == '#').count() >= hashes)
+                {
+                    i += 1 + if raw { hashes } else { 0 };
+                    break;
+                }
+                line += usize::from(c == '\n');
+                value.push(c);
+                i += 1;
+            }
+            out.push((start, value));
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A message broken over source lines keeps no run of the source's indentation inside it (a
+/// line ended without `\`, or joined by an editor): no string literal in `src/` holds eight
+/// spaces in a row.
+#[test]
+fn no_string_literal_swallows_indentation() {
+    let mut files = Vec::new();
+    rust_files(&src_dir(), &mut files);
+    rust_files(&src_dir().join("bin"), &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).unwrap();
+        for (line, value) in string_literals(&text) {
+            if value.contains("        ") {
+                found.push(format!("{}:{line}: {value:?}", f.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "string literals with a run of spaces:\n{}",
+        found.join("\n")
+    );
+    let sample =
+        "let a = '\"'; // \"  x        y\"\nf(\"one \\\n    two\", r#\"a\"b\"#, \"x        y\");";
+    let values: Vec<String> = string_literals(sample).into_iter().map(|s| s.1).collect();
+    assert_eq!(values, ["one two", "a\"b", "x        y"]);
+}

@@ -426,7 +426,9 @@ impl Config {
     }
 
     /// The configured watchdog timeout (same as
-    /// [`get_lock_watchdog_timeout`](Self::get_lock_watchdog_timeout)).
+    /// [`get_lock_watchdog_timeout`](Self::get_lock_watchdog_timeout), the getter named like
+    /// every other one).
+    #[deprecated(note = "use `get_lock_watchdog_timeout`, named like every other getter")]
     pub fn watchdog_timeout(&self) -> Duration {
         self.lock_watchdog_timeout
     }
@@ -712,7 +714,9 @@ mod tests {
             Duration::from_secs(1)
         );
         assert_eq!(c.get_lock_watchdog_timeout(), Duration::from_secs(7));
-        assert_eq!(c.watchdog_timeout(), Duration::from_secs(7));
+        #[allow(deprecated)]
+        let deprecated = c.watchdog_timeout();
+        assert_eq!(deprecated, Duration::from_secs(7));
         assert_eq!(c.get_lock_watchdog_batch_size(), 9);
         assert_eq!(c.get_max_renewals(), Some(3));
         assert_eq!(c.get_fair_lock_wait_timeout(), Duration::from_secs(11));

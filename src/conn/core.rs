@@ -344,7 +344,8 @@ impl Core {
                     Err(e) if is_try_again(&e) => {
                         return Err(Error::Timeout(Failure::with_source(
                             format!(
-                                "lock {lock}: its slot is being migrated and some of the call's                              keys are not there yet ({})",
+                                "lock {lock}: its slot is being migrated and some of the call's \
+                                 keys are not there yet ({})",
                                 e.details()
                             ),
                             e,
