@@ -1,12 +1,11 @@
 //! The background services a client starts and every lock shares: the subscription registry
 //! ([`pubsub`], with the keyspace notifications' subscriptions on every master of a cluster in
-//! [`keyspace`]), the renewal service and hold states ([`watchdog`]), the batched deletion of
+//! [`pubsub::keyspace`]), the renewal service and hold states ([`watchdog`]), the batched deletion of
 //! spent unlock latches ([`unlock_latches`]), the servers' restarts ([`restarts`]) and, on
 //! Sentinel, the sentinels' failover events ([`failover`]). They know no lock kind: a kind hands
 //! them names, channels and renewal shapes.
 
 pub(crate) mod failover;
-pub(crate) mod keyspace;
 pub(crate) mod pubsub;
 pub(crate) mod restarts;
 pub(crate) mod unlock_latches;
