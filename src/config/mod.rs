@@ -240,7 +240,8 @@ impl Config {
         self
     }
 
-    /// How often an unlock whose reply was lost is retried (made idempotent by its unlock latch).
+    /// How often an unlock whose reply was lost is retried (made idempotent by its unlock
+    /// receipt, Redisson's unlock latch).
     #[must_use = "a Config builder method returns the changed Config"]
     pub fn retry_attempts(mut self, attempts: u32) -> Self {
         self.retry_attempts = attempts;
@@ -556,9 +557,9 @@ impl Config {
         Ok(())
     }
 
-    /// Latch PX of unlock requests: long enough to cover every retry of one unlock (at most
-    /// [`MAX_MILLIS`], so unlimited timeouts stay valid).
-    pub(crate) fn latch_px_ms(&self) -> u64 {
+    /// The PX of an unlock request's receipt: long enough to cover every retry of one unlock
+    /// (at most [`MAX_MILLIS`], so unlimited timeouts stay valid).
+    pub(crate) fn receipt_px_ms(&self) -> u64 {
         let per_try = self.timeout.saturating_add(self.retry_delay);
         let total = per_try.saturating_mul(self.retry_attempts.max(1));
         clamp_millis(total).max(1)
@@ -684,7 +685,7 @@ mod tests {
             .replicas_sync_timeout(Duration::MAX);
         c.validate().unwrap();
         assert_eq!(c.replicas_sync_ms(), MAX_MILLIS);
-        assert_eq!(c.latch_px_ms(), MAX_MILLIS);
+        assert_eq!(c.receipt_px_ms(), MAX_MILLIS);
         assert_eq!(c.fair_wait_ms(), MAX_MILLIS);
         assert_eq!(c.reconnect_max_delay_ms(), u32::MAX);
         assert_eq!(Config::default().reconnect_max_delay_ms(), 2000);

@@ -671,7 +671,7 @@ impl Core {
         self.redis.client_config().database.unwrap_or(0)
     }
 
-    /// Unlinks keys, ignoring the outcome (clean-up of unlock latches).
+    /// Unlinks keys, ignoring the outcome (clean-up of unlock receipts).
     pub(crate) async fn unlink(&self, keys: Vec<Key>) {
         let _ = self.redis.unlink::<i64, _>(keys).await;
     }

@@ -262,7 +262,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 /// Every key a lock can touch for `field`: the keys of each of its calls and its channel. On a
 /// cluster they must all hash to one slot (checked once, when a handle is made).
 pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::Key> {
-    let latch = crate::types::names::unlock_latch(proto.name(), "0");
+    let latch = crate::types::names::unlock_receipt(proto.name(), "0");
     let acquire = |mode| {
         proto
             .acquire(AcquireRequest {
