@@ -472,8 +472,8 @@ impl Hold {
             let call = self.proto.release(ReleaseRequest {
                 field: &self.field,
                 lease_ms: self.lease_ms,
-                latch: &receipt,
-                latch_px_ms: config.receipt_px_ms(),
+                receipt: &receipt,
+                receipt_px_ms: config.receipt_px_ms(),
                 publish: core.messaging().publish_command(),
             });
             match core.run(call, self.name()).await {
