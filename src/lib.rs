@@ -63,8 +63,9 @@ pub use lock::{
 };
 pub use service::watchdog::HoldState;
 pub use sync::{
-    CountDownLatch, PermitExpirableSemaphore, PermitGuard, RCountDownLatch,
-    RPermitExpirableSemaphore, RSemaphore, Semaphore,
+    expirable::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore},
+    latch::{CountDownLatch, RCountDownLatch},
+    semaphore::{RSemaphore, Semaphore},
 };
 pub use types::{
     millis::MAX_MILLIS,
