@@ -18,6 +18,11 @@ pub(crate) fn clamp_millis(d: Duration) -> u64 {
     d.as_millis().min(u128::from(MAX_MILLIS)) as u64
 }
 
+/// `d`, at most [`MAX_MILLIS`] milliseconds (a lease derived from an unbounded wait).
+pub(crate) fn cap(d: Duration) -> Duration {
+    d.min(Duration::from_millis(MAX_MILLIS))
+}
+
 /// The largest lease accepted, in milliseconds. Redis rejects a `PEXPIRE` whose absolute time
 /// overflows, and Redisson's scripts are not rolled back then (a lock without TTL would remain),
 /// so longer leases are refused before anything is sent.
@@ -65,5 +70,10 @@ mod tests {
     fn clamping_caps_at_the_largest_lease() {
         assert_eq!(clamp_millis(Duration::from_micros(2_999)), 2);
         assert_eq!(clamp_millis(Duration::MAX), MAX_MILLIS);
+        assert_eq!(
+            cap(Duration::from_micros(2_999)),
+            Duration::from_micros(2_999)
+        );
+        assert_eq!(cap(Duration::MAX), Duration::from_millis(MAX_MILLIS));
     }
 }
