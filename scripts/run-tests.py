@@ -43,6 +43,7 @@ HINTS = {
     "redisson-lock --test tls": 21,
     "redisson-lock --test cluster": 18,
     "compat-tests --test cross_process": 17,
+    "compat-tests --test beside_java": 18,
     "workspace --doc": 30,
 }
 
@@ -142,7 +143,7 @@ def main():
                                  text):
                 for i in range(3):
                     counts[i] += int(m.group(i + 1))
-            skipped = [l.strip() for l in text.splitlines() if "SKIPPED:" in l]
+            skipped = [l.strip() for l in text.splitlines() if l.lstrip().startswith("SKIPPED")]
             ok = code == 0
             with lock:
                 results.append((name, ok, secs, counts, skipped))

@@ -52,7 +52,6 @@ pub use client::Client;
 pub use config::{
     credentials::{Credentials, Secret},
     Config, LocalHandOff, NameMapper, PrefixNameMapper, ShardedSubscriptionMode, TlsSettings,
-    MAX_MILLIS,
 };
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
@@ -69,6 +68,7 @@ pub use sync::{
     RPermitExpirableSemaphore, RSemaphore, Semaphore,
 };
 pub use types::{
+    millis::MAX_MILLIS,
     owner::Owner,
     permit::{ParsePermitIdError, PermitId},
     stats::Stats,

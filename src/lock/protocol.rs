@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use fred::types::Value;
 
-use super::kinds::backoff::BackOff;
 use crate::{
     conn::{core::unexpected, scripts::ScriptCall},
     error::{Error, Result},
@@ -82,9 +81,9 @@ pub(crate) struct ReleaseRequest<'a> {
     pub(crate) field: &'a str,
     /// The lease re-armed on a partial release.
     pub(crate) lease_ms: u64,
-    /// This request's unlock latch key.
-    pub(crate) latch: &'a str,
-    pub(crate) latch_px_ms: u64,
+    /// This request's unlock receipt key (Redisson's unlock latch).
+    pub(crate) receipt: &'a str,
+    pub(crate) receipt_px_ms: u64,
     /// The publish command passed to the script (`publish` or `spublish`).
     pub(crate) publish: &'a str,
 }
@@ -168,7 +167,26 @@ pub(crate) enum Sleep {
         prefix: String,
     },
     /// Sleep the steps of a back-off schedule (no pub/sub at all).
-    BackOff(BackOff),
+    BackOff(Steps),
+}
+
+/// A back-off schedule as the engine sleeps it: the next step, again and again. The spin
+/// lock's [`BackOff`](crate::BackOff) (beside it in `kinds/`) is the schedule a kind gives;
+/// the engine knows only this.
+pub(crate) trait Schedule: std::fmt::Debug + Send + Sync + 'static {
+    /// The next sleep.
+    fn next_delay(&mut self) -> Duration;
+    /// A copy of the schedule as it stands.
+    fn boxed(&self) -> Steps;
+}
+
+/// A back-off schedule of any kind.
+pub(crate) type Steps = Box<dyn Schedule>;
+
+impl Clone for Steps {
+    fn clone(&self) -> Self {
+        self.boxed()
+    }
 }
 
 impl Sleep {
@@ -256,7 +274,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 /// Every key a lock can touch for `field`: the keys of each of its calls and its channel. On a
 /// cluster they must all hash to one slot (checked once, when a handle is made).
 pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::Key> {
-    let latch = crate::types::names::unlock_latch(proto.name(), "0");
+    let receipt = crate::types::names::unlock_receipt(proto.name(), "0");
     let acquire = |attempt| {
         proto
             .acquire(AcquireRequest {
@@ -272,8 +290,8 @@ pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::K
         proto.release(ReleaseRequest {
             field,
             lease_ms: 1,
-            latch: &latch,
-            latch_px_ms: 1,
+            receipt: &receipt,
+            receipt_px_ms: 1,
             publish: "publish",
         }),
         proto.force_unlock("publish"),

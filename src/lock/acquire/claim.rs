@@ -2,7 +2,7 @@
 //! and releases share. A claim exists before anything is held (the attempts are made for it),
 //! while the lock is held (a guard keeps it, to renew and release), and after (a background
 //! release); a *hold* is what a successful attempt made. Here: the claim and every call made
-//! for a hold it has (count, release with its unlock latch and retries, background release,
+//! for a hold it has (count, release with its unlock receipt and retries, background release,
 //! renewal). Its attempts, as the engine's [`Waiter`](super::waiter::Waiter) for every lock
 //! kind, are in `attempt`.
 //!
@@ -81,7 +81,7 @@ impl Claim {
     }
 
     /// Releases one hold, retrying transient failures with the same request id (the unlock
-    /// latch makes the retries idempotent), then hands the latch to the batched clean-up.
+    /// receipt makes the retries idempotent), then hands the receipt to the batched clean-up.
     pub(crate) async fn release(&self) -> Result<Release> {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
@@ -161,14 +161,14 @@ impl Claim {
     async fn release_call(&self) -> Result<Release> {
         let core = self.client.core();
         let config = core.config();
-        let latch = names::unlock_latch(self.name(), &names::request_id());
+        let receipt = names::unlock_receipt(self.name(), &names::request_id());
         let mut tries = 0;
         let reply = loop {
             let call = self.proto.release(ReleaseRequest {
                 field: &self.field,
                 lease_ms: self.lease_ms,
-                latch: &latch,
-                latch_px_ms: config.latch_px_ms(),
+                receipt: &receipt,
+                receipt_px_ms: config.receipt_px_ms(),
                 publish: core.messaging().publish_command(),
             });
             match core.run(call, self.name()).await {
@@ -180,7 +180,7 @@ impl Claim {
                 other => break other?,
             }
         };
-        self.client.latches().done(latch.into());
+        self.client.receipts().done(receipt.into());
         decode_release(reply, self.name())
     }
 

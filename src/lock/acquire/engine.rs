@@ -327,7 +327,7 @@ mod tests {
             self.repeatable
         }
         fn sleep_on(&self) -> SleepOn {
-            SleepOn::BackOff(BackOff::constant(10 * MS))
+            SleepOn::BackOff(Box::new(BackOff::constant(10 * MS)))
         }
         async fn give_up(&self) -> Result<()> {
             self.give_ups.fetch_add(1, Ordering::SeqCst);

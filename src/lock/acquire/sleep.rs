@@ -19,7 +19,7 @@ use super::waiter::{left, Step, Waiter, Won};
 use crate::{
     acquisitions::line::{Plan, Ticket},
     error::Error,
-    lock::kinds::backoff::BackOff,
+    lock::protocol::Steps,
     service::pubsub,
 };
 
@@ -98,7 +98,7 @@ where
 /// repeat until done or out of time.
 pub(crate) async fn wait_with_backoff<T, E, F, Fut>(
     mut attempt: F,
-    mut backoff: BackOff,
+    mut backoff: Steps,
     deadline: Option<Instant>,
 ) -> Result<Option<T>, E>
 where
@@ -179,7 +179,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::{error::Result, service::pubsub::Wakeups};
+    use crate::{error::Result, lock::kinds::backoff::BackOff, service::pubsub::Wakeups};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -299,14 +299,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn backoff_sleeps_follow_the_schedule_and_stop_at_the_deadline() {
         let s = Script::new(&[None, None, None, None, None]);
-        let backoff = BackOff::constant(40 * MS);
+        let backoff = Box::new(BackOff::constant(40 * MS));
         let start = Instant::now();
         let got = wait_with_backoff(|| s.attempt(), backoff, Some(start + 100 * MS)).await;
         assert!(got.unwrap().is_none());
         assert_eq!(s.times(), vec![40 * MS, 80 * MS, 100 * MS]);
 
         let s = Script::new(&[None]);
-        let got = wait_with_backoff(|| s.attempt(), BackOff::constant(25 * MS), None).await;
+        let got =
+            wait_with_backoff(|| s.attempt(), Box::new(BackOff::constant(25 * MS)), None).await;
         assert_eq!(got.unwrap(), Some(50 * MS));
     }
 

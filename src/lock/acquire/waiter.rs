@@ -34,7 +34,7 @@ use crate::{
     client::Client,
     config::Config,
     error::{Error, Result},
-    lock::kinds::backoff::BackOff,
+    lock::protocol::Steps,
     service::pubsub::Reading,
     types::line::WaitLine,
 };
@@ -105,7 +105,7 @@ pub(crate) enum SleepOn {
     /// `v`, latch `0`).
     Channel { channel: String, reading: Reading },
     /// The steps of a back-off schedule (no pub/sub at all).
-    BackOff(BackOff),
+    BackOff(Steps),
 }
 
 /// What an orphaned success leaves behind, and how it is undone: a success whose caller went

@@ -120,12 +120,12 @@ impl Protocol for FairProtocol {
         }
     }
 
-    /// F-REL: `KEYS = [N, queue, timeouts, channel, latch]`,
-    /// `ARGV = ["0", lease, field, now, publish, latch PX]`.
+    /// F-REL: `KEYS = [N, queue, timeouts, channel, receipt]`,
+    /// `ARGV = ["0", lease, field, now, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         let mut keys = self.lock_keys();
         keys.push(Key::from(self.channel.as_str()));
-        keys.push(Key::from(req.latch));
+        keys.push(Key::from(req.receipt));
         ScriptCall::new(
             ScriptId::FairRelease,
             keys,
@@ -135,7 +135,7 @@ impl Protocol for FairProtocol {
                 Value::from(req.field),
                 Value::from(epoch_ms()),
                 Value::from(req.publish),
-                Value::from(req.latch_px_ms as i64),
+                Value::from(req.receipt_px_ms as i64),
             ],
         )
     }

@@ -1,0 +1,1257 @@
+//! Cross-language tests: the crate's `lock-peer` beside real Java Redisson, driven through the
+//! project's Java driver (`compat-tests/java/LockPeer.java`, the same line protocol), on one
+//! Redis. For every lock kind and synchronizer, in both directions (Java holds and the crate
+//! waits, and the other way round): mutual exclusion, a waiter woken by the other side's
+//! release within [`WAKE_MS`] (the lock's TTL is 10 s, so a missed message would show), and the
+//! wire state after each step (keys, hash fields, TTL bounds) as Redisson's protocol leaves it.
+//!
+//! Redisson comes from the class path in `REDISSON_CLASSPATH` (the full pass, standalone and
+//! cluster) and, optionally, `REDISSON_CLASSPATH_ALT` (a second version: one direction per kind
+//! on standalone). README, "Beside real Java Redisson", says where a class path comes from.
+//! Without `REDISSON_CLASSPATH` these tests fail, unless `REDISSON_SKIP_JAVA=1` says to skip
+//! them: then each writes a `SKIPPED` line to the terminal (past the test harness's capture)
+//! with the count of Java tests skipped so far; a missing `REDISSON_CLASSPATH_ALT` skips the
+//! second-version check the same way. One Java process per server: a JVM takes about a second
+//! to start.
+
+#[path = "../../tests/common/redis_server.rs"]
+mod redis_server;
+
+#[path = "../../tests/common/cluster.rs"]
+mod cluster;
+
+#[path = "../../tests/common/sentinel.rs"]
+mod sentinel;
+
+/// The path `sentinel.rs` expects its sibling at.
+mod common {
+    pub(crate) use super::redis_server;
+}
+
+#[path = "common/peer.rs"]
+mod peer;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    io::Write,
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Mutex, OnceLock,
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use cluster::{RedisCluster, Reply as Resp};
+use peer::{Peer, Reply};
+use redis_server::RedisServer;
+
+const T: Duration = Duration::from_secs(20);
+/// The watchdog timeout of both peers: every watchdog-mode lock's TTL is at most this.
+const WD: i64 = 10_000;
+/// The longest a waiter may take to get in after the other side's release (typically 0-10 ms;
+/// room for a loaded 2-core machine). A lock waiter that missed the release message waits for
+/// the TTL its last attempt saw (6.6-10 s with the watchdog renewing every [`WD`]/3), a
+/// semaphore or latch waiter for its deadline or for ever.
+const WAKE_MS: i128 = 2_000;
+/// The fair lock's waiter timeout (Redisson's default, on both sides).
+const FAIR_WAIT: i64 = 300_000;
+/// The permit-expirable semaphore's score for a permit without a lease.
+const NO_EXPIRY: &str = "922337203685477";
+
+// ---- Finding Redisson -------------------------------------------------------------------
+
+/// The variable with the class path of the Redisson version of the full pass.
+const CLASSPATH: &str = "REDISSON_CLASSPATH";
+/// The variable with the class path of a second version (a shorter check).
+const CLASSPATH_ALT: &str = "REDISSON_CLASSPATH_ALT";
+/// Set to `1` to skip the Java tests on purpose when no Redisson is at hand.
+const SKIP: &str = "REDISSON_SKIP_JAVA";
+static SKIPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// A Redisson class path and the driver compiled against it.
+struct Java {
+    classpath: String,
+    classes: PathBuf,
+}
+
+/// Writes to the terminal past the test harness's capture (which only takes `print!`/`eprint!`),
+/// so a skip is seen even when the test passes.
+fn loud(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+fn skip(test: &str, why: &str) {
+    let n = SKIPPED.fetch_add(1, Ordering::SeqCst) + 1;
+    loud(&format!(
+        "SKIPPED {test}: {why} ({n} Java test(s) of beside_java skipped so far in this run)"
+    ));
+}
+
+/// The Redisson of `var`, with the driver compiled against it (once per class path), or `None`
+/// when the test is to be skipped (said loudly). Panics when nothing says where Redisson is.
+fn redisson(var: &str, test: &str) -> Option<&'static Java> {
+    let classpath = std::env::var(var).ok().filter(|v| !v.trim().is_empty());
+    let Some(classpath) = classpath else {
+        if std::env::var(SKIP).as_deref() == Ok("1") {
+            skip(test, &format!("no {var}, and {SKIP}=1"));
+            return None;
+        }
+        if var == CLASSPATH_ALT {
+            skip(test, &format!("no {var} (the second Redisson version)"));
+            return None;
+        }
+        panic!(
+            "{test} needs real Redisson: set {var} to the class path of Redisson and its \
+             dependencies (README, \"Beside real Java Redisson\"), or {SKIP}=1 to skip the Java \
+             tests on purpose"
+        );
+    };
+    static BUILT: OnceLock<Mutex<HashMap<String, &'static Java>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(j) = built.get(&classpath) {
+        return Some(j);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/build.sh");
+    let out = Command::new("bash")
+        .arg(&script)
+        .env("REDISSON_CLASSPATH", &classpath)
+        .output()
+        .expect("run compat-tests/java/build.sh");
+    assert!(
+        out.status.success(),
+        "compat-tests/java/build.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let classes = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let java: &'static Java = Box::leak(Box::new(Java {
+        classpath: classpath.clone(),
+        classes,
+    }));
+    built.insert(classpath, java);
+    Some(java)
+}
+
+impl Java {
+    /// Starts the Java driver with `extra` options on `url`.
+    fn start(&self, url: &str, extra: &[&str]) -> Peer {
+        let mut command = Command::new("java");
+        command
+            .arg("-XX:+UseSerialGC")
+            .arg("-cp")
+            .arg(format!("{}:{}", self.classpath, self.classes.display()))
+            .arg("LockPeer")
+            .args(extra)
+            .arg(url);
+        Peer::spawn(command)
+    }
+}
+
+// ---- The wire ---------------------------------------------------------------------------
+
+/// The Redis both peers use, read directly (each command on the node that owns its key).
+enum Wire<'a> {
+    One(u16),
+    Cluster(&'a RedisCluster),
+}
+
+impl Wire<'_> {
+    fn port(&self, key: &str) -> u16 {
+        match self {
+            Wire::One(port) => *port,
+            Wire::Cluster(c) => c.master_for_key(key),
+        }
+    }
+
+    /// `args` on the node of `key` (which `args` names).
+    fn cmd(&self, key: &str, args: &[&[u8]]) -> Resp {
+        RedisCluster::cmd(self.port(key), args)
+    }
+
+    fn hash(&self, key: &str) -> BTreeMap<String, String> {
+        let items = self.cmd(key, &[b"HGETALL", key.as_bytes()]).items();
+        items
+            .chunks(2)
+            .map(|kv| (kv[0].text(), kv[1].text()))
+            .collect()
+    }
+
+    fn hget(&self, key: &str, field: &str) -> Option<String> {
+        match self.cmd(key, &[b"HGET", key.as_bytes(), field.as_bytes()]) {
+            Resp::Bulk(Some(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+            _ => None,
+        }
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        match self.cmd(key, &[b"GET", key.as_bytes()]) {
+            Resp::Bulk(Some(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+            _ => None,
+        }
+    }
+
+    fn int(&self, key: &str, args: &[&[u8]]) -> i64 {
+        let r = self.cmd(key, args);
+        r.int().unwrap_or_else(|| panic!("not an integer: {r:?}"))
+    }
+
+    fn pttl(&self, key: &str) -> i64 {
+        self.int(key, &[b"PTTL", key.as_bytes()])
+    }
+
+    fn exists(&self, key: &str) -> bool {
+        self.int(key, &[b"EXISTS", key.as_bytes()]) == 1
+    }
+
+    fn list(&self, key: &str) -> Vec<String> {
+        let items = self
+            .cmd(key, &[b"LRANGE", key.as_bytes(), b"0", b"-1"])
+            .items();
+        items.iter().map(Resp::text).collect()
+    }
+
+    fn zscore(&self, key: &str, member: &[u8]) -> Option<String> {
+        match self.cmd(key, &[b"ZSCORE", key.as_bytes(), member]) {
+            Resp::Bulk(Some(b)) => Some(String::from_utf8_lossy(&b).into_owned()),
+            _ => None,
+        }
+    }
+
+    /// Clients listening on `channel` (classic and, on a cluster, sharded).
+    fn listeners(&self, channel: &str) -> i64 {
+        let count = |r: Resp| r.items().get(1).and_then(Resp::int).unwrap_or(0);
+        match self {
+            Wire::One(port) => count(RedisCluster::cmd(*port, &["PUBSUB", "NUMSUB", channel])),
+            Wire::Cluster(c) => {
+                let owner = c.master_for_key(channel);
+                let sharded = count(RedisCluster::cmd(
+                    owner,
+                    &["PUBSUB", "SHARDNUMSUB", channel],
+                ));
+                let classic: i64 = c
+                    .live_ports()
+                    .into_iter()
+                    .map(|p| count(RedisCluster::cmd(p, &["PUBSUB", "NUMSUB", channel])))
+                    .sum();
+                sharded + classic
+            }
+        }
+    }
+
+    /// Waits (up to 3 s) until nobody listens on `channel` (the previous waiters'
+    /// subscriptions are gone), so that a listener seen next is the new waiter's. Returns the
+    /// listeners left: now and then a Java `tryLock` whose short wait ran out while it
+    /// subscribed leaves its subscription for seconds (on a loaded machine: 1 channel in 60 still
+    /// subscribed 5 s later; once more than 20 s).
+    fn quiet(&self, channel: &str) -> i64 {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let n = self.listeners(channel);
+            if n == 0 || Instant::now() > deadline {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits until a waiter listens on `channel`, beside the `stale` listeners [`quiet`]
+    /// (Self::quiet) left. With stale ones, a listener leaving can hide the new one: after 1 s
+    /// the test goes on (a waiter not yet subscribed gets in by its own attempt, as fast).
+    fn listening(&self, channel: &str, stale: i64) {
+        if stale == 0 {
+            return wait_for(&format!("a waiter listening on {channel}"), || {
+                self.listeners(channel) > 0
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while self.listeners(channel) <= stale {
+            if Instant::now() > deadline {
+                eprintln!(
+                    "{channel}: {stale} stale listener(s); going on without seeing the waiter's"
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + T;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: never happened");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// Milliseconds from `earlier`'s reply to `later`'s (both peers stamp `at=` with the wall clock).
+fn after(later: &Reply, earlier: &Reply) -> i128 {
+    later.at as i128 - earlier.at as i128
+}
+
+/// The 16 bytes of a permit id printed as 32 hexadecimal characters.
+fn permit_bytes(id: &str) -> Vec<u8> {
+    assert_eq!(id.len(), 32, "{id}");
+    (0..16)
+        .map(|i| u8::from_str_radix(&id[2 * i..2 * i + 2], 16).expect("hex"))
+        .collect()
+}
+
+// ---- The two peers ----------------------------------------------------------------------
+
+/// Who holds first in a scenario; the other side waits.
+#[derive(Clone, Copy, Debug)]
+enum Dir {
+    JavaFirst,
+    CrateFirst,
+}
+
+const BOTH: [Dir; 2] = [Dir::JavaFirst, Dir::CrateFirst];
+
+/// A Java driver and a crate peer on one Redis.
+struct Pair<'a> {
+    java: Peer,
+    rust: Peer,
+    wire: Wire<'a>,
+    /// Redisson's (major, minor).
+    version: (u32, u32),
+    /// Names the server's keys per test (`j352-`, …).
+    prefix: String,
+}
+
+/// One side of a scenario.
+struct Side<'p> {
+    peer: &'p mut Peer,
+    who: &'static str,
+    /// The kind prefix this side uses (Redisson 3.x has no non-reentrant lock: its Java side
+    /// uses the reentrant lock of the same name, the same lock on the wire).
+    java: bool,
+}
+
+impl Side<'_> {
+    fn call(&mut self, thread: &str, line: &str) -> Reply {
+        self.peer.call(thread, line, T)
+    }
+
+    fn ok(&mut self, thread: &str, line: &str, want: &str) -> Reply {
+        let r = self.call(thread, line);
+        assert!(
+            r.ok && r.value == want,
+            "{} {thread} {line}: {r:?}, want {want}",
+            self.who
+        );
+        r
+    }
+
+    /// A short wait that must not get through (a try, a latch wait): `want` (`false`, `null`),
+    /// or on the Java side Redisson's `TIMEOUT` when its waiter could not even subscribe within
+    /// the wait (on a busy machine; Redisson throws rather than answering).
+    fn refused(&mut self, thread: &str, line: &str, want: &str) {
+        let r = self.call(thread, line);
+        let timed_out = self.java && !r.ok && r.value.starts_with("TIMEOUT:");
+        assert!(
+            (r.ok && r.value == want) || timed_out,
+            "{} {thread} {line}: {r:?}, want {want}",
+            self.who
+        );
+    }
+
+    /// The owner field `<client id>:<thread id>` of `thread`.
+    fn field(&mut self, thread: &str) -> String {
+        self.call(thread, "lockname").value
+    }
+}
+
+impl<'a> Pair<'a> {
+    fn new(java: &Java, url: &str, extra: &[&str], wire: Wire<'a>, prefix: &str) -> Pair<'a> {
+        let mut flags = vec!["--watchdog-ms", "10000"];
+        flags.extend_from_slice(extra);
+        let started = Instant::now();
+        let java = java.start(url, &flags);
+        eprintln!(
+            "Java driver ready in {:?}: {}",
+            started.elapsed(),
+            java.ready
+        );
+        let version = java
+            .ready
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("version="))
+            .and_then(|v| {
+                let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+                Some((parts.next()??, parts.next()??))
+            })
+            .unwrap_or_else(|| panic!("no version in {}", java.ready));
+        let rust = Peer::start(url, &flags);
+        Pair {
+            java,
+            rust,
+            wire,
+            version,
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    fn has_non_reentrant(&self) -> bool {
+        self.version >= (4, 4)
+    }
+
+    /// (first, second) sides of `d`, and the wire.
+    fn sides(&mut self, d: Dir) -> (Side<'_>, Side<'_>, &Wire<'a>) {
+        let java = Side {
+            peer: &mut self.java,
+            who: "java",
+            java: true,
+        };
+        let rust = Side {
+            peer: &mut self.rust,
+            who: "crate",
+            java: false,
+        };
+        match d {
+            Dir::JavaFirst => (java, rust, &self.wire),
+            Dir::CrateFirst => (rust, java, &self.wire),
+        }
+    }
+
+    fn name(&self, what: &str, d: Dir) -> String {
+        let tag = match d {
+            Dir::JavaFirst => "j",
+            Dir::CrateFirst => "c",
+        };
+        format!("{}{what}-{tag}", self.prefix)
+    }
+}
+
+// ---- Scenarios ---------------------------------------------------------------------------
+
+/// An exclusive lock kind (`""` reentrant, `f` fair, `fenced`, `spin`, `nr`, `nrf`): the first
+/// side holds it (and re-enters it, or is refused as the non-reentrant kinds refuse), the other
+/// side's try fails and its waiter gets in within [`WAKE_MS`] of the release, with the hash,
+/// TTL, fair queue and token as Redisson's protocol leaves them after each step.
+fn exclusive(p: &mut Pair, kind: &str, d: Dir) {
+    let name = p.name(&format!("x{kind}"), d);
+    let nr_java = p.has_non_reentrant();
+    let (mut h, mut w, wire) = p.sides(d);
+    // Redisson 3.x has no non-reentrant lock: its side uses the reentrant lock of the name.
+    let kind_of = |s: &Side| -> &str {
+        match kind {
+            "nr" if s.java && !nr_java => "",
+            "nrf" if s.java && !nr_java => "f",
+            k => k,
+        }
+    };
+    let (hk, wk) = (kind_of(&h).to_owned(), kind_of(&w).to_owned());
+    let label = format!("{name}: {} {hk}lock, {} {wk}lock", h.who, w.who);
+    let fair = matches!(kind, "f" | "nrf");
+    let fenced = kind == "fenced";
+    let (queue, timeouts, token_key) = (
+        format!("redisson_lock_queue:{{{name}}}"),
+        format!("redisson_lock_timeout:{{{name}}}"),
+        format!("redisson_lock_token:{{{name}}}"),
+    );
+    let fh = h.field("t1");
+    let fw = w.field("t1");
+    let held_by = |field: &str, count: &str, what: &str| {
+        let hash = wire.hash(&name);
+        let want: BTreeMap<String, String> = [(field.to_owned(), count.to_owned())].into();
+        assert_eq!(hash, want, "{label}: the hash {what}");
+        let ttl = wire.pttl(&name);
+        assert!(0 < ttl && ttl <= WD, "{label}: PTTL {ttl} {what}");
+    };
+
+    // Held by the first side.
+    let got = h.call("t1", &format!("{hk}lock {name}"));
+    assert!(got.ok, "{label}: {got:?}");
+    let mut token = 0u64;
+    if fenced {
+        token = got.value.parse().expect("a token");
+        assert_eq!(wire.get(&token_key), Some(token.to_string()), "{label}");
+    }
+    held_by(&fh, "1", "after the first lock");
+    // Excluded: the other side's try fails and changes nothing (a fair try is not queued).
+    let refused = if fenced { "null" } else { "false" };
+    w.ok("t1", &format!("{wk}trylock {name}"), refused);
+    w.refused("t2", &format!("{wk}trylock {name} 50"), refused);
+    held_by(&fh, "1", "after the other side's tries");
+    if fair {
+        assert!(
+            !wire.exists(&queue) && !wire.exists(&timeouts),
+            "{label}: a failed try left a queue"
+        );
+    }
+    // Re-entry, or the non-reentrant refusal.
+    if matches!(hk.as_str(), "nr" | "nrf") {
+        let r = h.call("t1", &format!("{hk}lock {name}"));
+        assert!(
+            !r.ok && r.value.starts_with("REENTRY:"),
+            "{label}: re-entry {r:?}"
+        );
+        held_by(&fh, "1", "after a refused re-entry");
+    } else {
+        let again = h.call("t1", &format!("{hk}lock {name}"));
+        assert!(again.ok, "{label}: re-entry {again:?}");
+        if fenced {
+            let t: u64 = again.value.parse().unwrap();
+            assert!(t > token, "{label}: token {t} after {token}");
+            token = t;
+        }
+        held_by(&fh, "2", "after a re-entry");
+        h.ok("t1", &format!("{hk}holdcount {name}"), "2");
+        h.ok("t1", &format!("{hk}unlock {name}"), "unlocked");
+        held_by(&fh, "1", "after a partial unlock");
+    }
+    w.ok("t1", &format!("{wk}islocked {name}"), "true");
+    w.ok("t1", &format!("{wk}held {name}"), "false");
+
+    // The other side waits.
+    let channel = if fair {
+        format!("redisson_lock__channel:{{{name}}}:{fw}")
+    } else {
+        format!("redisson_lock__channel:{{{name}}}")
+    };
+    let stale = if kind == "spin" {
+        0
+    } else {
+        wire.quiet(&channel)
+    };
+    let sent = now_ms() as i64;
+    w.peer.send(&format!("t1 {wk}lock {name}"));
+    if fair {
+        wait_for(&format!("{label}: the waiter queued"), || {
+            wire.list(&queue) == [fw.clone()]
+        });
+        // The waiter's clock at its attempt + the lock's PTTL (at most WD) + the fair wait.
+        let score: i64 = wire
+            .zscore(&timeouts, fw.as_bytes())
+            .expect("a queued waiter's deadline")
+            .parse()
+            .unwrap();
+        let now = now_ms() as i64;
+        assert!(
+            sent + FAIR_WAIT < score && score <= now + FAIR_WAIT + WD,
+            "{label}: the waiter's deadline {score}, sent at {sent}, queued by {now}"
+        );
+    }
+    if kind == "spin" {
+        // A spin waiter only polls: nothing to see on the wire. Let it poll a few times.
+        std::thread::sleep(Duration::from_millis(150));
+    } else {
+        wire.listening(&channel, stale);
+    }
+    assert!(
+        !w.peer.has_replied("t1", &format!("{wk}lock")),
+        "{label}: the waiter got in while the lock was held"
+    );
+    held_by(&fh, "1", "while the other side waits");
+
+    // Released: the waiter gets in.
+    let before = now_ms();
+    let unlocked = h.ok("t1", &format!("{hk}unlock {name}"), "unlocked");
+    let woke = w.peer.reply("t1", &format!("{wk}lock"), T);
+    assert!(woke.ok, "{label}: {woke:?}");
+    assert!(
+        woke.at >= before,
+        "{label}: the waiter got in at {} before the release began at {before}",
+        woke.at
+    );
+    let latency = after(&woke, &unlocked);
+    eprintln!("{label}: woke {latency} ms after the release");
+    assert!(
+        latency < WAKE_MS,
+        "{label}: woke {latency} ms after the release"
+    );
+    held_by(&fw, "1", "once the waiter got in");
+    if fenced {
+        let t: u64 = woke.value.parse().expect("a token");
+        assert!(t > token, "{label}: token {t} after {token}");
+        assert_eq!(wire.get(&token_key), Some(t.to_string()), "{label}");
+    }
+    if fair {
+        assert!(
+            !wire.exists(&queue) && !wire.exists(&timeouts),
+            "{label}: the queue outlived its last waiter"
+        );
+    }
+    h.ok("t1", &format!("{hk}held {name}"), "false");
+    w.ok("t1", &format!("{wk}unlock {name}"), "unlocked");
+    assert!(
+        !wire.exists(&name),
+        "{label}: the hash after the last unlock"
+    );
+}
+
+/// The read-write lock: readers of both sides share it, a writer of the first side waits for
+/// both readers (the first side's own release must see the other side's reader alive through
+/// its timeout key) and is woken by the other side's last read release; then a reader of the
+/// other side waits for that writer and is woken by its write release (message `1`).
+fn read_write(p: &mut Pair, d: Dir) {
+    let name = p.name("rw", d);
+    let (mut a, mut b, wire) = p.sides(d);
+    let label = format!("{name}: {} first", a.who);
+    let (fa1, fa2, fb1) = (a.field("t1"), a.field("t2"), b.field("t1"));
+    let timeout = |field: &str| format!("{{{name}}}:{field}:rwlock_timeout:1");
+    let channel = format!("redisson_rwlock:{{{name}}}");
+    let hash_is = |pairs: &[(&str, &str)], what: &str| {
+        let want: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(wire.hash(&name), want, "{label}: the hash {what}");
+        let ttl = wire.pttl(&name);
+        assert!(0 < ttl && ttl <= WD, "{label}: PTTL {ttl} {what}");
+    };
+    let reader_alive = |field: &str| {
+        let ttl = wire.pttl(&timeout(field));
+        assert!(
+            0 < ttl && ttl <= WD,
+            "{label}: {} PTTL {ttl}",
+            timeout(field)
+        );
+    };
+
+    // Readers of both sides at once.
+    a.ok("t1", &format!("rlock {name}"), "locked");
+    hash_is(&[("mode", "read"), (&fa1, "1")], "with one reader");
+    reader_alive(&fa1);
+    b.ok("t1", &format!("rlock {name}"), "locked");
+    hash_is(
+        &[("mode", "read"), (&fa1, "1"), (&fb1, "1")],
+        "with a reader of each side",
+    );
+    reader_alive(&fb1);
+    b.ok("t2", &format!("wtrylock {name}"), "false");
+    a.refused("t2", &format!("wtrylock {name} 50"), "false");
+
+    // A writer of the first side waits for both readers.
+    let stale = wire.quiet(&channel);
+    a.peer.send(&format!("t2 wlock {name}"));
+    wire.listening(&channel, stale);
+    a.ok("t1", &format!("runlock {name}"), "unlocked");
+    hash_is(
+        &[("mode", "read"), (&fb1, "1")],
+        "after the first side's reader left (the other side's reader is alive)",
+    );
+    assert!(
+        !wire.exists(&timeout(&fa1)),
+        "{label}: a released hold's key"
+    );
+    assert!(
+        !a.peer.has_replied("t2", "wlock"),
+        "{label}: the writer got in beside a reader"
+    );
+    let before = now_ms();
+    let released = b.ok("t1", &format!("runlock {name}"), "unlocked");
+    let woke = a.peer.reply("t2", "wlock", T);
+    assert!(woke.ok && woke.at >= before, "{label}: {woke:?}");
+    let latency = after(&woke, &released);
+    eprintln!("{label}: writer woke {latency} ms after the last read release");
+    assert!(latency < WAKE_MS, "{label}: writer woke after {latency} ms");
+    let wfield = format!("{fa2}:write");
+    hash_is(&[("mode", "write"), (&wfield, "1")], "held for writing");
+    assert!(
+        !wire.exists(&timeout(&fb1)),
+        "{label}: a released hold's key"
+    );
+
+    // A reader of the other side waits for the writer.
+    b.ok("t1", &format!("rtrylock {name}"), "false");
+    let stale = wire.quiet(&channel);
+    b.peer.send(&format!("t1 rlock {name}"));
+    wire.listening(&channel, stale);
+    if b.java {
+        // Redisson's own race: a write release's message (`1`) wakes only the threads already
+        // blocked on the client's latch, so a release published between a Java reader's attempt
+        // after subscribing and its wait is lost to it until the TTL. A crate writer's release
+        // sent as soon as the reader subscribed lands there now and then (3 in 150 on a loaded
+        // machine; MONITOR: the reader's attempt, the release and its `1` within the same ms,
+        // the reader's next attempt 10 s later); Java's own writer, slower to release, did not
+        // in 25. No event shows the thread blocked: give it time to get there.
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(
+        !b.peer.has_replied("t1", "rlock"),
+        "{label}: a reader got in beside the writer"
+    );
+    let before = now_ms();
+    let released = a.ok("t2", &format!("wunlock {name}"), "unlocked");
+    let woke = b.peer.reply("t1", "rlock", T);
+    assert!(woke.ok && woke.at >= before, "{label}: {woke:?}");
+    let latency = after(&woke, &released);
+    eprintln!("{label}: reader woke {latency} ms after the write release");
+    assert!(latency < WAKE_MS, "{label}: reader woke after {latency} ms");
+    hash_is(&[("mode", "read"), (&fb1, "1")], "read by the woken reader");
+    reader_alive(&fb1);
+    b.ok("t1", &format!("runlock {name}"), "unlocked");
+    assert!(
+        !wire.exists(&name),
+        "{label}: the hash after the last unlock"
+    );
+    assert!(
+        !wire.exists(&timeout(&fb1)),
+        "{label}: a released hold's key"
+    );
+}
+
+/// HighwayHash field names of the group values `a`, `b`, `c` (sync protocol §6.1 test vectors).
+const H_A: &str = "qwvAS12pR0CgRitaypEjUw";
+const H_B: &str = "Q5CdP+xmkHdTGWYr64Lw6A";
+const H_C: &str = "b/ERpQOx2r8GXiGBU6d0Hg";
+
+/// The group multi-lock: the first side holds `a,b`; the other side cannot take `b,c` but holds
+/// `c` at once; its waiter for `b,a` is woken by the first side's release.
+fn group(p: &mut Pair, d: Dir) {
+    let name = p.name("g", d);
+    let (mut a, mut b, wire) = p.sides(d);
+    let label = format!("{name}: {} first", a.who);
+    let (fa, fb1, fb2) = (a.field("t1"), b.field("t1"), b.field("t2"));
+    let before = now_ms() as i64;
+    a.ok("t1", &format!("glock {name} a,b"), "locked");
+    let after_lock = now_ms() as i64;
+    let hash = wire.hash(&name);
+    assert_eq!(hash.len(), 6, "{label}: {hash:?}");
+    for h in [H_A, H_B] {
+        assert_eq!(hash.get(h), Some(&fa), "{label}: owner of {h}");
+        assert_eq!(
+            hash.get(&format!("{h}:{fa}:lock_count"))
+                .map(String::as_str),
+            Some("1"),
+            "{label}"
+        );
+        let expire: i64 = hash[&format!("{h}:{fa}:expire_time")].parse().unwrap();
+        assert!(
+            before + WD <= expire && expire <= after_lock + WD,
+            "{label}: expire_time {expire} for a lock taken in [{before}, {after_lock}]"
+        );
+    }
+    let ttl = wire.pttl(&name);
+    assert!(0 < ttl && ttl <= WD, "{label}: PTTL {ttl}");
+
+    b.ok("t1", &format!("gtrylock {name} b,c"), "false");
+    assert_eq!(wire.hash(&name).len(), 6, "{label}: a refused try wrote");
+    b.ok("t2", &format!("gtrylock {name} c"), "true");
+    assert_eq!(wire.hget(&name, H_C), Some(fb2.clone()), "{label}");
+
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    let stale = wire.quiet(&channel);
+    b.peer.send(&format!("t1 glock {name} b,a"));
+    wire.listening(&channel, stale);
+    assert!(!b.peer.has_replied("t1", "glock"), "{label}: got in early");
+    let before = now_ms();
+    let released = a.ok("t1", &format!("gunlock {name} a,b"), "unlocked");
+    let woke = b.peer.reply("t1", "glock", T);
+    assert!(woke.ok && woke.at >= before, "{label}: {woke:?}");
+    let latency = after(&woke, &released);
+    eprintln!("{label}: woke {latency} ms after the release");
+    assert!(latency < WAKE_MS, "{label}: woke after {latency} ms");
+    let hash = wire.hash(&name);
+    assert_eq!(hash.get(H_A), Some(&fb1), "{label}");
+    assert_eq!(hash.get(H_B), Some(&fb1), "{label}");
+    assert_eq!(hash.get(H_C), Some(&fb2), "{label}");
+    assert_eq!(
+        hash.len(),
+        9,
+        "{label}: the first side's fields are gone: {hash:?}"
+    );
+    b.ok("t1", &format!("gunlock {name} b,a"), "unlocked");
+    b.ok("t2", &format!("gunlock {name} c"), "unlocked");
+    assert!(
+        !wire.exists(&name),
+        "{label}: the group after the last unlock"
+    );
+}
+
+/// The semaphore: permits are anonymous, so the first side's release of a permit the other side
+/// took wakes the other side's waiter.
+fn semaphore(p: &mut Pair, d: Dir) {
+    let name = p.name("s", d);
+    let (mut x, mut y, wire) = p.sides(d);
+    let label = format!("{name}: {} first", x.who);
+    let count = |what: &str, want: &str| {
+        assert_eq!(wire.get(&name).as_deref(), Some(want), "{label}: {what}");
+        assert_eq!(wire.pttl(&name), -1, "{label}: {what}: no TTL");
+    };
+    x.ok("t1", &format!("semsetpermits {name} 1"), "true");
+    count("set", "1");
+    y.ok("t1", &format!("semsetpermits {name} 5"), "false");
+    y.ok("t1", &format!("semtryacquire {name} 2"), "false");
+    count("after a refused try", "1");
+    y.ok("t1", &format!("semacquire {name}"), "acquired");
+    count("after an acquisition", "0");
+    let channel = format!("redisson_sc:{{{name}}}");
+    let stale = wire.quiet(&channel);
+    y.peer.send(&format!("t2 semacquire {name}"));
+    wire.listening(&channel, stale);
+    assert!(
+        !y.peer.has_replied("t2", "semacquire"),
+        "{label}: no permit"
+    );
+    let before = now_ms();
+    let released = x.ok("t1", &format!("semrelease {name}"), "released");
+    let woke = y.peer.reply("t2", "semacquire", T);
+    assert!(woke.ok && woke.at >= before, "{label}: {woke:?}");
+    let latency = after(&woke, &released);
+    eprintln!("{label}: woke {latency} ms after the release");
+    assert!(latency < WAKE_MS, "{label}: woke after {latency} ms");
+    count("after the woken acquisition", "0");
+    y.ok("t2", &format!("semrelease {name} 2"), "released");
+    count("after a release of 2", "2");
+    x.ok("t1", &format!("semavailable {name}"), "2");
+}
+
+/// The permit-expirable semaphore: a permit id of one side is released by the other; the first
+/// side's release wakes the other side's waiter (whose permit has a lease).
+fn permits(p: &mut Pair, d: Dir) {
+    let name = p.name("ps", d);
+    let (mut x, mut y, wire) = p.sides(d);
+    let label = format!("{name}: {} first", x.who);
+    let timeouts = format!("{{{name}}}:timeout");
+    x.ok("t1", &format!("psemsetpermits {name} 1"), "true");
+    assert_eq!(wire.get(&name).as_deref(), Some("1"), "{label}");
+    let id1 = x.call("t1", &format!("psemacquire {name}")).value;
+    assert_eq!(wire.get(&name).as_deref(), Some("0"), "{label}");
+    assert_eq!(
+        wire.zscore(&timeouts, &permit_bytes(&id1)).as_deref(),
+        Some(NO_EXPIRY),
+        "{label}: a permit without a lease"
+    );
+    y.ok("t1", &format!("psemtryacquire {name}"), "null");
+    let channel = format!("redisson_sc:{{{name}}}");
+    let stale = wire.quiet(&channel);
+    let sent = now_ms();
+    y.peer.send(&format!("t1 psemtryacquire {name} 20000 5000"));
+    wire.listening(&channel, stale);
+    assert!(!y.peer.has_replied("t1", "psemtryacquire"), "{label}");
+    let before = now_ms();
+    let released = x.ok("t1", &format!("psemrelease {name} {id1}"), "released");
+    let woke = y.peer.reply("t1", "psemtryacquire", T);
+    assert!(woke.ok && woke.at >= before, "{label}: {woke:?}");
+    let latency = after(&woke, &released);
+    eprintln!("{label}: woke {latency} ms after the release");
+    assert!(latency < WAKE_MS, "{label}: woke after {latency} ms");
+    let id2 = woke.value;
+    assert_ne!(id2, id1, "{label}");
+    let score: i64 = wire
+        .zscore(&timeouts, &permit_bytes(&id2))
+        .expect("the woken waiter's permit")
+        .parse()
+        .unwrap();
+    // The waiter's clock at its successful attempt + the lease: that attempt may have begun
+    // before the release did (sent before it, run by Redis after it).
+    let (lo, hi) = (sent as i64 + 5000, woke.at as i64 + 5000);
+    assert!(
+        lo <= score && score <= hi,
+        "{label}: leased permit's deadline {score}, want [{lo}, {hi}]"
+    );
+    assert_eq!(wire.zscore(&timeouts, &permit_bytes(&id1)), None, "{label}");
+    assert_eq!(wire.get(&name).as_deref(), Some("0"), "{label}");
+    let again = x.call("t1", &format!("psemrelease {name} {id1}"));
+    assert!(
+        !again.ok && again.value.starts_with("NOT_HELD"),
+        "{label}: {again:?}"
+    );
+    x.ok("t1", &format!("psemtryrelease {name} {id2}"), "true");
+    assert_eq!(wire.get(&name).as_deref(), Some("1"), "{label}");
+    assert!(
+        !wire.exists(&timeouts),
+        "{label}: the permits' set when empty"
+    );
+    y.ok("t1", &format!("psemavailable {name}"), "1");
+}
+
+/// The count-down latch: the other side's waiters (with and without a deadline) stay closed at
+/// count 1 and open within [`WAKE_MS`] of the first side's count-down to 0.
+fn latch(p: &mut Pair, d: Dir) {
+    let name = p.name("l", d);
+    let (mut x, mut y, wire) = p.sides(d);
+    let label = format!("{name}: {} first", x.who);
+    x.ok("t1", &format!("cdlsetcount {name} 2"), "true");
+    assert_eq!(wire.get(&name).as_deref(), Some("2"), "{label}");
+    assert_eq!(wire.pttl(&name), -1, "{label}: no TTL");
+    y.ok("t1", &format!("cdlsetcount {name} 5"), "false");
+    let channel = format!("redisson_countdownlatch__channel__{{{name}}}");
+    let stale = wire.quiet(&channel);
+    y.peer.send(&format!("t1 cdlawait {name}"));
+    y.peer.send(&format!("t2 cdlawait {name} 20000"));
+    wire.listening(&channel, stale);
+    x.ok("t1", &format!("cdlcountdown {name}"), "ok");
+    assert_eq!(wire.get(&name).as_deref(), Some("1"), "{label}");
+    y.refused("t3", &format!("cdlawait {name} 50"), "false");
+    assert!(
+        !y.peer.has_replied("t1", "cdlawait"),
+        "{label}: opened early"
+    );
+    let before = now_ms();
+    let opened = x.ok("t1", &format!("cdlcountdown {name}"), "ok");
+    for thread in ["t1", "t2"] {
+        let woke = y.peer.reply(thread, "cdlawait", T);
+        assert!(
+            woke.ok && woke.value == "true" && woke.at >= before,
+            "{label}: {woke:?}"
+        );
+        let latency = after(&woke, &opened);
+        eprintln!("{label}: {thread} woke {latency} ms after the count-down");
+        assert!(
+            latency < WAKE_MS,
+            "{label}: {thread} woke after {latency} ms"
+        );
+    }
+    assert!(!wire.exists(&name), "{label}: an open latch's key");
+    y.ok("t1", &format!("cdlcount {name}"), "0");
+}
+
+/// Every scenario in both directions.
+fn full_pass(p: &mut Pair) {
+    let started = Instant::now();
+    for d in BOTH {
+        for kind in ["", "f", "fenced", "spin", "nr", "nrf"] {
+            exclusive(p, kind, d);
+        }
+        read_write(p, d);
+        group(p, d);
+        semaphore(p, d);
+        permits(p, d);
+        latch(p, d);
+    }
+    unsupported_where_redisson_lacks_it(p);
+    eprintln!("full pass in {:?}", started.elapsed());
+}
+
+/// Redisson before 4.4 has no non-reentrant lock: the driver says so.
+fn unsupported_where_redisson_lacks_it(p: &mut Pair) {
+    if p.has_non_reentrant() {
+        return;
+    }
+    for command in ["nrlock x", "nrftrylock x 10"] {
+        let r = p.java.call("t1", command, T);
+        assert!(
+            !r.ok && r.value.starts_with("UNSUPPORTED:"),
+            "{command}: {r:?}"
+        );
+    }
+}
+
+// ---- Tests -------------------------------------------------------------------------------
+
+/// The error kinds of the protocol: both peers answer the same word.
+fn same_error_kinds(p: &mut Pair, port: u16) {
+    RedisCluster::cmd(port, &["SET", "a-string", "x"]);
+    for (command, kind) in [
+        ("unlock nothing", "NOT_HELD:"),
+        ("lock k 99999999999999999999", "INVALID:"),
+        ("frobnicate k", "UNSUPPORTED:"),
+        ("token k", "INVALID:"),
+        ("lock a-string", "WRONG_TYPE:"),
+        ("semsetpermits s", "INVALID:"),
+        ("psemrelease p xyz", "INVALID:"),
+    ] {
+        for (who, peer) in [("java", &mut p.java), ("crate", &mut p.rust)] {
+            let r = peer.call("t9", command, T);
+            assert!(
+                !r.ok && r.value.starts_with(kind),
+                "{who} {command}: {r:?}, want {kind}"
+            );
+        }
+    }
+}
+
+/// The Java driver's `bench` runs every mode and prints the crate's line.
+fn bench_runs_every_mode(p: &mut Pair) {
+    for mode in ["uncontended 2 200", "contended 2 200", "leased 2 200"] {
+        let line = p.java.global(&format!("bench {mode}"), T);
+        assert!(line.starts_with("- bench OK ops="), "{mode}: {line}");
+        let ops: u64 = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("ops="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        assert!(ops > 0, "{mode}: {line}");
+        for key in ["ops_per_s=", "p50_us=", "p99_us=", "max_us="] {
+            assert!(line.contains(key), "{mode}: {line}");
+        }
+    }
+    let bad = p.java.global("bench sideways 1 1", T);
+    assert!(bad.starts_with("- bench ERR INVALID"), "{bad}");
+}
+
+/// `quit` releases nothing: a leased lock of the Java side stays held after it.
+fn quit_releases_nothing(p: &mut Pair) {
+    p.java.call("t1", "lock kept 60000", T);
+    assert_eq!(p.java.global("quit", T), "- quit OK");
+    let status = p.java.child.wait().expect("the driver exits");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(p.rust.call("t1", "islocked kept", T).value, "true");
+}
+
+fn standalone(var: &str, test: &str) {
+    let Some(java) = redisson(var, test) else {
+        return;
+    };
+    let s = RedisServer::start();
+    let mut p = Pair::new(java, &s.url(), &[], Wire::One(s.port()), "");
+    full_pass(&mut p);
+    same_error_kinds(&mut p, s.port());
+    bench_runs_every_mode(&mut p);
+    quit_releases_nothing(&mut p);
+}
+
+fn on_a_cluster(var: &str, test: &str, prefix: &str) {
+    let Some(java) = redisson(var, test) else {
+        return;
+    };
+    let c = RedisCluster::shared();
+    let seeds = c.seed_urls().join(",");
+    let mut p = Pair::new(java, &seeds, &["--cluster"], Wire::Cluster(c), prefix);
+    full_pass(&mut p);
+}
+
+#[test]
+fn java_redisson_and_the_crate_share_every_kind_on_standalone() {
+    standalone(
+        CLASSPATH,
+        "java_redisson_and_the_crate_share_every_kind_on_standalone",
+    );
+}
+
+#[test]
+fn java_redisson_and_the_crate_share_every_kind_on_a_cluster() {
+    on_a_cluster(
+        CLASSPATH,
+        "java_redisson_and_the_crate_share_every_kind_on_a_cluster",
+        "a-",
+    );
+}
+
+/// Through Sentinel (a master, two replicas, three sentinels): both sides find the master and
+/// share a lock in both directions.
+#[test]
+fn java_redisson_and_the_crate_share_a_lock_through_sentinel() {
+    let Some(java) = redisson(
+        CLASSPATH,
+        "java_redisson_and_the_crate_share_a_lock_through_sentinel",
+    ) else {
+        return;
+    };
+    let set = sentinel::SentinelSet::start();
+    let sentinels = set.sentinel_urls().join(",");
+    let mut p = Pair::new(
+        java,
+        &sentinels,
+        &["--sentinel", sentinel::MASTER_NAME],
+        Wire::One(set.master_port()),
+        "",
+    );
+    for d in BOTH {
+        exclusive(&mut p, "", d);
+    }
+}
+
+#[test]
+fn a_second_redisson_version_shares_every_kind_on_standalone() {
+    standalone(
+        CLASSPATH_ALT,
+        "a_second_redisson_version_shares_every_kind_on_standalone",
+    );
+}
+
+#[test]
+fn a_second_redisson_version_shares_every_kind_on_a_cluster() {
+    on_a_cluster(
+        CLASSPATH_ALT,
+        "a_second_redisson_version_shares_every_kind_on_a_cluster",
+        "b-",
+    );
+}
+
+// ---- Fairness beside real Java -----------------------------------------------------------
+
+/// One hold of the hot lock: acquired and released (epoch ms, the holder's stamps), by whom.
+struct Hold {
+    at: u128,
+    released: u128,
+    side: usize,
+    owner: usize,
+}
+
+/// What a contended run on one hot lock looked like.
+struct Fairness {
+    /// The holds in acquisition order, one letter per side (`A`, `B`).
+    order: String,
+    /// The smaller side's share of the holds granted while both sides had an owner waiting.
+    smaller_share: f64,
+    /// Per side: the longest wait of one acquisition, in holds granted to others meanwhile.
+    longest_wait: [usize; 2],
+    /// Per side: holds while both waited.
+    while_both: [usize; 2],
+}
+
+/// `owners` owners in each of `a` and `b` loop `rounds` times on one lock: lock, hold for
+/// `hold_ms`, unlock. `a`'s commands go out first.
+fn hot_lock(
+    a: &mut Peer,
+    b: &mut Peer,
+    name: &str,
+    owners: usize,
+    rounds: usize,
+    hold_ms: u64,
+) -> Fairness {
+    for peer in [&mut *a, &mut *b] {
+        for r in 0..rounds {
+            for o in 1..=owners {
+                let _ = r;
+                peer.send(&format!("h{o} lock {name}"));
+                peer.send(&format!("h{o} sleep {hold_ms}"));
+                peer.send(&format!("h{o} unlock {name}"));
+            }
+        }
+    }
+    let started = now_ms();
+    let patience = Duration::from_millis(hold_ms * (2 * owners * rounds) as u64 * 4 + 20_000);
+    let mut holds = Vec::new();
+    for (side, peer) in [&mut *a, &mut *b].into_iter().enumerate() {
+        for o in 1..=owners {
+            let thread = format!("h{o}");
+            for _ in 0..rounds {
+                let got = peer.reply(&thread, "lock", patience);
+                assert!(got.ok, "{got:?}");
+                let released = peer.reply(&thread, "unlock", patience);
+                assert!(released.ok, "{released:?}");
+                let _ = peer.reply(&thread, "sleep", patience);
+                holds.push(Hold {
+                    at: got.at,
+                    released: released.at,
+                    side,
+                    owner: o,
+                });
+            }
+        }
+    }
+    holds.sort_by_key(|h| h.at);
+    let order: String = holds
+        .iter()
+        .map(|h| if h.side == 0 { 'A' } else { 'B' })
+        .collect();
+    // Both sides wait until the first side to finish takes its last hold.
+    let last = |side: usize| holds.iter().rposition(|h| h.side == side).unwrap();
+    let end = last(0).min(last(1));
+    let mut while_both = [0usize; 2];
+    for h in &holds[..=end] {
+        while_both[h.side] += 1;
+    }
+    let smaller_share = *while_both.iter().min().unwrap() as f64 / (end + 1) as f64;
+    // An owner waits from its previous release (or the start) to its acquisition.
+    let mut longest_wait = [0usize; 2];
+    let mut since: HashMap<(usize, usize), u128> = HashMap::new();
+    for (i, h) in holds.iter().enumerate() {
+        let from = since.get(&(h.side, h.owner)).copied().unwrap_or(started);
+        let waited = holds[..i].iter().filter(|o| o.at >= from).count();
+        longest_wait[h.side] = longest_wait[h.side].max(waited);
+        since.insert((h.side, h.owner), h.released);
+    }
+    Fairness {
+        order,
+        smaller_share,
+        longest_wait,
+        while_both,
+    }
+}
+
+impl std::fmt::Display for Fairness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "while both waited A {} / B {} holds (smaller share {:.2}); longest wait A {} holds, \
+             B {} holds; order {}",
+            self.while_both[0],
+            self.while_both[1],
+            self.smaller_share,
+            self.longest_wait[0],
+            self.longest_wait[1],
+            self.order
+        )
+    }
+}
+
+/// The optimized `lock-peer` (`FAIR_PEER`, or `target/release/lock-peer`). Fairness beside Java
+/// is a race between the crate's reaction to a release and Java's, so it is measured with the
+/// build users run: the test profile's unoptimized `lock-peer` reacts so much later that Java
+/// gets 31-47 % of a hot lock beside it, against 24-25 % beside the release build.
+fn release_lock_peer() -> PathBuf {
+    if let Ok(bin) = std::env::var("FAIR_PEER") {
+        return PathBuf::from(bin);
+    }
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/lock-peer");
+    assert!(
+        bin.exists(),
+        "no {}: build it first (cargo build --release -p compat-tests --bin lock-peer) or set \
+         FAIR_PEER to an optimized lock-peer",
+        bin.display()
+    );
+    bin
+}
+
+/// Three Java threads and three crate owners on one hot lock (50 ms holds, 16 rounds each),
+/// both start orders, with two Java processes (3 + 3) as the reference: while both sides wait,
+/// the smaller side gets at least 30 % of the holds, and Java's longest wait for one acquisition
+/// is at most 1.5 times its longest wait beside Java. Uses the optimized `lock-peer`
+/// ([`release_lock_peer`]): build it first.
+#[test]
+#[ignore = "waits on the hand-off policy work (issue 30, item 3): today's policy fails it"]
+fn java_gets_a_fair_share_of_a_hot_lock_beside_the_crate() {
+    let Some(java) = redisson(
+        CLASSPATH,
+        "java_gets_a_fair_share_of_a_hot_lock_beside_the_crate",
+    ) else {
+        return;
+    };
+    // For measurements: FAIR_ROUNDS and FAIR_HOLD_MS change the 16 rounds of 50 ms.
+    let knob = |var: &str, default: u64| {
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (owners, rounds, hold_ms) = (
+        3,
+        knob("FAIR_ROUNDS", 16) as usize,
+        knob("FAIR_HOLD_MS", 50),
+    );
+    let s = RedisServer::start();
+    let flags = ["--watchdog-ms", "10000"];
+    let mut j1 = java.start(&s.url(), &flags);
+    let mut j2 = java.start(&s.url(), &flags);
+    let mut rust = {
+        let mut command = Command::new(release_lock_peer());
+        command.args(flags).arg(s.url());
+        Peer::spawn(command)
+    };
+    let reference = hot_lock(&mut j1, &mut j2, "hot-jj", owners, rounds, hold_ms);
+    eprintln!("Java (A) beside Java (B): {reference}");
+    let java_alone_worst = reference.longest_wait[0].max(reference.longest_wait[1]);
+    let java_first = hot_lock(&mut j1, &mut rust, "hot-jc", owners, rounds, hold_ms);
+    eprintln!("Java (A) beside the crate (B), Java's commands first: {java_first}");
+    let crate_first = hot_lock(&mut rust, &mut j1, "hot-cj", owners, rounds, hold_ms);
+    eprintln!("the crate (A) beside Java (B), the crate's commands first: {crate_first}");
+    let bound = java_alone_worst * 3 / 2;
+    for (run, java_side) in [(&java_first, 0), (&crate_first, 1)] {
+        assert!(
+            run.smaller_share >= 0.30,
+            "the smaller side's share {:.2} < 0.30: {run}",
+            run.smaller_share
+        );
+        assert!(
+            run.longest_wait[java_side] <= bound,
+            "Java waited {} holds once, beside Java at most {java_alone_worst} (bound {bound}): \
+             {run}",
+            run.longest_wait[java_side]
+        );
+    }
+}
