@@ -179,7 +179,7 @@ impl Drop for Entry {
     fn drop(&mut self) {
         let idle = self.known() == Known::Count(0);
         self.slot
-            .extend(crate::config::later(Instant::now(), self.lease));
+            .extend(crate::types::millis::later(Instant::now(), self.lease));
         drop(self.guard.take());
         if idle {
             // The map's reference and this one.

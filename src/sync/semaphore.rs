@@ -109,7 +109,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn try_set_permits_with_ttl(&self, permits: u64, ttl: Duration) -> Result<bool> {
-        let ms = crate::config::clamp_millis(ttl);
+        let ms = crate::types::millis::clamp_millis(ttl);
         if ms == 0 {
             return Err(Error::InvalidArgument(
                 "a semaphore's time to live is at least 1 ms".into(),
@@ -372,7 +372,7 @@ impl Waiter for Take<'_> {
         &self.semaphore.name
     }
 
-    /// One SEM-ACQ on its own task ([`detach`]); taken but acknowledged by no replica: given
+    /// One SEM-ACQ, never cut short ([`detach`]); taken but acknowledged by no replica: given
     /// back, [`Error::NotReplicated`].
     async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
         let (this, permits) = (self.semaphore.clone(), self.permits);

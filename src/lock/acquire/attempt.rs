@@ -7,10 +7,10 @@
 //!    attempt takes the owner's ledger entry (one call changing this owner's count at a time)
 //!    and learns the count before it (`before`). Dropped here, nothing was sent.
 //! 2. **Send** ([`Claim::send_and_conclude`]): the kind's acquire call runs on the core (on a
-//!    private connection followed by `WAIT` where the master has replicas), on a task of its
-//!    own from here to the end of stage 3 ([`detach`]): a caller dropped meanwhile counts as a
-//!    release in flight (so later acquisitions of the lock through this client wait for it)
-//!    until that task ends.
+//!    private connection followed by `WAIT` where the master has replicas), and from here to
+//!    the end of stage 3 nothing cuts it short ([`detach`]: a caller dropped meanwhile hands
+//!    the rest to a task of its own and counts as a release in flight, so later acquisitions
+//!    of the lock through this client wait for it, until that task ends).
 //! 3. **Conclude** ([`Claim::conclude`]): no replica acknowledged → undone, `NotReplicated`;
 //!    sent but no reply → `Ambiguous`, reconciled in the background (carrying the release in
 //!    flight of a caller that went away); else the reply is decoded, the ledger learns the new
@@ -19,7 +19,7 @@
 //! # What a dropped future leaves behind
 //! Nothing: each stretch has one owner of its clean-up.
 //! * A [`Won`] [`Acquired`] (from a successful reply until a guard takes the hold), dropped on
-//!   the attempt's task or by the caller, releases the hold in the background (a late
+//!   the task that finished the attempt or by the caller, releases the hold in the background (a late
 //!   acquisition).
 //! * The engine's `GiveUp` (while a waiting acquisition runs, until its give-up call has run):
 //!   a queued waiter's give-up clean-up (the fair lock's queue exit) runs in the background.
@@ -60,7 +60,7 @@ impl Claim {
         }
         // A release of this lock handed to the background (a dropped guard) goes first, so
         // the lock it frees is seen free; never longer than one command timeout.
-        let bound = crate::config::later(Instant::now(), self.client.config().timeout);
+        let bound = crate::types::millis::later(Instant::now(), self.client.config().timeout);
         let bound = deadline.map_or(bound, |d| d.min(bound));
         self.client
             .pending_releases()
@@ -106,9 +106,9 @@ impl Claim {
         Ok((entry, before))
     }
 
-    /// Stages 2 and 3 of an attempt, on the attempt's own task (see [`detach`]): the send,
-    /// then what its outcome means. `abandoned`: the release in flight of a caller that went
-    /// away, for a reconciliation that outlives the task to carry.
+    /// Stages 2 and 3 of an attempt, never cut short (see [`detach`]): the send, then what
+    /// its outcome means. `abandoned`: the release in flight of a caller that went away, for a
+    /// reconciliation that outlives the task finishing the attempt to carry.
     async fn send_and_conclude(
         self,
         call: crate::conn::scripts::ScriptCall,
@@ -233,7 +233,7 @@ impl Claim {
         // The script may have run: a re-entry it made set the TTL.
         self.reentered(before, sent_at);
         let claim = self.clone();
-        let expires = crate::config::later(sent_at, Duration::from_millis(claim.lease_ms));
+        let expires = crate::types::millis::later(sent_at, Duration::from_millis(claim.lease_ms));
         drop(self.client.spawn(async move {
             let _release = release;
             let retry = claim.client.config().retry_delay;
@@ -263,7 +263,7 @@ impl Claim {
                     }
                     Err(e)
                         if e.is_transient()
-                            && crate::config::later(Instant::now(), retry) < expires =>
+                            && crate::types::millis::later(Instant::now(), retry) < expires =>
                     {
                         log::debug!(
                             "reconciling an attempt on {} failed ({e}); retrying",
@@ -316,7 +316,7 @@ impl Claim {
     async fn give_up_retrying(&self) {
         let config = self.client.config();
         let wait = Duration::from_millis(self.queue_ms).saturating_add(config.timeout);
-        let bound = crate::config::later(Instant::now(), wait);
+        let bound = crate::types::millis::later(Instant::now(), wait);
         let pause = config
             .retry_delay
             .clamp(Duration::from_millis(10), Duration::from_millis(100));
@@ -383,7 +383,8 @@ impl Waiter for Claim {
     async fn attempt(&self, wait: Wait) -> Result<Step<Won<Acquired>>> {
         let (attempt, deadline) = match wait {
             Wait::Once => {
-                let bound = crate::config::later(Instant::now(), self.client.config().timeout);
+                let bound =
+                    crate::types::millis::later(Instant::now(), self.client.config().timeout);
                 (Attempt::Once, Some(bound))
             }
             Wait::Until(deadline) => (
@@ -444,7 +445,7 @@ impl Waiter for Claim {
 
     /// The hold lasts at least its lease from the attempt's send.
     fn lasts_until(&self, won: &Acquired) -> Instant {
-        crate::config::later(won.sent_at, Duration::from_millis(self.lease_ms))
+        crate::types::millis::later(won.sent_at, Duration::from_millis(self.lease_ms))
     }
 
     /// A queued waiter's clean-up after it gave up (the fair lock leaves its queue).
@@ -465,7 +466,7 @@ impl Waiter for Claim {
             // ends, and its reconciliation if any): on a synced attempt's private connection
             // its script could otherwise run after this clean-up and queue the waiter again.
             let timeout = claim.client.config().timeout;
-            let bound = crate::config::later(Instant::now(), timeout.saturating_mul(2));
+            let bound = crate::types::millis::later(Instant::now(), timeout.saturating_mul(2));
             claim
                 .client
                 .pending_releases()

@@ -202,12 +202,12 @@ impl Claim {
     /// Owner-checked renewal: sets the TTL to `lease` where this owner still holds the lock
     /// (the same call the watchdog batches). `Ok(false)`: the hold is gone.
     pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
-        let lease_ms = crate::config::lease_millis(lease)?;
+        let lease_ms = crate::types::millis::lease_millis(lease)?;
         let shape = self.proto.renewal();
         let call = renewal_call(&[(&shape, vec![&*self.field])], lease_ms);
         let sent_at = Instant::now();
         // The owner's ledger entry must outlive the TTL this call may set (even without reply).
-        let until = crate::config::later(sent_at, lease);
+        let until = crate::types::millis::later(sent_at, lease);
         self.client.ledgers().extend(&self.key(), until);
         let flags = self.client.core().run_flags(call, self.name()).await?;
         let renewed = flags.first() == Some(&1);

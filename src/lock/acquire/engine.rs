@@ -17,8 +17,8 @@
 //!   repeated ([`Waiter::repeatable`]); only at the deadline is the last error returned;
 //! * a wait that ends without success runs the waiter's give-up clean-up ([`GiveUp`]).
 //!
-//! Cancel safety: an attempt runs the stretch that may take something on a task of its own
-//! ([`detach`](super::waiter::detach)), so a dropped waiter leaves nothing behind: what the
+//! Cancel safety: the stretch of an attempt that may take something is never cut short
+//! ([`detach`](super::waiter::detach): a dropped caller hands it to a task of its own), so a dropped waiter leaves nothing behind: what the
 //! attempt won reaches nobody and undoes itself. The subscription is a value whose `Drop`
 //! leaves the channel; the wait line's ticket leaves the line on drop; the give-up clean-up
 //! runs in the background if the wait is dropped. So a dropped waiter leaves no subscription,

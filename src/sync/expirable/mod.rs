@@ -202,7 +202,7 @@ impl PermitExpirableSemaphore {
     ) -> Result<Option<PermitGuard>> {
         let lease_ms = match lease {
             None => None,
-            Some(l) => match crate::config::clamp_millis(l) {
+            Some(l) => match crate::types::millis::clamp_millis(l) {
                 0 => {
                     return Err(Error::InvalidArgument(
                         "a permit's lease is at least 1 ms (None: no lease)".into(),
@@ -351,7 +351,7 @@ impl Waiter for TakePermit<'_> {
         &self.semaphore.name
     }
 
-    /// One PS-ACQ on its own task ([`detach`]): a permit taken but acknowledged by no replica
+    /// One PS-ACQ, never cut short ([`detach`]): a permit taken but acknowledged by no replica
     /// is released ([`Error::NotReplicated`]); one whose reply was lost is released in the
     /// background ([`Error::Ambiguous`]). A busy attempt's sleep is the sooner of the earliest
     /// permit's expiry and the watchdog timeout (see [`sleep_bound`]).
