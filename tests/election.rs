@@ -250,3 +250,26 @@ async fn terms_strictly_increase_across_clients_and_a_foreign_holder_is_observed
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn the_blocking_facade_campaigns_proclaims_and_resigns() {
+    let server = RedisServer::start();
+    let a = redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    let b = redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    let first = a.get_election("bl").campaign().unwrap();
+    assert!(first.is_leading());
+    assert!(first.proclaim("a").unwrap());
+    assert!(b
+        .get_election("bl")
+        .try_campaign_for(Duration::from_millis(100))
+        .unwrap()
+        .is_none());
+    let seen = b.get_election("bl").leader().unwrap().unwrap();
+    assert_eq!(seen.term, first.term());
+    assert_eq!(seen.value.as_deref(), Some("a"));
+    let term = first.term();
+    first.resign().unwrap();
+    let second = b.get_election("bl").campaign().unwrap();
+    assert!(second.term() > term);
+    second.resign().unwrap();
+}
