@@ -117,6 +117,22 @@ impl Client {
         &self.inner
     }
 
+    /// The leader election `name` (as [`crate::Client::get_election`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+    /// let leadership = client.get_election("scheduler").campaign()?;
+    /// println!("leading in term {}", leadership.term());
+    /// leadership.resign()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn get_election(&self, name: &str) -> Election {
+        Election {
+            inner: self.inner.get_election(name),
+            rt: self.rt.clone(),
+        }
+    }
+
     fn wrap<K: Kind>(&self, lock: crate::Lock<K>) -> Lock<K> {
         Lock {
             lock,
@@ -528,5 +544,102 @@ impl Guard<Fenced> {
     /// The fencing token of this acquisition.
     pub fn token(&self) -> u64 {
         self.get().token()
+    }
+}
+
+/// A blocking leader election (see [`crate::Election`]); every campaign is a fresh owner.
+#[derive(Debug, Clone)]
+pub struct Election {
+    inner: crate::Election,
+    rt: Arc<Rt>,
+}
+
+impl Election {
+    /// Waits until this instance leads (as [`crate::Election::campaign`]).
+    ///
+    /// # Errors
+    /// As [`crate::Election::campaign`].
+    pub fn campaign(&self) -> Result<Leadership> {
+        let inner = self.rt.block_on(self.inner.campaign())?;
+        Ok(Leadership {
+            inner: Some(inner),
+            rt: self.rt.clone(),
+        })
+    }
+
+    /// Campaigns for at most `wait` (as [`crate::Election::try_campaign_for`]).
+    ///
+    /// # Errors
+    /// As [`crate::Election::try_campaign_for`].
+    pub fn try_campaign_for(&self, wait: Duration) -> Result<Option<Leadership>> {
+        let inner = self.rt.block_on(self.inner.try_campaign_for(wait))?;
+        Ok(inner.map(|inner| Leadership {
+            inner: Some(inner),
+            rt: self.rt.clone(),
+        }))
+    }
+
+    /// Who leads now (as [`crate::Election::leader`]).
+    ///
+    /// # Errors
+    /// As [`crate::Election::leader`].
+    pub fn leader(&self) -> Result<Option<crate::Leader>> {
+        self.rt.block_on(self.inner.leader())
+    }
+}
+
+/// A blocking leadership (see [`crate::Leadership`]); dropping it resigns in the background.
+#[derive(Debug)]
+#[must_use = "dropping the leadership resigns at once"]
+pub struct Leadership {
+    inner: Option<crate::Leadership>,
+    rt: Arc<Rt>,
+}
+
+impl Leadership {
+    fn get(&self) -> &crate::Leadership {
+        self.inner
+            .as_ref()
+            .expect("leadership present until resigned")
+    }
+
+    /// The term (the fencing token).
+    pub fn term(&self) -> u64 {
+        self.get().term()
+    }
+
+    /// Where the hold of the election's lock stands.
+    pub fn state(&self) -> crate::HoldState {
+        self.get().state()
+    }
+
+    /// `true` only while the hold is `Held` (a leader in doubt does not lead).
+    pub fn is_leading(&self) -> bool {
+        self.get().is_leading()
+    }
+
+    /// An owned view of the hold (for [`HoldWatch::assert_locked`](crate::HoldWatch::assert_locked)).
+    pub fn watch(&self) -> crate::HoldWatch {
+        self.get().watch()
+    }
+
+    /// Publishes `value` beside the lock (as [`crate::Leadership::proclaim`]).
+    ///
+    /// # Errors
+    /// As [`crate::Leadership::proclaim`].
+    pub fn proclaim(&self, value: &str) -> Result<bool> {
+        self.rt.block_on(self.get().proclaim(value))
+    }
+
+    /// Resigns (as [`crate::Leadership::resign`]).
+    ///
+    /// # Errors
+    /// As [`crate::Leadership::resign`].
+    pub fn resign(mut self) -> Result<()> {
+        let l = self
+            .inner
+            .take()
+            .expect("leadership present until resigned");
+        self.rt.block_on(l.resign())
     }
 }

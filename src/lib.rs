@@ -13,6 +13,8 @@
 //!   (a set of values of one group, all or none).
 //!   [`Guard<K>`](Guard): one hold, released on drop.
 //! * [`MultiLock`] (all of several locks) and [`RedLock`] (a quorum of independent masters).
+//! * Recipes: [`Election`] (leader election on the fenced lock, [`Client::get_election`]),
+//!   [`Client::run_once`] (run-once jobs, ShedLock's semantics) with [`assert_locked`].
 //! * [`blocking`]: the same API for synchronous code, owned by the calling OS thread.
 //!
 //! ```no_run
@@ -44,6 +46,7 @@ mod conn;
 mod error;
 mod lock;
 mod observe;
+mod recipes;
 mod service;
 mod sync;
 mod types;
@@ -61,6 +64,11 @@ pub use lock::{
     NonReentrantFairLock, NonReentrantGuard, NonReentrantLock, RLock, Read, ReadGuard, ReadLock,
     ReadWriteLock, RedLock, RedLockGuard, RedLockOptions, Reentrant, Spin, SpinGuard, SpinLock,
     UnlockOutcome, Write, WriteGuard, WriteLock,
+};
+pub use recipes::{
+    election::{Election, Leader, LeaderWatch, Leadership, DEFAULT_OBSERVE_POLL},
+    run_once::RunOnce,
+    watch::{assert_locked, HoldWatch},
 };
 pub use service::watchdog::HoldState;
 pub use sync::{
@@ -163,6 +171,44 @@ pub mod cli_support {
 #[cfg(feature = "macros")]
 pub use redisson_lock_macros::locked;
 
+/// Runs an `async fn` at most once at a time across every instance, Rust or Java, that runs it
+/// under the same name (ShedLock's `@SchedulerLock`): what
+/// [`Client::run_once`] does, as an attribute. (Feature `macros`.)
+///
+/// ```no_run
+/// use redisson_lock::{run_once, Client};
+///
+/// struct Billing {
+///     client: Client,
+/// }
+///
+/// impl Billing {
+///     #[run_once(client = &self.client, name = "invoices:{day}", at_least = "30s", at_most = "10m")]
+///     async fn send_invoices(&self, day: u32) -> Result<u32, redisson_lock::Error> {
+///         redisson_lock::assert_locked()?; // held: do the side effect
+///         Ok(day)
+///     }
+/// }
+/// ```
+///
+/// | argument | meaning | if left out |
+/// |---|---|---|
+/// | `client`, `name` | as for [`locked`] | required |
+/// | `at_most = "10m"` | the job's future is dropped at this long after the start, the name released, and the call returns [`Error::LockLost`] | required |
+/// | `at_least = "30s"` | a job that ends sooner keeps the name held until then (by its TTL) | zero |
+///
+/// A name held by another instance returns [`Error::NotAcquired`] at once (the body does not
+/// run). The function must be an `async fn` returning `Result<T, E>` with
+/// `E: From<redisson_lock::Error>`.
+///
+/// # Errors
+/// As above, and what the body returns.
+///
+/// # Cancel safety
+/// As [`Client::run_once`].
+#[cfg(feature = "macros")]
+pub use redisson_lock_macros::run_once;
+
 /// The README's Rust snippets, compiled as doc tests so they cannot drift from the API.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
@@ -176,5 +222,33 @@ pub mod __private {
     /// Names the output type of the locked body, so `?` inside it knows its error type.
     pub fn body<R, F: Future<Output = R>>(body: F) -> F {
         body
+    }
+
+    /// What `#[run_once]` expands to: [`Client::run_once`](crate::Client::run_once) with its
+    /// outcome folded into the function's `Result`: skipped → `NotAcquired` (wait zero), cut
+    /// at `at_most` → `LockLost`.
+    pub async fn run_once<T, E, F, Fut>(
+        client: &crate::Client,
+        name: &str,
+        at_least: std::time::Duration,
+        at_most: std::time::Duration,
+        body: F,
+    ) -> Result<T, E>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: From<crate::Error>,
+    {
+        match client.run_once(name, at_least, at_most, |_| body()).await {
+            Ok(crate::RunOnce::Ran(result)) => result,
+            Ok(crate::RunOnce::Skipped) => Err(E::from(crate::Error::NotAcquired {
+                lock: client.map_name(name),
+                wait: std::time::Duration::ZERO,
+            })),
+            Ok(_) => Err(E::from(crate::Error::LockLost {
+                lock: client.map_name(name),
+            })),
+            Err(e) => Err(E::from(e)),
+        }
     }
 }

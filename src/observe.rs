@@ -44,6 +44,12 @@ pub(crate) mod names {
     /// Counter: lock events delivered ([`Lock::events`](crate::Lock::events)); label `event`
     /// (`deleted`, `expired`).
     pub(crate) const EVENTS: &str = "redisson_lock_events_total";
+    /// Counter: leadership changes of this client's campaigns ([`Election`](crate::Election));
+    /// label `event` (`elected`, `resigned`, `lost`: a `run_as_leader` body cancelled).
+    pub(crate) const ELECTIONS: &str = "redisson_lock_election_events_total";
+    /// Counter: [`run_once`](crate::Client::run_once) calls; label `outcome` (`ran`,
+    /// `skipped`, `timed_out`).
+    pub(crate) const RUN_ONCE: &str = "redisson_lock_run_once_total";
 }
 
 /// Describes the metrics to the installed recorder (once per process).
@@ -71,6 +77,11 @@ pub(crate) fn describe() {
                 "Holds put in doubt by a connection failure"
             );
             describe_counter!(names::RESUBSCRIPTIONS, "Re-subscriptions after a reconnect");
+            describe_counter!(
+                names::ELECTIONS,
+                "Leadership changes of this client's campaigns"
+            );
+            describe_counter!(names::RUN_ONCE, "Run-once calls by outcome");
             describe_counter!(
                 names::SYNC_OPS,
                 "Synchronizer operations (releases, sets, count-downs...)"
@@ -231,6 +242,29 @@ pub(crate) fn synchronizer(object: &'static str, name: &str, op: &'static str) {
     tracing::debug!(target: "redisson_lock", object, name, op, "synchronizer operation");
     #[cfg(not(feature = "tracing"))]
     log::trace!("{object} {name}: {op}");
+}
+
+/// An election `name` changed for one of this client's campaigns: `event` is `elected`,
+/// `resigned` or `lost`.
+#[allow(unused_variables)]
+pub(crate) fn election(name: &str, event: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::ELECTIONS, "event" => event).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::info!(target: "redisson_lock", election = name, event, "election");
+    #[cfg(not(feature = "tracing"))]
+    log::debug!("election {name}: {event}");
+}
+
+/// A run-once call on `name` ended: `outcome` is `ran`, `skipped` or `timed_out`.
+#[allow(unused_variables)]
+pub(crate) fn run_once(name: &str, outcome: &'static str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::RUN_ONCE, "outcome" => outcome).increment(1);
+    #[cfg(feature = "tracing")]
+    tracing::debug!(target: "redisson_lock", job = name, outcome, "run once");
+    #[cfg(not(feature = "tracing"))]
+    log::debug!("run-once {name}: {outcome}");
 }
 
 /// The watchdog renewed one hold.

@@ -280,6 +280,92 @@ async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_ne
     g.unlock().await.unwrap();
 }
 
+/// A re-subscription whose permission question cannot be answered is retried, not sent
+/// blind. The registry asks the server (on the command connection) whether the channel may be
+/// listened on before it subscribes, because a refused `SUBSCRIBE`'s error reply is not tied
+/// to it on the subscriber connection: when it misses the barrier, fred drops it and the
+/// channel would pass for subscribed while nothing listens (deaf until a reconnect; the
+/// registry now also counts the channel's subscribers after a re-subscription). Here the
+/// question fails (the user may run the lock's acquire script but not the permission script)
+/// exactly while the channel is refused: once both are allowed again the channel must be
+/// subscribed and the waiter hear the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resubscription_whose_permission_cannot_be_asked_is_retried_not_sent_blind() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let acl = |args: &[&str]| {
+        let mut v: Vec<fred::types::Value> = vec!["SETUSER".into(), "u".into()];
+        v.extend(args.iter().map(|a| fred::types::Value::from(*a)));
+        v
+    };
+    admin
+        .cmd("ACL", acl(&["on", ">pw", "~*", "&*", "+@all"]))
+        .await
+        .unwrap();
+    let url = format!("redis://u:pw@127.0.0.1:{}", s.port());
+    let client = Client::connect(&url, Config::default()).await.unwrap();
+    let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let name = "resub:blind";
+    let guard = holder_client
+        .get_lock(name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let waiter = client.get_lock(name);
+    let mut waiter = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await
+    );
+    // The channel refused (the subscriber is disconnected) and every script but the lock's
+    // acquire refused with it: the waiter's attempts still run, the permission question fails.
+    let acquire = fred::types::scripts::Script::from_lua(include_str!("../lua/lock_acquire.lua"));
+    let only_acquire = format!("+evalsha|{}", acquire.sha1());
+    admin
+        .cmd(
+            "ACL",
+            acl(&[
+                "resetchannels",
+                "-evalsha",
+                "-eval",
+                "-script",
+                &only_acquire,
+            ]),
+        )
+        .await
+        .unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 0
+        })
+        .await
+    );
+    // Re-subscriptions meanwhile (one after the reconnect, then retries every 50 ms doubling).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    admin
+        .cmd("ACL", acl(&["+@all", "allchannels"]))
+        .await
+        .unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await,
+        "subscribed again once allowed (a blind SUBSCRIBE refused unseen leaves it deaf)"
+    );
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let (at, g) = tokio::time::timeout(Duration::from_secs(5), &mut waiter)
+        .await
+        .expect("the waiter woken by the release, not by the lock's 60 s TTL")
+        .unwrap()
+        .unwrap();
+    assert!(at - released < Duration::from_secs(5));
+    g.unlock().await.unwrap();
+}
+
 /// On a sharded cluster, a re-subscription is made per slot: a shard that refuses it (here its
 /// node stops letting the client's user listen) fails only its own channels, which are retried
 /// until it accepts again; the waiters of every other shard hear their releases at once.

@@ -45,6 +45,10 @@ struct Args {
     wait: Option<Duration>,
     lease: Option<Duration>,
     kind: Option<(Kind, Span)>,
+    /// `#[run_once]` only.
+    at_least: Option<Duration>,
+    /// `#[run_once]` only.
+    at_most: Option<Duration>,
 }
 
 /// A duration argument: a literal string parsed here, or any expression of type `Duration`.
@@ -100,12 +104,13 @@ impl Parse for Args {
                         return Err(duplicate());
                     }
                 }
-                "wait" | "lease" => {
+                "wait" | "lease" | "at_least" | "at_most" => {
                     let d = duration(&name, value)?;
-                    let slot = if name == "wait" {
-                        &mut args.wait
-                    } else {
-                        &mut args.lease
+                    let slot = match name.as_str() {
+                        "wait" => &mut args.wait,
+                        "lease" => &mut args.lease,
+                        "at_least" => &mut args.at_least,
+                        _ => &mut args.at_most,
                     };
                     if slot.replace(d).is_some() {
                         return Err(duplicate());
@@ -197,10 +202,14 @@ fn duration(key: &str, value: Expr) -> syn::Result<Duration> {
                     ),
                 )
             })?;
-            if key == "lease" && millis == 0 {
+            if (key == "lease" || key == "at_most") && millis == 0 {
                 return Err(syn::Error::new(
                     s.span(),
-                    "`lease` must be longer than zero (leave it out for the watchdog)",
+                    if key == "lease" {
+                        "`lease` must be longer than zero (leave it out for the watchdog)"
+                    } else {
+                        "`at_most` must be longer than zero"
+                    },
                 ));
             }
             Ok(Duration::Millis(millis, s.span()))
@@ -405,7 +414,120 @@ fn is_result(ty: &Type) -> bool {
     }
 }
 
+/// Runs an `async fn` at most once across instances (ShedLock's semantics). See
+/// `redisson_lock::run_once`.
+#[proc_macro_attribute]
+pub fn run_once(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let func = parse_macro_input!(item as ItemFn);
+    let expanded = syn::parse::<Args>(attr).and_then(|args| expand_once(args, func.clone()));
+    match expanded {
+        Ok(tokens) => tokens.into(),
+        Err(e) => {
+            let error = e.to_compile_error();
+            quote!(#error #func).into()
+        }
+    }
+}
+
+fn duration_tokens(d: &Duration) -> Tokens {
+    match d {
+        Duration::Millis(ms, span) => {
+            quote_spanned!(*span=> ::core::time::Duration::from_millis(#ms))
+        }
+        Duration::Expr(e) => {
+            quote_spanned!(e.span()=> { let __d: ::core::time::Duration = #e; __d })
+        }
+    }
+}
+
+/// The checks both attributes make: an `async fn` returning a `Result`, a client and a name.
+fn common(args: &Args, func: &ItemFn, attr: &str) -> syn::Result<(Type, Expr, Tokens)> {
+    let sig = &func.sig;
+    if sig.asyncness.is_none() {
+        return Err(syn::Error::new(
+            sig.fn_token.span(),
+            format!("#[{attr}] can only be used on an `async fn` (the lock is awaited)"),
+        ));
+    }
+    let ret = match &sig.output {
+        ReturnType::Type(_, ty) if is_result(ty) => ty.as_ref().clone(),
+        _ => {
+            return Err(syn::Error::new(
+                sig.ident.span(),
+                format!(
+                    "#[{attr}] needs a function returning `Result<T, E>` with \
+                     `E: From<redisson_lock::Error>`"
+                ),
+            ))
+        }
+    };
+    let client = args.client.clone().ok_or_else(|| {
+        syn::Error::new(
+            Span::call_site(),
+            format!("#[{attr}] is missing `client = ...`, e.g. client = &self.client"),
+        )
+    })?;
+    let name = args.name.as_ref().ok_or_else(|| {
+        syn::Error::new(
+            Span::call_site(),
+            format!("#[{attr}] is missing `name = \"...\"`, e.g. name = \"report:{{day}}\""),
+        )
+    })?;
+    let name = name_expr(name, func)?;
+    Ok((ret, client, name))
+}
+
+fn expand_once(args: Args, func: ItemFn) -> syn::Result<Tokens> {
+    if args.wait.is_some() || args.lease.is_some() || args.kind.is_some() {
+        return Err(syn::Error::new(
+            Span::call_site(),
+            "#[run_once] takes client, name, at_least and at_most (it never waits: a held name \
+             is skipped; the watchdog holds it for at most `at_most`)",
+        ));
+    }
+    let Some(at_most) = args.at_most.as_ref() else {
+        return Err(syn::Error::new(
+            Span::call_site(),
+            "#[run_once] is missing `at_most = \"...\"`: how long the job may run at most",
+        ));
+    };
+    let (ret, client, name) = common(&args, &func, "run_once")?;
+    let at_most = duration_tokens(at_most);
+    let at_least = args
+        .at_least
+        .as_ref()
+        .map_or_else(|| quote!(::core::time::Duration::ZERO), duration_tokens);
+    let client_ty = quote_spanned!(client.span()=> &::redisson_lock::Client);
+    let ItemFn {
+        attrs,
+        vis,
+        sig,
+        block,
+    } = func;
+    Ok(quote! {
+        #(#attrs)*
+        #vis #sig {
+            let __redisson_lock_name: ::std::string::String = #name;
+            let __redisson_lock_client: #client_ty = #client;
+            ::redisson_lock::__private::run_once(
+                __redisson_lock_client,
+                &__redisson_lock_name,
+                #at_least,
+                #at_most,
+                move || ::redisson_lock::__private::body::<#ret, _>(async move #block),
+            )
+            .await
+        }
+    })
+}
+
 fn expand(args: Args, func: ItemFn) -> syn::Result<Tokens> {
+    if args.at_least.is_some() || args.at_most.is_some() {
+        return Err(syn::Error::new(
+            Span::call_site(),
+            "`at_least` and `at_most` belong to #[run_once(..)], not #[locked(..)]",
+        ));
+    }
     let sig = &func.sig;
     if sig.asyncness.is_none() {
         return Err(syn::Error::new(

@@ -75,6 +75,29 @@ impl Core {
         total > own
     }
 
+    /// The first of `channels` that no connection listens on, as the server counts them
+    /// (`PUBSUB NUMSUB` / `SHARDNUMSUB`, whichever this client listens with): a check, after
+    /// this client subscribed them, that the server registered its subscriptions. Not on a
+    /// cluster (`Ok(None)`): a classic count covers one node, a sharded one is asked per shard.
+    pub(crate) async fn unlistened(&self, channels: &[String]) -> Result<Option<String>> {
+        if self.is_clustered() || channels.is_empty() {
+            return Ok(None);
+        }
+        let names: Vec<&str> = channels.iter().map(String::as_str).collect();
+        let replies = if self.messaging().sharded {
+            self.redis()
+                .pubsub_shardnumsub::<Vec<Value>, _>(names)
+                .await
+        } else {
+            self.redis().pubsub_numsub::<Vec<Value>, _>(names).await
+        };
+        let reply = replies.map_err(|e| crate::error::Error::from_redis(e, ""))?;
+        Ok(reply
+            .chunks(2)
+            .find(|pair| pair.get(1).and_then(Value::as_i64) == Some(0))
+            .and_then(|pair| pair.first().and_then(Value::as_string)))
+    }
+
     /// `true` if the key exists.
     pub(crate) async fn exists(&self, key: &str, lock: &str) -> Result<bool> {
         let n: i64 = self.query("EXISTS", &[key], lock).await?;

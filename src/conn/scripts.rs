@@ -137,6 +137,10 @@ scripts! {
     LatchCountDown => notifying!("cdl_count_down.lua"),
     /// CDL-DEL (sync §4.2).
     LatchDelete => notifying!("cdl_delete.lua"),
+    /// The election's view of its fenced lock: holder, term, proclamation (crate-only).
+    ElectionView => include_str!("../../lua/election_view.lua"),
+    /// A leader's proclamation beside its fenced lock, set or cleared (crate-only).
+    ElectionProclaim => include_str!("../../lua/election_proclaim.lua"),
 }
 
 impl ScriptId {

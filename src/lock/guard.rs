@@ -327,6 +327,24 @@ impl<K: Kind> Guard<K> {
     pub(crate) fn token_value(&self) -> Option<u64> {
         self.held.token
     }
+
+    /// The hold's loss signal, for code that watches the hold without owning the guard (the
+    /// recipes' [`HoldWatch`](crate::HoldWatch)).
+    pub(crate) fn loss_signal(&self) -> Arc<LossSignal> {
+        self.held.loss.clone()
+    }
+
+    /// Ends the guard without releasing the hold: stops its renewal, then sets the key's TTL to
+    /// `ttl` from now if this owner still holds it (the kind's owner-checked renewal script), so
+    /// the lock stays held until then even if this process dies (a run-once job's `at_least`).
+    /// `Ok(false)`: the owner no longer held it (nothing was changed).
+    pub(crate) async fn expire_after(mut self, ttl: Duration) -> Result<bool> {
+        let hold = self.held.take();
+        if self.held.loss.is_gone() {
+            return Ok(false);
+        }
+        hold.renew(ttl).await
+    }
 }
 
 impl AnyGuard {

@@ -46,7 +46,9 @@ use fred::{
 };
 use parking_lot::Mutex;
 
-use super::registry::{refused_for, settle, subscribe_error, Channel, Shared, Status};
+use super::registry::{
+    refused_error, refused_for, settle, subscribe_error, Channel, Shared, Status,
+};
 use crate::{conn::core::Core, error::Error};
 
 /// Whether a `notify-keyspace-events` setting publishes the `del` and `expired` key-event
@@ -177,13 +179,14 @@ pub(super) async fn subscribe_on_every_master(
             return settle(group, Status::Failed(error));
         }
     }
-    if let Some(refused) = refused_for(shared, &names, &["subscribe"]).await {
-        log::warn!("this Redis user may not listen on {refused}");
-        let error = Error::PermissionDenied(
-            format!("subscribing to {refused}: this Redis user has no permission for the channel")
-                .into(),
-        );
-        return settle(group, Status::Failed(error));
+    match refused_for(shared, &names, &["subscribe"]).await {
+        Ok(None) => {}
+        Ok(Some(refused)) => {
+            log::warn!("this Redis user may not listen on {refused}");
+            return settle(group, Status::Failed(refused_error(&refused)));
+        }
+        // Not subscribed blind (see `refused_for`): the error is the waiters'.
+        Err(e) => return settle(group, Status::Failed(e)),
     }
     let now = current(&shared.sub);
     if now.is_empty() {

@@ -27,9 +27,9 @@ use tokio::sync::mpsc;
 
 use super::{
     keyspace::{self, Masters},
-    registry::{refused_for, settle, subscribe_error, Channel, Op, Shared, Status},
+    registry::{refused_error, refused_for, settle, subscribe_error, Channel, Op, Shared, Status},
 };
-use crate::error::Error;
+use crate::error::Result;
 
 /// The first pause before a failed re-subscription is tried again; it doubles up to
 /// [`RETRY_MAX`].
@@ -148,8 +148,9 @@ fn take_run(
 
 /// The first channel this user may not listen on (asked with a script on the command
 /// connection: on a subscriber connection a refused SUBSCRIBE's error reply is not tied to the
-/// command that caused it). `None` when all are allowed or the server cannot tell.
-async fn refused_channel(shared: &Shared, names: &[String]) -> Option<String> {
+/// command that caused it). `Ok(None)` when all are allowed; an error when the server could not
+/// be asked (see [`refused_for`]).
+async fn refused_channel(shared: &Shared, names: &[String]) -> Result<Option<String>> {
     let mut commands = Vec::new();
     if shared.messaging.classic {
         commands.push("subscribe");
@@ -279,15 +280,27 @@ async fn resubscribe(shared: &Shared, channels: Vec<Arc<Channel>>) -> Vec<Arc<Ch
         // A refused SUBSCRIBE's error reply is not reliably tied to it on the subscriber
         // connection: asked first on the command connection, as for a first subscription
         // (not on a cluster, where that script runs on any node, not the shard's).
+        // A check that could not be made fails the attempt (retried like a refusal): a
+        // SUBSCRIBE sent blind could be refused unseen and the channel taken for subscribed.
         let refused = match shared.clustered {
             false => refused_channel(shared, &names).await,
-            true => None,
+            true => Ok(None),
         };
         let outcome = match refused {
-            Some(refused) => Err(format!("this Redis user may not listen on {refused}")),
-            None => subscribe_names(shared, names)
-                .await
-                .map_err(|e| e.to_string()),
+            Err(e) => Err(format!(
+                "cannot ask the server whether it may be listened on ({e})"
+            )),
+            Ok(Some(refused)) => Err(format!("this Redis user may not listen on {refused}")),
+            Ok(None) => match subscribe_names(shared, names.clone()).await {
+                Err(e) => Err(e.to_string()),
+                // The barrier does not prove the server took the subscription (a refused
+                // SUBSCRIBE's error can miss it): a channel nobody listens on is not ours.
+                Ok(()) => match shared.core.unlistened(&names).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(ch)) => Err(format!("the server lists no subscriber of {ch}")),
+                    Err(e) => Err(format!("cannot count the subscribers ({e})")),
+                },
+            },
         };
         (group, outcome)
     }))
@@ -348,12 +361,17 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
         }
         return;
     }
-    if let Some(refused) = refused_channel(shared, &names).await {
-        log::warn!("this Redis user may not listen on {refused}");
-        let error = Error::PermissionDenied(
-            format!("subscribing to {refused}: this Redis user has no permission for the channel")
-                .into(),
-        );
+    // A check that could not be made fails this first subscription with its error (a waiting
+    // acquisition retries a transient one) rather than subscribing blind.
+    let refused = match refused_channel(shared, &names).await {
+        Ok(None) => None,
+        Ok(Some(refused)) => {
+            log::warn!("this Redis user may not listen on {refused}");
+            Some(refused_error(&refused))
+        }
+        Err(e) => Some(e),
+    };
+    if let Some(error) = refused {
         for ch in group {
             ch.status.send_replace(Status::Failed(error.clone()));
         }

@@ -260,12 +260,16 @@ impl Drop for Subscription {
 }
 
 /// The first of `names` this user may not listen on with any of `commands` (`subscribe`,
-/// `ssubscribe`); see [`refused_channel`].
+/// `ssubscribe`); see [`refused_channel`](super::ops). `Ok(None)` when all are allowed (or the
+/// server is too old to tell: Redis < 7 has no `redis.acl_check_cmd`); an error when the server
+/// could not be asked (the caller must then not subscribe blind: a refused `SUBSCRIBE` whose
+/// error reply arrives before the barrier is written is dropped by fred, and the channel would
+/// be taken for subscribed while nothing listens).
 pub(super) async fn refused_for(
     shared: &Shared,
     names: &[String],
     commands: &[&str],
-) -> Option<String> {
+) -> Result<Option<String>> {
     for &command in commands {
         let mut args = vec![Value::from(command)];
         args.extend(names.iter().map(|n| Value::from(n.as_str())));
@@ -275,12 +279,23 @@ pub(super) async fn refused_for(
             args,
         );
         match shared.core.run(call, "").await.map(|v| v.as_i64()) {
-            Ok(Some(i)) if i > 0 => return names.get(i as usize - 1).cloned(),
+            Ok(Some(i)) if i > 0 => return Ok(names.get(i as usize - 1).cloned()),
             Ok(_) => {}
-            Err(e) => log::debug!("cannot ask the server for channel permissions: {e}"),
+            Err(e) => {
+                log::debug!("cannot ask the server for channel permissions: {e}");
+                return Err(e);
+            }
         }
     }
-    None
+    Ok(None)
+}
+
+/// The error a refused channel gives its waiters.
+pub(super) fn refused_error(refused: &str) -> Error {
+    Error::PermissionDenied(
+        format!("subscribing to {refused}: this Redis user has no permission for the channel")
+            .into(),
+    )
 }
 
 /// The error a failed (S)SUBSCRIBE gives its waiters, described by `what`.

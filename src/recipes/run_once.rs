@@ -1,0 +1,158 @@
+//! Run-once jobs (ShedLock's semantics on Redisson's lock wire): [`Client::run_once`] and what
+//! `#[run_once]` expands to.
+
+use std::{future::Future, time::Duration};
+
+use tokio::time::Instant;
+
+use super::watch::{scoped, HoldWatch};
+use crate::{
+    client::Client,
+    error::{Error, Result},
+};
+
+/// What [`Client::run_once`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RunOnce<T> {
+    /// The job ran to its end; its output.
+    Ran(T),
+    /// Another instance (Rust or Java) held the name: the job did not run.
+    Skipped,
+    /// The job was still running at `at_most`: it was dropped there and the name released.
+    TimedOut,
+}
+
+impl<T> RunOnce<T> {
+    /// The job's output if it ran to its end.
+    pub fn ran(self) -> Option<T> {
+        match self {
+            RunOnce::Ran(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+fn check(name: &str, at_least: Duration, at_most: Duration) -> Result<()> {
+    if at_most.is_zero() || at_least > at_most {
+        return Err(Error::InvalidArgument(format!(
+            "run_once {name}: need 0 <= at_least <= at_most and at_most > 0 (got {at_least:?}, \
+             {at_most:?})"
+        )));
+    }
+    crate::types::millis::lease_millis(at_most)?;
+    Ok(())
+}
+
+impl Client {
+    /// Runs `job` once across every instance that runs it under `name` (ShedLock's
+    /// `lockAtLeastFor` / `lockAtMostFor`, on Redisson's lock wire: the reentrant lock `name`).
+    ///
+    /// * If another instance (Rust, or Java holding the `RLock` `name`) holds the name, returns
+    ///   [`RunOnce::Skipped`] at once (one attempt, no wait).
+    /// * Otherwise runs `job` under the watchdog for at most `at_most` from the start: at
+    ///   `at_most` the job's future is dropped, the name released and [`RunOnce::TimedOut`]
+    ///   returned. The job gets a [`HoldWatch`] that tells it the moment the hold is in doubt
+    ///   or lost (it is not cancelled then: it decides), and
+    ///   [`assert_locked`](crate::assert_locked) works inside it.
+    /// * When the job ends before `at_least` has passed since the start, the name stays held
+    ///   until then: the renewal stops and the key's TTL is set (owner-checked) to what is left,
+    ///   so the guarantee holds even if this process dies right after. After `at_least`, the
+    ///   name is released at once.
+    ///
+    /// A process that dies *during* the job stops renewing it: the name is free again within
+    /// [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use std::time::Duration;
+    /// use redisson_lock::RunOnce;
+    /// let outcome = client
+    ///     .run_once("invoices:daily", Duration::from_secs(30), Duration::from_secs(600), |hold| async move {
+    ///         hold.assert_locked()?;
+    ///         // send the invoices
+    ///         Ok::<u32, redisson_lock::Error>(12)
+    ///     })
+    ///     .await?;
+    /// match outcome {
+    ///     RunOnce::Ran(sent) => println!("sent {:?}", sent?),
+    ///     RunOnce::Skipped => println!("another instance runs it"),
+    ///     _ => println!("cut off at at_most"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// [`InvalidArgument`](Error::InvalidArgument) unless `0 <= at_least <= at_most` and
+    /// `at_most > 0` (nothing is sent); the acquisition's Redis or connection errors (the job
+    /// does not run). Failures after the job ended (setting the TTL, the release) are logged,
+    /// not returned: the job's work is done.
+    ///
+    /// # Cancel safety
+    /// Dropping the future while the job runs drops the job and releases the name in the
+    /// background (`at_least` is not kept then).
+    pub async fn run_once<F, Fut, T>(
+        &self,
+        name: &str,
+        at_least: Duration,
+        at_most: Duration,
+        job: F,
+    ) -> Result<RunOnce<T>>
+    where
+        F: FnOnce(HoldWatch) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        check(name, at_least, at_most)?;
+        let start = Instant::now();
+        let lock = self.get_lock(name);
+        let Some(guard) = lock.try_lock().await? else {
+            crate::observe::run_once(lock.raw_name(), "skipped");
+            return Ok(RunOnce::Skipped);
+        };
+        let watch = HoldWatch::of(&guard);
+        let ran = tokio::time::timeout_at(start + at_most, scoped(watch.clone(), job(watch))).await;
+        let raw = guard.name().to_owned();
+        let Ok(output) = ran else {
+            crate::observe::run_once(&raw, "timed_out");
+            if let Err(e) = guard.unlock().await {
+                log::warn!("release of run-once {raw} after at_most failed: {e}");
+            }
+            return Ok(RunOnce::TimedOut);
+        };
+        crate::observe::run_once(&raw, "ran");
+        let left = (start + at_least).saturating_duration_since(Instant::now());
+        if left >= Duration::from_millis(1) {
+            match guard.expire_after(left).await {
+                Ok(true) => {}
+                Ok(false) => log::warn!("run-once {raw} was no longer held when its job ended"),
+                Err(e) => log::warn!(
+                    "keeping run-once {raw} until at_least failed ({e}); it ends when its TTL \
+                     runs out"
+                ),
+            }
+        } else if let Err(e) = guard.unlock().await {
+            log::warn!("release of run-once {raw} after its job failed: {e}");
+        }
+        Ok(RunOnce::Ran(output))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_checked_before_anything_is_sent() {
+        let s = Duration::from_secs;
+        assert!(check("j", s(0), s(1)).is_ok());
+        assert!(check("j", s(1), s(1)).is_ok());
+        assert!(matches!(
+            check("j", s(2), s(1)),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            check("j", s(0), s(0)),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+}

@@ -1,0 +1,236 @@
+//! Run-once jobs: a second instance skips while the first runs (and while a foreign holder
+//! holds the name); after an early end the name stays held until `at_least` by its TTL (PTTL
+//! bounds checked), then another instance runs; `at_most` cuts the job; the job is told the
+//! moment its hold is lost.
+
+mod common;
+
+use std::time::Duration;
+
+use common::RedisServer;
+use redisson_lock::{Client, Config, HoldState, RunOnce};
+use tokio::time::{timeout, Instant};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_skips_while_the_first_runs_or_a_foreign_holder_holds_the_name() {
+    let server = RedisServer::start();
+    let a = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let b = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let admin = common::Admin::connect(&server.url()).await;
+    let (running_tx, running) = tokio::sync::oneshot::channel();
+    let (finish_tx, finish) = tokio::sync::oneshot::channel::<()>();
+    let first = tokio::spawn({
+        let a = a.clone();
+        async move {
+            a.run_once(
+                "tick",
+                Duration::ZERO,
+                Duration::from_secs(10),
+                |hold| async move {
+                    assert_eq!(hold.state(), HoldState::Held);
+                    redisson_lock::assert_locked().unwrap();
+                    running_tx.send(()).unwrap();
+                    finish.await.unwrap();
+                    7
+                },
+            )
+            .await
+        }
+    });
+    timeout(Duration::from_secs(5), running)
+        .await
+        .unwrap()
+        .unwrap();
+    let started = Instant::now();
+    let second = b
+        .run_once("tick", Duration::ZERO, Duration::from_secs(10), |_| async {
+            panic!("must not run while the first runs")
+        })
+        .await
+        .unwrap();
+    assert_eq!(second, RunOnce::<()>::Skipped);
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "skipped at once"
+    );
+    finish_tx.send(()).unwrap();
+    assert_eq!(first.await.unwrap().unwrap(), RunOnce::Ran(7));
+    // at_least zero: released at the end.
+    assert!(!admin.exists("tick").await);
+
+    // A holder this crate did not write (a Java RLock holder) makes it skip too.
+    admin
+        .java_hold("tick", "0b5a55b0-1f6b-4b8e-9d0a-6d1c0e3b2a55:9", 30_000)
+        .await;
+    let skipped = b
+        .run_once("tick", Duration::ZERO, Duration::from_secs(1), |_| async {})
+        .await
+        .unwrap();
+    assert_eq!(skipped, RunOnce::Skipped);
+    assert_eq!(
+        admin.hgetall("tick").await.len(),
+        1,
+        "the foreign hold is untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_end_keeps_the_name_until_at_least_by_its_ttl_then_another_runs() {
+    let server = RedisServer::start();
+    // A watchdog timeout far from at_least: a TTL left by the watchdog would show.
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(10));
+    let a = Client::connect(&server.url(), config.clone())
+        .await
+        .unwrap();
+    let b = Client::connect(&server.url(), config).await.unwrap();
+    let admin = common::Admin::connect(&server.url()).await;
+    let at_least = Duration::from_millis(1500);
+    let started = Instant::now();
+    let ran = a
+        .run_once("early", at_least, Duration::from_secs(5), |_| async { 1 })
+        .await
+        .unwrap();
+    assert_eq!(ran, RunOnce::Ran(1));
+    // The hold is kept by its TTL: at most what is left of at_least, and no longer renewed.
+    let pttl = admin.pttl("early").await;
+    let left = at_least.saturating_sub(started.elapsed()).as_millis() as i64;
+    assert!(
+        pttl > 0 && pttl <= left + 5,
+        "PTTL {pttl} ms, {left} ms left"
+    );
+    assert!(pttl >= 1000, "PTTL {pttl} ms: most of at_least is left");
+    assert_eq!(
+        a.stats().watchdog_holds,
+        0,
+        "the watchdog no longer renews it"
+    );
+    // Another instance skips until then...
+    let skipped = b
+        .run_once("early", Duration::ZERO, Duration::from_secs(5), |_| async {
+            2
+        })
+        .await
+        .unwrap();
+    assert_eq!(skipped, RunOnce::Skipped);
+    // ...and runs once it has passed (the key expired, nothing released it early).
+    let freed = common::eventually(Duration::from_secs(3), || async {
+        !admin.exists("early").await
+    })
+    .await;
+    assert!(freed);
+    let expired_after = started.elapsed();
+    assert!(
+        expired_after >= at_least - Duration::from_millis(20),
+        "{expired_after:?}"
+    );
+    let ran = b
+        .run_once("early", Duration::ZERO, Duration::from_secs(5), |_| async {
+            3
+        })
+        .await
+        .unwrap();
+    assert_eq!(ran, RunOnce::Ran(3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_cuts_the_job_and_the_job_is_told_when_its_hold_is_lost() {
+    let server = RedisServer::start();
+    let client = Client::connect(
+        &server.url(),
+        Config::default().lock_watchdog_timeout(Duration::from_millis(900)),
+    )
+    .await
+    .unwrap();
+    let admin = common::Admin::connect(&server.url()).await;
+    // at_most: the job is dropped there and the name released.
+    let started = Instant::now();
+    let cut = client
+        .run_once(
+            "long",
+            Duration::ZERO,
+            Duration::from_millis(400),
+            |_| async {
+                std::future::pending::<()>().await;
+            },
+        )
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(cut, RunOnce::TimedOut);
+    assert!(took >= Duration::from_millis(390), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(!admin.exists("long").await);
+
+    // The job learns of a loss (its key deleted) while it runs, and sees it in assert_locked.
+    let admin2 = common::Admin::connect(&server.url()).await;
+    let told = client
+        .run_once(
+            "told",
+            Duration::ZERO,
+            Duration::from_secs(5),
+            |hold| async move {
+                admin2.cmd("DEL", vec!["told".into()]).await.unwrap();
+                timeout(Duration::from_secs(3), hold.lost())
+                    .await
+                    .expect("told of the loss");
+                (hold.state(), redisson_lock::assert_locked().is_err())
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(told, RunOnce::Ran((HoldState::Lost, true)));
+    // Bad bounds are refused before anything is sent.
+    let err = client
+        .run_once(
+            "x",
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            |_| async {},
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), redisson_lock::ErrorKind::InvalidArgument);
+}
+
+struct Jobs {
+    client: Client,
+}
+
+impl Jobs {
+    #[redisson_lock::run_once(client = &self.client, name = "job:{day}", at_least = "1s", at_most = "5s")]
+    async fn nightly(&self, day: u32) -> Result<u32, redisson_lock::Error> {
+        redisson_lock::assert_locked()?;
+        Ok(day)
+    }
+
+    #[redisson_lock::run_once(client = &self.client, name = "hang", at_most = "300ms")]
+    async fn hangs(&self) -> Result<(), redisson_lock::Error> {
+        std::future::pending::<()>().await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_runs_once_skips_while_kept_and_is_cut_at_at_most() {
+    let server = RedisServer::start();
+    let jobs = Jobs {
+        client: Client::connect(&server.url(), Config::default())
+            .await
+            .unwrap(),
+    };
+    let admin = common::Admin::connect(&server.url()).await;
+    assert_eq!(jobs.nightly(1).await.unwrap(), 1);
+    let pttl = admin.pttl("job:1").await;
+    assert!(
+        pttl > 500 && pttl <= 1000,
+        "kept until at_least: PTTL {pttl}"
+    );
+    let skipped = jobs.nightly(1).await.unwrap_err();
+    assert_eq!(skipped.kind(), redisson_lock::ErrorKind::NotAcquired);
+    let cut = jobs.hangs().await.unwrap_err();
+    assert_eq!(cut.kind(), redisson_lock::ErrorKind::LockLost);
+}
