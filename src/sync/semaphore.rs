@@ -5,13 +5,10 @@ use std::time::Duration;
 
 use fred::types::Value;
 
-use super::call::{flag, integer, run_synced};
+use super::call::{flag, integer, run_synced, run_taking};
 use crate::{
     client::Client,
-    conn::{
-        replicas::Synced,
-        scripts::{ScriptCall, ScriptId},
-    },
+    conn::scripts::{ScriptCall, ScriptId},
     error::{Error, Result},
     lock::acquire::{
         engine,
@@ -382,34 +379,25 @@ impl Waiter for Take<'_> {
             || (),
             move |_| async move {
                 let call = this.calls().acquire(permits);
-                let barrier = crate::conn::replicas::Barrier::default();
                 let taken = |v: &Value| v.as_i64() == Some(1);
-                let outcome = this
-                    .client
-                    .core()
-                    .run_acquire(call, &this.name, deadline, taken, &barrier)
-                    .await
-                    .map_err(|f| f.error)?;
-                match outcome {
-                    (_, Synced::Missing { wanted, acked }) => {
-                        crate::observe::not_replicated(&this.name, "");
-                        if let Err(e) = this.give_back(permits).await {
-                            log::warn!(
-                                "could not give back the unreplicated permits of {}: {e}",
-                                this.name
-                            );
-                        }
-                        Err(Error::NotReplicated {
-                            lock: this.name.clone(),
-                            wanted,
-                            acked,
-                        })
+                let undo = || async {
+                    if let Err(e) = this.give_back(permits).await {
+                        log::warn!(
+                            "could not give back the unreplicated permits of {}: {e}",
+                            this.name
+                        );
                     }
-                    (value, _) if flag(&value, &this.name)? => Ok(Step::Done(Won::new(Taken {
+                };
+                let value = run_taking(&this.client, call, (&this.name, ""), deadline, taken, undo)
+                    .await
+                    .map_err(|f| f.error)??;
+                if flag(&value, &this.name)? {
+                    Ok(Step::Done(Won::new(Taken {
                         semaphore: this,
                         permits,
-                    }))),
-                    _ => Ok(Step::Busy { frees_in: None }),
+                    })))
+                } else {
+                    Ok(Step::Busy { frees_in: None })
                 }
             },
         )

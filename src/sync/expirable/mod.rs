@@ -13,10 +13,9 @@ mod calls;
 
 use calls::{decode_acquire, is_ok, Calls, Reply};
 
-use super::call::{flag, integer, run_synced};
+use super::call::{flag, integer, run_synced, run_taking};
 use crate::{
     client::Client,
-    conn::replicas::Synced,
     error::{Error, Result},
     lock::acquire::{
         engine,
@@ -363,31 +362,22 @@ impl Waiter for TakePermit<'_> {
             let id = PermitId::random();
             let now = epoch_ms();
             let call = this.calls().acquire(id, lease_ms, now);
-            let barrier = crate::conn::replicas::Barrier::default();
-            let outcome = this
-                .client
-                .core()
-                .run_acquire(call, &this.name, deadline, is_ok, &barrier)
-                .await;
+            let undo = || async {
+                if let Err(e) = this.release_once(id).await {
+                    log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
+                    this.release_in_background(id);
+                }
+            };
+            let what = id.to_string();
+            let outcome = run_taking(&this.client, call, (&this.name, &what), deadline, is_ok, undo).await;
             match outcome {
                 Err(f) if f.sent && f.error.is_transient() => {
                     this.release_in_background(id);
                     Err(f.error.into_ambiguous(&this.name))
                 }
                 Err(f) => Err(f.error),
-                Ok((_, Synced::Missing { wanted, acked })) => {
-                    crate::observe::not_replicated(&this.name, &id.to_string());
-                    if let Err(e) = this.release_once(id).await {
-                        log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
-                        this.release_in_background(id);
-                    }
-                    Err(Error::NotReplicated {
-                        lock: this.name.clone(),
-                        wanted,
-                        acked,
-                    })
-                }
-                Ok((value, _)) => Ok(match decode_acquire(&value, id, now, &this.name)? {
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(value)) => Ok(match decode_acquire(&value, id, now, &this.name)? {
                     Reply::Taken(id) => Step::Done(Won::new(Taken { semaphore: this, id })),
                     Reply::Busy(expires_in) => Step::Busy {
                         frees_in: Some(sleep_bound(expires_in, bound)),
