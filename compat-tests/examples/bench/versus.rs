@@ -222,7 +222,11 @@ fn rate(x: f64) -> String {
 }
 
 fn ms(us: f64) -> String {
-    format!("{:.1}", us / 1000.0)
+    if us < 1000.0 {
+        format!("{:.2}", us / 1000.0)
+    } else {
+        format!("{:.1}", us / 1000.0)
+    }
 }
 
 /// `median (lo–hi)` of `values`, each shown by `show`.
@@ -456,7 +460,9 @@ fn summary(rows: &[&Row], labels: &[String], results: &[RowResult], reference: O
     for &j in &javas {
         head.push_str(&format!(" {} | crate / {} |", labels[j], labels[j]));
     }
-    head.push_str(" p99 crate / Redisson | crate / ceiling | CPU per op: crate, Redisson, server (crate's run) |");
+    head.push_str(
+        " p99 crate / Redisson | crate / ceiling | ceiling / Redisson | CPU µs per op: crate + server, Redisson + server | busy cores: crate + server, Redisson + server |",
+    );
     println!("{head}");
     println!("|{}", " --- |".repeat(head.matches(" |").count()));
     for (row, r) in rows.iter().zip(results) {
@@ -490,15 +496,31 @@ fn summary(rows: &[&Row], labels: &[String], results: &[RowResult], reference: O
             med_spread(&shares, |x| format!("{x:.0}")),
             rate(median(&of(&r.ceiling, |s| s.ops_per_s)))
         ));
-        let cpu = |i: usize, f: fn(&Sample) -> f64| median(&of(&r.sides[i], f));
+        // What a client with no cost beyond a bare fred client's would get (per round).
+        let attainable: Vec<f64> = reference.map_or(Vec::new(), |j| {
+            r.ceiling
+                .iter()
+                .zip(&r.sides[j])
+                .map(|(c, s)| c.ops_per_s / s.ops_per_s.max(1e-9))
+                .collect()
+        });
         line.push_str(&format!(
-            " {:.0} µs, {}, {:.0} µs |",
-            cpu(0, |s| s.client_cpu_us),
-            reference.map_or("-".into(), |j| format!(
-                "{:.0} µs",
-                cpu(j, |s| s.client_cpu_us)
-            )),
-            cpu(0, |s| s.server_cpu_us),
+            " {} |",
+            med_spread(&attainable, |x| format!("{x:.2}×"))
+        ));
+        let cpu = |i: usize, f: fn(&Sample) -> f64| median(&of(&r.sides[i], f));
+        let pair = |i: usize, a: fn(&Sample) -> f64, b: fn(&Sample) -> f64, digits: usize| {
+            format!("{:.digits$} + {:.digits$}", cpu(i, a), cpu(i, b))
+        };
+        let java = |a: fn(&Sample) -> f64, b: fn(&Sample) -> f64, digits: usize| {
+            reference.map_or("-".into(), |j| pair(j, a, b, digits))
+        };
+        line.push_str(&format!(
+            " {}, {} | {}, {} |",
+            pair(0, |s| s.client_cpu_us, |s| s.server_cpu_us, 0),
+            java(|s| s.client_cpu_us, |s| s.server_cpu_us, 0),
+            pair(0, |s| s.client_cores, |s| s.server_cores, 2),
+            java(|s| s.client_cores, |s| s.server_cores, 2),
         ));
         println!("{line}");
     }
