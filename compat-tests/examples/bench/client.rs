@@ -292,14 +292,23 @@ pub async fn standalone_figures() {
         (c1 - c0).as_secs_f64() * 1e6 / n as f64,
         wall.as_secs_f64() * 1e6 / n as f64
     );
-    let (a0, c0) = (ALLOCS.load(Ordering::Relaxed), cpu_time(None));
+    let (a0, b0, c0) = (
+        ALLOCS.load(Ordering::Relaxed),
+        ALLOC_BYTES.load(Ordering::Relaxed),
+        cpu_time(None),
+    );
     let wall = Instant::now();
     raw_pairs(&raw, "bench:profile:raw", "publish", n as usize).await;
     let wall = wall.elapsed();
-    let (a1, c1) = (ALLOCS.load(Ordering::Relaxed), cpu_time(None));
+    let (a1, b1, c1) = (
+        ALLOCS.load(Ordering::Relaxed),
+        ALLOC_BYTES.load(Ordering::Relaxed),
+        cpu_time(None),
+    );
     println!(
-        "  (the raw EVALSHA pair on a bare fred client: {:.1} allocations, {:.1} us CPU of {:.1} us wall)",
+        "  (the raw EVALSHA pair on a bare fred client: {:.1} allocations ({:.0} bytes), {:.1} us CPU of {:.1} us wall)",
         (a1 - a0) as f64 / n as f64,
+        (b1 - b0) as f64 / n as f64,
         (c1 - c0).as_secs_f64() * 1e6 / n as f64,
         wall.as_secs_f64() * 1e6 / n as f64
     );
