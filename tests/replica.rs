@@ -9,7 +9,7 @@ use common::{
     replica::{cli, until, wait_calls, ReplicaSet},
     RedisServer,
 };
-use redisson_lock::{Client, Config, Error, ErrorKind};
+use redisson_lock::{Client, Config, Error, ErrorKind, Ttl};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -209,7 +209,19 @@ async fn replica_wait_never_stalls_other_traffic_of_the_client() {
     }
     let b = c.get_lock("replica-busy");
     assert!(b.is_locked().await.unwrap());
-    assert!(b.remaining_ttl().await.is_ok());
+    // The TTL the server has (the other client's watchdog lease, 30 s), read around it.
+    let pttl = |v: String| v.trim().parse::<u64>().expect("a PTTL");
+    let before = pttl(cli(port, &["PTTL", "replica-busy"]).await);
+    let ttl = b.remaining_ttl().await.unwrap();
+    let after = pttl(cli(port, &["PTTL", "replica-busy"]).await);
+    let Ttl::Expires(ttl) = ttl else {
+        panic!("a held lock with a lease: {ttl:?}")
+    };
+    let ms = ttl.as_millis() as u64;
+    assert!(
+        ms > 0 && ms <= 30_000 && ms + 5 >= before.min(after) && ms <= before.max(after) + 5,
+        "remaining TTL {ms} ms; the server's PTTL {before} then {after} ms"
+    );
     assert_eq!(b.hold_count().await.unwrap(), 0);
     assert!(!c.get_lock("replica-free").is_locked().await.unwrap());
     assert!(

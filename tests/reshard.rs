@@ -291,15 +291,19 @@ async fn reshard_under_load(failover: bool) {
         .collect();
     let stop = Arc::new(AtomicBool::new(false));
     let iterations = Arc::new(AtomicUsize::new(0));
+    // When each lock/unlock of the loopers completed, per loop lock.
+    let done: Arc<std::sync::Mutex<Vec<Vec<Instant>>>> =
+        Arc::new(std::sync::Mutex::new(vec![Vec::new(); 4]));
     let inside: Arc<Vec<AtomicBool>> = Arc::new((0..4).map(|_| AtomicBool::new(false)).collect());
     let loopers: Vec<_> = (0..8)
         .map(|k| {
             let lock = looping.get_lock(&loops[k % 4]);
-            let (stop, iterations, inside, errors) = (
+            let (stop, iterations, inside, errors, done) = (
                 stop.clone(),
                 iterations.clone(),
                 inside.clone(),
                 errors.clone(),
+                done.clone(),
             );
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
@@ -315,6 +319,7 @@ async fn reshard_under_load(failover: bool) {
                                 count(&errors, format!("loop unlock {:?}: {e}", e.kind()));
                             }
                             iterations.fetch_add(1, Ordering::Relaxed);
+                            done.lock().unwrap()[k % 4].push(Instant::now());
                         }
                         Ok(None) => count(&errors, "loop: not acquired within 10 s".into()),
                         Err(e) => count(&errors, format!("loop {:?}: {e}", e.kind())),
@@ -328,6 +333,15 @@ async fn reshard_under_load(failover: bool) {
         let c = c.clone();
         tokio::task::spawn_blocking(move || c.reshard(from, to, slots, 10))
     };
+    // The loopers are going before the reshard starts.
+    assert!(
+        eventually(WITHIN, || async {
+            iterations.load(Ordering::Relaxed) >= 40
+        })
+        .await,
+        "the loopers are going"
+    );
+    let moving_from = Instant::now();
     let (took, to) = if failover {
         let first = reshard(to, SLOTS / 2).await.unwrap();
         let t0 = Instant::now();
@@ -340,18 +354,63 @@ async fn reshard_under_load(failover: bool) {
     } else {
         (reshard(to, SLOTS).await.unwrap(), to)
     };
+    let moved_at = Instant::now();
     // (Not `wait_stable`: under this load the replicas' acknowledgements always trail.)
     let now_owned: std::collections::HashSet<u16> = c.slots_of(to).into_iter().collect();
     assert!(
         moving.iter().all(|s| now_owned.contains(s)),
         "every slot moved"
     );
-    // The load goes on a little after the reshard.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The load goes on after the reshard: every loop lock is taken again there.
+    assert!(
+        eventually(WITHIN, || async {
+            done.lock()
+                .unwrap()
+                .iter()
+                .all(|d| d.iter().filter(|&&t| t > moved_at).count() >= 5)
+        })
+        .await,
+        "every loop lock is taken after the reshard"
+    );
     stop.store(true, Ordering::Relaxed);
     for l in loopers {
         tokio::time::timeout(WITHIN * 2, l).await.unwrap().unwrap();
     }
+    // Progress while the reshard ran (its slots in their ASK phase one after another, the loop
+    // locks among them): each loop lock was taken during the move, and no stall that began
+    // during it (up to the next acquisition, after the move if need be) lasted 5 s (a failover
+    // of the target takes well under 1 s; a stall is typically under 0.2 s), so the transient
+    // errors hid no standstill.
+    let stalls: Vec<(usize, Duration)> = done
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            // Two loopers per lock: their entries may be a little out of order.
+            let mut d = d.clone();
+            d.sort();
+            let during = d
+                .iter()
+                .filter(|&&t| t >= moving_from && t <= moved_at)
+                .count();
+            let mut edges = vec![moving_from];
+            edges.extend(d.iter().copied().filter(|&t| t > moving_from));
+            let longest = edges
+                .windows(2)
+                .filter(|w| w[0] <= moved_at)
+                .map(|w| w[1] - w[0])
+                .max()
+                .unwrap_or_default();
+            (during, longest)
+        })
+        .collect();
+    assert!(
+        stalls
+            .iter()
+            .all(|&(n, longest)| n > 0 && longest < Duration::from_secs(5)),
+        "lock/unlock per loop lock during the {:?} reshard (count, longest stall): {stalls:?}",
+        moved_at - moving_from
+    );
 
     // A slot that changed node puts its holds in doubt until the next renewal on the new owner
     // confirms them (issue 23): none may end lost.
@@ -371,12 +430,21 @@ async fn reshard_under_load(failover: bool) {
         );
     }
     let released = Instant::now();
+    // When the release of each hold began: its waiter may not have acquired before.
+    let mut unlocking = Vec::with_capacity(guards.len());
     for g in guards {
+        unlocking.push(Instant::now());
         g.unlock().await.unwrap();
     }
     let mut slowest = Duration::ZERO;
-    for w in waiters {
+    for (i, w) in waiters.into_iter().enumerate() {
         let at = tokio::time::timeout(WITHIN, w).await.unwrap().unwrap();
+        assert!(
+            at > unlocking[i],
+            "the waiter of {} acquired {:?} before its hold's release began",
+            holds[i],
+            unlocking[i] - at
+        );
         slowest = slowest.max(at.saturating_duration_since(released));
     }
     for name in holds.iter().chain(&loops) {
@@ -389,7 +457,8 @@ async fn reshard_under_load(failover: bool) {
     let errors = errors.lock().unwrap().clone();
     eprintln!(
         "live reshard (failover: {failover}): {SLOTS} slots ({} keys) moved in {took:?}; holds kept {kept}/200; \
-         {} lock/unlock loops; every waiter served, the last {slowest:?} after the releases \
+         {} lock/unlock loops, per loop lock during the move (count, longest stall): {stalls:?}; \
+         every waiter served after its hold's release, the last {slowest:?} after the releases \
          began; errors by kind: {errors:?}",
         holds.len() * 21,
         iterations.load(Ordering::Relaxed)

@@ -38,7 +38,16 @@ async fn lock_wait_wake(a: &Client, b: &Client, name: &str) -> Duration {
             Ok::<_, Error>((Instant::now(), g))
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The waiter is in (its subscription made or being made: it attempts again once it is).
+    // (10 s: longer than the bound the caller after the failover retries within.)
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            b.stats().channel_waiters(&channel) > 0
+        })
+        .await,
+        "the waiter on {name} is waiting"
+    );
     let released = Instant::now();
     guard.unlock().await.expect("unlock");
     let g = woke_within(waiter, released, Duration::from_millis(100)).await;
@@ -115,69 +124,130 @@ async fn sentinel_lock_wait_wake_before_and_after_master_kill() {
     b.shutdown().await;
 }
 
+/// Four tasks loop try_lock + unlock through a `SENTINEL FAILOVER`, and on after the old
+/// master is demoted (by hand at the switch, as the sentinels do at their next look at it, up
+/// to 10 s later): there is traffic before, during and after the switch, no error but transient
+/// ones (or a release that found its hold gone), never READONLY, and what is acquired after the
+/// switch is on the new master.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_switchover_never_lets_readonly_escape() {
+    use std::sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    };
     let set = SentinelSet::start();
     let client = connect(&set, config()).await;
     let old = set.master_port();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    // Every attempt: when it began, and whether it acquired and released.
+    let log: Arc<Mutex<Vec<(Instant, bool)>>> = Default::default();
     let mut tasks = Vec::new();
     for t in 0..4 {
-        let client = client.clone();
-        let stop = stop.clone();
+        let (client, stop, log) = (client.clone(), stop.clone(), log.clone());
         tasks.push(tokio::spawn(async move {
-            let (mut ok, mut errs) = (0u32, Vec::new());
+            let mut errs = Vec::new();
             let mut i = 0;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            while !stop.load(Ordering::Relaxed) {
                 i += 1;
                 let lock = client.get_lock(&format!("sentinel:switch:{t}:{}", i % 3));
-                match lock.try_lock().await {
+                let began = Instant::now();
+                let ok = match lock.try_lock().await {
                     Ok(Some(g)) => match g.unlock().await {
-                        Ok(_) => ok += 1,
-                        Err(e) => errs.push(e),
+                        Ok(_) => true,
+                        Err(e) => {
+                            errs.push(e);
+                            false
+                        }
                     },
-                    Ok(None) => {}
-                    Err(e) => errs.push(e),
-                }
+                    Ok(None) => false,
+                    Err(e) => {
+                        errs.push(e);
+                        false
+                    }
+                };
+                log.lock().unwrap().push((began, ok));
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
-            (ok, errs)
+            errs
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let count = |from: Instant, to: Option<Instant>, ok: bool| {
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|(at, done)| *at >= from && to.is_none_or(|to| *at < to) && (*done || !ok))
+            .count()
+    };
+    let started = Instant::now();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            count(started, None, true) >= 20
+        })
+        .await,
+        "traffic before the failover"
+    );
+    let failover = Instant::now();
     let reply = set.sentinel_cli(
         set.sentinel_ports()[0],
         &["SENTINEL", "FAILOVER", MASTER_NAME],
     );
     assert_eq!(reply, "OK", "SENTINEL FAILOVER");
     let new = set.await_new_master(old, Duration::from_secs(30));
-    // Traffic goes on a while on the new master.
-    tokio::time::sleep(Duration::from_secs(3)).await;
     let switched = Instant::now();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let mut total_ok = 0;
+    // The sentinels turn the old master into a replica of the new one at their next look at it;
+    // here at once, so that a connection left on it would get READONLY from now on.
+    let replicaof = set.data_cli(old, &["REPLICAOF", "127.0.0.1", &new.to_string()]);
+    assert_eq!(replicaof, "OK", "REPLICAOF on the old master");
+    assert!(set.data_cli(old, &["ROLE"]).starts_with("slave"));
+    let demoted = Instant::now();
+    let went_on = common::eventually(Duration::from_secs(20), || async {
+        count(demoted, None, true) >= 20
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let mut errors = std::collections::BTreeMap::<String, usize>::new();
     for t in tasks {
-        let (ok, errs) = t.await.unwrap();
-        total_ok += ok;
-        for e in &errs {
+        for e in &t.await.unwrap() {
             not_readonly(e);
             assert!(e.is_transient() || e.kind() == ErrorKind::NotHeld, "{e:?}");
+            *errors.entry(format!("{:?}", e.kind())).or_default() += 1;
         }
     }
-    assert!(total_ok > 0);
-    // After the switch, everything works.
+    assert!(
+        went_on,
+        "traffic after the old master's demotion: {} attempts, {} clean; errors {errors:?}",
+        count(demoted, None, false),
+        count(demoted, None, true)
+    );
+    // Traffic inside the switch: attempts begun between the command and the new master named
+    // by every sentinel, and some of them went through.
+    let (during, during_ok) = (
+        count(failover, Some(switched), false),
+        count(failover, Some(switched), true),
+    );
+    assert!(
+        during > 0 && during_ok > 0,
+        "{during} attempts during the switch, {during_ok} clean"
+    );
+    // After the switch, everything works, on the new master.
     for i in 0..20 {
-        let g = client
-            .get_lock(&format!("sentinel:post:{i}"))
-            .lock()
-            .await
-            .expect("lock on the new master");
+        let name = format!("sentinel:post:{i}");
+        let lock = client.get_lock(&name);
+        let g = lock.lock().await.expect("lock on the new master");
+        assert_eq!(
+            set.data_cli(new, &["HEXISTS", &name, lock.owner_field()]),
+            "1",
+            "held on the new master"
+        );
         g.unlock().await.expect("unlock on the new master");
     }
     println!(
-        "switch-over {old} -> {new}: {total_ok} lock+unlock during it, all clean {:?} after",
-        switched.elapsed()
+        "switch-over {old} -> {new} in {:?}: {} clean lock+unlock before it, {during_ok} of \
+         {during} attempts clean during it, {} after the old master's demotion; transient \
+         errors {errors:?}",
+        switched - failover,
+        count(started, Some(failover), true),
+        count(demoted, None, true)
     );
     client.shutdown().await;
 }
@@ -477,9 +547,18 @@ async fn sentinel_a_switchover_moves_the_client_before_the_old_master_is_demoted
     );
     let confirmed = began.elapsed();
 
-    // Whether the old master still acts as one (the window this test is about).
-    let old_role = set.data_cli(old, &["ROLE"]);
-    let old_still_master = old_role.starts_with("master");
+    // The old master still acts as one (the window this test is about): checked again once
+    // everything below is, so that all of it happened inside the window.
+    let in_window = |when: &str| {
+        let role = set.data_cli(old, &["ROLE"]);
+        assert!(
+            role.starts_with("master"),
+            "the old master was demoted {when} ({:?} after the failover began): the window \
+             this test is about was missed, it shows nothing; role {role:?}",
+            began.elapsed()
+        );
+    };
+    in_window("before the checks");
     let b = connect(&set, config).await;
     let next = a.get_lock("sentinel:split:next");
     let field = next.owner_field().to_owned();
@@ -506,10 +585,12 @@ async fn sentinel_a_switchover_moves_the_client_before_the_old_master_is_demoted
     g.unlock().await.expect("unlock");
     // `a` listens on the new master: `b`'s unlock there wakes `a`'s waiter at once.
     let woke = lock_wait_wake(&b, &a, "sentinel:split:wake").await;
+    in_window("during the checks");
     println!(
         "switchover {old} -> {new}: in doubt after {told:?}, switched after {switched:?}, \
-         held again after {confirmed:?}; old master still a master afterwards: \
-         {old_still_master}; waiter woke {woke:?} after the release"
+         held again after {confirmed:?}; the old master still a master {:?} after the failover \
+         began, when the checks were done; waiter woke {woke:?} after the release",
+        began.elapsed()
     );
     guard.unlock().await.expect("unlock on the new master");
     a.shutdown().await;
@@ -543,16 +624,20 @@ async fn sentinel_a_stale_first_sentinel_keeps_holds_in_doubt_until_the_named_ma
 
     let (new, _) = switch_over(&set, old, &guard).await;
     let switched = Instant::now();
+    let asked_at_switch = stale.asked();
     // The stand-in still names the old master, which still acts as one (for ~10 s): whatever
     // the client reaches, nothing confirms the hold. The connect timeout (1 s) bounds each
     // move, and every sentinel's announcement of the switch starts one: after the last, the
     // client used to give up and confirm the hold on the master it had reached.
     let mut looked_while_old_was_master = 0;
+    let mut last_look = Duration::ZERO;
     while switched.elapsed() < Duration::from_secs(6) {
+        let at = switched.elapsed();
         if !set.data_cli(old, &["ROLE"]).starts_with("master") {
             break;
         }
         looked_while_old_was_master += 1;
+        last_look = at;
         assert_ne!(
             guard.state(),
             HoldState::Held,
@@ -561,7 +646,21 @@ async fn sentinel_a_stale_first_sentinel_keeps_holds_in_doubt_until_the_named_ma
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(stale.asked() > 0, "the stand-in was asked");
+    // The window was there and looked into: the old master still a master for 4 s after the
+    // switch (past every sentinel's announcement and its 1 s move: the defect confirmed the
+    // hold there 3.1 s after the switch), the hold never confirmed meanwhile (above), and the
+    // client's discovery asked the stand-in again after the switch (so it was sent to the old
+    // master's address).
+    assert!(
+        last_look >= Duration::from_secs(4),
+        "the old master was demoted {last_look:?} after the switch ({looked_while_old_was_master} \
+         looks): the window this test is about was missed, it shows nothing"
+    );
+    let asked_after_switch = stale.asked() - asked_at_switch;
+    assert!(
+        asked_after_switch > 0,
+        "the stand-in was not asked after the switch (asked {asked_at_switch} times before)"
+    );
     // It catches up: the client reaches the new master and the hold is confirmed there.
     stale.name(("127.0.0.1".into(), new));
     let caught_up = Instant::now();
@@ -581,7 +680,8 @@ async fn sentinel_a_stale_first_sentinel_keeps_holds_in_doubt_until_the_named_ma
     );
     println!(
         "switchover {old} -> {new}: {looked_while_old_was_master} looks in doubt while the old \
-         master was still one; held again {confirmed:?} after the stale sentinel caught up"
+         master was still one; the stand-in asked {asked_after_switch} times after the switch; \
+         held again {confirmed:?} after the stale sentinel caught up"
     );
     g.unlock().await.expect("unlock");
     guard.unlock().await.expect("unlock on the new master");

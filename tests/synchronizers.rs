@@ -831,6 +831,40 @@ async fn a_dropped_acquisition_leaves_nothing_behind() {
     client.shutdown().await;
 }
 
+/// The highest client id on the server and whether a connection newer than `after` is
+/// subscribed to something: `CLIENT LIST` (ids only grow).
+async fn clients(admin: &Admin, after: u64) -> (u64, bool) {
+    let list = admin
+        .cmd("CLIENT", vec!["LIST".into()])
+        .await
+        .unwrap()
+        .as_string()
+        .unwrap_or_default();
+    let field = |line: &str, name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let max = list.lines().map(|l| field(l, "id=")).max().unwrap_or(0);
+    let subscribed = list
+        .lines()
+        .any(|l| field(l, "id=") > after && field(l, "sub=") + field(l, "ssub=") > 0);
+    (max, subscribed)
+}
+
+/// After `proxy.reset()`: waits until the client is subscribed again on a connection opened
+/// after the reset (the old one's subscription does not count).
+async fn resubscribed(admin: &Admin, before_reset: u64) {
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            clients(admin, before_reset).await.1
+        })
+        .await,
+        "the client subscribed again on a new connection after the reset"
+    );
+}
+
 /// A latch wait and a permit wait go on after a reply is lost with its connection (the next
 /// attempt runs once the client reconnects), and end when the count-down or the release
 /// comes; a semaphore attempt is the one not repeated (its permits are anonymous).
@@ -878,8 +912,9 @@ async fn waits_go_on_after_a_lost_reply_and_a_reset_connection() {
         .java_publish("redisson_countdownlatch__channel__{fault-cdl}", "0")
         .await;
     assert!(dropped.wait_caught(Duration::from_secs(10)).await.is_some());
+    let before_reset = clients(&admin, 0).await.0;
     proxy.reset();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    resubscribed(&admin, before_reset).await;
     assert!(!waiter.is_finished(), "the wait goes on after the failure");
     subscribed(1).await;
     direct
@@ -913,8 +948,9 @@ async fn waits_go_on_after_a_lost_reply_and_a_reset_connection() {
         proxy.drop_next_reply_matching(|d| d.starts_with(b"$-1\r\n") || d.starts_with(b"_\r\n"));
     admin.java_publish("redisson_sc:{fault-psem}", "1").await;
     assert!(dropped.wait_caught(Duration::from_secs(10)).await.is_some());
+    let before_reset = clients(&admin, 0).await.0;
     proxy.reset();
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    resubscribed(&admin, before_reset).await;
     assert!(!waiter.is_finished(), "the wait goes on after the failure");
     subscribed(1).await;
     direct.get_semaphore(name).release(1).await.unwrap();

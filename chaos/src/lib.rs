@@ -3,9 +3,12 @@
 //! Every worker process writes one line per event to its own history file, stamped with
 //! `CLOCK_MONOTONIC` in nanoseconds ([`clock::now_ns`]): one clock shared by every process of
 //! the machine, so events of different processes compare without any synchronisation. The
-//! checker ([`check`]) reads the merged history and counts overlaps of two holders of one lock,
-//! split into *announced* (the earlier holder had been told before the later one acquired) and
-//! *unannounced* ones, plus fenced-register outcomes, waits and errors.
+//! checker ([`check`], [`check_with`]) reads the merged history and counts overlaps of two
+//! holders of one lock, split into *announced* (the earlier holder had been told before the later
+//! one acquired: by its state, or only by its validity deadline) and *unannounced* ones, ties
+//! each overlap to the fault of the run that can have caused it ([`FaultSpan`]), and counts
+//! fencing tokens that did not increase while the token counter survived, fenced-register
+//! outcomes, waits and errors.
 //!
 //! # Line format
 //! `<kind> <process> <owner> <seq> <t_ns> <fields...>`, one attempt being `(process, owner,
@@ -90,11 +93,141 @@ impl Attempt {
     /// showed a state other than `Held`, or a validity deadline at or before `t`. A hold in
     /// doubt that was confirmed held again before `t` counts as not told.
     pub fn told_by(&self, t: u64) -> bool {
-        match self.looks.iter().filter(|l| l.0 <= t).max_by_key(|l| l.0) {
-            Some((_, state, deadline)) => state != "Held" || *deadline <= t,
-            None => false,
+        self.excuse_at(t) != Excuse::Unannounced
+    }
+
+    /// What the acquisition itself told the holder: its hold came back in doubt, or with its
+    /// validity deadline already passed (a process paused between the server's grant and the
+    /// call's return: the grant may be older than another holder's, whose acquisition then
+    /// comes first in the history although it came second on the server).
+    pub fn born_told(&self) -> Excuse {
+        let at = self.acquired.unwrap_or(0);
+        match self.acquired.and(self.looks.iter().find(|l| l.0 == at)) {
+            Some((_, state, deadline)) => {
+                if state != "Held" {
+                    Excuse::Told
+                } else if *deadline <= at {
+                    Excuse::Deadline
+                } else {
+                    Excuse::Unannounced
+                }
+            }
+            _ => Excuse::Unannounced,
         }
     }
+
+    /// What the holder knew at `t` (see [`told_by`](Self::told_by)): told by its state, told
+    /// only by its validity deadline, or nothing. Looks after `t` do not count.
+    pub fn excuse_at(&self, t: u64) -> Excuse {
+        match self.looks.iter().filter(|l| l.0 <= t).max_by_key(|l| l.0) {
+            Some((_, state, _)) if state != "Held" => Excuse::Told,
+            Some((_, _, deadline)) if *deadline <= t => Excuse::Deadline,
+            _ => Excuse::Unannounced,
+        }
+    }
+}
+
+/// What excused an overlap: what the earlier holder knew when the later one acquired, or what
+/// the later one's acquisition told it (see [`Attempt::born_told`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Excuse {
+    /// Nothing: it still held a valid hold as far as it knew.
+    Unannounced,
+    /// Its state said so: in doubt, lost, or `lost()` had resolved.
+    Told,
+    /// Only its validity deadline (`valid_until()`), which had passed; its state still said
+    /// held. A crate that set the deadline too early would turn real overlaps into these.
+    Deadline,
+}
+
+/// A fault of the run as the checker sees it (from the runner's `nemesis.log`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FaultSpan {
+    /// The fault's name (`pause-client`, ...).
+    pub name: String,
+    /// When it started (`CLOCK_MONOTONIC` ns).
+    pub start: u64,
+    /// When it ended.
+    pub end: u64,
+    /// Whether it can make two holders of one lock overlap: a lock that expired or vanished on
+    /// the server (renewals stopped longer than the lease, data lost), or a RedLock node lost.
+    pub can_overlap: bool,
+    /// Whether it can lose data, the fencing token counter with it (a restart without data, a
+    /// failover), after which tokens start again from a lower value.
+    pub loses_data: bool,
+}
+
+/// The faults of a run, and how long after a fault's end an overlap can still be its doing.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Every fault, in any order.
+    pub spans: Vec<FaultSpan>,
+    /// An overlap acquired later than this after the end of every fault that can cause one
+    /// is unexplained.
+    pub window_ns: u64,
+}
+
+impl Faults {
+    /// Whether a fault that can lose data was under way at some time in `from..=to`.
+    fn data_lost_within(&self, from: u64, to: u64) -> bool {
+        self.spans
+            .iter()
+            .any(|f| f.loses_data && f.start <= to && f.end >= from)
+    }
+
+    /// The fault an overlap at `t` is tied to: the latest one that can cause overlaps, started
+    /// at or before `t` and ended at most the window before it (`true`), else the latest fault
+    /// started at or before `t`, if any (`false`).
+    fn cause_of(&self, t: u64) -> (Option<usize>, bool) {
+        let latest = |ok: &dyn Fn(&FaultSpan) -> bool| {
+            self.spans
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.start <= t && ok(f))
+                .max_by_key(|(_, f)| f.start)
+                .map(|(i, _)| i)
+        };
+        let window = self.window_ns;
+        match latest(&|f| f.can_overlap && f.end.saturating_add(window) >= t) {
+            Some(i) => (Some(i), true),
+            None => (latest(&|_| true), false),
+        }
+    }
+}
+
+/// One overlap of two holds of one lock.
+#[derive(Debug, Clone)]
+pub struct Overlap {
+    /// When the later holder acquired.
+    pub at: u64,
+    /// What the earlier holder knew then.
+    pub excuse: Excuse,
+    /// The fault it is tied to (an index into [`Faults::spans`]): see `explained`.
+    pub fault: Option<usize>,
+    /// Whether that fault can cause overlaps and ended at most the window before it; if not,
+    /// `fault` is merely the latest fault before it.
+    pub explained: bool,
+    /// How long after that fault's end it came, in ms (negative: during the fault).
+    pub after_fault_ms: Option<i64>,
+    /// The two holds and the lock, described.
+    pub what: String,
+}
+
+/// The overlaps tied to one fault (see [`Report::by_fault`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FaultTally {
+    /// The fault's name, `-` for none.
+    pub fault: String,
+    /// Overlaps.
+    pub all: u64,
+    /// Unannounced ones.
+    pub unannounced: u64,
+    /// Ones announced only by the deadline.
+    pub deadline_only: u64,
+    /// Ones the fault does not explain.
+    pub unexplained: u64,
+    /// The latest one after the fault's end, in ms (negative: during it).
+    pub latest_after_end_ms: Option<i64>,
 }
 
 /// A fenced write.
@@ -112,12 +245,25 @@ struct FencedWrite {
 pub struct Report {
     /// Acquisitions (holds).
     pub ops: u64,
+    /// Acquisitions per owner `(process, owner)`; every owner that began an attempt is listed.
+    pub owner_ops: BTreeMap<(u32, u32), u64>,
     /// Attempts that returned without the lock because the wait ran out.
     pub not_acquired: u64,
+    /// Holds renewed by the watchdog whose holder was told they were in doubt or lost (a `T`
+    /// line, or a state other than `Held` seen): none in a run without faults. RedLock holds
+    /// are not counted: the workers take them with a lease, and a hold longer than it is told
+    /// at its end by design.
+    pub told: u64,
     /// Pairs of holds of one lock by different owners whose critical sections overlapped.
     pub overlaps: u64,
     /// Overlaps where the earlier holder had not been told before the later one acquired.
     pub unannounced: u64,
+    /// Overlaps announced only by the earlier holder's validity deadline: its state still said
+    /// held.
+    pub deadline_only: u64,
+    /// Overlaps not explained by a fault: no fault that can cause one started before them and
+    /// ended less than the window before them.
+    pub unexplained: u64,
     /// Entries into the register that found another holder still inside (clock-free check).
     pub register_overlaps: u64,
     /// Fenced writes sent.
@@ -129,6 +275,10 @@ pub struct Report {
     pub stale_accepted: u64,
     /// Holds of one lock by different attempts with the same fencing token.
     pub duplicate_tokens: u64,
+    /// Fenced holds whose token was not higher than that of a hold of the same lock acquired
+    /// before they began, or equal to another hold's, with no fault that can lose data in
+    /// between: the counter survived and the tokens did not increase. Must be 0.
+    pub token_regressions: u64,
     /// Attempts that never returned, or returned later than the stuck bound.
     pub stuck_waits: u64,
     /// The longest attempt (begin to return), in milliseconds.
@@ -141,10 +291,14 @@ pub struct Report {
     pub examples: Vec<String>,
     /// Overlaps by variant: `(all, unannounced)`.
     pub by_variant: BTreeMap<String, (u64, u64)>,
-    /// Every overlap: when the later holder acquired, and whether it was unannounced.
-    pub overlap_at: Vec<(u64, bool)>,
+    /// Every overlap, by the later acquisition's time.
+    pub overlap_list: Vec<Overlap>,
     /// A few announced overlaps, described (what the earlier holder knew).
     pub announced_examples: Vec<String>,
+    /// A few token regressions, described.
+    pub token_examples: Vec<String>,
+    /// The faults the overlaps were tied to (a copy of the input).
+    pub faults: Vec<FaultSpan>,
 }
 
 impl Report {
@@ -157,6 +311,72 @@ impl Report {
         }
     }
 
+    /// The fewest acquisitions of one owner (0 without owners).
+    pub fn min_owner_ops(&self) -> u64 {
+        self.owner_ops.values().copied().min().unwrap_or(0)
+    }
+
+    /// Overlaps per fault they are tied to (one entry per fault name, in order of first
+    /// appearance; `-`: before any fault).
+    pub fn by_fault(&self) -> Vec<FaultTally> {
+        let mut overlaps: Vec<&Overlap> = self.overlap_list.iter().collect();
+        overlaps.sort_by_key(|o| o.at);
+        let mut out: Vec<FaultTally> = Vec::new();
+        for o in overlaps {
+            let name = o
+                .fault
+                .and_then(|i| self.faults.get(i))
+                .map_or("-", |f| f.name.as_str());
+            let i = match out.iter().position(|e| e.fault == name) {
+                Some(i) => i,
+                None => {
+                    out.push(FaultTally {
+                        fault: name.to_owned(),
+                        ..FaultTally::default()
+                    });
+                    out.len() - 1
+                }
+            };
+            let e = &mut out[i];
+            e.all += 1;
+            e.unannounced += u64::from(o.excuse == Excuse::Unannounced);
+            e.deadline_only += u64::from(o.excuse == Excuse::Deadline);
+            e.unexplained += u64::from(!o.explained);
+            if let Some(ms) = o.after_fault_ms {
+                e.latest_after_end_ms = Some(e.latest_after_end_ms.map_or(ms, |l| l.max(ms)));
+            }
+        }
+        out
+    }
+
+    /// [`by_fault`](Self::by_fault) as one line.
+    pub fn by_fault_line(&self) -> String {
+        let v: Vec<String> = self
+            .by_fault()
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}:{}/{}/{}/{} (latest {} after its end)",
+                    e.fault,
+                    e.all,
+                    e.unannounced,
+                    e.deadline_only,
+                    e.unexplained,
+                    e.latest_after_end_ms
+                        .map_or_else(|| "-".to_owned(), |ms| format!("{ms} ms"))
+                )
+            })
+            .collect();
+        format!(
+            "overlaps by the fault before them (all/unannounced/deadline only/unexplained): {}",
+            if v.is_empty() {
+                "none".into()
+            } else {
+                v.join(", ")
+            }
+        )
+    }
+
     /// `key=value` lines, the format the runner prints.
     pub fn summary(&self) -> String {
         let errors: Vec<String> = self
@@ -165,19 +385,26 @@ impl Report {
             .map(|(k, v)| format!("{k}:{v}"))
             .collect();
         let mut s = format!(
-            "ops={} ops_per_s={:.1} not_acquired={} overlaps={} unannounced={} register_overlaps={} \
+            "ops={} ops_per_s={:.1} owners={} min_owner_ops={} not_acquired={} told={} overlaps={} \
+             unannounced={} deadline_only={} unexplained={} register_overlaps={} \
              fenced_writes={} fenced_rejected={} stale_accepted={} duplicate_tokens={} \
-             stuck_waits={} max_wait_ms={:.0} errors={}",
+             token_regressions={} stuck_waits={} max_wait_ms={:.0} errors={}",
             self.ops,
             self.ops_per_s(),
+            self.owner_ops.len(),
+            self.min_owner_ops(),
             self.not_acquired,
+            self.told,
             self.overlaps,
             self.unannounced,
+            self.deadline_only,
+            self.unexplained,
             self.register_overlaps,
             self.fenced_writes,
             self.fenced_rejected,
             self.stale_accepted,
             self.duplicate_tokens,
+            self.token_regressions,
             self.stuck_waits,
             self.max_wait_ms,
             if errors.is_empty() {
@@ -199,6 +426,14 @@ impl Report {
             s.push_str("\nunannounced overlap: ");
             s.push_str(e);
         }
+        for o in self.overlap_list.iter().filter(|o| !o.explained).take(5) {
+            s.push_str("\nunexplained overlap: ");
+            s.push_str(&o.what);
+        }
+        for e in &self.token_examples {
+            s.push_str("\ntoken regression: ");
+            s.push_str(e);
+        }
         s
     }
 }
@@ -218,16 +453,30 @@ impl std::fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Checks a history (lines of every worker, in any order). `stuck_ms` bounds one attempt
-/// (its wait plus retries, pauses and slack): a longer or unfinished attempt is a stuck wait.
+/// Checks a history (lines of every worker, in any order) of a run without faults: every
+/// overlap is unexplained. `stuck_ms` bounds one attempt (its wait plus retries, pauses and
+/// slack): a longer or unfinished attempt is a stuck wait.
 pub fn check<'a>(
     lines: impl IntoIterator<Item = &'a str>,
     stuck_ms: u64,
 ) -> Result<Report, ParseError> {
+    check_with(lines, stuck_ms, &Faults::default())
+}
+
+/// [`check`] of a run with `faults`: each overlap is tied to the fault that can have caused it,
+/// and tokens may start again from a lower value after a fault that can lose data.
+pub fn check_with<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    stuck_ms: u64,
+    faults: &Faults,
+) -> Result<Report, ParseError> {
     let mut attempts: HashMap<(u32, u32, u64), Attempt> = HashMap::new();
     let mut writes: HashMap<String, Vec<FencedWrite>> = HashMap::new();
     let mut pending_writes: Vec<FencedWrite> = Vec::new();
-    let mut report = Report::default();
+    let mut report = Report {
+        faults: faults.spans.clone(),
+        ..Report::default()
+    };
     let (mut first, mut last) = (u64::MAX, 0u64);
     for line in lines {
         let line = line.trim();
@@ -333,7 +582,11 @@ pub fn check<'a>(
                 *report.errors.entry(format!("release:{r}")).or_default() += 1;
             }
         }
+        let owner_ops = report.owner_ops.entry((a.process, a.owner)).or_default();
         if a.acquired.is_some() {
+            *owner_ops += 1;
+            report.told +=
+                u64::from(a.variant != "redlock" && a.looks.iter().any(|l| l.1 != "Held"));
             report.ops += 1;
             by_lock.entry(a.lock.as_str()).or_default().push(a);
         }
@@ -341,68 +594,77 @@ pub fn check<'a>(
 
     // Overlaps: per lock, holds by acquisition time; a hold that never ended lasts to the end.
     for holds in by_lock.values_mut() {
-        holds.sort_by_key(|a| a.acquired);
-        let mut tokens: HashMap<u64, (u32, u32, u64)> = HashMap::new();
+        holds.sort_by_key(|a| (a.acquired, a.process, a.owner, a.seq));
+        tokens(holds, faults, &mut report);
         // Holds whose critical section had not ended at the current acquisition.
         let mut active: Vec<&Attempt> = Vec::new();
         for y in holds.iter() {
             let ty = y.acquired.unwrap_or(0);
-            if let Some(tok) = y.token {
-                if tokens.insert(tok, (y.process, y.owner, y.seq)).is_some() {
-                    report.duplicate_tokens += 1;
-                }
-            }
             active.retain(|x| x.end.unwrap_or(u64::MAX) > ty);
             for x in &active {
                 if (x.process, x.owner) == (y.process, y.owner) {
                     continue;
                 }
                 report.overlaps += 1;
-                let told = x.told_by(ty);
-                report.overlap_at.push((ty, !told));
+                let excuse = match x.excuse_at(ty) {
+                    Excuse::Unannounced => y.born_told(),
+                    told => told,
+                };
+                let (fault, explained) = faults.cause_of(ty);
+                report.unexplained += u64::from(!explained);
+                report.deadline_only += u64::from(excuse == Excuse::Deadline);
                 let v = report.by_variant.entry(y.variant.clone()).or_default();
                 v.0 += 1;
-                if told && report.announced_examples.len() < 5 {
+                let deadline = x
+                    .looks
+                    .iter()
+                    .filter(|l| l.0 <= ty)
+                    .max_by_key(|l| l.0)
+                    .map(|l| l.2);
+                let what = format!(
+                    "lock {} ({}): {} held from {} (deadline {:?}, told {:?}, ended {:?}); \
+                     {} acquired at {} ({excuse:?}; after {})",
+                    y.lock,
+                    y.variant,
+                    x.id(),
+                    x.acquired.unwrap_or(0),
+                    deadline,
+                    x.told,
+                    x.end,
+                    y.id(),
+                    ty,
+                    fault
+                        .and_then(|i| faults.spans.get(i))
+                        .map_or("no fault".to_owned(), |f| f.name.clone())
+                );
+                if excuse != Excuse::Unannounced && report.announced_examples.len() < 5 {
                     report.announced_examples.push(format!(
-                        "lock {} ({}): {} told {:?}, looks before: {:?}; {} acquired at {}",
-                        y.lock,
-                        y.variant,
-                        x.id(),
-                        x.told,
-                        x.looks.iter().filter(|l| l.0 <= ty).collect::<Vec<_>>(),
-                        y.id(),
-                        ty
+                        "{what}; looks before: {:?}",
+                        x.looks.iter().filter(|l| l.0 <= ty).collect::<Vec<_>>()
                     ));
                 }
-                if !told {
+                if excuse == Excuse::Unannounced {
                     v.1 += 1;
                     report.unannounced += 1;
                     if report.examples.len() < 10 {
-                        let deadline = x
-                            .looks
-                            .iter()
-                            .filter(|l| l.0 <= ty)
-                            .max_by_key(|l| l.0)
-                            .map(|l| l.2);
-                        report.examples.push(format!(
-                            "lock {} ({}): {} held from {} (deadline {:?}, told {:?}, ended {:?}); \
-                             {} acquired at {}",
-                            y.lock,
-                            y.variant,
-                            x.id(),
-                            x.acquired.unwrap_or(0),
-                            deadline,
-                            x.told,
-                            x.end,
-                            y.id(),
-                            ty
-                        ));
+                        report.examples.push(what.clone());
                     }
                 }
+                report.overlap_list.push(Overlap {
+                    at: ty,
+                    excuse,
+                    fault,
+                    explained,
+                    after_fault_ms: fault
+                        .and_then(|i| faults.spans.get(i))
+                        .map(|f| (ty as i64 - f.end as i64) / 1_000_000),
+                    what,
+                });
             }
             active.push(y);
         }
     }
+    report.overlap_list.sort_by_key(|o| o.at);
 
     // Fenced writes: the register must have rejected every stale one.
     for ws in writes.values_mut() {
@@ -434,4 +696,51 @@ pub fn check<'a>(
         }
     }
     Ok(report)
+}
+
+/// Fencing tokens of the holds of one lock (sorted by acquisition): duplicates, and holds whose
+/// token did not increase while the counter survived. A hold `x` certainly acquired before `y`
+/// when `x`'s acquisition returned before `y`'s attempt began; then `y`'s token must be higher,
+/// unless a fault that can lose data came between `x`'s attempt and `y`'s acquisition. Two
+/// holds never share a token, with the same exception.
+fn tokens(holds: &[&Attempt], faults: &Faults, report: &mut Report) {
+    let fenced: Vec<(&Attempt, u64, u64)> = holds
+        .iter()
+        .filter_map(|a| Some((*a, a.token?, a.acquired?)))
+        .collect();
+    let mut seen: HashMap<u64, Vec<&Attempt>> = HashMap::new();
+    for &(y, ty, acq_y) in &fenced {
+        let same = seen.entry(ty).or_default();
+        if !same.is_empty() {
+            report.duplicate_tokens += 1;
+        }
+        let duplicate = same.iter().find(|x| {
+            let from = x.begin.min(y.begin);
+            !faults.data_lost_within(from, acq_y)
+        });
+        let regression = duplicate.map(|x| (*x, ty)).or_else(|| {
+            fenced
+                .iter()
+                .filter(|&&(x, tx, acq_x)| {
+                    acq_x < y.begin && tx >= ty && !faults.data_lost_within(x.begin, acq_y)
+                })
+                .map(|&(x, tx, _)| (x, tx))
+                .next()
+        });
+        if let Some((x, tx)) = regression {
+            report.token_regressions += 1;
+            if report.token_examples.len() < 5 {
+                report.token_examples.push(format!(
+                    "lock {}: {} acquired at {} with token {tx}; {} began at {} and acquired at \
+                     {acq_y} with token {ty}",
+                    y.lock,
+                    x.id(),
+                    x.acquired.unwrap_or(0),
+                    y.id(),
+                    y.begin
+                ));
+            }
+        }
+        same.push(y);
+    }
 }

@@ -93,7 +93,7 @@ enum Cmd {
         /// An attempt longer than this (ms) is a stuck wait.
         #[arg(long, default_value_t = 25_000)]
         stuck_ms: u64,
-        /// Also print every unannounced overlap's time (`CLOCK_MONOTONIC` ns).
+        /// Also print every overlap: its time (`CLOCK_MONOTONIC` ns), excuse and fault.
         #[arg(long)]
         list: bool,
     },
@@ -162,8 +162,14 @@ pub struct RunArgs {
     /// Keep the history and the nemesis log in this directory (default: a removed temp dir).
     #[arg(long)]
     pub keep: Option<PathBuf>,
-    /// Exit with status 1 unless: ops > 0, no unannounced overlap, no stuck wait, no stale
-    /// fenced write accepted.
+    /// Draw the faults from a shuffled bag (each fault once before any twice), so that a
+    /// short run has every fault of the nemesis.
+    #[arg(long)]
+    pub cover: bool,
+    /// Exit with status 1 unless: every step of the nemesis had its effect, every worker
+    /// exited cleanly, every owner acquired, no unannounced overlap, no overlap unexplained by a
+    /// fault before it, no token that failed to increase while the counter survived, no stuck
+    /// wait, no stale fenced write accepted.
     #[arg(long)]
     pub expect_safe: bool,
 }
@@ -243,14 +249,22 @@ fn main() -> ExitCode {
         } => match nemesis::check_dir(&dir, stuck_ms) {
             Ok(report) => {
                 if list {
-                    for (t, unannounced) in &report.overlap_at {
-                        if *unannounced {
-                            println!("unannounced at {t}");
-                        }
+                    for o in &report.overlap_list {
+                        println!(
+                            "overlap at {} ({:?}, {}): {}",
+                            o.at,
+                            o.excuse,
+                            if o.explained {
+                                "explained"
+                            } else {
+                                "unexplained"
+                            },
+                            o.what
+                        );
                     }
                 }
                 println!("{}", report.summary());
-                println!("{}", nemesis::by_fault_line(&dir, &report));
+                println!("{}", report.by_fault_line());
                 for e in &report.announced_examples {
                     println!("announced overlap: {e}");
                 }

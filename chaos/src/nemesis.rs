@@ -8,7 +8,7 @@ use std::{
     time::Duration,
 };
 
-use redisson_lock_chaos::{check, clock::now_ns, Report};
+use redisson_lock_chaos::{check_with, clock::now_ns, FaultSpan, Faults, Report};
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
     process::{Child, Command},
@@ -131,6 +131,28 @@ impl Fault {
     fn fits(self, topology: Topology) -> bool {
         self == Fault::Flush || Fault::full(topology).contains(&self)
     }
+
+    /// Whether the fault can make two holders of one lock overlap: it stops renewals longer
+    /// than the lease can last (pauses, a partition, lost requests), loses the locks (data, a
+    /// failover, a slot in its `ASK` phase), or slows a RedLock acquisition past its validity
+    /// (a node restarting). A master restarted from its AOF keeps every lock, and latency
+    /// below the command timeout delays renewals without stopping them: after those two, and
+    /// with no fault at all, an overlap is a defect even when the holder was told.
+    pub fn can_overlap(self) -> bool {
+        !matches!(self, Fault::KillPersist | Fault::Latency)
+    }
+
+    /// Whether the fault can lose data on the deployment, the fencing token counter with it:
+    /// a restart without data, a flush, and, on Sentinel and cluster, a failover that can
+    /// promote a replica which missed the last writes (a kill, the lag-kill, a master paused
+    /// or asleep past the failure detection). Manual failovers wait for the replica.
+    pub fn loses_data(self, topology: Topology) -> bool {
+        match self {
+            Fault::KillWipe | Fault::Flush | Fault::KillFailover | Fault::LagKill => true,
+            Fault::PauseServer | Fault::DebugSleep => topology != Topology::Standalone,
+            _ => false,
+        }
+    }
 }
 
 /// Prints the faults of every topology.
@@ -187,8 +209,20 @@ fn schedule(args: &RunArgs, faults: &[Fault], seed: u64) -> Vec<Step> {
     }
     let end = args.duration.saturating_mul(1000).saturating_sub(4000);
     let mut t = 2000 + rng.below(args.interval * 500);
+    // `--cover`: the faults come out of a bag, shuffled, each once before any twice.
+    let mut bag: Vec<Fault> = Vec::new();
     while t < end {
-        let fault = faults[rng.below(faults.len() as u64) as usize];
+        let fault = if args.cover {
+            if bag.is_empty() {
+                bag = faults.to_vec();
+                for i in (1..bag.len()).rev() {
+                    bag.swap(i, rng.below(i as u64 + 1) as usize);
+                }
+            }
+            bag.remove(0)
+        } else {
+            faults[rng.below(faults.len() as u64) as usize]
+        };
         let lease = args.watchdog_ms;
         let ms = match fault {
             Fault::PauseClient => lease * 13 / 10 + rng.below(lease * 7 / 10),
@@ -228,18 +262,127 @@ struct Deployment {
     workers: Vec<u32>,
 }
 
-fn signal(pid: u32, stop: bool) {
-    if let Some(pid) = i32::try_from(pid)
+/// `SIGSTOP` (`stop`) or `SIGCONT` to a process.
+fn signal(pid: u32, stop: bool) -> Result<(), String> {
+    let p = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)
-    {
-        let sig = if stop {
-            rustix::process::Signal::STOP
-        } else {
-            rustix::process::Signal::CONT
-        };
-        let _ = rustix::process::kill_process(pid, sig);
+        .ok_or_else(|| format!("bad pid {pid}"))?;
+    let sig = if stop {
+        rustix::process::Signal::STOP
+    } else {
+        rustix::process::Signal::CONT
+    };
+    rustix::process::kill_process(p, sig).map_err(|e| format!("signal to pid {pid}: {e}"))
+}
+
+/// The state letter of a process (`/proc/<pid>/stat`: `T` stopped, `R`/`S` running or
+/// sleeping, `Z` zombie), `None` if there is no such process.
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.trim_start().chars().next()
+}
+
+/// Whether a process exists (a zombie does not count).
+fn alive(pid: Option<u32>) -> bool {
+    pid.and_then(proc_state)
+        .is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// Waits (at most 2 s) until the process is stopped (`true`) or running (`false`).
+async fn until_stopped(pid: u32, stopped: bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let s = proc_state(pid);
+        if s.is_some_and(|s| (s == 'T' || s == 't') == stopped) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
     }
+}
+
+/// `SIGSTOP`, `pause`, `SIGCONT`, each seen in the process's state: stopped within the pause,
+/// still stopped at its end, running again after.
+async fn pause_process(pid: u32, pause: Duration) -> Result<String, String> {
+    let start = Instant::now();
+    signal(pid, true)?;
+    let stopped = until_stopped(pid, true).await;
+    tokio::time::sleep_until(start + pause).await;
+    let still = proc_state(pid);
+    let resumed = signal(pid, false);
+    let running = until_stopped(pid, false).await;
+    resumed?;
+    if !stopped || !matches!(still, Some('T' | 't')) || !running {
+        return Err(format!(
+            "pid {pid}: seen stopped {stopped}, state at the end {still:?}, running again \
+             {running}"
+        ));
+    }
+    Ok("seen stopped, and running again after".to_owned())
+}
+
+/// A key the kill faults write before the kill and read after the restart: kept from the AOF,
+/// gone without data.
+const MARKER: &str = "chaos:nemesis:marker";
+
+/// A raw connection of the nemesis to the proxy, to see a fault's effect on a `PING`.
+struct Probe(tokio::net::TcpStream);
+
+impl Probe {
+    async fn connect(port: u16) -> Result<Probe, String> {
+        tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map(Probe)
+            .map_err(|e| format!("probe connection: {e}"))
+    }
+
+    async fn send_ping(&mut self) -> Result<(), String> {
+        self.0
+            .write_all(b"PING\r\n")
+            .await
+            .map_err(|e| format!("probe: {e}"))
+    }
+
+    /// The next reply line, if one comes within `within`: `+PONG`, else an error.
+    async fn reply(&mut self, within: Duration) -> Result<(), String> {
+        use tokio::io::AsyncReadExt;
+        let read = async {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 64];
+            while !buf.ends_with(b"\r\n") {
+                let n = self.0.read(&mut chunk).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("connection closed".to_owned());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            if buf.starts_with(b"+PONG") {
+                Ok(())
+            } else {
+                Err(format!("reply {:?}", String::from_utf8_lossy(&buf)))
+            }
+        };
+        tokio::time::timeout(within, read)
+            .await
+            .map_err(|_| format!("no reply within {within:?}"))?
+    }
+
+    /// A `PING` and its reply within `within`.
+    async fn ping(&mut self, within: Duration) -> Result<(), String> {
+        self.send_ping().await?;
+        self.reply(within).await
+    }
+}
+
+/// The round trip of a `PING` on a new connection to `port` (the proxy), at most 10 s.
+async fn ping_rtt(port: u16) -> Result<Duration, String> {
+    let mut probe = Probe::connect(port).await?;
+    let t = Instant::now();
+    probe.ping(Duration::from_secs(10)).await?;
+    Ok(t.elapsed())
 }
 
 /// `redis-cli` on a port, blocking (the fixture's).
@@ -368,99 +511,195 @@ impl Deployment {
         }
     }
 
-    /// Runs one step; returns what was done.
-    async fn run_step(self: Arc<Self>, step: Step, names: Vec<String>) -> String {
+    /// Runs one step. `Ok`: what was done and the effect it was seen to have; `Err`: what
+    /// failed, or the effect that was not seen (the step did nothing provable).
+    async fn run_step(self: Arc<Self>, step: Step, names: Vec<String>) -> Result<String, String> {
         let name = names[(step.pick % names.len() as u64) as usize].clone();
         let pause = Duration::from_millis(step.ms);
         match step.fault {
             Fault::PauseClient => {
                 let pid = self.workers[(step.pick % self.workers.len() as u64) as usize];
-                signal(pid, true);
-                tokio::time::sleep(pause).await;
-                signal(pid, false);
-                format!("SIGSTOP worker pid {pid} for {} ms", step.ms)
+                let seen = pause_process(pid, pause).await?;
+                Ok(format!(
+                    "SIGSTOP worker pid {pid} for {} ms: {seen}",
+                    step.ms
+                ))
             }
             Fault::PauseServer => {
                 let port = self.master_port(&name);
                 let Some(pid) = self.master_pid(port) else {
-                    return format!("no master pid for {port}");
+                    return Err(format!("no master pid for {port}"));
                 };
-                signal(pid, true);
-                tokio::time::sleep(pause).await;
-                signal(pid, false);
-                format!("SIGSTOP master {port} for {} ms", step.ms)
+                let seen = pause_process(pid, pause).await?;
+                Ok(format!("SIGSTOP master {port} for {} ms: {seen}", step.ms))
             }
             Fault::DebugSleep => {
                 let port = self.master_port(&name);
                 let secs = format!("{:.3}", step.ms as f64 / 1000.0);
                 let s2 = secs.clone();
-                let _ =
-                    tokio::task::spawn_blocking(move || cli(port, &["DEBUG", "SLEEP", &s2])).await;
-                format!("DEBUG SLEEP {secs} on {port}")
+                let t = Instant::now();
+                let reply =
+                    tokio::task::spawn_blocking(move || cli(port, &["DEBUG", "SLEEP", &s2]))
+                        .await
+                        .map_err(|e| format!("DEBUG SLEEP {secs} on {port}: {e}"))?;
+                let took = t.elapsed();
+                // The reply comes once the server has slept (it answers nothing meanwhile).
+                if reply != "OK" || took < pause.mul_f64(0.95) {
+                    return Err(format!(
+                        "DEBUG SLEEP {secs} on {port}: reply {reply:?} after {took:?}"
+                    ));
+                }
+                Ok(format!(
+                    "DEBUG SLEEP {secs} on {port}: replied OK after {} ms",
+                    took.as_millis()
+                ))
             }
             Fault::KillPersist | Fault::KillWipe => {
                 let Some(m) = &self.master else {
-                    return "no master".into();
+                    return Err("no master".into());
                 };
-                let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
-                m.kill();
                 let wiped = step.fault == Fault::KillWipe;
+                let mut m = m.lock().unwrap_or_else(|e| e.into_inner());
+                let port = m.port();
+                let old = m.pid();
+                let marker = now_ns().to_string();
+                let set = cli(port, &["SET", MARKER, &marker]);
+                if set != "OK" {
+                    return Err(format!("master {port}: SET of the marker answered {set:?}"));
+                }
+                m.kill();
                 if wiped {
                     let _ = std::fs::remove_dir_all(m.dir().join("appendonlydir"));
                     let _ = std::fs::remove_file(m.dir().join("dump.rdb"));
                 }
                 m.restart();
-                format!(
-                    "kill -9 master {} and restart {}",
-                    m.port(),
+                let new = m.pid();
+                let got = cli(port, &["GET", MARKER]);
+                let what = format!(
+                    "kill -9 master {port} (pid {old:?}) and restart {} (pid {new:?})",
                     if wiped {
                         "without its data"
                     } else {
                         "from its AOF"
                     }
-                )
+                );
+                let data_as_expected = if wiped { got.is_empty() } else { got == marker };
+                if old.is_none() || old == new || alive(old) || !data_as_expected {
+                    return Err(format!("{what}: marker after the restart {got:?}"));
+                }
+                Ok(format!(
+                    "{what}: new pid, the old one gone, the marker written before {}",
+                    if wiped { "gone" } else { "kept" }
+                ))
             }
             Fault::KillFailover => self.kill_failover(&name).await,
             Fault::LagKill => self.lag_kill(pause).await,
             Fault::Partition | Fault::ReplyLoss => {
                 let Some(p) = &self.proxy else {
-                    return "no proxy".into();
+                    return Err("no proxy".into());
                 };
+                // A probe connection of the nemesis through the proxy: a PING sent in the
+                // fault must get no reply during it, and then its reply late (partition) or
+                // never, its connection reset (reply loss), whatever the workers sent.
+                let mut probe = Probe::connect(p.port()).await?;
+                probe.ping(Duration::from_secs(5)).await?;
                 p.freeze();
-                tokio::time::sleep(pause).await;
+                // Chunks being written as the freeze began are through by then.
+                let settle = Duration::from_millis(20).min(pause / 2);
+                tokio::time::sleep(settle).await;
+                let before = p.stats();
+                probe.send_ping().await?;
+                let during = probe.reply(pause - settle).await;
+                let stats = p.stats();
+                let held: u64 = (0..2).map(|d| stats.received[d] - before.received[d]).sum();
+                let forwarded: u64 = (0..2)
+                    .map(|d| stats.forwarded[d] - before.forwarded[d])
+                    .sum();
                 if step.fault == Fault::Partition {
                     p.unfreeze();
-                    format!("partition (proxy frozen) for {} ms", step.ms)
+                    let after = probe.reply(Duration::from_secs(5)).await;
+                    let what = format!("partition (proxy frozen) for {} ms", step.ms);
+                    match (during, after) {
+                        (Err(_), Ok(_)) if forwarded == 0 => Ok(format!(
+                            "{what}: a PING sent in it answered only after it, {held} chunks \
+                             held, none forwarded"
+                        )),
+                        (during, after) => Err(format!(
+                            "{what}: a PING sent in it got {during:?} in it and {after:?} after \
+                             it; {held} chunks held, {forwarded} forwarded"
+                        )),
+                    }
                 } else {
                     p.unfreeze_dropping();
+                    let dropped_before = before.dropped[0] + before.dropped[1];
+                    let dropped = p
+                        .wait_for(
+                            |s| s.dropped[0] + s.dropped[1] > dropped_before,
+                            Duration::from_secs(2),
+                        )
+                        .await;
+                    let (open, accepted) = (p.connections(), p.accepted());
                     p.reset();
-                    format!(
-                        "requests and replies of {} ms lost, connections reset",
+                    // The probe's connection is reset without its reply; the workers noticed
+                    // theirs and connect again.
+                    let after = probe.reply(Duration::from_secs(5)).await;
+                    let reconnected = p
+                        .wait_for(|s| s.accepted > accepted, Duration::from_secs(10))
+                        .await;
+                    let dropped_n = {
+                        let s = p.stats();
+                        s.dropped[0] + s.dropped[1] - dropped_before
+                    };
+                    let what = format!(
+                        "requests and replies of {} ms lost ({dropped_n} chunks discarded), {open} \
+                         connections reset",
                         step.ms
-                    )
+                    );
+                    match (during, after) {
+                        (Err(_), Err(_)) if forwarded == 0 && dropped && reconnected => {
+                            Ok(format!(
+                            "{what}: a PING sent in it never answered, its connection reset; the \
+                             clients connected again"
+                        ))
+                        }
+                        (during, after) => Err(format!(
+                            "{what}: a PING sent in it got {during:?} in it and {after:?} after \
+                             it; {forwarded} chunks forwarded in it, some discarded: {dropped}, \
+                             the clients connected again: {reconnected}"
+                        )),
+                    }
                 }
             }
             Fault::Latency => {
                 let Some(p) = &self.proxy else {
-                    return "no proxy".into();
+                    return Err("no proxy".into());
                 };
                 let extra = Duration::from_millis(50 + step.pick % 250);
                 p.set_latency(Direction::Upstream, extra);
                 p.set_latency(Direction::Downstream, extra);
-                tokio::time::sleep(pause).await;
+                let t = Instant::now();
+                let rtt = ping_rtt(p.port()).await;
+                tokio::time::sleep_until(t + pause).await;
                 p.set_latency(Direction::Upstream, Duration::ZERO);
                 p.set_latency(Direction::Downstream, Duration::ZERO);
-                format!(
+                let what = format!(
                     "latency +{} ms each way for {} ms",
                     extra.as_millis(),
                     step.ms
-                )
+                );
+                match rtt {
+                    Ok(rtt) if rtt >= extra * 2 => Ok(format!(
+                        "{what}: a PING through the proxy took {} ms",
+                        rtt.as_millis()
+                    )),
+                    other => Err(format!("{what}: a PING through the proxy: {other:?}")),
+                }
             }
             Fault::SentinelFailover => {
                 let this = self.clone();
                 tokio::task::spawn_blocking(move || {
                     let Some(set) = &this.sentinel else {
-                        return "no sentinel".to_owned();
+                        return Err("no sentinel".to_owned());
                     };
                     let set = set.lock().unwrap_or_else(|e| e.into_inner());
                     let old = set.master_port();
@@ -478,27 +717,38 @@ impl Deployment {
                         }
                         std::thread::sleep(Duration::from_millis(50));
                     }
-                    format!(
+                    let what = format!(
                         "SENTINEL FAILOVER ({r}): {old} -> {new}; the old master still a master for \
                          {} ms after the new one was named",
                         demoted.map_or_else(|| ">20000".to_owned(), |ms| ms.to_string())
-                    )
+                    );
+                    if r == "OK" && new != old && new != 0 {
+                        Ok(what)
+                    } else {
+                        Err(what)
+                    }
                 })
                 .await
-                .unwrap_or_else(|e| format!("failed: {e}"))
+                .unwrap_or_else(|e| Err(format!("failed: {e}")))
             }
             Fault::ClusterFailover => {
                 let Some(c) = &self.cluster else {
-                    return "no cluster".into();
+                    return Err("no cluster".into());
                 };
                 let master = c.master_for_key(&name);
                 let replica = c.replica_of(master);
                 c.failover_under_load(replica).await;
-                format!("CLUSTER FAILOVER {master} -> {replica} (slot of {name})")
+                let now = c.master_for_key(&name);
+                let what = format!("CLUSTER FAILOVER {master} -> {replica} (slot of {name})");
+                if now == replica {
+                    Ok(format!("{what}: {replica} serves the slot"))
+                } else {
+                    Err(format!("{what}: the slot is served by {now}"))
+                }
             }
             Fault::Migrate => {
                 let Some(c) = &self.cluster else {
-                    return "no cluster".into();
+                    return Err("no cluster".into());
                 };
                 let slot = c.keyslot(&name);
                 let from = c.master_of_slot(slot);
@@ -509,31 +759,57 @@ impl Deployment {
                 // Keys created on the source during the ASK phase move too.
                 c.begin_migration(slot, from, to);
                 c.finish_migration(slot, from, to).await;
-                format!(
+                let now = c.master_of_slot(slot);
+                let what = format!(
                     "slot {slot} ({name}) {from} -> {to}, ASK phase {} ms",
                     step.ms
-                )
+                );
+                if now == to {
+                    Ok(format!("{what}: {to} serves it"))
+                } else {
+                    Err(format!("{what}: served by {now}"))
+                }
             }
             Fault::RedlockRestart => {
                 let i = (step.pick % self.redlock.len() as u64) as usize;
                 let mut s = self.redlock[i].lock().unwrap_or_else(|e| e.into_inner());
+                let port = s.port();
+                let old = s.pid();
+                let marker = now_ns().to_string();
+                let set = cli(port, &["SET", MARKER, &marker]);
                 s.restart();
-                format!("kill -9 RedLock node {} and restart it empty", s.port())
+                let new = s.pid();
+                let got = cli(port, &["GET", MARKER]);
+                let what = format!(
+                    "kill -9 RedLock node {port} (pid {old:?}) and restart it empty (pid {new:?})"
+                );
+                if set != "OK" || old.is_none() || old == new || alive(old) || !got.is_empty() {
+                    return Err(format!(
+                        "{what}: SET of the marker {set:?}, after the restart {got:?}"
+                    ));
+                }
+                Ok(format!(
+                    "{what}: new pid, the old one gone, the marker gone"
+                ))
             }
             Fault::Flush => {
                 let port = self.master_port(&name);
                 let r = tokio::task::spawn_blocking(move || cli(port, &["FLUSHALL"]))
                     .await
                     .unwrap_or_default();
-                format!("FLUSHALL on {port}: {r}")
+                if r == "OK" {
+                    Ok(format!("FLUSHALL on {port}: {r}"))
+                } else {
+                    Err(format!("FLUSHALL on {port}: {r:?}"))
+                }
             }
         }
     }
 
     /// See [`Fault::LagKill`].
-    async fn lag_kill(&self, pause: Duration) -> String {
+    async fn lag_kill(&self, pause: Duration) -> Result<String, String> {
         let Some(set) = &self.sentinel else {
-            return "no sentinel".into();
+            return Err("no sentinel".into());
         };
         let (old, i, replicas) = {
             let set = set.lock().unwrap_or_else(|e| e.into_inner());
@@ -552,7 +828,7 @@ impl Deployment {
             (old, i, replicas)
         };
         for (_, pid) in &replicas {
-            signal(*pid, true);
+            let _ = signal(*pid, true);
         }
         // A stopped replica's kernel still takes in what the master sends (loopback socket
         // buffers hold megabytes) and hands it over once it runs again, so stopping is not
@@ -570,7 +846,7 @@ impl Deployment {
             }
         }
         for (_, pid) in &replicas {
-            signal(*pid, false);
+            let _ = signal(*pid, false);
         }
         let set2 = set;
         let new = {
@@ -583,29 +859,42 @@ impl Deployment {
                 s.restart();
             }
         }
-        format!(
+        let what = format!(
             "replicas {:?} stopped for {} ms and {links} replica links of the master dropped, \
              master {old} killed at its end: {new} promoted; {old} restarted empty",
             replicas.iter().map(|(p, _)| p).collect::<Vec<_>>(),
             pause.as_millis()
-        )
+        );
+        if new != old && new != 0 && !replicas.is_empty() {
+            Ok(what)
+        } else {
+            Err(what)
+        }
     }
 
-    async fn kill_failover(&self, name: &str) -> String {
+    async fn kill_failover(&self, name: &str) -> Result<String, String> {
         match self.topology {
             Topology::Cluster => {
                 let Some(c) = &self.cluster else {
-                    return "no cluster".into();
+                    return Err("no cluster".into());
                 };
                 let master = c.master_for_key(name);
                 let idx = c.masters().iter().position(|m| *m == master).unwrap_or(0);
                 let (killed, promoted) = c.kill_master(idx).await;
                 c.restart_node(killed).await;
-                format!("kill -9 master {killed} (slot of {name}): {promoted} promoted; {killed} restarted empty")
+                let what = format!(
+                    "kill -9 master {killed} (slot of {name}): {promoted} promoted; {killed} \
+                     restarted empty"
+                );
+                if promoted != killed && c.master_for_key(name) == promoted {
+                    Ok(what)
+                } else {
+                    Err(what)
+                }
             }
             Topology::Sentinel => {
                 let Some(set) = &self.sentinel else {
-                    return "no sentinel".into();
+                    return Err("no sentinel".into());
                 };
                 let (old, i) = {
                     let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
@@ -631,9 +920,14 @@ impl Deployment {
                         s.restart();
                     }
                 }
-                format!("kill -9 master {old}: {new} promoted; {old} restarted empty")
+                let what = format!("kill -9 master {old}: {new} promoted; {old} restarted empty");
+                if i.is_some() && new != old && new != 0 {
+                    Ok(what)
+                } else {
+                    Err(what)
+                }
             }
-            Topology::Standalone => "no failover here".into(),
+            Topology::Standalone => Err("no failover here".into()),
         }
     }
 }
@@ -650,64 +944,42 @@ fn history_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Overlaps per fault: each overlap goes to the last fault of `nemesis.log` (lines `<start_ns>
-/// t=<s>s <fault> (<ms> ms): <what>`) that started before it, `-` before the first.
-/// `(fault, overlaps, unannounced)`, in schedule order of first appearance.
-pub fn overlaps_by_fault(dir: &Path, report: &Report) -> Vec<(String, u64, u64)> {
+/// The faults of a run from its `nemesis.log`: a line `# window_ms <n>`, then one line per
+/// step, `<start_ns> <end_ns> <fault> <can overlap 0|1> <loses data 0|1> <ok|FAILED> t=...`.
+pub fn read_faults(dir: &Path) -> Faults {
     let log = std::fs::read_to_string(dir.join("nemesis.log")).unwrap_or_default();
-    let mut steps: Vec<(u64, String)> = log
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            let t0 = w.next()?.parse().ok()?;
-            let name = w.nth(1)?.to_owned();
-            Some((t0, name))
-        })
-        .collect();
-    steps.sort();
-    let mut out: Vec<(String, u64, u64)> = Vec::new();
-    for &(t, unannounced) in &report.overlap_at {
-        let n = steps.partition_point(|(t0, _)| *t0 <= t);
-        let name = if n == 0 {
-            "-".to_owned()
-        } else {
-            steps[n - 1].1.clone()
+    let mut faults = Faults::default();
+    for l in log.lines() {
+        if let Some(ms) = l.strip_prefix("# window_ms ") {
+            faults.window_ns = ms.trim().parse::<u64>().unwrap_or(0) * 1_000_000;
+            continue;
+        }
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let (Some(start), Some(end)) = (
+            w.first().and_then(|v| v.parse().ok()),
+            w.get(1).and_then(|v| v.parse().ok()),
+        ) else {
+            continue;
         };
-        match out.iter_mut().find(|(f, _, _)| *f == name) {
-            Some(e) => {
-                e.1 += 1;
-                e.2 += u64::from(unannounced);
-            }
-            None => out.push((name, 1, u64::from(unannounced))),
-        }
+        faults.spans.push(FaultSpan {
+            name: w.get(2).map_or("?", |v| v).to_owned(),
+            start,
+            end,
+            can_overlap: w.get(3) == Some(&"1"),
+            loses_data: w.get(4) == Some(&"1"),
+        });
     }
-    out
+    faults
 }
 
-/// [`overlaps_by_fault`] as one line.
-pub fn by_fault_line(dir: &Path, report: &Report) -> String {
-    let v: Vec<String> = overlaps_by_fault(dir, report)
-        .iter()
-        .map(|(f, a, u)| format!("{f}:{a}/{u}"))
-        .collect();
-    format!(
-        "overlaps by the fault before them (all/unannounced): {}",
-        if v.is_empty() {
-            "none".into()
-        } else {
-            v.join(",")
-        }
-    )
-}
-
-/// Checks every `*.history` file of `dir`.
+/// Checks every `*.history` file of `dir`, with the faults of its `nemesis.log`.
 pub fn check_dir(dir: &Path, stuck_ms: u64) -> Result<Report, String> {
     let mut text = String::new();
     for f in history_files(dir).map_err(|e| format!("{}: {e}", dir.display()))? {
         text.push_str(&std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?);
         text.push('\n');
     }
-    check(text.lines(), stuck_ms).map_err(|e| e.to_string())
+    check_with(text.lines(), stuck_ms, &read_faults(dir)).map_err(|e| e.to_string())
 }
 
 async fn spawn_worker(
@@ -764,13 +1036,19 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     let steps = schedule(&args, &faults, seed);
     let command = format!(
         "cargo run --release -p redisson-lock-chaos -- run --topology {} --duration {} --seed {seed} \
-         --processes {} --owners {} --nemesis {} --interval {}{}",
+         --processes {} --owners {} --nemesis {} --interval {}{}{}{}",
         format!("{:?}", args.topology).to_lowercase(),
         args.duration,
         args.processes,
         args.owners,
         args.nemesis,
         args.interval,
+        if args.watchdog_ms == 3000 {
+            String::new()
+        } else {
+            format!(" --watchdog-ms {}", args.watchdog_ms)
+        },
+        if args.cover { " --cover" } else { "" },
         if args.no_replica_sync { " --no-replica-sync" } else { "" }
     );
     println!("chaos: {command}");
@@ -813,16 +1091,20 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         names.push(lock_names("reentrant", 1).remove(0));
     }
     let mut log = std::fs::File::create(dir.join("nemesis.log")).map_err(|e| e.to_string())?;
+    // How long after a fault's end an overlap can still be its doing: a holder whose renewals
+    // stopped is told by its deadline at most a lease later, and a waiter takes the freed lock
+    // within its next attempt (a command timeout, a retry).
+    let window_ms = 2 * args.watchdog_ms + args.timeout_ms;
+    let _ = writeln!(log, "# window_ms {window_ms}");
     let start = Instant::now();
     let total = steps.len();
+    let (mut verified, mut failed, mut not_run) = (0usize, 0usize, 0usize);
     for (i, step) in steps.into_iter().enumerate() {
         // A fault that took longer than scheduled (a failover that waits for the sentinels)
         // delays the next ones; none starts after the run's length.
         if start.elapsed() >= Duration::from_secs(args.duration) {
-            let line = format!(
-                "{} scheduled fault(s) not run: past the run's length",
-                total - i
-            );
+            not_run = total - i;
+            let line = format!("{not_run} scheduled fault(s) not run: past the run's length");
             println!("nemesis {line}");
             let _ = writeln!(log, "# {line}");
             break;
@@ -830,25 +1112,45 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         let at = start + Duration::from_millis(step.at_ms);
         tokio::time::sleep_until(at).await;
         let t0 = now_ns();
-        let what = format!("{:?}", step.fault);
         let res = tokio::spawn(d.clone().run_step(step.clone(), names.clone())).await;
-        let done = match res {
-            Ok(s) => s,
-            Err(e) => format!("{what} FAILED: {e}"),
+        let t1 = now_ns();
+        let (ok, done) = match res {
+            Ok(Ok(s)) => (true, s),
+            Ok(Err(s)) => (false, s),
+            Err(e) => (false, format!("{:?}: {e}", step.fault)),
         };
+        if ok {
+            verified += 1;
+        } else {
+            failed += 1;
+        }
         let line = format!(
-            "t={:.1}s {} ({} ms): {done}",
+            "t={:.1}s {} ({} ms): {}{done}",
             start.elapsed().as_secs_f64(),
             step.fault.name(),
-            (now_ns() - t0) / 1_000_000
+            (t1 - t0) / 1_000_000,
+            if ok { "" } else { "FAILED: " }
         );
         println!("nemesis {line}");
-        let _ = writeln!(log, "{t0} {line}");
+        let _ = writeln!(
+            log,
+            "{t0} {t1} {} {} {} {} {line}",
+            step.fault.name(),
+            u8::from(step.fault.can_overlap()),
+            u8::from(step.fault.loses_data(args.topology)),
+            if ok { "ok" } else { "FAILED" }
+        );
     }
+    println!(
+        "nemesis steps={total} verified={verified} failed={failed} not_run={not_run} \
+         (each step's effect seen: a process stopped and running again, a DEBUG SLEEP's reply \
+         after its length, a new pid and the marker kept or gone, chunks held or discarded, a \
+         PING slowed, a new master)"
+    );
     tokio::time::sleep_until(start + Duration::from_secs(args.duration)).await;
     // Stop: every worker running again, then asked to finish its current attempt and exit.
     for &pid in &d.workers {
-        signal(pid, false);
+        let _ = signal(pid, false);
     }
     for c in &mut children {
         if let Some(mut stdin) = c.stdin.take() {
@@ -856,10 +1158,12 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         }
     }
     let stop_bound = Duration::from_millis(args.wait_ms + 4 * args.watchdog_ms + 30_000);
-    let mut killed = 0;
-    for c in &mut children {
+    let (mut killed, mut worker_failures) = (0, Vec::new());
+    for (p, c) in children.iter_mut().enumerate() {
         match tokio::time::timeout(stop_bound, c.wait()).await {
-            Ok(_) => {}
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => worker_failures.push(format!("worker {p} exited with {status}")),
+            Ok(Err(e)) => worker_failures.push(format!("worker {p}: {e}")),
             Err(_) => {
                 killed += 1;
                 let _ = c.kill().await;
@@ -869,6 +1173,16 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     if killed > 0 {
         println!("{killed} worker(s) did not stop within {stop_bound:?} and were killed");
     }
+    println!(
+        "workers={} failed={} ({})",
+        children.len(),
+        worker_failures.len(),
+        if worker_failures.is_empty() {
+            "every one exited with status 0".to_owned()
+        } else {
+            worker_failures.join("; ")
+        }
+    );
     let stuck_ms = args.wait_ms + 2 * args.watchdog_ms + 20_000;
     let report = check_dir(&dir, stuck_ms)?;
     println!(
@@ -880,7 +1194,7 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         }
     );
     println!("result {}", report.summary());
-    println!("{}", by_fault_line(&dir, &report));
+    println!("{}", report.by_fault_line());
     let nemesis = if args.nemesis == "full" {
         format!(
             "full ({})",
@@ -917,10 +1231,34 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     drop(d);
-    let safe = report.ops > 0
-        && report.unannounced == 0
-        && report.stuck_waits == 0
-        && report.stale_accepted == 0
-        && killed == 0;
-    Ok(!args.expect_safe || safe)
+    let owners = (args.processes * args.owners) as usize;
+    let checks = [
+        (failed == 0, "a fault step failed or had no effect"),
+        (worker_failures.is_empty() && killed == 0, "a worker failed"),
+        (
+            report.owner_ops.len() == owners && report.min_owner_ops() > 0,
+            "an owner never acquired",
+        ),
+        (report.unannounced == 0, "unannounced overlaps"),
+        (
+            report.unexplained == 0,
+            "overlaps no fault before them explains",
+        ),
+        (
+            report.token_regressions == 0,
+            "tokens that did not increase while the counter survived",
+        ),
+        (report.stuck_waits == 0, "stuck waits"),
+        (report.stale_accepted == 0, "stale fenced writes accepted"),
+    ];
+    let broken: Vec<&str> = checks.iter().filter(|c| !c.0).map(|c| c.1).collect();
+    println!(
+        "verdict {}",
+        if broken.is_empty() {
+            "safe".to_owned()
+        } else {
+            format!("NOT SAFE: {}", broken.join("; "))
+        }
+    );
+    Ok(!args.expect_safe || broken.is_empty())
 }

@@ -212,15 +212,23 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
         }
     }
     stop.store(true, Ordering::SeqCst);
-    for t in tasks {
-        let _ = t.await;
+    // An owner that died (a panic) fails the worker, and with it the run.
+    let mut died = Vec::new();
+    for (owner, t) in tasks.into_iter().enumerate() {
+        if let Err(e) = t.await {
+            died.push(format!("owner {owner}: {e}"));
+        }
     }
     client.shutdown().await;
     for c in &red_clients {
         c.shutdown().await;
     }
     let _ = history.out.lock().map(|mut o| o.flush());
-    Ok(())
+    if died.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("owner task(s) died: {}", died.join("; ")))
+    }
 }
 
 #[allow(non_camel_case_types)]

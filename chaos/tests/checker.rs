@@ -1,7 +1,10 @@
 //! The checker on hand-written histories: an injected unannounced overlap is reported as one,
-//! and announced ones, sequential holds and re-entry are not.
+//! and announced ones, sequential holds and re-entry are not; what the holder learnt only after
+//! the later acquisition does not announce it, an acquisition that returned already expired
+//! does; a hold that never ended overlaps every later one; overlaps excused only by the deadline are counted apart, and each is tied to the fault
+//! before it; fencing tokens must increase unless a fault lost the counter.
 
-use redisson_lock_chaos::check;
+use redisson_lock_chaos::{check, check_with, Excuse, FaultSpan, Faults};
 
 const MS: u64 = 1_000_000;
 
@@ -18,6 +21,38 @@ fn hold(p: u32, o: u32, seq: u64, lock: &str, acq: u64, deadline: u64, end: u64)
 
 fn run(lines: &[String]) -> redisson_lock_chaos::Report {
     check(lines.iter().map(String::as_str), 30_000).expect("a valid history")
+}
+
+fn run_with(lines: &[String], faults: &Faults) -> redisson_lock_chaos::Report {
+    check_with(lines.iter().map(String::as_str), 30_000, faults).expect("a valid history")
+}
+
+/// A fenced hold of `lock` by `(process, owner, seq)`: attempt begun at `begin` ms, acquired at `acq` ms with `token`
+/// (deadline 3 s later), critical section ended at `end` ms.
+fn fenced(
+    (p, o, seq): (u32, u32, u64),
+    lock: &str,
+    begin: u64,
+    acq: u64,
+    token: u64,
+    end: u64,
+) -> Vec<String> {
+    vec![
+        format!("B {p} {o} {seq} {} {lock} fenced", begin * MS),
+        format!("A {p} {o} {seq} {} {token} {}", acq * MS, (acq + 3000) * MS),
+        format!("E {p} {o} {seq} {}", end * MS),
+        format!("R {p} {o} {seq} {} ok", (end + 1) * MS),
+    ]
+}
+
+fn fault(name: &str, start: u64, end: u64, can_overlap: bool, loses_data: bool) -> FaultSpan {
+    FaultSpan {
+        name: name.to_owned(),
+        start: start * MS,
+        end: end * MS,
+        can_overlap,
+        loses_data,
+    }
 }
 
 #[test]
@@ -50,6 +85,8 @@ fn an_overlap_after_being_told_is_announced_unless_held_again() {
     h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
     let r = run(&h);
     assert_eq!((r.overlaps, r.unannounced), (1, 0), "{}", r.summary());
+
+    assert_eq!(r.told, 1, "{}", r.summary());
 
     // The doubt was cleared (a look at 950 ms says held, valid until 3950 ms) before the
     // later acquisition: the holder was told it held the lock, so this one is unannounced.
@@ -84,6 +121,218 @@ fn a_hold_that_came_back_in_doubt_is_announced_until_confirmed() {
 }
 
 #[test]
+fn what_the_holder_learnt_after_the_later_acquisition_does_not_announce_it() {
+    // p0 holds from 100 to 5000 ms (deadline 3000 ms); p1 acquires at 1000 ms. Each case below
+    // tells p0 only after that: the overlap stays unannounced.
+    let base = {
+        let mut h = hold(0, 0, 1, "x", 100, 3000, 5000);
+        h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+        h
+    };
+    let late = [
+        // `lost()` resolved 100 ms after the other acquired.
+        format!("T 0 0 1 {} InDoubt", 1100 * MS),
+        // A look that saw the hold in doubt, or lost.
+        format!("O 0 0 1 {} InDoubt {}", 1100 * MS, 3000 * MS),
+        format!("O 0 0 1 {} Lost {}", 1001 * MS, 3000 * MS),
+        // A look that saw a deadline which had passed when it looked, but not at 1000 ms.
+        format!("O 0 0 1 {} Held {}", 1100 * MS, 1050 * MS),
+    ];
+    for line in &late {
+        let mut h = base.clone();
+        h.push(line.clone());
+        let r = run(&h);
+        assert_eq!(
+            (r.overlaps, r.unannounced, r.deadline_only),
+            (1, 1, 0),
+            "{line}: {}",
+            r.summary()
+        );
+        assert_eq!(r.overlap_list[0].excuse, Excuse::Unannounced);
+    }
+    // The same news at the acquisition's very time, or before it, announces it.
+    let mut h = base.clone();
+    h.push(format!("T 0 0 1 {} InDoubt", 1000 * MS));
+    assert_eq!(run(&h).unannounced, 0);
+    let mut h = base;
+    h.push(format!("O 0 0 1 {} Held {}", 900 * MS, 950 * MS));
+    let r = run(&h);
+    assert_eq!((r.unannounced, r.deadline_only), (0, 1), "{}", r.summary());
+}
+
+#[test]
+fn an_acquisition_that_returned_already_past_its_deadline_is_announced() {
+    // p1 acquires at 1000 ms and holds a valid lock. p0's acquisition was granted long before
+    // and its process stopped before it returned: it returns at 1100 ms with its deadline
+    // (900 ms) already passed. Its acquisition comes second in the history although it came
+    // first on the server; its holder was told at once (the deadline): announced.
+    let mut h = hold(1, 0, 1, "x", 1000, 4000, 2000);
+    h.extend(hold(0, 0, 1, "x", 1100, 900, 1500));
+    let r = run(&h);
+    assert_eq!(
+        (r.overlaps, r.unannounced, r.deadline_only),
+        (1, 0, 1),
+        "{}",
+        r.summary()
+    );
+    // Returned in doubt: told by its state.
+    let mut h = hold(1, 0, 1, "x", 1000, 4000, 2000);
+    h.extend(hold(0, 0, 1, "x", 1100, 3900, 1500));
+    h[5].push_str(" InDoubt");
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (1, 0), "{}", r.summary());
+    assert_eq!(r.overlap_list[0].excuse, Excuse::Told);
+    // Returned valid: unannounced.
+    let mut h = hold(1, 0, 1, "x", 1000, 4000, 2000);
+    h.extend(hold(0, 0, 1, "x", 1100, 3900, 1500));
+    assert_eq!(run(&h).unannounced, 1);
+}
+
+#[test]
+fn a_hold_that_never_ended_overlaps_every_later_hold() {
+    // p0 acquired at 100 ms (deadline 3000 ms) and never ended its critical section nor
+    // released (its process died): it lasts to the end of the history.
+    let mut h = vec![
+        format!("B 0 0 1 {} x reentrant", 99 * MS),
+        format!("A 0 0 1 {} - {}", 100 * MS, 3000 * MS),
+    ];
+    h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+    h.extend(hold(1, 0, 2, "x", 3500, 6500, 3600));
+    h.extend(hold(2, 0, 1, "x", 9000, 12000, 9100));
+    let r = run(&h);
+    assert_eq!(r.ops, 4);
+    // p1's first hold while p0's was valid: unannounced; the two after p0's deadline: only
+    // the deadline announced them.
+    assert_eq!(
+        (r.overlaps, r.unannounced, r.deadline_only),
+        (3, 1, 2),
+        "{}",
+        r.summary()
+    );
+    assert!(r.examples[0].contains("ended None"), "{}", r.examples[0]);
+}
+
+#[test]
+fn overlaps_announced_only_by_the_deadline_are_counted_apart() {
+    // Told by the state (in doubt at 900 ms) and past the deadline too: told, not deadline.
+    let mut h = hold(0, 0, 1, "x", 100, 800, 5000);
+    h.push(format!("T 0 0 1 {} InDoubt", 900 * MS));
+    h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced, r.deadline_only), (1, 0, 0));
+    assert_eq!(r.overlap_list[0].excuse, Excuse::Told);
+    // Only the deadline (800 ms) had passed: counted apart.
+    let mut h = hold(0, 0, 1, "x", 100, 800, 5000);
+    h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced, r.deadline_only), (1, 0, 1));
+    assert_eq!(r.overlap_list[0].excuse, Excuse::Deadline);
+}
+
+#[test]
+fn each_overlap_is_tied_to_the_fault_that_can_have_caused_it() {
+    // Four overlaps of long holds of p0 (each lock its own), acquired by p1 at 200 ms (before
+    // any fault), 1500 ms (during a pause), 2800 ms (during latency, 800 ms after the pause)
+    // and 3500 ms (during latency, 1500 ms after the pause: past the 1 s window).
+    let mut h = Vec::new();
+    for (i, at) in [200u64, 1500, 2800, 3500].into_iter().enumerate() {
+        let lock = format!("l{i}");
+        h.extend(hold(0, 0, i as u64 + 1, &lock, 100, 150, 5000));
+        h.extend(hold(1, 0, i as u64 + 1, &lock, at, at + 3000, at + 10));
+    }
+    let faults = Faults {
+        spans: vec![
+            fault("pause-client", 500, 2000, true, false),
+            fault("latency", 2500, 4000, false, false),
+        ],
+        window_ns: 1000 * MS,
+    };
+    let r = run_with(&h, &faults);
+    assert_eq!((r.overlaps, r.deadline_only), (4, 4), "{}", r.summary());
+    let tied: Vec<(u64, Option<usize>, bool)> = r
+        .overlap_list
+        .iter()
+        .map(|o| (o.at / MS, o.fault, o.explained))
+        .collect();
+    assert_eq!(
+        tied,
+        vec![
+            (200, None, false),
+            (1500, Some(0), true),
+            (2800, Some(0), true),
+            (3500, Some(1), false),
+        ]
+    );
+    assert_eq!(r.unexplained, 2, "{}", r.summary());
+    assert_eq!(
+        r.by_fault()
+            .iter()
+            .map(|e| (e.fault.as_str(), e.all, e.unexplained))
+            .collect::<Vec<_>>(),
+        vec![("-", 1, 1), ("pause-client", 2, 0), ("latency", 1, 1)]
+    );
+    // Without faults, every overlap is unexplained.
+    assert_eq!(run(&h).unexplained, 4);
+}
+
+#[test]
+fn fencing_tokens_must_increase_while_the_counter_survives() {
+    // Sequential holds of "f": tokens 5, 8, 10 (failed attempts between them took some).
+    let mut h = fenced((0, 0, 1), "f", 90, 100, 5, 500);
+    h.extend(fenced((1, 0, 1), "f", 600, 700, 8, 800));
+    h.extend(fenced((0, 0, 2), "f", 900, 1000, 10, 1100));
+    let r = run(&h);
+    assert_eq!((r.ops, r.token_regressions, r.duplicate_tokens), (3, 0, 0));
+
+    // A hold that began after the one with token 10 was acquired gets 4: a regression, and so
+    // is one that gets 10 again (a duplicate too).
+    let mut back = h.clone();
+    back.extend(fenced((1, 0, 2), "f", 1200, 1300, 4, 1400));
+    let r = run(&back);
+    assert_eq!(r.token_regressions, 1, "{}", r.summary());
+    let mut again = h.clone();
+    again.extend(fenced((1, 0, 2), "f", 1200, 1300, 10, 1400));
+    let r = run(&again);
+    assert_eq!(
+        (r.token_regressions, r.duplicate_tokens),
+        (1, 1),
+        "{}",
+        r.summary()
+    );
+
+    // A fault that lost the data between them excuses both (the counter started again).
+    let lost = Faults {
+        spans: vec![fault("kill-wipe", 1150, 1160, true, true)],
+        window_ns: 0,
+    };
+    assert_eq!(run_with(&back, &lost).token_regressions, 0);
+    let r = run_with(&again, &lost);
+    assert_eq!((r.token_regressions, r.duplicate_tokens), (0, 1));
+    // One that cannot lose data does not.
+    let kept = Faults {
+        spans: vec![fault("kill-persist", 1150, 1160, false, false)],
+        window_ns: 0,
+    };
+    assert_eq!(run_with(&back, &kept).token_regressions, 1);
+    // Nor does a data loss before both holds.
+    let before = Faults {
+        spans: vec![fault("kill-wipe", 10, 20, true, true)],
+        window_ns: 0,
+    };
+    assert_eq!(run_with(&back, &before).token_regressions, 1);
+
+    // A token below 10 (above 8) for an attempt that began before the acquisition of 10
+    // returned: the order is unknown (the server may have granted 9 first), no regression; an
+    // equal token is one in any order.
+    let mut unknown = h.clone();
+    unknown.extend(fenced((1, 0, 2), "f", 950, 1300, 9, 1400));
+    assert_eq!(run(&unknown).token_regressions, 0);
+    let mut unknown = h;
+    unknown.extend(fenced((1, 0, 2), "f", 950, 1300, 10, 1400));
+    assert_eq!(run(&unknown).token_regressions, 1);
+}
+
+#[test]
 fn sequential_holds_and_reentry_are_not_overlaps() {
     let mut h = hold(0, 0, 1, "x", 100, 3000, 500);
     h.extend(hold(1, 0, 1, "x", 600, 3600, 700));
@@ -93,7 +342,7 @@ fn sequential_holds_and_reentry_are_not_overlaps() {
     h.extend(hold(2, 0, 1, "y", 100, 3100, 900));
     let r = run(&h);
     assert_eq!(r.ops, 4);
-    assert_eq!(r.overlaps, 0, "{}", r.summary());
+    assert_eq!((r.overlaps, r.told), (0, 0), "{}", r.summary());
 }
 
 #[test]

@@ -1,43 +1,155 @@
-//! The 30-second chaos smoke run: a standalone master with a replica behind the fault proxy,
-//! two worker processes, every lock variant, a short seeded nemesis schedule (client pauses
-//! longer than the lease, kill -9 with and without data, partitions, reply loss, latency,
-//! DEBUG SLEEP, RedLock node restarts). It must finish with acquisitions, no unannounced
-//! overlap, no stuck wait and no stale fenced write accepted (`--expect-safe`). Nothing in it
-//! depends on the machine's speed: overlaps that the holder was told about are allowed, and
-//! the stuck bound is the wait plus two leases plus 20 s.
+//! The chaos smoke runs (about 27 s in all: the two tests run side by side).
+//!
+//! Under faults: 25 s on a standalone master with a replica behind the fault proxy, two worker
+//! processes, every lock variant, and a seeded schedule that has every standalone fault once
+//! (`--cover`: kill -9 with and without data, client and server pauses longer than the lease,
+//! a partition, reply loss with reset connections, latency, DEBUG SLEEP, a RedLock node
+//! restart). Each step must have had its effect, seen by the nemesis; every worker must exit
+//! cleanly and every owner keep acquiring; no overlap may be unannounced, and each must come
+//! after a fault that can cause one; tokens must increase while the counter survives; no
+//! stuck wait, no stale fenced write accepted.
+//!
+//! Without faults: a short run must have no hold told it was in doubt or lost, no overlap at
+//! all, announced or not, no register overlap and no repeated token.
+//!
+//! Nothing here depends on the machine's speed: overlaps the holder was told about are allowed
+//! under faults, the stuck bound is the wait plus two leases plus 20 s, and the bounds on the
+//! number of acquisitions are a small fraction of what a loaded machine does.
 
 use std::process::Command;
 
-#[test]
-fn thirty_seconds_under_faults_without_an_unannounced_overlap() {
-    let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(["run", "--topology", "standalone", "--duration", "30"])
-        .args(["--seed", "20", "--processes", "2", "--owners", "5"])
-        .args(["--nemesis", "full", "--interval", "3", "--expect-safe"])
-        .output()
-        .expect("run chaos");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let result = stdout
-        .lines()
-        .find(|l| l.starts_with("result "))
-        .unwrap_or_else(|| panic!("no result line\n{stdout}\n{stderr}"));
-    let field = |name: &str| -> u64 {
-        result
-            .split_whitespace()
+/// A finished run: its output and the `key=value` fields of its `result` line.
+struct Run {
+    stdout: String,
+    ok: bool,
+}
+
+impl Run {
+    fn start(args: &[&str]) -> Run {
+        let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
+            .args(["run", "--topology", "standalone", "--processes", "2"])
+            .args(["--owners", "5", "--expect-safe"])
+            .args(args)
+            .output()
+            .expect("run chaos");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        Run {
+            stdout: format!("{stdout}\n--- stderr ---\n{stderr}"),
+            ok: out.status.success(),
+        }
+    }
+
+    /// The line starting with `prefix`.
+    fn line(&self, prefix: &str) -> &str {
+        self.stdout
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix:?} line\n{}", self.stdout))
+    }
+
+    /// A numeric `name=value` field of the line starting with `prefix`.
+    fn field(&self, prefix: &str, name: &str) -> u64 {
+        let line = self.line(prefix);
+        line.split_whitespace()
             .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
             .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {result}"))
-    };
-    assert!(
-        out.status.success(),
-        "chaos run failed ({:?})\n{stdout}\n{stderr}",
-        out.status
-    );
-    assert!(field("ops") > 0, "{result}");
-    assert_eq!(field("unannounced"), 0, "{stdout}");
-    assert_eq!(field("stuck_waits"), 0, "{stdout}");
-    assert_eq!(field("stale_accepted"), 0, "{stdout}");
-    // The schedule ran.
-    assert!(stdout.contains("nemesis t="), "{stdout}");
+            .unwrap_or_else(|| panic!("no {name} in {line}\n{}", self.stdout))
+    }
+
+    fn result(&self, name: &str) -> u64 {
+        self.field("result ", name)
+    }
+
+    /// What both runs must show: exit status 0 (`--expect-safe`), the workers exited cleanly,
+    /// every owner of the two processes acquired at least `per_owner` times and `total` in all,
+    /// no unannounced overlap, none a fault does not explain, no token that failed to increase
+    /// while the counter survived, no stuck wait, no stale fenced write accepted.
+    fn assert_safe(&self, per_owner: u64, total: u64) {
+        let out = &self.stdout;
+        assert!(self.ok, "the run failed\n{out}");
+        assert_eq!(self.line("verdict "), "verdict safe", "{out}");
+        assert_eq!(self.field("workers=", "workers"), 2, "{out}");
+        assert_eq!(
+            self.field("workers=", "failed"),
+            0,
+            "a worker failed\n{out}"
+        );
+        assert!(!out.contains("were killed"), "{out}");
+        assert_eq!(self.result("owners"), 10, "{out}");
+        assert!(self.result("min_owner_ops") >= per_owner, "{out}");
+        assert!(self.result("ops") >= total, "{out}");
+        assert_eq!(self.result("unannounced"), 0, "{out}");
+        assert_eq!(self.result("unexplained"), 0, "{out}");
+        assert_eq!(self.result("token_regressions"), 0, "{out}");
+        assert_eq!(self.result("stuck_waits"), 0, "{out}");
+        assert_eq!(self.result("stale_accepted"), 0, "{out}");
+    }
+}
+
+/// The faults of the standalone topology's `full` nemesis.
+const FAULTS: [&str; 9] = [
+    "kill-persist",
+    "kill-wipe",
+    "pause-client",
+    "pause-server",
+    "partition",
+    "reply-loss",
+    "latency",
+    "debug-sleep",
+    "redlock-restart",
+];
+
+#[test]
+fn twenty_five_seconds_under_every_fault_without_an_unannounced_overlap() {
+    let run = Run::start(&[
+        "--duration",
+        "25",
+        "--seed",
+        "13",
+        "--nemesis",
+        "full",
+        "--cover",
+        "--interval",
+        "1",
+    ]);
+    let out = &run.stdout;
+    // Every scheduled step ran and had its effect; every fault was among them.
+    let steps = run.field("nemesis steps=", "steps");
+    assert!(steps >= FAULTS.len() as u64, "{out}");
+    assert_eq!(run.field("nemesis steps=", "verified"), steps, "{out}");
+    assert_eq!(run.field("nemesis steps=", "failed"), 0, "{out}");
+    assert_eq!(run.field("nemesis steps=", "not_run"), 0, "{out}");
+    assert!(!out.contains("FAILED"), "{out}");
+    for fault in FAULTS {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("nemesis t=") && l.contains(&format!(" {fault} ("))),
+            "{fault} did not run\n{out}"
+        );
+    }
+    run.assert_safe(5, 100);
+    // kill-wipe lost the token counters: tokens were handed out again (and excused by it, so
+    // `token_regressions` is 0 above for the right reason).
+    assert!(run.result("duplicate_tokens") > 0, "{out}");
+}
+
+#[test]
+fn without_faults_no_overlap_at_all() {
+    // The default lease (3 s, renewed every second): a hold is lost only if its renewals stall
+    // for 2 s, which no machine does without a fault. (A shorter lease, so that the longest
+    // holds need renewals, would catch a watchdog that does not renew, as a 2 s lease did; but
+    // with it a holder was told once in about 25 runs on a loaded machine, with no fault. The
+    // watchdog has its own tests.)
+    let run = Run::start(&["--duration", "10", "--seed", "2", "--nemesis", "none"]);
+    let out = &run.stdout;
+    assert_eq!(run.field("nemesis steps=", "steps"), 0, "{out}");
+    run.assert_safe(3, 50);
+    // Nobody was told their hold was in doubt or lost (the watchdog renewed every long hold
+    // in time), so no overlap either, announced or not.
+    assert_eq!(run.result("told"), 0, "{out}");
+    assert_eq!(run.result("overlaps"), 0, "{out}");
+    assert_eq!(run.result("register_overlaps"), 0, "{out}");
+    assert_eq!(run.result("duplicate_tokens"), 0, "{out}");
+    assert!(run.result("fenced_writes") > 0, "{out}");
 }

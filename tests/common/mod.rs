@@ -220,6 +220,14 @@ impl Recorder {
         Recorder { _sub: sub, rx }
     }
 
+    /// The next message, if one comes within `within`.
+    pub async fn next(&mut self, within: Duration) -> Option<(String, String)> {
+        tokio::time::timeout(within, self.rx.recv())
+            .await
+            .ok()
+            .flatten()
+    }
+
     /// Every message received within `quiet` of silence.
     pub async fn drain(&mut self, quiet: Duration) -> Vec<(String, String)> {
         let mut out = Vec::new();
