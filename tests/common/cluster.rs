@@ -41,8 +41,9 @@ use super::redis_server::{free_port, ping};
 pub const NODE_TIMEOUT_MS: u64 = 1000;
 /// Number of hash slots.
 pub const SLOTS: u16 = 16384;
-/// The longest any helper waits for the cluster to settle.
-const SETTLE: Duration = Duration::from_secs(30);
+/// The longest any helper waits for the cluster to settle (a bound for a broken cluster, not a
+/// timing: a new cluster under heavy load once needed more than 30 s for a first replica ack).
+const SETTLE: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_millis(20);
 
 /// A reply of the raw RESP2 connection used by the fixture ([`RedisCluster::query`]).
