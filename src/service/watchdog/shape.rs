@@ -48,13 +48,6 @@ impl RenewalShape {
     }
 }
 
-/// This machine's wall clock in epoch ms.
-fn epoch_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// Builds one renewal call over `entries` (all of one script and layout): each entry is a
 /// shape and the fields renewed under it (exactly one for [`Layout::PerHold`]).
 pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64) -> ScriptCall {
@@ -71,7 +64,7 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
             Layout::WithValues => {
                 debug_assert_eq!(fields.len(), 1, "one hold per entry");
                 args.extend(fields.iter().map(|f| Value::from(*f)));
-                args.push(Value::from(epoch_ms()));
+                args.push(Value::from(crate::types::clock::epoch_ms()));
                 args.push(Value::from(shape.values.len() as i64));
                 args.extend(shape.values.iter().map(|v| Value::from(v.as_str())));
                 continue;
