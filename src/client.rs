@@ -1,5 +1,5 @@
 //! The client: one [`Core`] (command connection, scripts, settings), the background services
-//! (subscription registry, renewal service, unlock-latch clean-up, restarts) and the
+//! (subscription registry, renewal service, unlock-receipt clean-up, restarts) and the
 //! per-client acquisition state, shared by every lock it hands out. The `get_*` lock factories
 //! live beside their kinds in `lock/kinds/`, so this module knows no kind.
 
@@ -23,7 +23,7 @@ use crate::{
         Acquisitions,
     },
     service::{
-        failover::Failovers, pubsub::PubSub, restarts::Restarts, unlock_latches::LatchSweeper,
+        failover::Failovers, pubsub::PubSub, restarts::Restarts, unlock_receipts::ReceiptSweeper,
         watchdog::Watchdog,
     },
     types::{owner::Owner, stats::Stats},
@@ -35,7 +35,7 @@ pub(crate) struct ClientInner {
     watchdog: Watchdog,
     /// Sentinel: the sentinels' failover events (nothing elsewhere).
     failovers: Failovers,
-    latches: LatchSweeper,
+    receipts: ReceiptSweeper,
     acquisitions: Acquisitions,
     restarts: Restarts,
     runtime: tokio::runtime::Handle,
@@ -186,7 +186,7 @@ impl Client {
             pubsub: PubSub::start(sub, &core),
             watchdog,
             failovers,
-            latches: LatchSweeper::start(core.clone()),
+            receipts: ReceiptSweeper::start(core.clone()),
             acquisitions,
             restarts: Restarts::start(core.clone()).await,
             core,
@@ -259,8 +259,8 @@ impl Client {
         &self.inner.watchdog
     }
 
-    pub(crate) fn latches(&self) -> &LatchSweeper {
-        &self.inner.latches
+    pub(crate) fn receipts(&self) -> &ReceiptSweeper {
+        &self.inner.receipts
     }
 
     /// What the client knows of the server's restarts (RedLock's delayed-restart rule).

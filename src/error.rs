@@ -317,6 +317,12 @@ impl Error {
             K::Unknown if details.contains("Too many failed write attempts") => {
                 Error::Connection(Failure::with_source(details, err))
             }
+            // fred had no connection to route the command to (being reconnected, or the node
+            // of its slot not known yet): nothing was written; transient as well.
+            K::Routing => Error::Connection(Failure::with_source(details, err)),
+            K::Unknown if details.contains("Failed to route command") => {
+                Error::Connection(Failure::with_source(details, err))
+            }
             _ => Error::Redis(Failure::with_source(details, err)),
         }
     }
@@ -450,6 +456,22 @@ mod tests {
         let mapped = Error::from_redis(e, "k");
         assert_eq!(mapped.kind(), ErrorKind::Connection);
         assert!(mapped.is_transient());
+    }
+
+    /// fred answers this when the connection a command must go to is being reconnected (seen
+    /// on a `lock()` sent while a proxy reset the connection): a connection failure, so a waiting
+    /// acquisition goes on instead of ending with a Redis error.
+    #[test]
+    fn a_command_fred_could_not_route_is_a_connection_failure() {
+        for kind in [
+            fred::error::ErrorKind::Unknown,
+            fred::error::ErrorKind::Routing,
+        ] {
+            let e = fred::error::Error::new(kind, "Failed to route command.");
+            let mapped = Error::from_redis(e, "k");
+            assert_eq!(mapped.kind(), ErrorKind::Connection);
+            assert!(mapped.is_transient());
+        }
     }
 
     #[test]

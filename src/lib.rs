@@ -51,7 +51,6 @@ pub use client::Client;
 pub use config::{
     credentials::{Credentials, Secret},
     Config, LocalHandOff, NameMapper, PrefixNameMapper, ShardedSubscriptionMode, TlsSettings,
-    MAX_MILLIS,
 };
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
@@ -64,10 +63,12 @@ pub use lock::{
 };
 pub use service::watchdog::HoldState;
 pub use sync::{
-    CountDownLatch, PermitExpirableSemaphore, PermitGuard, RCountDownLatch,
-    RPermitExpirableSemaphore, RSemaphore, Semaphore,
+    expirable::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore},
+    latch::{CountDownLatch, RCountDownLatch},
+    semaphore::{RSemaphore, Semaphore},
 };
 pub use types::{
+    millis::MAX_MILLIS,
     owner::Owner,
     permit::{ParsePermitIdError, PermitId},
     stats::Stats,

@@ -1,267 +1,29 @@
-//! Settings: the client configuration, named after Redisson's `Config` (snake case, same
-//! defaults), and what it is built from: the connection URL check ([`url`]), TLS ([`tls`]) and
-//! credentials with their secrets ([`credentials`]). Nothing here connects.
+//! Settings: the client configuration ([`Config`]), named after Redisson's `Config` (snake
+//! case, same defaults), and what it is built from: the connection URL check ([`url`]), TLS
+//! ([`tls`]), credentials with their secrets ([`credentials`]), the name mapper
+//! ([`name_mapper`]) and the choices about other clients ([`modes`]). Nothing here connects.
 
 pub(crate) mod credentials;
-#[cfg(feature = "tls")]
+pub(crate) mod modes;
+pub(crate) mod name_mapper;
 pub(crate) mod tls;
 pub(crate) mod url;
 
-use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
+
+pub use modes::{LocalHandOff, ShardedSubscriptionMode};
+pub use name_mapper::{NameMapper, PrefixNameMapper};
+pub use tls::TlsSettings;
 
 use crate::{
     config::credentials::{Credentials, Secret},
     error::{Error, Result},
+    types::millis::MAX_MILLIS,
 };
 
-/// Maps user-facing lock names to raw Redis names (Redisson's `NameMapper`).
-///
-/// Every key and channel is derived from the mapped name, as in Redisson, so a Java client with
-/// the same mapper sees the same keys.
-///
-/// ```
-/// use redisson_lock::{Config, NameMapper};
-/// struct Tenant(&'static str);
-/// impl NameMapper for Tenant {
-///     fn map(&self, name: &str) -> String {
-///         format!("{}/{name}", self.0)
-///     }
-///     fn unmap(&self, raw: &str) -> String {
-///         raw.split_once('/').map_or(raw, |(_, n)| n).to_owned()
-///     }
-/// }
-/// let config = Config::default().name_mapper(Tenant("acme"));
-/// ```
-pub trait NameMapper: Send + Sync + 'static {
-    /// User name → raw Redis name.
-    fn map(&self, name: &str) -> String;
-    /// Raw Redis name → user name.
-    fn unmap(&self, raw: &str) -> String;
-}
-
-/// A [`NameMapper`] that puts a fixed prefix in front of every name.
-///
-/// ```
-/// use redisson_lock::{NameMapper, PrefixNameMapper};
-/// let mapper = PrefixNameMapper::new("app1:");
-/// assert_eq!(mapper.map("orders"), "app1:orders");
-/// assert_eq!(mapper.unmap("app1:orders"), "orders");
-/// ```
-#[derive(Debug, Clone)]
-pub struct PrefixNameMapper {
-    prefix: String,
-}
-
-impl PrefixNameMapper {
-    /// Creates a mapper that turns `name` into `prefix + name`.
-    pub fn new(prefix: impl Into<String>) -> Self {
-        Self {
-            prefix: prefix.into(),
-        }
-    }
-}
-
-impl NameMapper for PrefixNameMapper {
-    fn map(&self, name: &str) -> String {
-        format!("{}{}", self.prefix, name)
-    }
-    fn unmap(&self, raw: &str) -> String {
-        raw.strip_prefix(&self.prefix).unwrap_or(raw).to_owned()
-    }
-}
-
-/// How unlock messages travel on a Redis Cluster (Redisson's `shardedSubscriptionMode`).
-///
-/// | Redisson | publishes with | listens with |
-/// |---|---|---|
-/// | < 3.22 on a cluster | `PUBLISH` | `SUBSCRIBE` |
-/// | ≥ 3.22 on a Redis ≥ 7 cluster (`AUTO`) | `SPUBLISH` | `SSUBSCRIBE` |
-///
-/// Outside a cluster the setting is ignored: standalone and Sentinel deployments always use
-/// `PUBLISH`/`SUBSCRIBE`, as Redisson does.
-///
-/// ```
-/// use redisson_lock::{Config, ShardedSubscriptionMode};
-/// // A fleet of old and new Redisson clients during a rolling upgrade.
-/// let config = Config::default().sharded_subscription_mode(ShardedSubscriptionMode::Both);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ShardedSubscriptionMode {
-    /// Sharded pub/sub if the cluster supports it (probed with `PUBSUB SHARDNUMSUB` at connect,
-    /// as Redisson does); the default.
-    #[default]
-    Auto,
-    /// Always `SPUBLISH`/`SSUBSCRIBE` (Redisson ≥ 3.22 peers).
-    On,
-    /// Always `PUBLISH`/`SUBSCRIBE` (Redisson < 3.22 peers).
-    Off,
-    /// Both at once: releases publish with `SPUBLISH` and `PUBLISH`, waiters listen on both, so
-    /// this client wakes and is woken by old and new Redisson fleets alike during a rolling
-    /// upgrade. Costs one extra cluster-wide message (the `PUBLISH`) per release.
-    Both,
-}
-
-/// PEM data, in a file or in memory.
-#[derive(Clone)]
-pub(crate) enum Pem {
-    File(PathBuf),
-    Bytes(Arc<[u8]>),
-}
-
-impl Pem {
-    /// The PEM bytes (reads the file).
-    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    pub(crate) fn read(&self, what: &str) -> Result<Vec<u8>> {
-        match self {
-            Pem::Bytes(b) => Ok(b.to_vec()),
-            Pem::File(path) => std::fs::read(path).map_err(|e| {
-                Error::InvalidArgument(format!(
-                    "cannot read the {what} file {}: {e}",
-                    path.display()
-                ))
-            }),
-        }
-    }
-}
-
-impl fmt::Debug for Pem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Pem::File(p) => write!(f, "file {}", p.display()),
-            Pem::Bytes(b) => write!(f, "{} PEM bytes", b.len()),
-        }
-    }
-}
-
-/// TLS settings for `rediss://` connections (needs the crate feature `tls`; rustls, no OpenSSL).
-///
-/// Without a CA the platform's root certificates are trusted. The server's name is always
-/// verified against its certificate, unless
-/// [`dangerous_skip_server_name_check_for_tests`](Self::dangerous_skip_server_name_check_for_tests)
-/// says otherwise. A `rediss://` URL never falls back to plain text.
-///
-/// ```
-/// use redisson_lock::{Config, TlsSettings};
-/// let config = Config::default().tls(TlsSettings::new().ca_file("/etc/redis/ca.pem"));
-/// assert!(config.get_tls().is_some());
-/// ```
-#[derive(Clone, Default)]
-pub struct TlsSettings {
-    pub(crate) ca: Option<Pem>,
-    pub(crate) client_cert: Option<Pem>,
-    pub(crate) client_key: Option<Pem>,
-    pub(crate) skip_server_name_check: bool,
-}
-
-impl TlsSettings {
-    /// Trust the platform's roots, verify the server's name.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Trust the CA certificate(s) in this PEM file (instead of the platform's roots).
-    #[must_use]
-    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
-        self.ca = Some(Pem::File(path.into()));
-        self
-    }
-
-    /// Trust the CA certificate(s) in these PEM bytes (instead of the platform's roots).
-    #[must_use]
-    pub fn ca_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.ca = Some(Pem::Bytes(Arc::from(pem.into())));
-        self
-    }
-
-    /// Present this client certificate chain and private key (PEM files): mutual TLS.
-    #[must_use]
-    pub fn client_identity_files(
-        mut self,
-        cert: impl Into<PathBuf>,
-        key: impl Into<PathBuf>,
-    ) -> Self {
-        self.client_cert = Some(Pem::File(cert.into()));
-        self.client_key = Some(Pem::File(key.into()));
-        self
-    }
-
-    /// Present this client certificate chain and private key (PEM bytes): mutual TLS.
-    #[must_use]
-    pub fn client_identity_pem(
-        mut self,
-        cert: impl Into<Vec<u8>>,
-        key: impl Into<Vec<u8>>,
-    ) -> Self {
-        self.client_cert = Some(Pem::Bytes(Arc::from(cert.into())));
-        self.client_key = Some(Pem::Bytes(Arc::from(key.into())));
-        self
-    }
-
-    /// **For tests only.** Accept a server certificate issued for another name (the chain and
-    /// the validity dates are still checked). Anyone who can get any certificate from the same
-    /// CA can then impersonate the server.
-    #[must_use]
-    pub fn dangerous_skip_server_name_check_for_tests(mut self) -> Self {
-        self.skip_server_name_check = true;
-        self
-    }
-}
-
-impl fmt::Debug for TlsSettings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TlsSettings")
-            .field("ca", &self.ca)
-            .field("client_cert", &self.client_cert)
-            .field(
-                "client_key",
-                &self.client_key.as_ref().map(|_| "<redacted>"),
-            )
-            .field("skip_server_name_check", &self.skip_server_name_check)
-            .finish()
-    }
-}
-
-/// How the owners of one client hand a contended lock to one another (crate only: Redisson has
-/// no local hand-off; every release there is announced and every waiter of every client races).
-///
-/// Owners of one client that wait for the same lock (reentrant, fenced or write lock) queue
-/// locally; a local release hands the lock to the next of them at once, without the unlock
-/// message's round trip. That is fast, and unfair to waiters of other clients (Java services,
-/// other processes), whose only chance is the unlock message. This setting bounds it.
-///
-/// ```
-/// use std::time::Duration;
-/// use redisson_lock::{Config, LocalHandOff};
-/// // The default: runs of local hand-overs last at most 10 ms while another client waits.
-/// assert_eq!(Config::default().get_local_hand_off(), LocalHandOff::Bounded(Duration::from_millis(10)));
-/// // A service alone on its locks keeps every hand-over local.
-/// let alone = Config::default().local_hand_off(LocalHandOff::Unbounded);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LocalHandOff {
-    /// No local hand-over: after every release the next local owner races for the lock with
-    /// the waiters of every other client, as a Redisson client's releasing thread does
-    /// (Redisson's behaviour; no local hand-over ever).
-    Off,
-    /// Local hand-overs while no other client waits; while one does (a subscriber on the lock's
-    /// channel beyond this client, `PUBSUB NUMSUB`/`SHARDNUMSUB`, asked at most once per budget
-    /// together with a release), a run of local hand-overs ends once it has lasted this long,
-    /// or as long as the other clients' last turn if that was longer (at most 2 s). The next
-    /// local owner then races like everyone else, and after two such races won in a row stands
-    /// back until another client has had the lock. The default, with 10 ms; the worst case in
-    /// holds is in README's Performance section.
-    Bounded(Duration),
-    /// Always hand over locally, never ask who else listens: for a service that knows it is
-    /// alone on its locks. Waiters of other clients may then wait as long as this client's
-    /// owners keep the lock busy.
-    Unbounded,
-}
-
-impl Default for LocalHandOff {
-    fn default() -> Self {
-        LocalHandOff::Bounded(Duration::from_millis(10))
-    }
-}
+// The millisecond arithmetic's former home: the lock and synchronizer rooms still name it
+// here (`crate::config::later`...) until they name `types::millis`.
+pub(crate) use crate::types::millis::{clamp_millis, later, lease_millis};
 
 /// Configuration of a [`Client`](crate::Client).
 ///
@@ -478,7 +240,8 @@ impl Config {
         self
     }
 
-    /// How often an unlock whose reply was lost is retried (made idempotent by its unlock latch).
+    /// How often an unlock whose reply was lost is retried (made idempotent by its unlock
+    /// receipt, Redisson's unlock latch).
     #[must_use = "a Config builder method returns the changed Config"]
     pub fn retry_attempts(mut self, attempts: u32) -> Self {
         self.retry_attempts = attempts;
@@ -664,7 +427,9 @@ impl Config {
     }
 
     /// The configured watchdog timeout (same as
-    /// [`get_lock_watchdog_timeout`](Self::get_lock_watchdog_timeout)).
+    /// [`get_lock_watchdog_timeout`](Self::get_lock_watchdog_timeout), the getter named like
+    /// every other one).
+    #[deprecated(note = "use `get_lock_watchdog_timeout`, named like every other getter")]
     pub fn watchdog_timeout(&self) -> Duration {
         self.lock_watchdog_timeout
     }
@@ -792,9 +557,9 @@ impl Config {
         Ok(())
     }
 
-    /// Latch PX of unlock requests: long enough to cover every retry of one unlock (at most
-    /// [`MAX_MILLIS`], so unlimited timeouts stay valid).
-    pub(crate) fn latch_px_ms(&self) -> u64 {
+    /// The PX of an unlock request's receipt: long enough to cover every retry of one unlock
+    /// (at most [`MAX_MILLIS`], so unlimited timeouts stay valid).
+    pub(crate) fn receipt_px_ms(&self) -> u64 {
         let per_try = self.timeout.saturating_add(self.retry_delay);
         let total = per_try.saturating_mul(self.retry_attempts.max(1));
         clamp_millis(total).max(1)
@@ -817,53 +582,9 @@ impl Config {
     }
 }
 
-/// `from + d`, saturating: a sum past what an `Instant` can hold (a `Duration::MAX` setting,
-/// which means "no limit") gives an instant about 30 years ahead instead of a panic.
-pub(crate) fn later(from: tokio::time::Instant, d: Duration) -> tokio::time::Instant {
-    const FAR: Duration = Duration::from_secs(30 * 365 * 86_400);
-    from.checked_add(d.min(FAR)).unwrap_or(from)
-}
-
-/// Whole milliseconds of `d`, at most [`MAX_MILLIS`].
-pub(crate) fn clamp_millis(d: Duration) -> u64 {
-    d.as_millis().min(u128::from(MAX_MILLIS)) as u64
-}
-
-/// The largest lease accepted, in milliseconds. Redis rejects a `PEXPIRE` whose absolute time
-/// overflows, and Redisson's scripts are not rolled back then (a lock without TTL would remain),
-/// so longer leases are refused before anything is sent.
-pub const MAX_MILLIS: u64 = (i64::MAX / 4) as u64;
-
-/// Validates a lease and turns it into whole milliseconds for the wire.
-pub(crate) fn lease_millis(lease: Duration) -> Result<u64> {
-    let ms = lease.as_millis();
-    if ms == 0 {
-        return Err(Error::InvalidArgument(format!(
-            "lease must be at least 1 ms, got {lease:?} (use lock() without a lease for the watchdog)"
-        )));
-    }
-    if ms > u128::from(MAX_MILLIS) {
-        return Err(Error::InvalidArgument(format!(
-            "lease of {lease:?} is too large (at most {MAX_MILLIS} ms)"
-        )));
-    }
-    Ok(ms as u64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn later_saturates_instead_of_panicking() {
-        let now = tokio::time::Instant::now();
-        assert_eq!(
-            later(now, Duration::from_secs(2)),
-            now + Duration::from_secs(2)
-        );
-        assert!(later(now, Duration::MAX) > now + Duration::from_secs(365 * 86_400));
-        assert!(later(now, Duration::MAX.saturating_mul(2)) >= later(now, Duration::MAX));
-    }
 
     #[test]
     fn the_stall_bound_follows_the_command_timeout_unless_set() {
@@ -908,11 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn leases_are_validated() {
-        assert!(lease_millis(Duration::ZERO).is_err());
-        assert!(lease_millis(Duration::from_micros(999)).is_err());
-        assert!(lease_millis(Duration::MAX).is_err());
-        assert_eq!(lease_millis(Duration::from_secs(2)).unwrap(), 2000);
+    fn a_zero_watchdog_timeout_is_refused() {
         assert!(Config::default()
             .lock_watchdog_timeout(Duration::ZERO)
             .validate()
@@ -968,7 +685,7 @@ mod tests {
             .replicas_sync_timeout(Duration::MAX);
         c.validate().unwrap();
         assert_eq!(c.replicas_sync_ms(), MAX_MILLIS);
-        assert_eq!(c.latch_px_ms(), MAX_MILLIS);
+        assert_eq!(c.receipt_px_ms(), MAX_MILLIS);
         assert_eq!(c.fair_wait_ms(), MAX_MILLIS);
         assert_eq!(c.reconnect_max_delay_ms(), u32::MAX);
         assert_eq!(Config::default().reconnect_max_delay_ms(), 2000);
@@ -998,7 +715,9 @@ mod tests {
             Duration::from_secs(1)
         );
         assert_eq!(c.get_lock_watchdog_timeout(), Duration::from_secs(7));
-        assert_eq!(c.watchdog_timeout(), Duration::from_secs(7));
+        #[allow(deprecated)]
+        let deprecated = c.watchdog_timeout();
+        assert_eq!(deprecated, Duration::from_secs(7));
         assert_eq!(c.get_lock_watchdog_batch_size(), 9);
         assert_eq!(c.get_max_renewals(), Some(3));
         assert_eq!(c.get_fair_lock_wait_timeout(), Duration::from_secs(11));
@@ -1030,12 +749,5 @@ mod tests {
         }
         assert!(shown.contains("alice") && shown.contains("<redacted>"));
         assert_eq!(c.password.as_ref().map(Secret::expose), Some("pw-S3cret-1"));
-    }
-
-    #[test]
-    fn prefix_mapper_round_trips() {
-        let m = PrefixNameMapper::new("app:");
-        assert_eq!(m.map("x"), "app:x");
-        assert_eq!(m.unmap("app:x"), "x");
     }
 }

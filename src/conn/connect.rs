@@ -404,7 +404,7 @@ pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> 
     let mut builder = builder_for(redis_config, config);
     builder.with_connection_config(|c| {
         // Lock scripts are not idempotent: never let the transport re-send them.
-        // Unlock has its own retry, made idempotent by the unlock latch. On a cluster
+        // Unlock has its own retry, made idempotent by the unlock receipt. On a cluster
         // fred counts following a MOVED/ASK redirection as an attempt, so it needs
         // more than one to follow a failover or a slot migration (README: safety).
         c.max_command_attempts = if clustered { 3 } else { 1 };

@@ -1,6 +1,7 @@
 //! The core every other part of a client shares: the command connection, the script registry and
-//! the settings. It runs [`ScriptCall`]s and the few plain queries the locks need, and maps every
-//! Redis failure to the crate's [`Error`], naming the lock concerned.
+//! the settings. It runs [`ScriptCall`]s (the few plain queries the locks need are in
+//! `queries.rs`, over the same `send`), and maps every Redis failure to the crate's [`Error`],
+//! naming the lock concerned.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use tokio::time::Instant;
 
 use fred::{
     clients::{Client as FredClient, SubscriberClient},
-    interfaces::{ClientLike, KeysInterface, LuaInterface, PubsubInterface, ServerInterface},
+    interfaces::{ClientLike, KeysInterface, LuaInterface, ServerInterface},
     types::{config::Server, ClusterHash, CustomCommand, Key, Value},
 };
 
@@ -23,7 +24,6 @@ use crate::{
         scripts::{ScriptCall, Scripts},
     },
     error::{Error, Failure, Result},
-    types::ttl::Ttl,
 };
 
 /// The command connection, the scripts and the settings of one client.
@@ -229,68 +229,58 @@ impl Core {
         barrier: &crate::conn::replicas::Barrier,
     ) -> std::result::Result<(Value, Synced), AcquireFailure> {
         // Boxed, as `run_on` is (type-layout depth of the callers' futures).
-        let exposed: futures::future::BoxFuture<'_, _> =
-            Box::pin(self.run_acquire_exposed(call, lock, deadline, acquired, barrier));
+        let exposed: futures::future::BoxFuture<'_, _> = Box::pin(async move {
+            let slot = call.keys.first().map(slot_of);
+            // Before the checkout: a connection opened after a failover reaches the new master.
+            self.failover_over().await;
+            let checkout = match self.replicas.checkout(&self.redis, slot).await {
+                // No connection to run it on (every one busy, or none could be opened):
+                // nothing was sent, so the outcome is not ambiguous.
+                Err(error) => return Err(AcquireFailure { error, sent: false }),
+                Ok(None) => {
+                    return self
+                        .run(call, lock)
+                        .await
+                        .map(|v| (v, Synced::NotNeeded))
+                        .map_err(|error| AcquireFailure { error, sent: true })
+                }
+                Ok(Some(c)) => c,
+            };
+            let mut checkout = checkout;
+            checkout.expose(barrier);
+            let value = match self.run_on(&checkout.client, &call, lock, true).await {
+                Ok((v, asked)) => {
+                    // Run on a migration's target after ASKING: the WAIT goes there too.
+                    checkout.asked = asked;
+                    v
+                }
+                Err(e) => {
+                    // A reply that never came leaves the connection's state unknown. Close it
+                    // and wait (bounded) for the server to answer the QUIT, which it reads after
+                    // the script: the reconciliation that follows then reads the owner's count
+                    // on the command connection only after the script ran (or never will).
+                    if e.is_transient() {
+                        self.replicas.close_before_reconcile(checkout).await;
+                    } else {
+                        self.replicas.give_back(checkout);
+                    }
+                    return Err(AcquireFailure {
+                        error: e,
+                        sent: true,
+                    });
+                }
+            };
+            if !acquired(&value) {
+                self.replicas.give_back(checkout);
+                return Ok((value, Synced::NotNeeded));
+            }
+            let synced = self.replicas.wait(checkout, lock, deadline).await;
+            Ok((value, synced))
+        });
         let outcome = exposed.await;
         // Completed (not dropped): nothing for a reconciliation to wait for.
         barrier.lock().take();
         outcome
-    }
-
-    async fn run_acquire_exposed(
-        &self,
-        call: ScriptCall,
-        lock: &str,
-        deadline: Option<Instant>,
-        acquired: impl FnOnce(&Value) -> bool + Send,
-        barrier: &crate::conn::replicas::Barrier,
-    ) -> std::result::Result<(Value, Synced), AcquireFailure> {
-        let slot = call.keys.first().map(slot_of);
-        // Before the checkout: a connection opened after a failover reaches the new master.
-        self.failover_over().await;
-        let checkout = match self.replicas.checkout(&self.redis, slot).await {
-            // No connection to run it on (every one busy, or none could be opened): nothing
-            // was sent, so the outcome is not ambiguous.
-            Err(error) => return Err(AcquireFailure { error, sent: false }),
-            Ok(None) => {
-                return self
-                    .run(call, lock)
-                    .await
-                    .map(|v| (v, Synced::NotNeeded))
-                    .map_err(|error| AcquireFailure { error, sent: true })
-            }
-            Ok(Some(c)) => c,
-        };
-        let mut checkout = checkout;
-        checkout.expose(barrier);
-        let value = match self.run_on(&checkout.client, &call, lock, true).await {
-            Ok((v, asked)) => {
-                // Run on a migration's target after ASKING: the WAIT goes there too.
-                checkout.asked = asked;
-                v
-            }
-            Err(e) => {
-                // A reply that never came leaves the connection's state unknown. Close it and
-                // wait (bounded) for the server to answer the QUIT, which it reads after the
-                // script: the reconciliation that follows then reads the owner's count on the
-                // command connection only after the script ran (or never will).
-                if e.is_transient() {
-                    self.replicas.close_before_reconcile(checkout).await;
-                } else {
-                    self.replicas.give_back(checkout);
-                }
-                return Err(AcquireFailure {
-                    error: e,
-                    sent: true,
-                });
-            }
-        };
-        if !acquired(&value) {
-            self.replicas.give_back(checkout);
-            return Ok((value, Synced::NotNeeded));
-        }
-        let synced = self.replicas.wait(checkout, lock, deadline).await;
-        Ok((value, synced))
     }
 
     /// Runs a script call on `redis` (the command connection, or a replica-sync connection).
@@ -344,7 +334,8 @@ impl Core {
                     Err(e) if is_try_again(&e) => {
                         return Err(Error::Timeout(Failure::with_source(
                             format!(
-                                "lock {lock}: its slot is being migrated and some of the call's                              keys are not there yet ({})",
+                                "lock {lock}: its slot is being migrated and some of the call's \
+                                 keys are not there yet ({})",
                                 e.details()
                             ),
                             e,
@@ -393,7 +384,7 @@ impl Core {
     /// `ASK` itself (see `asking`). The reply, and the node an `ASK` sent it to, if one did.
     /// On the command connection, a command without a reply for the stall bound has the
     /// connection replaced (see [`Stall`]) and then waits on as before.
-    async fn send(
+    pub(super) async fn send(
         &self,
         redis: &FredClient,
         name: &'static str,
@@ -491,23 +482,6 @@ impl Core {
         self.stall.last.lock().is_some_and(|t| t >= at)
     }
 
-    /// A plain keyed query on the command connection, its reply converted.
-    async fn query<R: fred::types::FromValue>(
-        &self,
-        name: &'static str,
-        keys: &[&str],
-        lock: &str,
-    ) -> Result<R> {
-        let slot = keys.first().map_or(0, |k| slot_of(&Key::from(*k)));
-        let args = keys.iter().map(|k| Value::from(*k)).collect();
-        // Boxed, as `run_on` is (type-layout depth of the callers' futures).
-        let sent: futures::future::BoxFuture<'_, _> =
-            Box::pin(self.send(&self.redis, name, slot, args));
-        sent.await
-            .and_then(|(v, _)| v.convert::<R>())
-            .map_err(|e| Error::from_redis(e, lock))
-    }
-
     /// Runs a script that answers an array of integers (the renewal flags).
     pub(crate) async fn run_flags(&self, call: ScriptCall, lock: &str) -> Result<Vec<i64>> {
         let reply = self.run(call, lock).await?;
@@ -525,152 +499,12 @@ impl Core {
         }
     }
 
-    /// The hold count of `field` in the lock hash `name` (0 when absent).
-    pub(crate) async fn hold_count(&self, name: &str, field: &str) -> Result<u64> {
-        let n: Option<i64> = self.query("HGET", &[name, field], name).await?;
-        Ok(n.unwrap_or(0).max(0) as u64)
-    }
-
-    /// `true` if the lock hash `name` has the field `field`.
-    pub(crate) async fn has_field(&self, name: &str, field: &str) -> Result<bool> {
-        self.query("HEXISTS", &[name, field], name).await
-    }
-
-    /// `true` when some connection other than this client's subscriber listens on `channel`
-    /// (`PUBSUB NUMSUB` / `SHARDNUMSUB`, whichever this client listens with; this client
-    /// counts once per way it listens). When the server cannot tell — classic pub/sub on a
-    /// cluster counts one node only, or the command is refused — the answer is `true`: the
-    /// caller then gives others their chance rather than risk starving them.
-    pub(crate) async fn others_listen(&self, channel: &str) -> bool {
-        if self.clustered && self.messaging.classic {
-            return true;
-        }
-        let count = |reply: std::result::Result<Vec<Value>, fred::error::Error>| {
-            reply.ok().and_then(|v| v.get(1).and_then(Value::as_i64))
-        };
-        let mut total = 0;
-        let mut own = 0;
-        if self.messaging.classic {
-            match count(self.redis.pubsub_numsub(channel).await) {
-                Some(n) => total += n,
-                None => return true,
-            }
-            own += 1;
-        }
-        if self.messaging.sharded {
-            match count(self.redis.pubsub_shardnumsub(channel).await) {
-                Some(n) => total += n,
-                None => return true,
-            }
-            own += 1;
-        }
-        total > own
-    }
-
-    /// `true` if the key exists.
-    pub(crate) async fn exists(&self, key: &str, lock: &str) -> Result<bool> {
-        let n: i64 = self.query("EXISTS", &[key], lock).await?;
-        Ok(n > 0)
-    }
-
-    /// The remaining time to live of a key.
-    pub(crate) async fn ttl(&self, key: &str) -> Result<Ttl> {
-        let ms: i64 = self.query("PTTL", &[key], key).await?;
-        Ok(Ttl::from_pttl(ms))
-    }
-
-    /// An integer value (0 when absent), e.g. the fenced lock's token counter.
-    pub(crate) async fn counter(&self, key: &str, lock: &str) -> Result<u64> {
-        let v: Option<i64> = self.query("GET", &[key], lock).await?;
-        Ok(v.unwrap_or(0).max(0) as u64)
-    }
-
-    /// A signed integer value (0 when absent): a semaphore's permits, a latch's count.
-    pub(crate) async fn integer(&self, key: &str, lock: &str) -> Result<i64> {
-        let v: Option<i64> = self.query("GET", &[key], lock).await?;
-        Ok(v.unwrap_or(0))
-    }
-
-    /// `DEL` of an object's keys (one slot); how many existed. Publishes nothing.
-    pub(crate) async fn delete(&self, keys: &[&str], lock: &str) -> Result<i64> {
-        self.query("DEL", keys, lock).await
-    }
-
-    /// The `notify-keyspace-events` setting of every node that publishes this client's keyspace
-    /// notifications: the one server (`None`: the server this connection reaches), or each
-    /// master of a cluster (`CONFIG GET` sent to each, all at once), in address order.
-    pub(crate) async fn keyspace_events_settings(
-        &self,
-        lock: &str,
-    ) -> Result<Vec<(Option<Server>, String)>> {
-        if !self.clustered {
-            let reply = self
-                .send(
-                    &self.redis,
-                    "CONFIG",
-                    0,
-                    vec!["GET".into(), "notify-keyspace-events".into()],
-                )
-                .await
-                .map_err(|e| Error::from_redis(e, lock))?
-                .0;
-            return Ok(vec![(None, config_value(reply))]);
-        }
-        let masters = fred::interfaces::ClusterInterface::cached_cluster_state(&self.redis)
-            .map(|state| state.unique_primary_nodes())
-            .unwrap_or_default();
-        if masters.is_empty() {
-            return Err(Error::Connection(
-                "the cluster's masters are not known yet (no slot table)".into(),
-            ));
-        }
-        let settings = futures::future::try_join_all(masters.into_iter().map(|m| async move {
-            let setting = self.keyspace_events_setting_on(&m, lock).await?;
-            Ok::<_, Error>((Some(m), setting))
-        }))
-        .await?;
-        Ok(settings)
-    }
-
-    /// The `notify-keyspace-events` setting of one node of a cluster (`CONFIG GET` sent to it).
-    pub(crate) async fn keyspace_events_setting_on(
-        &self,
-        node: &Server,
-        lock: &str,
-    ) -> Result<String> {
-        let options = fred::types::config::Options {
-            cluster_node: Some(node.clone()),
-            ..Default::default()
-        };
-        let reply: Value = self
-            .redis
-            .with_options(&options)
-            .custom(
-                CustomCommand::new_static("CONFIG", ClusterHash::Random, false),
-                vec!["GET", "notify-keyspace-events"],
-            )
-            .await
-            .map_err(|e| {
-                // The node's address in the message: which master did not answer.
-                let what = format!(
-                    "CONFIG GET notify-keyspace-events on {node}: {}",
-                    e.details()
-                );
-                match Error::from_redis(e.clone(), lock) {
-                    Error::Connection(_) => Error::Connection(Failure::with_source(what, e)),
-                    Error::Timeout(_) => Error::Timeout(Failure::with_source(what, e)),
-                    other => other,
-                }
-            })?;
-        Ok(config_value(reply))
-    }
-
     /// The database this client works in (the keyspace event channels name it).
     pub(crate) fn database(&self) -> u8 {
         self.redis.client_config().database.unwrap_or(0)
     }
 
-    /// Unlinks keys, ignoring the outcome (clean-up of unlock latches).
+    /// Unlinks keys, ignoring the outcome (clean-up of unlock receipts).
     pub(crate) async fn unlink(&self, keys: Vec<Key>) {
         let _ = self.redis.unlink::<i64, _>(keys).await;
     }
@@ -697,25 +531,6 @@ fn is_demoted(e: &fred::error::Error) -> bool {
 fn is_try_again(e: &fred::error::Error) -> bool {
     let d = e.details();
     d.starts_with("TRYAGAIN") || d.contains(": TRYAGAIN") || d.contains("-TRYAGAIN")
-}
-
-/// The value of a one-parameter `CONFIG GET` reply (RESP2 answers `[name, value]`, RESP3 a
-/// map); empty when the server has no such parameter.
-fn config_value(reply: Value) -> String {
-    let pairs: Vec<String> = match reply {
-        Value::Map(m) => m
-            .inner()
-            .into_iter()
-            .flat_map(|(k, v)| [k.as_str().map(|s| s.to_string()), v.as_string()])
-            .flatten()
-            .collect(),
-        other => other
-            .into_array()
-            .into_iter()
-            .filter_map(|v| v.as_string())
-            .collect(),
-    };
-    pairs.get(1).cloned().unwrap_or_default()
 }
 
 fn flags(reply: Value, lock: &str) -> Result<Vec<i64>> {

@@ -4,7 +4,7 @@
 //!
 //! On a Redis Cluster a node publishes keyspace notifications only to its own clients, so the
 //! registry subscribes the two key-event channels as node-local channels: a classic
-//! subscription on every master, following the masters as they change (`service/keyspace.rs`
+//! subscription on every master, following the masters as they change (`service/pubsub/keyspace.rs`
 //! explains why every master rather than each lock's slot owner). Every master's setting is
 //! checked first.
 
@@ -14,7 +14,7 @@ use tokio::sync::broadcast::{error::RecvError, Receiver};
 use super::{front::Lock, kind::Kind};
 use crate::{
     error::{Error, Result},
-    service::{keyspace::setting_suffices, pubsub::Subscription},
+    service::pubsub::{keyspace::setting_suffices, Subscription},
 };
 
 /// One event of a lock's key.

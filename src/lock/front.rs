@@ -21,9 +21,9 @@ use super::{
 };
 use crate::{
     client::Client,
-    config::lease_millis,
     error::{Error, Result},
     observe::Acquisition,
+    types::millis::{clamp_millis, lease_millis},
     types::owner::Owner,
     types::ttl::Ttl,
 };
@@ -158,7 +158,7 @@ impl Handle {
         // A queueing kind waits in line for the caller's wait time, else the configured
         // per-waiter timeout (Redisson's threadWaitTime).
         let queue_ms = match wait {
-            Some(w) if !w.is_zero() => w.as_millis().min(u128::from(crate::MAX_MILLIS)) as u64,
+            Some(w) if !w.is_zero() => clamp_millis(w),
             _ => self.client.config().fair_wait_ms(),
         };
         let hold = Hold {

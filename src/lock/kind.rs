@@ -80,9 +80,9 @@ pub(crate) struct ReleaseRequest<'a> {
     pub(crate) field: &'a str,
     /// The lease re-armed on a partial release.
     pub(crate) lease_ms: u64,
-    /// This request's unlock latch key.
-    pub(crate) latch: &'a str,
-    pub(crate) latch_px_ms: u64,
+    /// This request's unlock receipt key (Redisson's unlock latch).
+    pub(crate) receipt: &'a str,
+    pub(crate) receipt_px_ms: u64,
     /// The publish command passed to the script (`publish` or `spublish`).
     pub(crate) publish: &'a str,
 }
@@ -262,7 +262,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 /// Every key a lock can touch for `field`: the keys of each of its calls and its channel. On a
 /// cluster they must all hash to one slot (checked once, when a handle is made).
 pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::Key> {
-    let latch = crate::types::names::unlock_latch(proto.name(), "0");
+    let receipt = crate::types::names::unlock_receipt(proto.name(), "0");
     let acquire = |mode| {
         proto
             .acquire(AcquireRequest {
@@ -278,8 +278,8 @@ pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::K
         proto.release(ReleaseRequest {
             field,
             lease_ms: 1,
-            latch: &latch,
-            latch_px_ms: 1,
+            receipt: &receipt,
+            receipt_px_ms: 1,
             publish: "publish",
         }),
         proto.force_unlock("publish"),

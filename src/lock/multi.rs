@@ -250,11 +250,7 @@ impl MultiLock {
         let part_lease = match (lease, wait) {
             (None, _) => None,
             // Twice the wait, capped where a lease would overflow (the wait is bounded here).
-            (Some(l), Some(w)) => Some(
-                w.saturating_mul(2)
-                    .min(Duration::from_millis(crate::MAX_MILLIS))
-                    .max(l),
-            ),
+            (Some(l), Some(w)) => Some(crate::types::millis::cap(w.saturating_mul(2)).max(l)),
             (Some(l), None) => Some(l),
         };
         'restart: loop {

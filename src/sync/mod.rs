@@ -32,10 +32,6 @@ use std::{
 use fred::types::Value;
 use tokio::time::Instant;
 
-pub use expirable::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore};
-pub use latch::{CountDownLatch, RCountDownLatch};
-pub use semaphore::{RSemaphore, Semaphore};
-
 use crate::{
     client::Client,
     conn::{replicas::Synced, scripts::ScriptCall},

@@ -1,7 +1,8 @@
 //! Small value types with no dependencies: the key and channel names ([`names`]), owners
-//! ([`owner`]), permit ids ([`permit`]), TTL readings ([`ttl`]) and the client's statistics snapshot ([`stats`]).
+//! ([`owner`]), permit ids ([`permit`]), TTL readings ([`ttl`]), the millisecond arithmetic of leases and deadlines ([`millis`]) and the client's statistics snapshot ([`stats`]).
 
 pub(crate) mod highway;
+pub(crate) mod millis;
 pub(crate) mod names;
 pub(crate) mod owner;
 pub(crate) mod permit;

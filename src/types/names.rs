@@ -41,21 +41,23 @@ pub(crate) fn latch_channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
-/// The private unlock latch of one unlock request: `redisson_unlock_latch:{N}:<request id>`.
-pub(crate) fn unlock_latch(name: &str, request_id: &str) -> String {
+/// The unlock receipt of one unlock request (Redisson's "unlock latch": the key an unlock
+/// leaves so that a repeated unlock is answered from it): `redisson_unlock_latch:{N}:<request
+/// id>`.
+pub(crate) fn unlock_receipt(name: &str, request_id: &str) -> String {
     const PREFIX: &str = "redisson_unlock_latch:";
-    let mut latch = String::with_capacity(PREFIX.len() + name.len() + 3 + request_id.len());
-    latch.push_str(PREFIX);
+    let mut receipt = String::with_capacity(PREFIX.len() + name.len() + 3 + request_id.len());
+    receipt.push_str(PREFIX);
     if name.contains('{') {
-        latch.push_str(name);
+        receipt.push_str(name);
     } else {
-        latch.push('{');
-        latch.push_str(name);
-        latch.push('}');
+        receipt.push('{');
+        receipt.push_str(name);
+        receipt.push('}');
     }
-    latch.push(':');
-    latch.push_str(request_id);
-    latch
+    receipt.push(':');
+    receipt.push_str(request_id);
+    receipt
 }
 
 /// A fresh unlock request id: 16 bytes as 32 lowercase hex characters, unique to this request.
@@ -116,7 +118,7 @@ mod tests {
     }
 
     #[test]
-    fn latch_names_and_request_ids() {
+    fn receipt_names_and_request_ids() {
         let id = request_id();
         assert_eq!(id.len(), 32);
         assert!(id
@@ -124,7 +126,7 @@ mod tests {
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
         assert_ne!(id, request_id());
         assert_eq!(
-            unlock_latch("k", "ab"),
+            unlock_receipt("k", "ab"),
             "redisson_unlock_latch:{k}:ab".to_string()
         );
     }

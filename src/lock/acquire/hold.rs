@@ -386,7 +386,7 @@ impl Hold {
     }
 
     /// Releases one hold, retrying transient failures with the same request id (the unlock
-    /// latch makes the retries idempotent), then hands the latch to the batched clean-up.
+    /// receipt makes the retries idempotent), then hands the receipt to the batched clean-up.
     pub(crate) async fn release(&self) -> Result<Release> {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
@@ -466,14 +466,14 @@ impl Hold {
     async fn release_call(&self) -> Result<Release> {
         let core = self.client.core();
         let config = core.config();
-        let latch = names::unlock_latch(self.name(), &names::request_id());
+        let receipt = names::unlock_receipt(self.name(), &names::request_id());
         let mut tries = 0;
         let reply = loop {
             let call = self.proto.release(ReleaseRequest {
                 field: &self.field,
                 lease_ms: self.lease_ms,
-                latch: &latch,
-                latch_px_ms: config.latch_px_ms(),
+                receipt: &receipt,
+                receipt_px_ms: config.receipt_px_ms(),
                 publish: core.messaging().publish_command(),
             });
             match core.run(call, self.name()).await {
@@ -485,7 +485,7 @@ impl Hold {
                 other => break other?,
             }
         };
-        self.client.latches().done(latch.into());
+        self.client.receipts().done(receipt.into());
         decode_release(reply, self.name())
     }
 

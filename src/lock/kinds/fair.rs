@@ -139,12 +139,12 @@ impl Protocol for Desc {
         }
     }
 
-    /// F-REL: `KEYS = [N, queue, timeouts, channel, latch]`,
-    /// `ARGV = ["0", lease, field, now, publish, latch PX]`.
+    /// F-REL: `KEYS = [N, queue, timeouts, channel, receipt]`,
+    /// `ARGV = ["0", lease, field, now, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         let mut keys = self.lock_keys();
         keys.push(Key::from(self.channel.as_str()));
-        keys.push(Key::from(req.latch));
+        keys.push(Key::from(req.receipt));
         ScriptCall::new(
             ScriptId::FairRelease,
             keys,
@@ -154,7 +154,7 @@ impl Protocol for Desc {
                 Value::from(req.field),
                 Value::from(now_ms()),
                 Value::from(req.publish),
-                Value::from(req.latch_px_ms as i64),
+                Value::from(req.receipt_px_ms as i64),
             ],
         )
     }

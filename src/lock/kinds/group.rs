@@ -158,15 +158,15 @@ impl Protocol for Desc {
         )
     }
 
-    /// G-REL: `KEYS = [G, channel, latch]`,
-    /// `ARGV = [F, "0", lease, publish, latch PX, now, H1..Hn]`.
+    /// G-REL: `KEYS = [G, channel, receipt]`,
+    /// `ARGV = [F, "0", lease, publish, receipt PX, now, H1..Hn]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         let mut args = vec![
             Value::from(req.field),
             Value::from("0"),
             Value::from(req.lease_ms as i64),
             Value::from(req.publish),
-            Value::from(req.latch_px_ms as i64),
+            Value::from(req.receipt_px_ms as i64),
             Value::from(now_ms()),
         ];
         args.extend(self.values());
@@ -175,7 +175,7 @@ impl Protocol for Desc {
             vec![
                 self.key.clone(),
                 Key::from(self.channel.as_str()),
-                Key::from(req.latch),
+                Key::from(req.receipt),
             ],
             args,
         )

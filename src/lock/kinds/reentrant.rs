@@ -88,8 +88,8 @@ impl Desc {
     }
 }
 
-/// The release call shared by L-REL and W-REL: `KEYS = [N, channel, latch]`,
-/// `ARGV = [message, lease, field, publish, latch PX]`.
+/// The release call shared by L-REL and W-REL: `KEYS = [N, channel, receipt]`,
+/// `ARGV = [message, lease, field, publish, receipt PX]`.
 pub(crate) fn release_call(
     script: ScriptId,
     message: &'static str,
@@ -99,13 +99,13 @@ pub(crate) fn release_call(
 ) -> ScriptCall {
     ScriptCall::new(
         script,
-        vec![key.clone(), Key::from(channel), Key::from(req.latch)],
+        vec![key.clone(), Key::from(channel), Key::from(req.receipt)],
         vec![
             Value::from(message),
             Value::from(req.lease_ms as i64),
             Value::from(req.field),
             Value::from(req.publish),
-            Value::from(req.latch_px_ms as i64),
+            Value::from(req.receipt_px_ms as i64),
         ],
     )
 }
@@ -127,7 +127,7 @@ impl Protocol for Desc {
         (self.acquire_call(req), AcquireReply::NilOrPttl)
     }
 
-    /// L-REL: `KEYS = [N, channel, latch]`, `ARGV = ["0", lease, field, publish, latch PX]`.
+    /// L-REL: `KEYS = [N, channel, receipt]`, `ARGV = ["0", lease, field, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         release_call(ScriptId::Release, "0", &self.key, &self.channel, req)
     }
@@ -173,8 +173,8 @@ pub(crate) mod tests {
         ReleaseRequest {
             field,
             lease_ms: 30_000,
-            latch: "redisson_unlock_latch:{n}:ab",
-            latch_px_ms: 16_000,
+            receipt: "redisson_unlock_latch:{n}:ab",
+            receipt_px_ms: 16_000,
             publish: "publish",
         }
     }

@@ -168,7 +168,7 @@ impl Protocol for ReadDesc {
         (call, AcquireReply::NilOrPttl)
     }
 
-    /// R-REL: `KEYS = [N, channel, TP(F), P, latch]`, `ARGV = ["0", F, publish, latch PX]`.
+    /// R-REL: `KEYS = [N, channel, TP(F), P, receipt]`, `ARGV = ["0", F, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         ScriptCall::new(
             ScriptId::ReadRelease,
@@ -177,13 +177,13 @@ impl Protocol for ReadDesc {
                 Key::from(self.0.channel.as_str()),
                 self.0.timeout_base(req.field),
                 Key::from(names::braced(&self.0.name).as_ref()),
-                Key::from(req.latch),
+                Key::from(req.receipt),
             ],
             vec![
                 Value::from("0"),
                 Value::from(req.field),
                 Value::from(req.publish),
-                Value::from(req.latch_px_ms as i64),
+                Value::from(req.receipt_px_ms as i64),
             ],
         )
     }
@@ -250,7 +250,7 @@ impl Protocol for WriteDesc {
         (call, AcquireReply::NilOrPttl)
     }
 
-    /// W-REL: `KEYS = [N, channel, latch]`, `ARGV = ["1", lease, F:write, publish, latch PX]`.
+    /// W-REL: `KEYS = [N, channel, receipt]`, `ARGV = ["1", lease, F:write, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         reentrant::release_call(
             ScriptId::WriteRelease,

@@ -76,15 +76,15 @@ impl Protocol for Desc {
         (self.base.acquire_call(req), AcquireReply::NilOrPttl)
     }
 
-    /// `KEYS = [N, latch]`, `ARGV = [lease, field, latch PX]` (no message).
+    /// `KEYS = [N, receipt]`, `ARGV = [lease, field, receipt PX]` (no message).
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         ScriptCall::new(
             ScriptId::SpinRelease,
-            vec![self.base.key.clone(), Key::from(req.latch)],
+            vec![self.base.key.clone(), Key::from(req.receipt)],
             vec![
                 Value::from(req.lease_ms as i64),
                 Value::from(req.field),
-                Value::from(req.latch_px_ms as i64),
+                Value::from(req.receipt_px_ms as i64),
             ],
         )
     }

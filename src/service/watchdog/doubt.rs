@@ -3,10 +3,13 @@
 //! the owner's field; a renewal that finds the field gone makes it lost for good.
 //!
 //! The state machine lives in the [`LossSignal`] (a doubt *epoch* beside its lost flag and
-//! deadline); this module owns the client-wide epoch counter, the listener of the command
-//! connection's events (fred's error, reconnect, unresponsive and cluster-change streams), the
-//! registry of leased holds (no watchdog renewal: they are checked once after a reconnect) and
-//! the request for a renewal run right after a reconnect, so the doubt is short.
+//! deadline, `loss.rs`), the client-wide epoch counter in the watchdog's state (`Doubts`,
+//! `state.rs`); this room owns the listener of the command connection's events (fred's error,
+//! reconnect, unresponsive and cluster-change streams), the check of the leased holds (no
+//! watchdog renewal: they are checked once after a reconnect), the request for a renewal run
+//! right after a reconnect, so the doubt is short, and what a Sentinel failover does to the
+//! holds ([`FailoverHolds`]). A renewal's own verdicts (confirmed, or in doubt for want of a
+//! reply) are the run's (`run.rs`).
 //!
 //! Epochs: every doubt event takes a new epoch `e` and raises each affected signal's doubt to
 //! at least `e`; a renewal reads the counter when it is sent, and its success clears the doubt
@@ -17,42 +20,19 @@
 //! that already run; the only extra commands are one renewal run per reconnect and one
 //! `HEXISTS` per leased hold in doubt after a reconnect.
 
-use std::{
-    collections::HashSet,
-    sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
-        Arc, Weak,
-    },
-};
+use std::sync::{atomic::Ordering, Arc, Weak};
 
 use fred::{
     interfaces::{ClusterInterface, EventInterface},
     types::{cluster::ClusterRouting, config::Server, ClusterStateChange},
 };
-use parking_lot::Mutex;
 use tokio::{sync::broadcast::error::RecvError, time::Instant};
 
-use crate::service::watchdog::{HoldKey, Item, LossSignal, Watchdog, WatchdogState};
-use crate::{conn::core::Core, error::Error};
-
-/// Where a hold stands, as its holder is told (see [`Guard::state`](crate::Guard::state)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum HoldState {
-    /// Held and confirmed: the last acquisition or renewal was acknowledged by the node, and
-    /// the connection to the node has not failed since.
-    Held,
-    /// The connection to the lock's node dropped (or a command to it timed out, or the node
-    /// left the cluster's routing) since the last confirmation: the node may have restarted
-    /// without its data or failed over, so another client may hold the lock. Back to
-    /// [`Held`](Self::Held) once a renewal sent after the doubt began confirms the owner (a
-    /// leased hold: once the owner's field is found after the reconnect), [`Lost`](Self::Lost)
-    /// if the field is gone or the deadline passes first.
-    InDoubt,
-    /// Lost for good: the owner's field was found gone, the lock was force-unlocked, or its
-    /// deadline passed unrenewed. Never changes again.
-    Lost,
-}
+use super::{
+    loss::{HoldState, LossSignal},
+    state::{HoldKey, WatchdogState},
+};
+use crate::conn::core::Core;
 
 /// Which holds a doubt event concerns.
 #[derive(Debug, Clone, Copy)]
@@ -63,103 +43,6 @@ pub(crate) enum Node<'a> {
     Server(&'a Server),
 }
 
-impl LossSignal {
-    /// The state of the hold: lost (flag or deadline) first, then in doubt, else held.
-    pub(crate) fn state(&self) -> HoldState {
-        if self.is_lost() {
-            HoldState::Lost
-        } else if self.doubt.load(Ordering::Acquire) != 0 {
-            HoldState::InDoubt
-        } else {
-            HoldState::Held
-        }
-    }
-
-    /// Puts the hold in doubt as of `epoch` (raising an earlier doubt's epoch). Returns `true`
-    /// when the hold was held until now (to report it once).
-    pub(crate) fn doubt(&self, epoch: u64) -> bool {
-        let before = self.doubt.fetch_max(epoch, Ordering::AcqRel);
-        self.notify.notify_waiters();
-        before == 0 && !self.is_lost()
-    }
-
-    /// A renewal sent at `sent_epoch` confirmed the owner: clears a doubt that began at or
-    /// before that epoch. Returns `true` when it cleared one.
-    pub(crate) fn confirm(&self, sent_epoch: u64) -> bool {
-        let mut current = self.doubt.load(Ordering::Acquire);
-        while current != 0 && current <= sent_epoch {
-            match self
-                .doubt
-                .compare_exchange(current, 0, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => {
-                    self.notify.notify_waiters();
-                    return !self.is_lost();
-                }
-                Err(now) => current = now,
-            }
-        }
-        false
-    }
-
-    /// Resolves once the hold is no longer [`HoldState::Held`] (in doubt or lost).
-    pub(crate) async fn wait_not_held(&self) {
-        loop {
-            let notified = self.notify.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.state() != HoldState::Held {
-                return;
-            }
-            let deadline = self.deadline();
-            tokio::select! {
-                _ = &mut notified => {}
-                _ = tokio::time::sleep_until(deadline) => {}
-            }
-        }
-    }
-}
-
-/// The doubt bookkeeping of one client (a part of the watchdog's state).
-#[derive(Default)]
-pub(crate) struct Doubts {
-    /// The last doubt epoch taken (0: none yet).
-    epoch: AtomicU64,
-    /// The (lock, owner) pairs of leased holds whose check is running (one at a time, however
-    /// many reconnects ask). The leased holds themselves are the watchdog's `leased` registry.
-    checking: Mutex<HashSet<HoldKey>>,
-    /// The cluster routing as last seen (to tell which slots a dropped or removed node served).
-    routing: Mutex<Option<ClusterRouting>>,
-    /// When the last connection event put holds in doubt (for an acquisition sent before it
-    /// and registered after it).
-    last_at: Mutex<Option<Instant>>,
-    /// A Sentinel failover is under way: the master answering now may be the one being
-    /// replaced, so nothing it says confirms a hold (renewals carry epoch 0, which clears no
-    /// doubt) and a hold registered meanwhile starts in doubt.
-    failover: AtomicBool,
-}
-
-impl Doubts {
-    /// The epoch a renewal sent now carries (0, which confirms nothing, during a failover).
-    pub(crate) fn current(&self) -> u64 {
-        if self.failover.load(Ordering::Acquire) {
-            return 0;
-        }
-        self.epoch.load(Ordering::Acquire)
-    }
-
-    fn next(&self) -> u64 {
-        self.epoch.fetch_add(1, Ordering::AcqRel) + 1
-    }
-}
-
-/// Forgets a request for a run at once made while there was nothing to renew (the renewal
-/// loop calls this when it goes idle), so the next hold's first renewal comes on time.
-pub(crate) fn forget_urgent(state: &WatchdogState) {
-    use futures::FutureExt;
-    let _ = state.urgent.notified().now_or_never();
-}
-
 /// Asks for a renewal run at once if some renewed hold is in doubt.
 fn renew_doubted_now(state: &WatchdogState) {
     if state
@@ -168,35 +51,6 @@ fn renew_doubted_now(state: &WatchdogState) {
         .any(|h| h.value().loss.state() == HoldState::InDoubt)
     {
         state.urgent.notify_one();
-    }
-}
-
-/// Sleeps `delay` before the next renewal run, or less if a run is asked for at once.
-pub(crate) async fn pause(state: &WatchdogState, delay: std::time::Duration) {
-    tokio::select! {
-        _ = tokio::time::sleep(delay) => {}
-        _ = state.urgent.notified() => {}
-    }
-}
-
-/// A renewal sent at `sent_epoch` found the item's owner field and renewed it.
-pub(crate) fn confirmed(item: &Item, sent_epoch: u64) {
-    if item.loss.confirm(sent_epoch) {
-        crate::observe::lock_confirmed(&item.key.name, &item.key.field);
-    }
-}
-
-/// A renewal call failed: a timeout or a lost connection puts the holds it was renewing in
-/// doubt (their node did not answer); other errors change nothing.
-pub(crate) fn renewal_failed(state: &WatchdogState, items: &[&Item], error: &Error) {
-    if !matches!(error, Error::Timeout(_) | Error::Connection(_)) {
-        return;
-    }
-    let epoch = state.doubts.next();
-    for item in items {
-        if item.loss.doubt(epoch) {
-            crate::observe::lock_in_doubt(&item.key.name, &item.key.field, "renewal got no reply");
-        }
     }
 }
 
@@ -229,55 +83,33 @@ fn doubt_where(state: &WatchdogState, affected: impl Fn(&str) -> bool, why: &'st
     }
 }
 
-impl Watchdog {
-    /// Puts in doubt every hold on `node` (its slots, on a cluster; every hold elsewhere):
-    /// the one entry point for "the connection to a node dropped, stalled or timed out",
-    /// whoever detects it (the connection events here, a stalled-connection check, a command
-    /// timeout). The holds return to held at the next renewal that confirms them; call
-    /// [`reconnected`](Self::reconnected) when the node answers again to make that at once.
-    #[allow(dead_code)] // for other detectors (a stalled-connection check, a command timeout)
-    pub(crate) fn connection_in_doubt(&self, node: Node<'_>, why: &'static str) {
-        if let Some(core) = self.core.upgrade() {
-            in_doubt(&core, &self.state, node, why);
-        }
+/// A hold whose acquisition was sent at `sent_at` and registered just now: if a connection
+/// event put holds in doubt since it was sent (the reply came, then the connection dropped,
+/// before the guard existed), the hold starts in doubt, and is renewed (watchdog) or checked
+/// (leased) at once.
+pub(super) fn doubted_since(
+    core: &Weak<Core>,
+    state: &Arc<WatchdogState>,
+    key: &HoldKey,
+    loss: &Arc<LossSignal>,
+    sent_at: Instant,
+    leased: bool,
+) {
+    let doubts = &state.doubts;
+    let failover = doubts.failover.load(Ordering::Acquire);
+    if !failover && !doubts.last_at.lock().is_some_and(|at| at >= sent_at) {
+        return;
     }
-
-    /// The connection to a node is back: renew at once (confirming or losing the holds in
-    /// doubt) and check the leased holds in doubt.
-    #[allow(dead_code)] // for other detectors (a stalled-connection check)
-    pub(crate) fn reconnected(&self) {
-        if let Some(core) = self.core.upgrade() {
-            decide_doubted(&core, &self.state);
-        }
+    if loss.doubt(doubts.next()) {
+        crate::observe::lock_in_doubt(&key.name, &key.field, "connection lost while acquiring");
     }
-
-    /// A hold whose acquisition was sent at `sent_at` and registered just now: if a connection
-    /// event put holds in doubt since it was sent (the reply came, then the connection
-    /// dropped, before the guard existed), the hold starts in doubt, and is renewed (watchdog)
-    /// or checked (leased) at once.
-    pub(crate) fn doubted_since(
-        &self,
-        key: &HoldKey,
-        loss: &Arc<LossSignal>,
-        sent_at: Instant,
-        leased: bool,
-    ) {
-        let doubts = &self.state.doubts;
-        let failover = doubts.failover.load(Ordering::Acquire);
-        if !failover && !doubts.last_at.lock().is_some_and(|at| at >= sent_at) {
+    if leased {
+        let Some(core) = core.upgrade() else {
             return;
-        }
-        if loss.doubt(doubts.next()) {
-            crate::observe::lock_in_doubt(&key.name, &key.field, "connection lost while acquiring");
-        }
-        if leased {
-            let Some(core) = self.core.upgrade() else {
-                return;
-            };
-            check_leased(&core, &self.state, key.clone());
-        } else {
-            self.state.urgent.notify_one();
-        }
+        };
+        check_leased(&core, state, key.clone());
+    } else {
+        state.urgent.notify_one();
     }
 }
 
@@ -289,18 +121,12 @@ pub(crate) struct FailoverHolds {
     state: Arc<WatchdogState>,
 }
 
-impl Watchdog {
-    /// The handle through which a Sentinel failover puts the holds in doubt and has them
-    /// confirmed on the new master.
-    pub(crate) fn failover_holds(&self) -> FailoverHolds {
-        FailoverHolds {
-            core: self.core.clone(),
-            state: self.state.clone(),
-        }
-    }
-}
-
 impl FailoverHolds {
+    /// The handle over the watchdog's state; `core` is not kept alive by it.
+    pub(super) fn new(core: Weak<Core>, state: Arc<WatchdogState>) -> Self {
+        Self { core, state }
+    }
+
     /// The sentinels began failing the master over: every hold is in doubt, and stays so (no
     /// renewal confirms it, a new hold starts in doubt) until [`ended`](Self::ended).
     pub(crate) fn began(&self, why: &'static str) {
@@ -327,7 +153,7 @@ impl FailoverHolds {
     }
 }
 
-fn in_doubt(core: &Core, state: &WatchdogState, node: Node<'_>, why: &'static str) {
+pub(super) fn in_doubt(core: &Core, state: &WatchdogState, node: Node<'_>, why: &'static str) {
     let server = match node {
         Node::Server(s) if core.is_clustered() => s,
         _ => return doubt_where(state, |_| true, why),
@@ -373,7 +199,7 @@ fn routing_changed(core: &Arc<Core>, state: &Arc<WatchdogState>) {
 
 /// Decides the holds in doubt now (after a reconnect, a failover's end, a slot's move): a
 /// renewal run at once for the watchdog holds, and the check of each leased hold in doubt.
-fn decide_doubted(core: &Arc<Core>, state: &Arc<WatchdogState>) {
+pub(super) fn decide_doubted(core: &Arc<Core>, state: &Arc<WatchdogState>) {
     renew_doubted_now(state);
     let doubted: Vec<HoldKey> = state
         .leased
@@ -479,7 +305,7 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
 }
 
 /// Listens to the command connection's events for as long as the client lives.
-pub(crate) async fn watch_connection(core: Arc<Core>, state: Arc<WatchdogState>) {
+pub(super) async fn watch_connection(core: Arc<Core>, state: Arc<WatchdogState>) {
     let redis = core.redis().clone();
     let mut errors = redis.error_rx();
     let mut reconnects = redis.reconnect_rx();
@@ -536,6 +362,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::service::watchdog::state::Doubts;
 
     #[tokio::test(start_paused = true)]
     async fn a_doubt_clears_only_by_a_renewal_sent_after_it_began() {
@@ -596,61 +423,11 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn wait_not_held_resolves_on_doubt_and_wait_lost_does_not() {
-        let loss = LossSignal::new(Instant::now() + Duration::from_secs(60));
-        let not_held = {
-            let loss = loss.clone();
-            tokio::spawn(async move { loss.wait_not_held().await })
-        };
-        let lost = {
-            let loss = loss.clone();
-            tokio::spawn(async move { loss.wait_lost().await })
-        };
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert!(!not_held.is_finished());
-        loss.doubt(1);
-        tokio::time::timeout(Duration::from_millis(1), not_held)
-            .await
-            .expect("woken by the doubt")
-            .unwrap();
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert!(!lost.is_finished(), "a doubt is not a loss");
-        loss.confirm(1);
-        // Held again: a new wait waits again, until the deadline.
-        let start = Instant::now();
-        loss.wait_not_held().await;
-        assert_eq!(Instant::now(), start + Duration::from_secs(58));
-        lost.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_run_asked_for_at_once_cuts_the_pause_unless_it_was_forgotten_when_idle() {
-        let state = crate::service::watchdog::tests::state();
-        let start = Instant::now();
-        state.urgent.notify_one();
-        pause(&state, Duration::from_secs(10)).await;
-        assert_eq!(
-            start.elapsed(),
-            Duration::ZERO,
-            "a reconnect: renew at once"
-        );
-
-        state.urgent.notify_one();
-        forget_urgent(&state);
-        pause(&state, Duration::from_secs(10)).await;
-        assert_eq!(
-            start.elapsed(),
-            Duration::from_secs(10),
-            "a request made while idle does not cut the next hold's first period"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn during_a_failover_nothing_confirms_a_hold_and_after_it_a_later_renewal_does() {
-        let state = Arc::new(crate::service::watchdog::tests::state());
+        let state = Arc::new(crate::service::watchdog::state::tests::state());
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(
-            crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([])),
+            HoldKey::new("b".into(), "f".into(), Arc::from([])),
             vec![leased.clone()],
         );
         let holds = FailoverHolds {
@@ -688,8 +465,8 @@ mod tests {
     /// a new one starts, never neither.
     #[test]
     fn a_doubt_raised_while_the_leased_check_finishes_is_checked() {
-        let state = crate::service::watchdog::tests::state();
-        let key = crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([]));
+        let state = crate::service::watchdog::state::tests::state();
+        let key = HoldKey::new("b".into(), "f".into(), Arc::from([]));
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(key.clone(), vec![leased.clone()]);
         assert!(check_begins(&state, &key), "the first check starts");
@@ -723,13 +500,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn doubts_reach_watchdog_and_leased_holds_of_the_affected_node() {
-        let state = crate::service::watchdog::tests::state();
+        let state = crate::service::watchdog::state::tests::state();
         let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.holds.insert(
-            crate::service::watchdog::HoldKey::new("a".into(), "f".into(), Arc::from([])),
-            crate::service::watchdog::Renewed {
+            HoldKey::new("a".into(), "f".into(), Arc::from([])),
+            crate::service::watchdog::state::Renewed {
                 count: 1,
-                shape: crate::service::watchdog::RenewalShape::per_hold("a"),
+                shape: crate::service::watchdog::shape::RenewalShape::per_hold("a"),
                 queue: None,
                 last_sent: Instant::now(),
                 epoch: 1,
@@ -739,7 +516,7 @@ mod tests {
         );
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.leased.insert(
-            crate::service::watchdog::HoldKey::new("b".into(), "f".into(), Arc::from([])),
+            HoldKey::new("b".into(), "f".into(), Arc::from([])),
             vec![leased.clone()],
         );
         doubt_where(&state, |name| name != "b", "test");

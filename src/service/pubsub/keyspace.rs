@@ -27,9 +27,13 @@
 //! as `del` until the registry has noticed the demotion (at most one periodic check).
 //!
 //! This file holds the set of subscribed masters ([`Masters`]), the plan that brings it in line
-//! with the cluster ([`plan`]), the per-node `SUBSCRIBE` + barrier and `UNSUBSCRIBE`, and the
-//! rule a node's `notify-keyspace-events` must meet ([`setting_suffices`]). The channels, their
-//! listeners and the order of operations stay in the registry (`pubsub.rs`).
+//! with the cluster ([`plan`]), the per-node `SUBSCRIBE` + barrier and `UNSUBSCRIBE`, the rule a
+//! node's `notify-keyspace-events` must meet ([`setting_suffices`]), and the registry's
+//! operations on every master: a first subscription ([`subscribe_on_every_master`]), leaving
+//! ([`unsubscribe_on_every_master`]), following the masters ([`follow_masters`]). The channels,
+//! their listeners and the order of operations stay in the registry (`registry.rs`, `ops.rs`).
+
+use std::sync::Arc;
 
 use fred::{
     clients::SubscriberClient,
@@ -42,7 +46,8 @@ use fred::{
 };
 use parking_lot::Mutex;
 
-use crate::conn::core::Core;
+use super::registry::{refused_for, settle, subscribe_error, Channel, Shared, Status};
+use crate::{conn::core::Core, error::Error};
 
 /// Whether a `notify-keyspace-events` setting publishes the `del` and `expired` key-event
 /// messages: `E` (key-event channels) with `g` (generic commands, `del`) and `x` (expirations),
@@ -149,6 +154,184 @@ pub(crate) async fn check_joined(core: &Core, node: &Server) {
         ),
         Ok(_) => {}
         Err(e) => log::debug!("cannot read the notify-keyspace-events of {node}: {e}"),
+    }
+}
+
+/// The first subscription of node-local channels on a cluster: a classic `SUBSCRIBE` and its
+/// barrier on every master at once (whatever the sharded mode: keyspace notifications are never
+/// sharded). Ready once every master has it; failed, naming a master that did not take it,
+/// otherwise.
+pub(super) async fn subscribe_on_every_master(
+    shared: &Shared,
+    masters: &Masters,
+    group: &[Arc<Channel>],
+) {
+    let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+    // The connect-time probe asked about SUBSCRIBE only when messages are classic.
+    if shared.messaging.classic {
+        if let Err(error) = shared
+            .core
+            .permissions()
+            .check(crate::conn::permissions::Need::Listen, &names.join(", "))
+        {
+            return settle(group, Status::Failed(error));
+        }
+    }
+    if let Some(refused) = refused_for(shared, &names, &["subscribe"]).await {
+        log::warn!("this Redis user may not listen on {refused}");
+        let error = Error::PermissionDenied(
+            format!("subscribing to {refused}: this Redis user has no permission for the channel")
+                .into(),
+        );
+        return settle(group, Status::Failed(error));
+    }
+    let now = current(&shared.sub);
+    if now.is_empty() {
+        let error = Error::Connection("the cluster's masters are not known yet".into());
+        return settle(group, Status::Failed(error));
+    }
+    let names = &names;
+    let outcomes = futures::future::join_all(
+        now.iter()
+            .map(|m| async move { (m, subscribe_on(&shared.sub, m, names).await) }),
+    )
+    .await;
+    let failure = outcomes
+        .into_iter()
+        .find_map(|(m, outcome)| outcome.err().map(|e| (m, e)));
+    let status = match failure {
+        None => {
+            // The first node-local channels: the masters they are on are the registry's set
+            // (with channels already live, the next topology check compares and follows).
+            if masters.get().is_empty() {
+                masters.set(now.clone());
+            }
+            Status::Ready
+        }
+        Some((master, e)) => {
+            log::warn!("SUBSCRIBE on cluster master {master} failed: {e}");
+            let what = format!(
+                "subscribing to {} on cluster master {master}: {}",
+                names.join(", "),
+                e.details()
+            );
+            Status::Failed(subscribe_error(what, e))
+        }
+    };
+    settle(group, status);
+}
+
+/// Leaves node-local channels on every master (of the registry's set and of the slot table; a
+/// failure only logged: the server forgets a subscription with its connection anyway).
+pub(super) async fn unsubscribe_on_every_master(
+    shared: &Shared,
+    masters: &Masters,
+    names: Vec<String>,
+) {
+    let names = &names;
+    let now = current(&shared.sub);
+    let outcomes = futures::future::join_all(
+        now.iter()
+            .map(|m| async move { (m, unsubscribe_on(&shared.sub, m, names).await) }),
+    )
+    .await;
+    for (master, outcome) in outcomes {
+        if let Err(e) = outcome {
+            log::debug!("UNSUBSCRIBE on cluster master {master} failed: {e}");
+        }
+    }
+    let any_left = shared
+        .channels
+        .lock()
+        .values()
+        .any(|c| shared.on_every_master(c));
+    if !any_left {
+        masters.set(Vec::new());
+    }
+}
+
+/// Brings the established node-local `channels` in line with the cluster's masters
+/// (`plan`): subscribes them on each new master (on every master when `again`, after
+/// a reconnect), forgets the nodes that are no longer masters. The masters at once; while one
+/// fails the channels are pending (a new listener waits for them) and the next topology check,
+/// finding them pending, tries again; they are ready again once every master of the moment has
+/// them.
+pub(super) async fn follow_masters(
+    shared: &Shared,
+    masters: &Masters,
+    channels: Vec<Arc<Channel>>,
+    again: bool,
+) {
+    if channels.is_empty() {
+        return;
+    }
+    let names: Vec<String> = channels.iter().map(|c| c.name.clone()).collect();
+    let names = &names;
+    let before = masters.get();
+    let plan = plan(&before, &current(&shared.sub), again);
+    if plan.subscribe.is_empty() && plan.left.is_empty() {
+        // Every master has them (a master that failed before may have left since).
+        for ch in &channels {
+            ch.status.send_if_modified(|s| {
+                let was_pending = *s == Status::Pending;
+                *s = Status::Ready;
+                was_pending
+            });
+        }
+        return;
+    }
+    if !plan.left.is_empty() {
+        log::info!(
+            "no longer cluster masters: {:?}; their keyspace subscriptions went with fred's \
+             connections",
+            plan.left
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        );
+    }
+    let outcomes = futures::future::join_all(
+        plan.subscribe
+            .iter()
+            .map(|m| async move { (m, subscribe_on(&shared.sub, m, names).await) }),
+    )
+    .await;
+    let mut subscribed = plan.kept;
+    let mut failed = Vec::new();
+    for (master, outcome) in outcomes {
+        match outcome {
+            Ok(()) => {
+                if !before.is_empty() && !before.contains(master) {
+                    log::info!("listening to keyspace events on the new cluster master {master}");
+                    let (core, master) = (shared.core.clone(), master.clone());
+                    drop(tokio::spawn(async move {
+                        check_joined(&core, &master).await;
+                    }));
+                }
+                subscribed.push(master.clone());
+            }
+            Err(e) => failed.push(format!("{master}: {e}")),
+        }
+    }
+    masters.set(subscribed);
+    if failed.is_empty() {
+        for ch in &channels {
+            ch.status.send_replace(Status::Ready);
+        }
+    } else {
+        log::warn!(
+            "subscribing to {} on cluster masters failed ({}); retrying at the next topology \
+             check",
+            names.join(", "),
+            failed.join("; ")
+        );
+        for ch in &channels {
+            ch.status.send_if_modified(|s| {
+                let was_ready = *s == Status::Ready;
+                *s = Status::Pending;
+                was_ready
+            });
+        }
     }
 }
 

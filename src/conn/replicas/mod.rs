@@ -18,12 +18,15 @@
 //! while the connection's last write is unacknowledged. The cost is one round trip per
 //! successful synced acquisition (the `WAIT` itself needs a replica round trip anyway).
 //!
+//! Rooms: [`memory`] (what a count means, pure), [`count`] (what the servers say: `INFO
+//! replication`, the sentinels' replicas); this file is the pool and the `WAIT`.
+//!
 //! The replica count: read from `INFO replication` (the `slave<i>` lines with `state=online`;
 //! `connected_slaves` also counts replicas in their full sync) when unknown, cached per master
 //! (Sentinel: read again when the sentinels name another master), and forgotten when a `WAIT`
 //! answers another number or fails. A count of 0 is read again at most every
 //! [`ZERO_RECHECK`], so replicas that attach later are noticed. It means a lone server (no
-//! `WAIT`) only if that master showed no replica online in the last [`REPLICAS_REMEMBERED`]:
+//! `WAIT`) only if that master showed no replica online in the last `REPLICAS_REMEMBERED`:
 //! replicas that lost their link can still be promoted, so until then one acknowledgement is
 //! still wanted. A master is judged by its own replicas: after a Sentinel failover, those the
 //! sentinels list for the promoted master that are still alive (see [`Memory`]), so a promoted
@@ -36,6 +39,9 @@
 //! node, all private to the acquisition that checked it out): the script is routed by its key,
 //! and the `WAIT` is sent to the node that owns the key's slot once the script answered (the
 //! node that ran it, also after a `MOVED`). The replica count is cached per master.
+
+mod count;
+mod memory;
 
 use std::{
     collections::HashMap,
@@ -51,7 +57,7 @@ use fred::{
     interfaces::{ClientLike, ClusterInterface, ServerInterface},
     types::{
         config::{Options, Server},
-        InfoKind, Value,
+        InfoKind,
     },
 };
 use parking_lot::Mutex;
@@ -65,20 +71,11 @@ use crate::{
     conn::connect::Sentinels,
     error::{Error, Result},
 };
+use count::{online_replicas, replicas_alive};
+use memory::{Master, Memory, Wanted, ZERO_RECHECK};
 
 /// At most this many connections run synced acquisitions at once.
 pub(crate) const POOL_SIZE: usize = 8;
-
-/// A replica count of 0 is read again after this long.
-pub(crate) const ZERO_RECHECK: Duration = Duration::from_secs(1);
-
-/// How long after replicas were last seen online a count of 0 still means "replicas gone for
-/// now", not "a lone server": acquisitions keep wanting one acknowledgement (and fail
-/// `NotReplicated` without one). A replica that lost its link can still be promoted for a
-/// while (Sentinel: ten times `down-after-milliseconds`, 300 s by default; Cluster: the
-/// replica validity factor times the node timeout, 150 s by default), and an acquisition no
-/// replica has would be lost with that failover.
-pub(crate) const REPLICAS_REMEMBERED: Duration = Duration::from_secs(600);
 
 /// What the replicas said about an acquisition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,10 +88,7 @@ pub(crate) enum Synced {
     Missing { wanted: u64, acked: u64 },
 }
 
-/// A master, as far as the cache tells them apart: `None` for a standalone server (one master),
-/// the current master's address for Sentinel, the slot owner's for a cluster.
-type Master = Option<Server>;
-
+/// What the client has learned of the masters' replicas and of `WAIT`.
 #[derive(Default)]
 struct State {
     /// Per master: its replica count and when it was read.
@@ -107,124 +101,6 @@ struct State {
     info_warned: bool,
     /// What the client remembers of the masters' replicas.
     memory: Memory,
-}
-
-/// When a master last had a replica online (see [`Memory`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Seen {
-    at: Instant,
-    /// Taken over from the master this one replaced (Sentinel): those replicas become this
-    /// master's once they attach to it, and only those still alive will.
-    inherited: bool,
-}
-
-/// What the replica count of a master means, beyond the count read now: a master that had
-/// replicas online in the last [`REPLICAS_REMEMBERED`] and shows none now has lost them for
-/// now (stopped, cut off: one may still be promoted without what it missed), not a lone
-/// server, so one acknowledgement is still wanted (the chaos runner's `lag-kill` fault).
-///
-/// A master is judged by its own replicas. On a cluster, each master by those it showed. On
-/// a standalone or Sentinel deployment, by those of the master the command connection reaches
-/// now: reaching another master (a Sentinel failover, or one back) forgets the others. A
-/// master promoted in place of one that had replicas takes that memory over, marked
-/// inherited: its replicas are the same servers (the sentinels reconfigure them to it), and
-/// until they attach, an acquisition there is on no replica. Whether any of them can still
-/// attach is asked of the sentinels ([`Wanted::Ask`]): when none of the replicas they list
-/// for it is alive (one master and one replica, the old master gone for good), the promoted
-/// master is a lone server at once, as with Redisson, instead of refusing every acquisition
-/// `NotReplicated` for the whole memory.
-#[derive(Debug, Default)]
-struct Memory {
-    /// When each master last had a replica online.
-    seen: HashMap<Master, Seen>,
-    /// Standalone, Sentinel: the master the command connection reached last.
-    reached: Option<Master>,
-    /// Sentinel: whether some replica the sentinels list for the master reached now is alive,
-    /// and when that was asked (`alive` may be a guess while the question is in flight).
-    alive: Option<(Master, bool, Instant)>,
-}
-
-/// What an acquisition wants of the replicas, before the sentinels may have to be asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Wanted {
-    /// This many acknowledgements (1 at most is waited for; 0: no `WAIT`).
-    Count(u64),
-    /// Ask the sentinels whether the inherited replicas are alive (see [`Memory::answered`]);
-    /// `meanwhile` is what to want without waiting for the answer (`None`: wait for it).
-    Ask { meanwhile: Option<u64> },
-}
-
-impl Memory {
-    /// The command connection reaches `master` (standalone, Sentinel).
-    fn reached(&mut self, master: &Master, now: Instant) {
-        if self.reached.as_ref() == Some(master) {
-            return;
-        }
-        let before = self.reached.replace(master.clone());
-        let recent = before
-            .and_then(|b| self.seen.get(&b).copied())
-            .filter(|s| now.saturating_duration_since(s.at) < REPLICAS_REMEMBERED);
-        self.seen.clear();
-        self.alive = None;
-        if let Some(s) = recent {
-            let inherited = Seen {
-                at: s.at,
-                inherited: true,
-            };
-            self.seen.insert(master.clone(), inherited);
-        }
-    }
-
-    /// What an acquisition on `master` wants, with `n` replicas online there now.
-    fn wanted(&mut self, master: &Master, n: u64, now: Instant) -> Wanted {
-        if n > 0 {
-            let own = Seen {
-                at: now,
-                inherited: false,
-            };
-            self.seen.insert(master.clone(), own);
-            return Wanted::Count(n);
-        }
-        let Some(seen) = self.seen.get(master).copied() else {
-            return Wanted::Count(0);
-        };
-        if now.saturating_duration_since(seen.at) >= REPLICAS_REMEMBERED {
-            self.seen.remove(master);
-            return Wanted::Count(0);
-        }
-        if !seen.inherited {
-            return Wanted::Count(1);
-        }
-        match &self.alive {
-            Some((m, true, at)) if m == master => {
-                if now.saturating_duration_since(*at) < ZERO_RECHECK {
-                    Wanted::Count(1)
-                } else {
-                    // Stamped now, so one question runs at a time.
-                    self.alive = Some((master.clone(), true, now));
-                    Wanted::Ask { meanwhile: Some(1) }
-                }
-            }
-            _ => Wanted::Ask { meanwhile: None },
-        }
-    }
-
-    /// The sentinels' answer for `master`: `Some(true)` when a replica they list for it is
-    /// alive, `Some(false)` when none is (it is a lone server from now on), `None` when none
-    /// of them answered (taken as alive, asked again later). Returns what to want.
-    fn answered(&mut self, master: &Master, alive: Option<bool>, now: Instant) -> u64 {
-        if alive == Some(false) {
-            if self.seen.get(master).is_some_and(|s| s.inherited) {
-                self.seen.remove(master);
-            }
-            if self.alive.as_ref().is_some_and(|(m, _, _)| m == master) {
-                self.alive = None;
-            }
-            return u64::from(self.seen.contains_key(master));
-        }
-        self.alive = Some((master.clone(), true, now));
-        u64::from(self.seen.contains_key(master))
-    }
 }
 
 /// The replica-sync service of one client.
@@ -506,7 +382,8 @@ impl ReplicaSync {
         }
         let timeout_ms = match deadline {
             Some(d) => {
-                let left = crate::config::clamp_millis(d.saturating_duration_since(Instant::now()));
+                let left =
+                    crate::types::millis::clamp_millis(d.saturating_duration_since(Instant::now()));
                 self.timeout_ms.min(left).max(1)
             }
             None => self.timeout_ms,
@@ -707,86 +584,6 @@ async fn read_count(
     n
 }
 
-/// Whether a replica the sentinels list for `master` (the master the client reached after a
-/// failover) is alive: a server whose address accepts a connection, among those no sentinel
-/// that answered holds down (`s_down`, `o_down`), the master itself left out. A stopped
-/// process still accepts (its kernel does), a dead one refuses: a replica that may still
-/// attach counts, the old master killed for good does not. `None` when no sentinel answered
-/// (or on a deployment without sentinels). Bounded by `within` for the sentinels, and again
-/// for the connections.
-async fn replicas_alive(
-    sentinels: Option<&Sentinels>,
-    master: &Master,
-    within: Duration,
-) -> Option<bool> {
-    let sentinels = sentinels?;
-    let replies = sentinels
-        .ask(&["replicas", sentinels.master.as_str()], within)
-        .await;
-    let lists: Vec<Vec<Value>> = replies
-        .into_iter()
-        .filter_map(|reply| reply.convert::<Vec<Value>>().ok())
-        .collect();
-    if lists.is_empty() {
-        return None;
-    }
-    let listed: Vec<Vec<(String, String)>> =
-        lists.into_iter().flatten().filter_map(fields).collect();
-    let candidates = candidates(&listed, master);
-    let probes = candidates.iter().map(|(host, port)| async move {
-        matches!(
-            tokio::time::timeout(
-                within,
-                tokio::net::TcpStream::connect((host.as_str(), *port))
-            )
-            .await,
-            Ok(Ok(_))
-        )
-    });
-    Some(
-        futures::future::join_all(probes)
-            .await
-            .into_iter()
-            .any(|up| up),
-    )
-}
-
-/// One replica's fields in a `SENTINEL replicas` reply (a flat list of names and values in
-/// RESP2, a map in RESP3).
-fn fields(replica: Value) -> Option<Vec<(String, String)>> {
-    let map: HashMap<String, String> = replica.convert().ok()?;
-    Some(map.into_iter().collect())
-}
-
-/// The addresses of the replicas worth asking (see [`replicas_alive`]): listed, not held down,
-/// not `master`.
-fn candidates<'a>(
-    listed: impl IntoIterator<Item = &'a Vec<(String, String)>>,
-    master: &Master,
-) -> Vec<(String, u16)> {
-    let mut out: Vec<(String, u16)> = Vec::new();
-    for replica in listed {
-        let get = |name: &str| {
-            replica
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.as_str())
-        };
-        let (Some(host), Some(port)) = (get("ip"), get("port").and_then(|p| p.parse().ok())) else {
-            continue;
-        };
-        let down =
-            get("flags").is_some_and(|f| f.split(',').any(|f| f == "s_down" || f == "o_down"));
-        let is_master = master
-            .as_ref()
-            .is_some_and(|m| &*m.host == host && m.port == port);
-        if !down && !is_master && !out.iter().any(|(h, p)| h == host && *p == port) {
-            out.push((host.to_owned(), port));
-        }
-    }
-    out
-}
-
 /// Closes a connection in the background (outside a runtime it is just dropped).
 fn discard(client: FredClient) {
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -802,165 +599,9 @@ fn refused(e: &fred::error::Error) -> bool {
     d.contains("unknown command") || d.contains("noperm") || d.contains("no permission")
 }
 
-/// The replicas that can acknowledge a `WAIT`: the `slave<i>:` lines of `INFO replication` with
-/// `state=online`. `connected_slaves` also counts replicas still in their full sync
-/// (`wait_bgsave`, `send_bulk`), which acknowledge nothing until it ends; counting them would
-/// make every acquisition wait out the sync timeout and fail `NotReplicated`.
-pub(crate) fn online_replicas(info: &str) -> u64 {
-    let online = info
-        .lines()
-        .filter_map(|l| {
-            let (name, fields) = l.trim().split_once(':')?;
-            let index = name.strip_prefix("slave")?;
-            (!index.is_empty() && index.bytes().all(|b| b.is_ascii_digit())).then_some(fields)
-        })
-        .filter(|fields| fields.split(',').any(|f| f.trim() == "state=online"))
-        .count();
-    online as u64
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_replica_count_is_read_from_info_replication() {
-        let info = "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n\
-            slave0:ip=127.0.0.1,port=7001,state=online,offset=42,lag=0\r\n\
-            slave1:ip=127.0.0.1,port=7002,state=wait_bgsave,offset=0,lag=0\r\n\
-            slave2:ip=127.0.0.1,port=7003,state=send_bulk,offset=0,lag=1\r\n\
-            slave_read_repl_offset:42\r\nmaster_repl_offset:42\r\n";
-        assert_eq!(online_replicas(info), 1, "only the online replica");
-        assert_eq!(online_replicas("role:master\r\nconnected_slaves:0\r\n"), 0);
-        assert_eq!(
-            online_replicas(
-                "slave0:ip=a,port=1,state=online\r\nslave1:ip=b,port=2,state=online\r\n"
-            ),
-            2
-        );
-    }
-
-    fn server(port: u16) -> Master {
-        Some(Server::new("127.0.0.1", port))
-    }
-
-    /// The lag-kill lesson: a master that had replicas and lost them still wants one
-    /// acknowledgement, for [`REPLICAS_REMEMBERED`]; a lone server wants none.
-    #[tokio::test(start_paused = true)]
-    async fn a_master_that_lost_its_replicas_still_wants_an_acknowledgement() {
-        let m = server(7001);
-        let mut memory = Memory::default();
-        memory.reached(&m, Instant::now());
-        assert_eq!(
-            memory.wanted(&m, 0, Instant::now()),
-            Wanted::Count(0),
-            "lone"
-        );
-        assert_eq!(memory.wanted(&m, 2, Instant::now()), Wanted::Count(2));
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
-        tokio::time::advance(REPLICAS_REMEMBERED - Duration::from_secs(2)).await;
-        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
-        // Reached again (the same master): nothing forgotten.
-        memory.reached(&m, Instant::now());
-        assert_eq!(memory.wanted(&m, 0, Instant::now()), Wanted::Count(1));
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(
-            memory.wanted(&m, 0, Instant::now()),
-            Wanted::Count(0),
-            "forgotten"
-        );
-    }
-
-    /// Issue 29: a master promoted in place of one that had replicas is judged by them as
-    /// they are now: while one the sentinels list is alive (it will attach), one
-    /// acknowledgement is wanted (asked again every [`ZERO_RECHECK`]); when none is (one
-    /// master and one replica, the old master gone), it is a lone server at once.
-    #[tokio::test(start_paused = true)]
-    async fn a_promoted_master_is_judged_by_the_replicas_still_alive() {
-        let (old, new) = (server(7001), server(7002));
-        let mut memory = Memory::default();
-        memory.reached(&old, Instant::now());
-        assert_eq!(memory.wanted(&old, 1, Instant::now()), Wanted::Count(1));
-
-        // 1 + 1, the old master killed for good.
-        memory.reached(&new, Instant::now());
-        assert_eq!(
-            memory.wanted(&new, 0, Instant::now()),
-            Wanted::Ask { meanwhile: None }
-        );
-        assert_eq!(memory.answered(&new, Some(false), Instant::now()), 0);
-        assert_eq!(
-            memory.wanted(&new, 0, Instant::now()),
-            Wanted::Count(0),
-            "lone"
-        );
-
-        // 1 + 2: the other replica is alive and attaching.
-        let mut memory = Memory::default();
-        memory.reached(&old, Instant::now());
-        memory.wanted(&old, 2, Instant::now());
-        memory.reached(&new, Instant::now());
-        assert_eq!(
-            memory.wanted(&new, 0, Instant::now()),
-            Wanted::Ask { meanwhile: None }
-        );
-        assert_eq!(memory.answered(&new, Some(true), Instant::now()), 1);
-        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(1));
-        tokio::time::advance(ZERO_RECHECK).await;
-        assert_eq!(
-            memory.wanted(&new, 0, Instant::now()),
-            Wanted::Ask { meanwhile: Some(1) },
-            "asked again, in the background"
-        );
-        assert_eq!(
-            memory.wanted(&new, 0, Instant::now()),
-            Wanted::Count(1),
-            "once"
-        );
-        // No sentinel answers: still wanted.
-        assert_eq!(memory.answered(&new, None, Instant::now()), 1);
-        // It attached: the master's own replica from now on (no more questions).
-        assert_eq!(memory.wanted(&new, 1, Instant::now()), Wanted::Count(1));
-        tokio::time::advance(ZERO_RECHECK * 2).await;
-        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(1));
-
-        // A failover back, the other server gone: judged afresh (it was a replica meanwhile).
-        memory.reached(&old, Instant::now());
-        assert_eq!(
-            memory.wanted(&old, 0, Instant::now()),
-            Wanted::Ask { meanwhile: None }
-        );
-        assert_eq!(memory.answered(&old, Some(false), Instant::now()), 0);
-        assert_eq!(memory.wanted(&old, 0, Instant::now()), Wanted::Count(0));
-        // A master reached from one without replicas inherits nothing.
-        memory.reached(&new, Instant::now());
-        assert_eq!(memory.wanted(&new, 0, Instant::now()), Wanted::Count(0));
-    }
-
-    #[test]
-    fn the_replicas_worth_asking_are_listed_up_and_not_the_master() {
-        let replica = |host: &str, port: &str, flags: &str| {
-            vec![
-                ("name".to_owned(), format!("{host}:{port}")),
-                ("ip".to_owned(), host.to_owned()),
-                ("port".to_owned(), port.to_owned()),
-                ("flags".to_owned(), flags.to_owned()),
-            ]
-        };
-        let listed = [
-            replica("127.0.0.1", "7001", "slave,disconnected"),
-            replica("127.0.0.1", "7002", "slave"),
-            replica("127.0.0.1", "7003", "s_down,slave,disconnected"),
-            replica("127.0.0.1", "7004", "o_down,slave"),
-            replica("127.0.0.1", "7001", "slave"),
-            vec![("ip".to_owned(), "127.0.0.1".to_owned())],
-        ];
-        assert_eq!(
-            candidates(&listed, &server(7002)),
-            vec![("127.0.0.1".to_owned(), 7001)]
-        );
-    }
 
     #[test]
     fn sync_follows_the_setting() {

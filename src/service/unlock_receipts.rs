@@ -1,16 +1,16 @@
-//! Clean-up of unlock latches in batches.
+//! Clean-up of unlock receipts in batches.
 //!
-//! A release writes a latch key (`redisson_unlock_latch:{N}:<request id>`, with a PX covering
-//! every retry of that release) so that a retried release is answered from it instead of
-//! running twice. Once the release has returned, nothing reads the latch again; deleting it is
-//! housekeeping (it would expire by itself). Instead of one `DEL` per release, released latches
-//! are queued here and removed with one `UNLINK` per batch (per slot on a cluster), so an
+//! A release writes a receipt key (Redisson's "unlock latch": `redisson_unlock_latch:{N}:<request
+//! id>`, with a PX covering every retry of that release) so that a retried release is answered
+//! from it instead of running twice. Once the release has returned, nothing reads the receipt
+//! again; deleting it is housekeeping (it would expire by itself). Instead of one `DEL` per
+//! release, spent receipts are queued here and removed with one `UNLINK` per batch (per slot on a cluster), so an
 //! uncontended lock+unlock costs two server commands plus a small fraction of one.
 //!
 //! The sweeper gathers for [`GATHER`] after a quiet spell, then takes up to [`PER_ROUND`] keys;
 //! a full round means it is behind, so the next round starts at once (no gathering): the rate
 //! it keeps up with is that of its `UNLINK`s, not one round per period. The queue is bounded
-//! ([`QUEUE`] keys): beyond that a latch is left to expire by its PX (said once in the log).
+//! ([`QUEUE`] keys): beyond that a receipt is left to expire by its PX (said once in the log).
 
 use std::{
     collections::HashMap,
@@ -27,28 +27,28 @@ use tokio::sync::mpsc;
 
 use crate::conn::{cluster::slot_of, core::Core};
 
-/// How long the sweeper gathers latches after the first one arrives (when it is not behind): at
-/// most one `UNLINK` per this period (per slot) at low rates, and a latch outlives its release
+/// How long the sweeper gathers receipts after the first one arrives (when it is not behind): at
+/// most one `UNLINK` per this period (per slot) at low rates, and a receipt outlives its release
 /// by about this long (it would expire by itself anyway).
 const GATHER: Duration = Duration::from_millis(100);
 /// The most keys one `UNLINK` carries.
 const MAX_BATCH: usize = 512;
 /// The most keys one round takes from the queue.
 const PER_ROUND: usize = MAX_BATCH * 8;
-/// The most latches waiting for their `UNLINK` (about 100 bytes each).
+/// The most receipts waiting for their `UNLINK` (about 100 bytes each).
 const QUEUE: usize = 65_536;
 
 /// The sender side: cheap, never blocks.
-pub(crate) struct LatchSweeper {
+pub(crate) struct ReceiptSweeper {
     tx: mpsc::Sender<Key>,
-    /// A latch was left to expire because the queue was full (logged once).
+    /// A receipt was left to expire because the queue was full (logged once).
     overflowed: AtomicBool,
     task: tokio::task::JoinHandle<()>,
 }
 
-/// Where the swept latches go: the core's `UNLINK` (a recorder in unit tests).
+/// Where the swept receipts go: the core's `UNLINK` (a recorder in unit tests).
 pub(crate) trait Unlink: Send + Sync + 'static {
-    /// Removes the keys (one slot on a cluster); failures are ignored (the latches expire).
+    /// Removes the keys (one slot on a cluster); failures are ignored (the receipts expire).
     fn unlink(&self, keys: Vec<Key>) -> impl Future<Output = ()> + Send;
     /// Whether keys must be grouped by slot.
     fn clustered(&self) -> bool;
@@ -64,7 +64,7 @@ impl Unlink for Arc<Core> {
     }
 }
 
-impl LatchSweeper {
+impl ReceiptSweeper {
     pub(crate) fn start(sink: impl Unlink) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let task = tokio::spawn(run(sink, rx));
@@ -75,26 +75,26 @@ impl LatchSweeper {
         }
     }
 
-    /// Queues a latch whose release has returned; with the queue full, leaves it to expire.
-    pub(crate) fn done(&self, latch: Key) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(latch) {
+    /// Queues a receipt whose release has returned; with the queue full, leaves it to expire.
+    pub(crate) fn done(&self, receipt: Key) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(receipt) {
             if !self.overflowed.swap(true, Ordering::Relaxed) {
                 log::warn!(
-                    "unlock latch clean-up is {QUEUE} keys behind; latches beyond that expire by \
-                     themselves"
+                    "unlock receipt clean-up is {QUEUE} keys behind; receipts beyond that expire \
+                     by themselves"
                 );
             }
         }
     }
 
-    /// Latches waiting in the queue.
+    /// Receipts waiting in the queue.
     #[cfg(test)]
     fn queued(&self) -> usize {
         self.tx.max_capacity() - self.tx.capacity()
     }
 }
 
-impl Drop for LatchSweeper {
+impl Drop for ReceiptSweeper {
     fn drop(&mut self) {
         self.task.abort();
     }
@@ -176,9 +176,9 @@ mod tests {
             stalled: true,
             ..Default::default()
         };
-        let sweeper = LatchSweeper::start(recorder);
+        let sweeper = ReceiptSweeper::start(recorder);
         for i in 0..QUEUE * 2 {
-            sweeper.done(latch(i));
+            sweeper.done(receipt(i));
             if i == 0 {
                 // The sweeper takes the first key and its round, then stalls in its UNLINK.
                 tokio::time::sleep(GATHER * 2).await;
@@ -188,7 +188,7 @@ mod tests {
         assert!(sweeper.overflowed.load(Ordering::Relaxed));
     }
 
-    fn latch(i: usize) -> Key {
+    fn receipt(i: usize) -> Key {
         Key::from(format!("redisson_unlock_latch:{{n}}:{i}"))
     }
 
@@ -201,11 +201,11 @@ mod tests {
             round_trip: Duration::from_millis(1),
             ..Default::default()
         };
-        let sweeper = LatchSweeper::start(recorder.clone());
+        let sweeper = ReceiptSweeper::start(recorder.clone());
         let start = tokio::time::Instant::now();
         const N: usize = 60_000;
         for i in 0..N {
-            sweeper.done(latch(i));
+            sweeper.done(receipt(i));
         }
         while recorder.unlinked.load(std::sync::atomic::Ordering::SeqCst) < N {
             assert!(start.elapsed() < Duration::from_secs(30), "never swept");

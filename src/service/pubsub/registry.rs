@@ -1,0 +1,306 @@
+//! The registry's state: one entry per channel with local waiters ([`Channel`]: its wake-ups,
+//! its status, its message count and payloads), shared by every local waiter of it through a
+//! reference-counted [`Subscription`] (the last one out unsubscribes), and the queue of
+//! operations for the command task ([`Op`]).
+//!
+//! A channel is [`Scope::Routed`] (the locks', semaphores' and count-down latches' channels:
+//! subscribed the way the client's messaging says) or [`Scope::NodeLocal`] (keyspace
+//! notifications, which a node publishes only to its own clients; on a cluster subscribed on
+//! every master, `keyspace.rs`).
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use fred::{clients::SubscriberClient, error::Error as FredError, types::Value};
+use parking_lot::Mutex;
+use tokio::sync::{mpsc, watch};
+
+use super::wakeups::{Reading, Wakeups};
+use crate::{
+    conn::{cluster::Messaging, core::Core},
+    error::{Error, Result},
+};
+
+/// Where a channel's messages are published, hence where it is subscribed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Through the whole deployment (`PUBLISH` reaches every node of a cluster, `SPUBLISH` the
+    /// slot's shard): lock, semaphore and latch channels, subscribed classic, sharded or both,
+    /// as the client's messaging says.
+    Routed,
+    /// By each node to its own clients only: keyspace notifications. Always a classic
+    /// subscription; on a cluster one on every master (`keyspace.rs`).
+    NodeLocal,
+}
+
+/// Where a channel's subscription stands (its waiters wait for it to leave `Pending`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Status {
+    Pending,
+    Ready,
+    /// The (S)SUBSCRIBE or its barrier failed: the error a waiter gets (a refused channel is
+    /// [`Error::PermissionDenied`], every time, for every waiter that joins the attempt).
+    Failed(Error),
+}
+
+/// One subscribed channel and its wake-ups.
+pub(super) struct Channel {
+    pub(super) name: String,
+    pub(super) reading: Reading,
+    pub(super) scope: Scope,
+    /// Its first subscription succeeded: from then on re-subscriptions (a reconnect, a change of
+    /// masters) are the registry's, not the first subscriber's operation.
+    pub(super) established: std::sync::atomic::AtomicBool,
+    pub(super) wakeups: Wakeups,
+    pub(super) status: watch::Sender<Status>,
+    /// A retry of its failed re-subscription is scheduled (one at a time per channel).
+    pub(super) retrying: std::sync::atomic::AtomicBool,
+    /// Messages (and wake-everyone events) seen on the channel so far: a waiter that must act on
+    /// a message sent after some moment compares counts (see [`Subscription::messages`]).
+    pub(super) messages: AtomicU64,
+    /// Every message's payload, for subscriptions that read them (keyspace events); sent only
+    /// while someone listens.
+    pub(super) payloads: tokio::sync::broadcast::Sender<Value>,
+}
+
+impl Channel {
+    /// Counts one message (or event), then wakes one waiter (`false`) or all of them.
+    pub(super) fn signal(&self, all: bool) {
+        self.messages.fetch_add(1, Ordering::AcqRel);
+        if all {
+            self.wakeups.wake_all();
+        } else {
+            self.wakeups.wake_one();
+        }
+    }
+
+    /// A message `value`: counted, then read as the channel's [`Reading`] says.
+    pub(super) fn message(&self, value: i64) {
+        match self.reading.wakes(value) {
+            None => self.signal(true),
+            Some(0) => {
+                self.messages.fetch_add(1, Ordering::AcqRel);
+            }
+            Some(n) => {
+                self.messages.fetch_add(1, Ordering::AcqRel);
+                self.wakeups.wake(n);
+            }
+        }
+    }
+}
+
+pub(super) enum Op {
+    Subscribe(Arc<Channel>),
+    Unsubscribe(Arc<Channel>),
+    Resubscribe,
+    /// Bring the node-local channels' subscriptions in line with the cluster's masters.
+    FollowMasters,
+    /// Re-subscribe channels whose re-subscription failed; `pause` was waited before.
+    Retry {
+        channels: Vec<Arc<Channel>>,
+        pause: Duration,
+    },
+}
+
+/// How many payloads a channel's payload readers may fall behind before they miss some.
+const PAYLOADS: usize = 1024;
+
+/// What the registry's tasks and its subscriptions share.
+pub(super) struct Shared {
+    pub(super) sub: SubscriberClient,
+    pub(super) channels: Mutex<HashMap<String, Arc<Channel>>>,
+    pub(super) ops: mpsc::UnboundedSender<Op>,
+    pub(super) messaging: Messaging,
+    pub(super) clustered: bool,
+    pub(super) core: Arc<Core>,
+}
+
+impl Shared {
+    pub(super) fn wake_everyone(&self) {
+        let all: Vec<Arc<Channel>> = self.channels.lock().values().cloned().collect();
+        for ch in all {
+            ch.signal(true);
+        }
+    }
+
+    /// `true` when `ch` is subscribed on every master rather than as the messaging says: a
+    /// node-local channel on a cluster.
+    pub(super) fn on_every_master(&self, ch: &Channel) -> bool {
+        self.clustered && ch.scope == Scope::NodeLocal
+    }
+
+    /// The node-local channels whose first subscription succeeded (those not yet established
+    /// are their first subscriber's operation, queued).
+    pub(super) fn established_node_local(&self) -> Vec<Arc<Channel>> {
+        self.channels
+            .lock()
+            .values()
+            .filter(|c| self.on_every_master(c) && c.established.load(Ordering::Acquire))
+            .cloned()
+            .collect()
+    }
+
+    /// Joins (or creates) the shared subscription of `channel`; a new one is queued for the
+    /// command task (under the map lock, so the order of operations is the order of decisions).
+    pub(super) fn join(
+        self: &Arc<Self>,
+        channel: &str,
+        reading: Reading,
+        scope: Scope,
+    ) -> Subscription {
+        let mut map = self.channels.lock();
+        if let Some(existing) = map.get(channel) {
+            let failed = matches!(*existing.status.borrow(), Status::Failed(_));
+            if !failed {
+                existing.wakeups.join();
+                return Subscription {
+                    shared: self.clone(),
+                    channel: existing.clone(),
+                };
+            }
+        }
+        let (status, _) = watch::channel(Status::Pending);
+        let entry = Arc::new(Channel {
+            name: channel.to_owned(),
+            reading,
+            scope,
+            established: Default::default(),
+            wakeups: Wakeups::new(1),
+            status,
+            retrying: Default::default(),
+            messages: AtomicU64::new(0),
+            payloads: tokio::sync::broadcast::channel(PAYLOADS).0,
+        });
+        if map.insert(channel.to_owned(), entry.clone()).is_none() {
+            crate::observe::subscriptions_changed(1);
+        }
+        // Sent under the map lock so the order of operations equals the order of decisions.
+        let _ = self.ops.send(Op::Subscribe(entry.clone()));
+        Subscription {
+            shared: self.clone(),
+            channel: entry,
+        }
+    }
+}
+
+/// A waiter's share of a channel subscription.
+pub(crate) struct Subscription {
+    shared: Arc<Shared>,
+    channel: Arc<Channel>,
+}
+
+impl Subscription {
+    /// Waits until the server has registered the subscription (SUBSCRIBE + PING answered).
+    pub(crate) async fn ready(&self, timeout: Duration) -> Result<()> {
+        let mut rx = self.channel.status.subscribe();
+        let waited = tokio::time::timeout(timeout, async {
+            rx.wait_for(|s| *s != Status::Pending)
+                .await
+                .map(|s| s.clone())
+        })
+        .await;
+        match waited {
+            Err(_) => Err(Error::Timeout(
+                format!(
+                    "subscription to {} not established within {timeout:?}",
+                    self.channel.name
+                )
+                .into(),
+            )),
+            Ok(Err(_)) => Err(Error::Shutdown),
+            Ok(Ok(status)) => match status {
+                Status::Ready => Ok(()),
+                Status::Failed(e) => Err(e),
+                Status::Pending => unreachable!("wait_for returned a pending status"),
+            },
+        }
+    }
+
+    /// Sleeps until a message wakes this waiter or `max` passes (`None`: no bound).
+    /// Returns `true` when woken by a message.
+    pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
+        self.channel.wakeups.wait(max).await
+    }
+
+    /// The payloads of the messages on this channel from now on (for channels whose messages
+    /// are not wake-ups: keyspace events). A reader slower than [`PAYLOADS`] messages behind
+    /// is told how many it missed.
+    pub(crate) fn payloads(&self) -> tokio::sync::broadcast::Receiver<Value> {
+        self.channel.payloads.subscribe()
+    }
+
+    /// How many messages (and wake-everyone events: a lag, a reconnect) the channel has seen
+    /// since this client subscribed to it. Every waiter of the channel sees the same count.
+    pub(crate) fn messages(&self) -> u64 {
+        self.channel.messages.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let mut map = self.shared.channels.lock();
+        let left = self.channel.wakeups.leave();
+        if left == 0 {
+            let current = map
+                .get(&self.channel.name)
+                .is_some_and(|c| Arc::ptr_eq(c, &self.channel));
+            if current {
+                map.remove(&self.channel.name);
+                crate::observe::subscriptions_changed(-1);
+                let _ = self.shared.ops.send(Op::Unsubscribe(self.channel.clone()));
+            }
+        }
+    }
+}
+
+/// The first of `names` this user may not listen on with any of `commands` (`subscribe`,
+/// `ssubscribe`); see [`refused_channel`].
+pub(super) async fn refused_for(
+    shared: &Shared,
+    names: &[String],
+    commands: &[&str],
+) -> Option<String> {
+    for &command in commands {
+        let mut args = vec![Value::from(command)];
+        args.extend(names.iter().map(|n| Value::from(n.as_str())));
+        let call = crate::conn::scripts::ScriptCall::new(
+            crate::conn::scripts::ScriptId::CanSubscribe,
+            vec![],
+            args,
+        );
+        match shared.core.run(call, "").await.map(|v| v.as_i64()) {
+            Ok(Some(i)) if i > 0 => return names.get(i as usize - 1).cloned(),
+            Ok(_) => {}
+            Err(e) => log::debug!("cannot ask the server for channel permissions: {e}"),
+        }
+    }
+    None
+}
+
+/// The error a failed (S)SUBSCRIBE gives its waiters, described by `what`.
+pub(super) fn subscribe_error(what: String, e: FredError) -> Error {
+    match Error::from_redis(e.clone(), "") {
+        Error::PermissionDenied(_) => {
+            Error::PermissionDenied(crate::error::Failure::with_source(what, e))
+        }
+        Error::Timeout(_) => Error::Timeout(crate::error::Failure::with_source(what, e)),
+        Error::Redis(_) => Error::Redis(crate::error::Failure::with_source(what, e)),
+        _ => Error::Connection(crate::error::Failure::with_source(what, e)),
+    }
+}
+
+/// The outcome of a first subscription, for every channel of `group`.
+pub(super) fn settle(group: &[Arc<Channel>], status: Status) {
+    for ch in group {
+        if status == Status::Ready {
+            ch.established.store(true, Ordering::Release);
+        }
+        ch.status.send_replace(status.clone());
+    }
+}

@@ -1,0 +1,83 @@
+//! How a lock kind's holds are renewed on the wire: a kind hands the watchdog a
+//! [`RenewalShape`] (the renewal script, the lock's keys for one entry, the [`Layout`] of an
+//! entry), and [`renewal_call`] lays out one call over entries of one script. Every entry of a
+//! call speaks for exactly one hold, so each reply flag is that hold's own.
+
+use std::sync::Arc;
+
+use fred::types::{Key, Value};
+
+use crate::conn::scripts::{ScriptCall, ScriptId};
+
+/// How entries of a renewal call are laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Layout {
+    /// One entry per hold: `KEYS += keys`, `ARGV += field` (L-RENEW).
+    PerHold,
+    /// R-RENEW's entry: `KEYS += keys`, `ARGV += count, field…`. The script answers one flag
+    /// per entry ("some listed reader is present"), so each entry lists one reader
+    /// (`count` = 1): a lock with several readers of this client is listed once per reader,
+    /// and a reader whose field is gone is told so even while another reader keeps the hash.
+    PerLock,
+    /// One entry per hold, with the hold's own values and this machine's clock:
+    /// `KEYS += keys`, `ARGV += field, now (epoch ms), count, value…` (G-RENEW: a group
+    /// multi-lock's deadlines are client-clock times).
+    WithValues,
+}
+
+/// How a lock kind's holds are renewed: the script, the lock's keys for one entry, the layout.
+/// The reply of such a call is one flag per entry: 1 renewed, 0 gone.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct RenewalShape {
+    pub(crate) script: ScriptId,
+    pub(crate) keys: Arc<[Key]>,
+    pub(crate) layout: Layout,
+    /// The hold's values ([`Layout::WithValues`]; empty otherwise).
+    pub(crate) values: Arc<[String]>,
+}
+
+impl RenewalShape {
+    /// One entry per hold with the lock's hash as its only key (L-RENEW).
+    pub(crate) fn per_hold(name: &str) -> Self {
+        Self {
+            script: ScriptId::Renew,
+            keys: Arc::from([Key::from(name)]),
+            layout: Layout::PerHold,
+            values: Arc::from([]),
+        }
+    }
+}
+
+/// This machine's wall clock in epoch ms.
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Builds one renewal call over `entries` (all of one script and layout): each entry is a
+/// shape and the fields renewed under it (exactly one for [`Layout::PerHold`]).
+pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64) -> ScriptCall {
+    let script = entries.first().map_or(ScriptId::Renew, |(s, _)| s.script);
+    let mut keys = Vec::with_capacity(entries.len());
+    let mut args = Vec::with_capacity(entries.len() + 1);
+    args.push(Value::from(lease_ms as i64));
+    for (shape, fields) in entries {
+        debug_assert_eq!(shape.script, script, "one script per call");
+        keys.extend(shape.keys.iter().cloned());
+        match shape.layout {
+            Layout::PerHold => {}
+            Layout::PerLock => args.push(Value::from(fields.len() as i64)),
+            Layout::WithValues => {
+                debug_assert_eq!(fields.len(), 1, "one hold per entry");
+                args.extend(fields.iter().map(|f| Value::from(*f)));
+                args.push(Value::from(epoch_ms()));
+                args.push(Value::from(shape.values.len() as i64));
+                args.extend(shape.values.iter().map(|v| Value::from(v.as_str())));
+                continue;
+            }
+        }
+        args.extend(fields.iter().map(|f| Value::from(*f)));
+    }
+    ScriptCall::new(script, keys, args)
+}
