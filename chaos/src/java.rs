@@ -342,6 +342,17 @@ impl JavaOwner {
                 }
             }
             h.emit("R", owner, seq, now_ns(), &outcome);
+            if outcome != "ok" && values.is_none() {
+                // An unlock that failed (a timeout, a lost connection) may have left this
+                // thread's count behind: taken down to 0, so the next hold starts at 1
+                // (Redisson 3.52's batched renewal of a read lock fails for a reader whose
+                // count is 2: "attempt to concatenate field '?' (a nil value)").
+                if let Reply::Ok(n) = self.call(&format!("{prefix}holdcount {name}")).await? {
+                    for _ in 0..n.parse::<u32>().unwrap_or(0).min(8) {
+                        let _ = self.call(&release).await?;
+                    }
+                }
+            }
             let think = self.rng.below(20);
             tokio::time::sleep(Duration::from_millis(think)).await;
         }

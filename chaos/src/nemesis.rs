@@ -350,6 +350,75 @@ async fn pause_process(pids: &[u32], pause: Duration) -> Result<String, String> 
     Ok("seen stopped, and running again after".to_owned())
 }
 
+/// Waits (at most 60 s) until a Sentinel deployment has settled: every sentinel names the
+/// same master, none sees it down or is failing it over, that server says it is a master, and
+/// it has a replica online (its initial sync done) that acknowledged within the last second;
+/// all of it on two looks at least a second apart. Returns how long it took, or what was still
+/// unsettled.
+fn settle_sentinel(set: &SentinelSet) -> Result<std::time::Duration, String> {
+    let start = std::time::Instant::now();
+    let mut since: Option<std::time::Instant> = None;
+    let mut last = String::new();
+    while start.elapsed() < Duration::from_secs(60) {
+        let look = || -> Result<(), String> {
+            let mut named = Vec::new();
+            for p in set.sentinel_ports() {
+                let m = set.sentinel_cli(p, &["SENTINEL", "master", sentinel::MASTER_NAME]);
+                let lines: Vec<&str> = m.lines().map(str::trim).collect();
+                let get = |k: &str| {
+                    lines
+                        .iter()
+                        .position(|l| *l == k)
+                        .and_then(|i| lines.get(i + 1))
+                        .copied()
+                        .unwrap_or("")
+                };
+                let flags = get("flags");
+                if flags != "master" {
+                    return Err(format!("sentinel {p}: flags {flags:?}"));
+                }
+                named.push(get("port").to_owned());
+            }
+            if named.iter().any(|n| *n != named[0]) {
+                return Err(format!("the sentinels name {named:?}"));
+            }
+            let port: u16 = named[0].parse().map_err(|_| format!("master {named:?}"))?;
+            let info = set.data_cli(port, &["INFO", "replication"]);
+            if !info.contains("role:master") {
+                return Err(format!("{port} is not a master"));
+            }
+            let synced = info.lines().any(|l| {
+                l.starts_with("slave")
+                    && l.contains("state=online")
+                    && l.split(',')
+                        .find_map(|kv| kv.strip_prefix("lag="))
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .is_some_and(|lag| lag <= 1)
+            });
+            if !synced {
+                return Err(format!(
+                    "master {port}: no replica online and acknowledging"
+                ));
+            }
+            Ok(())
+        };
+        match look() {
+            Ok(()) => {
+                let t = *since.get_or_insert_with(std::time::Instant::now);
+                if t.elapsed() >= Duration::from_secs(1) {
+                    return Ok(start.elapsed());
+                }
+            }
+            Err(e) => {
+                since = None;
+                last = e;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("not within 60 s: {last}"))
+}
+
 /// A key the kill faults write before the kill and read after the restart: kept from the AOF,
 /// gone without data.
 const MARKER: &str = "chaos:nemesis:marker";
@@ -467,6 +536,9 @@ impl Deployment {
                 let c = tokio::task::spawn_blocking(RedisCluster::start)
                     .await
                     .expect("start the cluster");
+                // The workers write all the time: the fixture's waits take a replica that
+                // acknowledged within the last second as in sync.
+                c.set_steady_load(true);
                 d.cluster = Some(c);
             }
         }
@@ -561,7 +633,61 @@ impl Deployment {
                 (what, format!("process={p}"))
             }
             Fault::DelKey => self.del_key(&names, step.pick).await,
-            _ => (self.run_other(step, names).await, String::new()),
+            _ => {
+                let fault = step.fault;
+                let done = self.clone().run_other(step, names).await;
+                (self.settle_after(fault, done).await, String::new())
+            }
+        }
+    }
+
+    /// On Sentinel and on the cluster, a fault that can fail a master over ends when the
+    /// deployment has settled (see [`settle_sentinel`]; the cluster fixture's `wait_stable`:
+    /// every node agrees, every slot served, every replica in sync and acknowledging): a
+    /// failover started late (after a pause of a master, once a restarted replica is back)
+    /// falls within the fault's span, and the next fault starts from a settled deployment.
+    async fn settle_after(
+        self: Arc<Self>,
+        fault: Fault,
+        done: Result<String, String>,
+    ) -> Result<String, String> {
+        let disturbs = matches!(
+            fault,
+            Fault::KillFailover
+                | Fault::LagKill
+                | Fault::SentinelFailover
+                | Fault::ClusterFailover
+                | Fault::Migrate
+                | Fault::PauseServer
+                | Fault::DebugSleep
+        );
+        if !disturbs || self.topology == Topology::Standalone {
+            return done;
+        }
+        let this = self.clone();
+        let settled = if self.topology == Topology::Cluster {
+            let t = Instant::now();
+            tokio::spawn(async move {
+                if let Some(c) = &this.cluster {
+                    c.wait_stable().await;
+                }
+            })
+            .await
+            .map(|()| t.elapsed())
+            .map_err(|e| format!("{e}"))
+        } else {
+            tokio::task::spawn_blocking(move || match &this.sentinel {
+                Some(set) => settle_sentinel(&set.lock().unwrap_or_else(|e| e.into_inner())),
+                None => Err("no sentinel".into()),
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("settle: {e}")))
+        };
+        match (done, settled) {
+            (Ok(s), Ok(t)) => Ok(format!("{s}; settled {} ms later", t.as_millis())),
+            (Ok(s), Err(e)) => Err(format!("{s}; NOT settled: {e}")),
+            (Err(s), Ok(t)) => Err(format!("{s}; settled {} ms later", t.as_millis())),
+            (Err(s), Err(e)) => Err(format!("{s}; NOT settled: {e}")),
         }
     }
 
