@@ -16,7 +16,7 @@
 //!
 //! | kind | fields | meaning |
 //! |---|---|---|
-//! | `B` | `<lock> <variant> [lease=<ms>] [side=java] [units=<unit>,...]` | an acquisition attempt begins: a leased hold (else the watchdog keeps it), a Java (Redisson) holder (else the crate's), what the hold occupies (else the lock, exclusively) |
+//! | `B` | `<lock> <variant> [lease=<ms>] [nested=1] [side=java] [units=<unit>,...]` | an acquisition attempt begins: a leased hold (else the watchdog keeps it), the inner acquisition of a nested re-entry, a Java (Redisson) holder (else the crate's), what the hold occupies (else the lock, exclusively) |
 //! | `A` | `<token or -> <deadline_ns> [<state>]` | acquired; the hold's validity deadline and state (`Held`, or `InDoubt` when taken across a connection loss or failover; absent in older histories: `Held`); a Java watchdog hold has no deadline (`u64::MAX`) |
 //! | `N` | `<kind>` | not acquired: `none` (the wait ran out) or an error kind |
 //! | `O` | `<state> <deadline_ns>` | the holder looked at its hold (`Held`, `InDoubt`, `Lost`) |
@@ -90,6 +90,9 @@ pub struct Attempt {
     pub lease_ms: Option<u64>,
     /// A holder of the Java driver (real Redisson): never told anything.
     pub java: bool,
+    /// The inner acquisition of a nested re-entry (`nested=1`: the same owner's outer hold
+    /// of the lock is still open).
+    pub nested: bool,
     /// What the hold occupies; empty: the lock, exclusively.
     pub units: Vec<Unit>,
 }
@@ -447,6 +450,12 @@ pub struct Report {
     pub by_side: BTreeMap<String, SideTally>,
     /// Acquisitions by side (`crate`, `java`).
     pub ops_by_side: BTreeMap<String, u64>,
+    /// Acquisitions of the crate's holders by kind: `<variant>` (reentrant, fair, read, write,
+    /// fenced, group, multi, redlock), and apart `leased` (a hold with a lease) and `nested`
+    /// (the inner acquisition of a nested re-entry), with how many of them were told (in
+    /// doubt or lost, before a lease ended): `(acquired, told)`. A kind that never acquires,
+    /// or that a fault never reaches, shows here.
+    pub by_kind: BTreeMap<String, (u64, u64)>,
     /// Holds of the crate that went in doubt and stayed in doubt until their deadline (then
     /// lost, or ended past it): the crate could not find out in time whether it still held.
     /// Expected while a server cannot be reached; after a fault that keeps the data (a slot
@@ -626,6 +635,15 @@ impl Report {
             " overlaps_by_variant(all/unannounced)={}",
             by.join(",")
         ));
+        let kinds: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(k, (a, t))| format!("{k}:{a}/{t}"))
+            .collect();
+        s.push_str(&format!(
+            " crate_ops_by_kind(acquired/told)={}",
+            kinds.join(",")
+        ));
         let sides: Vec<String> = self
             .by_side
             .iter()
@@ -761,6 +779,7 @@ pub fn check_with<'a>(
                     match opt.split_once('=') {
                         Some(("lease", ms)) => a.lease_ms = Some(ms.parse().map_err(|_| bad())?),
                         Some(("side", side)) => a.java = side == "java",
+                        Some(("nested", n)) => a.nested = n == "1",
                         Some(("units", units)) => {
                             a.units = units
                                 .split(',')
@@ -850,8 +869,21 @@ pub fn check_with<'a>(
         let owner_ops = report.owner_ops.entry((a.process, a.owner)).or_default();
         if a.acquired.is_some() {
             *owner_ops += 1;
-            report.told += u64::from(told_early(a));
+            let told = told_early(a);
+            report.told += u64::from(told);
             report.ops += 1;
+            if !a.java {
+                let kinds = [
+                    Some(a.variant.as_str()),
+                    a.lease_ms.map(|_| "leased"),
+                    a.nested.then_some("nested"),
+                ];
+                for k in kinds.into_iter().flatten() {
+                    let e = report.by_kind.entry(k.to_owned()).or_default();
+                    e.0 += 1;
+                    e.1 += u64::from(told);
+                }
+            }
             *report.ops_by_side.entry(a.side().to_owned()).or_default() += 1;
             by_lock.entry(a.lock.as_str()).or_default().push(a);
             held.push(a);

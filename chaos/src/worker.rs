@@ -393,6 +393,8 @@ struct Attempt {
     variant: &'static str,
     lease: Option<Duration>,
     units: Option<String>,
+    /// The inner acquisition of a nested re-entry.
+    nested: bool,
 }
 
 impl Attempt {
@@ -400,6 +402,9 @@ impl Attempt {
         let mut s = format!("{} {}", self.name, self.variant);
         if let Some(l) = self.lease {
             s.push_str(&format!(" lease={}", l.as_millis()));
+        }
+        if self.nested {
+            s.push_str(" nested=1");
         }
         if let Some(u) = &self.units {
             s.push_str(&format!(" units={u}"));
@@ -547,6 +552,7 @@ impl Owner_ {
             variant,
             lease,
             units,
+            nested: false,
         };
         let wait = self.wait;
         let Some((seq, mut held)) = self
@@ -631,6 +637,7 @@ impl Owner_ {
             variant: outer.variant,
             lease: outer.lease,
             units: outer.units.clone(),
+            nested: true,
         };
         let (wait, lease) = (self.wait, outer.lease);
         let inner = self
@@ -730,6 +737,7 @@ impl Owner_ {
             variant: "multi",
             lease,
             units: Some(parts.join(",")),
+            nested: false,
         };
         let multi = match MultiLock::new(
             parts
@@ -767,6 +775,7 @@ impl Owner_ {
             variant: "redlock",
             lease: Some(lease),
             units: None,
+            nested: false,
         };
         let parts = self
             .red

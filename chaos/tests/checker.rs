@@ -674,3 +674,47 @@ fn bad_options_are_errors() {
     )
     .is_ok());
 }
+
+#[test]
+fn crate_acquisitions_are_counted_by_kind_with_the_told_ones() {
+    // A watchdog hold (told in doubt), a leased one and a nested inner acquisition of the same
+    // owner inside it, a reader, and a Java holder, which is not the crate's.
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 500);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 300 * MS, 3000 * MS));
+    h.extend(hold_with(0, 0, 2, "y", "lease=4000", 1000, 5000, 3000));
+    h.extend(hold_with(
+        0,
+        0,
+        3,
+        "y",
+        "lease=4000 nested=1",
+        1500,
+        5500,
+        1600,
+    ));
+    let mut reader = hold_with(0, 1, 1, "z", "units=z@r", 100, 3000, 200);
+    reader[0] = format!("B 0 1 1 {} z read units=z@r", 99 * MS);
+    h.extend(reader);
+    h.extend(hold_with(1, 0, 1, "w", "side=java", 100, 3000, 200));
+    let r = run(&h);
+    let kinds: Vec<(&str, (u64, u64))> = r.by_kind.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("leased", (2, 0)),
+            ("nested", (1, 0)),
+            ("read", (1, 0)),
+            ("reentrant", (3, 1)),
+        ],
+        "{}",
+        r.summary()
+    );
+    assert!(
+        r.summary().contains(
+            "crate_ops_by_kind(acquired/told)=leased:2/0,nested:1/0,read:1/0,reentrant:3/1"
+        ),
+        "{}",
+        r.summary()
+    );
+    assert!(check(["B 0 0 1 5 x reentrant nested=1 lease=5"], 1000).is_ok());
+}
