@@ -418,6 +418,28 @@ impl Attempt {
     }
 }
 
+/// Runs `fut` while watching `held` (hold `seq` of `owner`): `T` in `history` when it is told.
+async fn watch_while<T>(
+    history: &History,
+    owner: u32,
+    seq: u64,
+    held: &Held,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
+    tokio::pin!(fut);
+    loop {
+        if held.is_told() {
+            return fut.await;
+        }
+        tokio::select! {
+            r = fut.as_mut() => return r,
+            _ = held.told() => {
+                history.emit("T", owner, seq, now_ns(), &format!("{:?}", held.state()));
+            }
+        }
+    }
+}
+
 impl Owner_ {
     async fn run(mut self) {
         let owner = Owner::new();
@@ -640,12 +662,18 @@ impl Owner_ {
             nested: true,
         };
         let (wait, lease) = (self.wait, outer.lease);
+        // The inner acquisition can wait up to the wait (another owner holds the lock once the
+        // outer hold's key is gone): the outer hold is watched meanwhile, as any other work.
+        let (history, owner) = (self.history.clone(), self.owner);
         let inner = self
-            .begin(&a, async {
-                Ok(take(lock, wait, lease)
-                    .await?
-                    .map(|g| Held::One(Box::new(g), None)))
-            })
+            .begin(
+                &a,
+                watch_while(&history, owner, outer_seq, held, async {
+                    Ok(take(lock, wait, lease)
+                        .await?
+                        .map(|g| Held::One(Box::new(g), None)))
+                }),
+            )
             .await;
         let h = self.history.clone();
         h.emit(
@@ -675,18 +703,7 @@ impl Owner_ {
         held: &Held,
         fut: impl std::future::Future<Output = T>,
     ) -> T {
-        tokio::pin!(fut);
-        loop {
-            if held.is_told() {
-                return fut.await;
-            }
-            tokio::select! {
-                r = fut.as_mut() => return r,
-                _ = held.told() => {
-                    self.history.emit("T", self.owner, seq, now_ns(), &format!("{:?}", held.state()));
-                }
-            }
-        }
+        watch_while(&self.history, self.owner, seq, held, fut).await
     }
 
     /// The work inside the lock, for `ms`: looking at the hold every 200 ms (every 50 ms while
