@@ -687,9 +687,10 @@ impl Owner_ {
             return;
         };
         h.emit("E", self.owner, seq, now_ns(), "");
-        // Java style: the guard is given up and the handle unlocks.
+        // Java style: the guard is given up and the handle unlocks (retried for up to the
+        // retries' delays when the connection is lost: the outer hold is watched meanwhile).
         (*g).keep();
-        let outcome = match lock.unlock().await {
+        let outcome = match watch_while(&h, self.owner, outer_seq, held, lock.unlock()).await {
             Ok(_) => "ok".to_owned(),
             Err(e) => format!("{:?}", e.kind()),
         };
