@@ -785,12 +785,11 @@ impl Deployment {
                 if set != "OK" {
                     return Err(format!("master {port}: SET of the marker answered {set:?}"));
                 }
-                m.kill();
                 if wiped {
-                    let _ = std::fs::remove_dir_all(m.dir().join("appendonlydir"));
-                    let _ = std::fs::remove_file(m.dir().join("dump.rdb"));
+                    m.restart_empty();
+                } else {
+                    m.restart();
                 }
-                m.restart();
                 let new = m.pid();
                 let got = cli(port, &["GET", MARKER]);
                 let what = format!(
@@ -995,7 +994,7 @@ impl Deployment {
                 let old = s.pid();
                 let marker = now_ns().to_string();
                 let set = cli(port, &["SET", MARKER, &marker]);
-                s.restart();
+                s.restart_empty();
                 let new = s.pid();
                 let got = cli(port, &["GET", MARKER]);
                 let what = format!(
@@ -1074,7 +1073,7 @@ impl Deployment {
         if let Some(i) = i {
             let mut set = set2.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(s) = set.servers[i].as_mut() {
-                s.restart();
+                s.restart_empty();
             }
         }
         let what = format!(
@@ -1135,7 +1134,7 @@ impl Deployment {
                 if let Some(i) = i {
                     let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some(s) = set.servers[i].as_mut() {
-                        s.restart();
+                        s.restart_empty();
                     }
                 }
                 let what = format!("kill -9 master {old}: {new} promoted; {old} restarted empty");
