@@ -576,7 +576,14 @@ async fn inspect_and_list_understand_semaphores_and_latches() {
         .unwrap()
         .unwrap()
         .keep();
-    let forever = psem.try_acquire(None).await.unwrap().unwrap().keep();
+    let forever = psem
+        .clone()
+        .without_watchdog()
+        .try_acquire(None)
+        .await
+        .unwrap()
+        .unwrap()
+        .keep();
     let latch = client.get_count_down_latch("clisync:cdl");
     assert!(latch.try_set_count(2).await.unwrap());
     // A latch waiter tells the latch from a semaphore.

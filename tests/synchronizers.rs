@@ -177,8 +177,8 @@ async fn permit_semaphore_wire_state(b: Backend) {
     );
     assert_eq!(leased.id().to_string().len(), 32);
 
-    // Without a lease: the sentinel score.
-    let forever = sem.acquire(None).await.unwrap();
+    // Without a lease from a handle without the watchdog (Java's acquire()): the sentinel.
+    let forever = sem.clone().without_watchdog().acquire(None).await.unwrap();
     assert_eq!(get(&admin, &name).await.as_deref(), Some("0"));
     let set = zset(&admin, &timeouts).await;
     assert!(set

@@ -9,7 +9,9 @@ use fred::types::Value;
 use tokio::time::Instant;
 
 use super::{
-    deadline_of, detached, now_ms, retry_unreplicated, run_synced,
+    deadline_of, detached, now_ms,
+    permit_watch::{Life, Names, PermitWatch, NO_LEASE},
+    retry_unreplicated, run_synced,
     semaphore::{flag, integer},
     wait_on_channel,
 };
@@ -22,12 +24,9 @@ use crate::{
     },
     error::{Error, Result},
     lock::kind::Step,
-    service::pubsub::Reading,
+    service::{pubsub::Reading, watchdog::HoldState},
     types::{names, permit::PermitId},
 };
-
-/// The score of a permit acquired without a lease: it never expires.
-pub(crate) const NO_LEASE: i64 = 922_337_203_685_477;
 
 /// A distributed semaphore whose permits have ids and, optionally, a lease, wire-compatible
 /// with Redisson's `RPermitExpirableSemaphore`.
@@ -56,6 +55,9 @@ pub struct PermitExpirableSemaphore {
     name: String,
     timeouts: String,
     channel: String,
+    /// Permits acquired without a lease are renewed by the watchdog (`false`: they never
+    /// expire, Java's `acquire()` without lease).
+    watchdog: bool,
 }
 
 /// Redisson's name for [`PermitExpirableSemaphore`].
@@ -79,13 +81,15 @@ impl Client {
             timeouts: names::permit_timeouts(&name),
             channel: names::semaphore_channel(&name),
             name,
+            watchdog: true,
         }
     }
 }
 
 /// What one acquisition attempt did.
 enum Attempt {
-    Taken(PermitId),
+    /// Taken under this id by the call sent at this instant (monotonic) and epoch time (ms).
+    Taken(PermitId, Instant, u64),
     /// Not taken; the earliest permit expires in this long (`None`: none will).
     Busy(Option<Duration>),
 }
@@ -94,6 +98,38 @@ impl PermitExpirableSemaphore {
     /// The raw name in Redis (after the name mapper): the key holding the available permits.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// This handle, with permits acquired without a lease that never expire (the no-lease
+    /// score, Java's `acquire()` without lease) instead of being renewed by the watchdog: such
+    /// a permit outlives a crashed holder until some client releases it by its id. Makes no
+    /// call.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let semaphore = client.get_permit_expirable_semaphore("licences").without_watchdog();
+    /// let id = semaphore.acquire(None).await?.keep(); // held until released by its id
+    /// semaphore.release(id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn without_watchdog(mut self) -> Self {
+        self.watchdog = false;
+        self
+    }
+
+    /// `true` when permits this handle acquires without a lease are renewed by the watchdog
+    /// (the default; see [`without_watchdog`](Self::without_watchdog)).
+    pub fn is_watchdog(&self) -> bool {
+        self.watchdog
+    }
+
+    fn names(&self) -> Names<'_> {
+        Names {
+            name: &self.name,
+            timeouts: &self.timeouts,
+            channel: &self.channel,
+            publish: self.client.core().messaging().publish_command(),
+        }
     }
 
     fn calls(&self) -> Calls<'_> {
@@ -158,7 +194,28 @@ impl PermitExpirableSemaphore {
     }
 
     /// Acquires a permit, waiting without limit (Redisson `acquire(leaseTime)`). With a
-    /// `lease`, the permit expires that long after the attempt that took it; without, never.
+    /// `lease`, the permit expires that long after the attempt that took it. Without, the
+    /// client's watchdog keeps it alive: it is taken with a lease of
+    /// [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) and renewed every third
+    /// of it (PS-LEASE, Java's `updateLeaseTime`, batched with the lock renewals) for as long
+    /// as its guard lives, so a crashed holder's permit comes back one timeout later; a handle
+    /// made [`without_watchdog`](Self::without_watchdog) takes it for ever instead (Java's
+    /// `acquire()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::HoldState;
+    /// let semaphore = client.get_permit_expirable_semaphore("exports");
+    /// semaphore.try_set_permits(3).await?;
+    /// let permit = semaphore.acquire(None).await?; // renewed while `permit` lives
+    /// tokio::select! {
+    ///     _ = permit.lost() => { /* in doubt or lost: stop touching the resource */ }
+    ///     _ = async { /* the export */ } => {}
+    /// }
+    /// assert_ne!(permit.state(), HoldState::Lost);
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero lease (nothing sent); Redis and connection
@@ -209,7 +266,13 @@ impl PermitExpirableSemaphore {
         wait: Option<Option<Instant>>,
         lease: Option<Duration>,
     ) -> Result<Option<PermitGuard>> {
+        let life = match lease {
+            Some(l) => Life::Leased(l),
+            None if self.watchdog => Life::Watchdog,
+            None => Life::Forever,
+        };
         let lease_ms = match lease {
+            None if self.watchdog => Some(self.client.watchdog_ms().max(1)),
             None => None,
             Some(l) => match crate::config::clamp_millis(l) {
                 0 => {
@@ -240,7 +303,7 @@ impl PermitExpirableSemaphore {
                     })
                     .await?;
                     Ok::<_, Error>(match taken {
-                        Attempt::Taken(id) => Step::Done(id),
+                        Attempt::Taken(id, sent_at, now) => Step::Done((id, sent_at, now)),
                         Attempt::Busy(frees_in) => Step::Busy { frees_in },
                     })
                 };
@@ -270,7 +333,10 @@ impl PermitExpirableSemaphore {
             })
             .await;
         watched.finish(&outcome);
-        Ok(outcome?.map(|id| PermitGuard::new(self.clone(), id)))
+        Ok(outcome?.map(|(id, sent_at, now)| {
+            let watch = PermitWatch::start(&self.client, self.names(), id, life, sent_at, now);
+            PermitGuard::new(self.clone(), id, watch)
+        }))
     }
 
     /// One PS-ACQ on its own task (see [`detached`]): a permit taken but acknowledged by no
@@ -286,6 +352,7 @@ impl PermitExpirableSemaphore {
                 let now = now_ms();
                 let call = this.calls().acquire(id, lease_ms, now);
                 let barrier = crate::conn::replicas::Barrier::default();
+                let sent_at = Instant::now();
                 let outcome = this
                     .client
                     .core()
@@ -309,11 +376,11 @@ impl PermitExpirableSemaphore {
                             acked,
                         })
                     }
-                    Ok((value, _)) => decode_acquire(&value, id, now, &this.name),
+                    Ok((value, _)) => decode_acquire(&value, id, now, &this.name, sent_at),
                 }
             },
             move |taken| async move {
-                if let Attempt::Taken(id) = taken {
+                if let Attempt::Taken(id, ..) = taken {
                     crate::observe::late_acquisition(&giver.name, &id.to_string());
                     giver.release_in_background(id);
                 }
@@ -501,7 +568,13 @@ fn is_ok(reply: &Value) -> bool {
 }
 
 /// PS-ACQ's reply: `OK`, `:<expiry ms>` or nil.
-fn decode_acquire(reply: &Value, id: PermitId, now: u64, name: &str) -> Result<Attempt> {
+fn decode_acquire(
+    reply: &Value,
+    id: PermitId,
+    now: u64,
+    name: &str,
+    sent_at: Instant,
+) -> Result<Attempt> {
     if reply.is_null() {
         return Ok(Attempt::Busy(None));
     }
@@ -512,7 +585,7 @@ fn decode_acquire(reply: &Value, id: PermitId, now: u64, name: &str) -> Result<A
         ));
     };
     if text == "OK" {
-        return Ok(Attempt::Taken(id));
+        return Ok(Attempt::Taken(id, sent_at, now));
     }
     let expires = text
         .strip_prefix(':')
@@ -530,10 +603,17 @@ fn decode_acquire(reply: &Value, id: PermitId, now: u64, name: &str) -> Result<A
 /// the background (drop never blocks); [`release`](Self::release) releases it and says how,
 /// [`keep`](Self::keep) leaves it acquired (for another process to release by its id, or to
 /// expire with its lease).
+///
+/// Like a lock guard it knows where its permit stands ([`state`](Self::state),
+/// [`lost`](Self::lost)): a watchdog permit whose renewal finds its id gone from
+/// `{N}:timeout` (released by its id elsewhere, reclaimed after a missed deadline, the keys
+/// deleted) is [`Lost`](HoldState::Lost), and any permit is
+/// [`InDoubt`](HoldState::InDoubt) from a connection event until it is confirmed.
 #[must_use = "dropping a PermitGuard releases its permit at once"]
 pub struct PermitGuard {
     semaphore: PermitExpirableSemaphore,
     id: PermitId,
+    watch: PermitWatch,
     armed: bool,
     #[cfg(feature = "metrics")]
     since: Instant,
@@ -549,11 +629,12 @@ impl std::fmt::Debug for PermitGuard {
 }
 
 impl PermitGuard {
-    fn new(semaphore: PermitExpirableSemaphore, id: PermitId) -> Self {
+    fn new(semaphore: PermitExpirableSemaphore, id: PermitId, watch: PermitWatch) -> Self {
         crate::observe::guard_opened("permit_semaphore");
         Self {
             semaphore,
             id,
+            watch,
             armed: true,
             #[cfg(feature = "metrics")]
             since: Instant::now(),
@@ -571,8 +652,48 @@ impl PermitGuard {
         &self.semaphore
     }
 
+    /// `true` when the watchdog renews the permit (acquired without a lease by a handle with
+    /// the watchdog on).
+    pub fn is_watchdog(&self) -> bool {
+        self.watch.life() == Life::Watchdog
+    }
+
+    /// Where the permit stands: [`Held`](HoldState::Held);
+    /// [`InDoubt`](HoldState::InDoubt) from the moment the connection to its node drops (or a
+    /// command to it times out) until a renewal (watchdog) or a look at its lease (leased) on
+    /// the new connection confirms it; or [`Lost`](HoldState::Lost) for good: its id was found
+    /// gone from the timeout set, or its deadline passed unrenewed (a leased permit's lease
+    /// ended). A permit without a lease and without watchdog is held until its guard goes.
+    ///
+    /// Deadlines are the acquirer's clock times on the wire (Redisson's rule): a client whose
+    /// clock runs ahead by more than the lease's drift may reclaim the permit earlier.
+    pub fn state(&self) -> HoldState {
+        self.watch.state()
+    }
+
+    /// `true` unless the permit is [`Held`](HoldState::Held).
+    pub fn is_lost(&self) -> bool {
+        self.state() != HoldState::Held
+    }
+
+    /// The instant (monotonic clock) until which the permit is known to be held, unless lost
+    /// earlier; the watchdog moves it forward at every renewal.
+    pub fn valid_until(&self) -> Instant {
+        self.watch.valid_until()
+    }
+
+    /// Resolves when the permit is lost or in doubt (when [`is_lost`](Self::is_lost) turns
+    /// `true`). Use it with `select!` to stop work that must not go on without the permit.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future has no effect on the permit.
+    pub async fn lost(&self) {
+        self.watch.not_held().await
+    }
+
     fn close(&mut self) {
         self.armed = false;
+        self.watch.end(&self.semaphore.client);
         #[cfg(feature = "metrics")]
         crate::observe::guard_closed("permit_semaphore", self.since.elapsed());
         #[cfg(not(feature = "metrics"))]
@@ -594,7 +715,11 @@ impl PermitGuard {
         self.semaphore.try_release(self.id).await
     }
 
-    /// Leaves the permit acquired and returns its id (nothing is sent).
+    /// Leaves the permit acquired and returns its id (nothing is sent). A watchdog permit is no
+    /// longer renewed: it lives until its last renewal's lease runs out (at most
+    /// [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout)), unless released by
+    /// its id first; take it from a handle made
+    /// [`without_watchdog`](PermitExpirableSemaphore::without_watchdog) to keep it for ever.
     pub fn keep(mut self) -> PermitId {
         self.close();
         self.id
@@ -683,25 +808,26 @@ mod tests {
     fn acquire_replies_decode_to_taken_busy_or_errors() {
         let id = PermitId::from_bytes([7; 16]);
         let now = 1_000_000;
+        let sent = Instant::now();
         assert!(matches!(
-            decode_acquire(&Value::from("OK"), id, now, "p"),
-            Ok(Attempt::Taken(i)) if i == id
+            decode_acquire(&Value::from("OK"), id, now, "p", sent),
+            Ok(Attempt::Taken(i, at, n)) if i == id && at == sent && n == now
         ));
         assert!(matches!(
-            decode_acquire(&Value::Null, id, now, "p"),
+            decode_acquire(&Value::Null, id, now, "p", sent),
             Ok(Attempt::Busy(None))
         ));
         assert!(matches!(
-            decode_acquire(&Value::from(":1000250"), id, now, "p"),
+            decode_acquire(&Value::from(":1000250"), id, now, "p", sent),
             Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(250)
         ));
         // Expired already (more expired permits than one attempt gives back): 1 ms.
         assert!(matches!(
-            decode_acquire(&Value::from(":999000"), id, now, "p"),
+            decode_acquire(&Value::from(":999000"), id, now, "p", sent),
             Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(1)
         ));
         for bad in [Value::from("KO"), Value::from(":x"), Value::Integer(1)] {
-            assert!(decode_acquire(&bad, id, now, "p").is_err(), "{bad:?}");
+            assert!(decode_acquire(&bad, id, now, "p", sent).is_err(), "{bad:?}");
         }
         assert!(is_ok(&Value::from("OK")));
         assert!(!is_ok(&Value::Null));

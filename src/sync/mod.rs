@@ -22,6 +22,7 @@
 
 pub(crate) mod expirable;
 pub(crate) mod latch;
+pub(crate) mod permit_watch;
 pub(crate) mod semaphore;
 
 use std::{
