@@ -158,7 +158,9 @@ async fn a_permit_released_by_its_id_elsewhere_is_lost_at_the_next_renewal() {
     let holder = Client::connect(&s.url(), config(watchdog)).await.unwrap();
     let other = Client::connect(&s.url(), config(watchdog)).await.unwrap();
     let sem = holder.get_permit_expirable_semaphore("pw:released");
-    assert!(sem.try_set_permits(1).await.unwrap());
+    assert!(sem.try_set_permits(2).await.unwrap());
+    // Another permit keeps the timeout set alive: only this id is gone from it.
+    let stays = sem.acquire(None).await.unwrap();
     let permit = sem.acquire(None).await.unwrap();
     let acquired = Instant::now();
 
@@ -175,10 +177,12 @@ async fn a_permit_released_by_its_id_elsewhere_is_lost_at_the_next_renewal() {
         lost_after < Duration::from_millis(2500),
         "told by the renewal (every second), not by the deadline (3 s): {lost_after:?}"
     );
-    assert_eq!(holder.stats().watchdog_holds, 0, "no longer renewed");
+    assert_eq!(holder.stats().watchdog_holds, 1, "no longer renewed");
+    assert_eq!(stays.state(), HoldState::Held);
     // Its release finds nothing (and gives nothing back twice).
     assert!(!permit.release().await.unwrap());
     assert_eq!(sem.available_permits().await.unwrap(), 1);
+    assert!(stays.release().await.unwrap());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
