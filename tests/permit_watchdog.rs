@@ -324,3 +324,38 @@ async fn a_permit_is_in_doubt_while_the_server_is_away_and_held_or_lost_after() 
         leased.state()
     );
 }
+
+/// The blocking facade: a permit without a lease is renewed while its blocking guard lives,
+/// its state and watch follow it, and it is `Lost` once another client releases its id.
+#[test]
+fn the_blocking_permit_guard_is_renewed_and_tells_its_state() {
+    use redisson_lock::blocking;
+    let s = RedisServer::start();
+    let config = || config(Duration::from_millis(900));
+    let a = blocking::Client::connect(&s.url(), config()).unwrap();
+    let b = blocking::Client::connect(&s.url(), config()).unwrap();
+    let sem = a.get_permit_expirable_semaphore("pw:blocking");
+    assert!(sem.try_set_permits(2).unwrap());
+    let stays = sem.acquire(None).unwrap();
+    let permit = sem.acquire(None).unwrap();
+    assert!(permit.is_watchdog());
+    let watch = permit.watch();
+    assert_eq!(watch.lock_name(), "pw:blocking");
+    assert!(watch.assert_locked().is_ok());
+    // Past two first leases, still held: b finds nothing to take.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert_eq!(permit.state(), HoldState::Held);
+    let theirs = b.get_permit_expirable_semaphore("pw:blocking");
+    assert!(theirs.try_acquire(None).unwrap().is_none());
+    assert!(theirs.try_release(permit.id()).unwrap());
+    let released = std::time::Instant::now();
+    while permit.state() != HoldState::Lost {
+        assert!(released.elapsed() < T, "never lost: {:?}", permit.state());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(watch.assert_locked().is_err());
+    assert_eq!(stays.state(), HoldState::Held);
+    assert!(!permit.release().unwrap());
+    assert!(stays.release().unwrap());
+    assert_eq!(theirs.available_permits().unwrap(), 2);
+}

@@ -691,6 +691,11 @@ impl PermitGuard {
         self.watch.not_held().await
     }
 
+    /// The permit's loss signal, for code that watches it without owning the guard.
+    pub(crate) fn loss_signal(&self) -> std::sync::Arc<crate::service::watchdog::LossSignal> {
+        self.watch.loss_signal()
+    }
+
     fn close(&mut self) {
         self.armed = false;
         self.watch.end(&self.semaphore.client);

@@ -135,6 +135,11 @@ impl PermitWatch {
         self.life
     }
 
+    /// The permit's loss signal.
+    pub(super) fn loss_signal(&self) -> Arc<LossSignal> {
+        self.loss.clone()
+    }
+
     /// Where the permit stands.
     pub(super) fn state(&self) -> HoldState {
         self.loss.state()
