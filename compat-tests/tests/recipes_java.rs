@@ -137,7 +137,7 @@ async fn a_java_fenced_lock_holder_leads_and_contends_in_the_election(
     let leader = election.leader().await.unwrap().expect("Java leads");
     assert_eq!(leader.holder, java_field);
     assert_eq!(leader.term, java_term);
-    assert!(!leader.is_of(&client));
+    assert!(!leader.is_of(client));
     let mut watch = election.observe().await.unwrap();
     let first = timeout(T, watch.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(first.map(|l| l.holder), Some(java_field.clone()));
