@@ -757,7 +757,7 @@ async fn inspect_shows_an_elections_leader_and_the_permit_leases() {
         let num = |key: &str| -> i64 {
             let from = rest.find(key).unwrap() + key.len();
             rest[from..]
-                .split(|c: char| c == ',' || c == '}')
+                .split([',', '}'])
                 .next()
                 .unwrap()
                 .parse()
