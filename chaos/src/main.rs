@@ -27,6 +27,7 @@ mod common {
 }
 
 mod nemesis;
+mod recipes;
 mod worker;
 
 use std::{path::PathBuf, process::ExitCode};
@@ -134,7 +135,8 @@ pub struct RunArgs {
     /// Lock names per variant.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub locks: u32,
-    /// Lock variants, comma-separated (reentrant, fair, write, fenced, redlock).
+    /// Lock variants, comma-separated (reentrant, fair, write, fenced, redlock; the recipes:
+    /// election, permit).
     #[arg(long, default_value = "reentrant,fair,write,fenced,redlock")]
     pub variants: String,
     /// Faults, comma-separated, or `full` (every fault of the topology) or `none`; see

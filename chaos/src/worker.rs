@@ -60,6 +60,8 @@ enum Held {
     Write(WriteGuard),
     Fenced(FencedGuard),
     Red(RedLockGuard),
+    /// A recipe's hold (`recipes.rs`).
+    Recipe(crate::recipes::RecipeHeld),
 }
 
 impl Held {
@@ -70,6 +72,7 @@ impl Held {
             Held::Write(g) => g.state(),
             Held::Fenced(g) => g.state(),
             Held::Red(g) => g.state(),
+            Held::Recipe(r) => r.state(),
         }
     }
 
@@ -80,12 +83,14 @@ impl Held {
             Held::Write(g) => g.valid_until().into_std(),
             Held::Fenced(g) => g.valid_until().into_std(),
             Held::Red(g) => g.valid_until().into_std(),
+            Held::Recipe(r) => r.valid_until(),
         }
     }
 
     fn token(&self) -> Option<u64> {
         match self {
             Held::Fenced(g) => Some(g.token()),
+            Held::Recipe(r) => r.token(),
             _ => None,
         }
     }
@@ -97,6 +102,7 @@ impl Held {
             Held::Fair(g) => g.lost().await,
             Held::Write(g) => g.lost().await,
             Held::Fenced(g) => g.lost().await,
+            Held::Recipe(r) => r.told().await,
             // A RedLock guard has no loss future: its validity and state, polled.
             Held::Red(g) => loop {
                 if g.is_lost() || g.state() != HoldState::Held {
@@ -120,6 +126,7 @@ impl Held {
             Held::Write(g) => g.unlock().await.map(drop).map_err(kind),
             Held::Fenced(g) => g.unlock().await.map(drop).map_err(kind),
             Held::Red(g) => g.unlock().await.map_err(kind),
+            Held::Recipe(r) => r.unlock().await,
         }
     }
 }
@@ -179,7 +186,10 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     let variants: Vec<String> = args
         .variants
         .split(',')
-        .filter(|v| VARIANTS.contains(v) && (*v != "redlock" || !red_clients.is_empty()))
+        .filter(|v| {
+            (VARIANTS.contains(v) || crate::recipes::VARIANTS.contains(v))
+                && (*v != "redlock" || !red_clients.is_empty())
+        })
         .map(str::to_owned)
         .collect();
     if variants.is_empty() {
@@ -354,7 +364,9 @@ impl Owner_ {
                     .map_err(kind)?
                     .map(Held::Red)
             }
-            other => return Err(format!("unknown-variant-{other}")),
+            other => crate::recipes::acquire(&self.client, other, name, wait)
+                .await?
+                .map(Held::Recipe),
         })
     }
 
