@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The demo command: installs redis-server if missing; when REDIS_URL is not set, starts a
 # throwaway redis-server on a free loopback port (stopped by PID on exit); then runs the demo.
+# With REDISSON_CLASSPATH set (README, "Beside real Java Redisson"), it also compiles the Java
+# driver of real Redisson (compat-tests/java/build.sh) and the demo puts a Java process beside
+# a Rust one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/ensure-redis.sh
@@ -25,5 +28,9 @@ if [ -z "${REDIS_URL:-}" ]; then
   [ -n "$PID" ] || { echo "could not start redis-server" >&2; exit 1; }
   export REDIS_URL="redis://127.0.0.1:$PORT"
   echo "started a throwaway redis-server on port $PORT (pid $PID)"
+fi
+if [ -n "${REDISSON_CLASSPATH:-}" ]; then
+  DEMO_JAVA_CLASSPATH="$REDISSON_CLASSPATH:$(compat-tests/java/build.sh)"
+  export DEMO_JAVA_CLASSPATH
 fi
 cargo run --release --quiet --example demo

@@ -422,15 +422,7 @@ pub struct ReadWriteLock {
 }
 
 impl ReadWriteLock {
-    /// The read half.
-    pub fn read_lock(&self) -> &ReadLock {
-        &self.read
-    }
-
-    /// The write half.
-    pub fn write_lock(&self) -> &WriteLock {
-        &self.write
-    }
+    crate::lock::kinds::rwlock::halves!(ReadLock, WriteLock);
 }
 
 impl<K: Kind> Lock<K> {

@@ -13,20 +13,20 @@ use std::{
 };
 
 use crate::{
+    acquisitions::{
+        ledger::{Ledgers, SWEEP_EVERY},
+        line::WaitLines,
+        pending::PendingReleases,
+        Acquisitions,
+    },
     config::Config,
     conn::{connect::Target, core::Core},
     error::Result,
-    lock::acquire::{
-        ledger::{Ledgers, SWEEP_EVERY},
-        pending::PendingReleases,
-        queue::LocalQueues,
-        Acquisitions,
-    },
     service::{
         failover::Failovers, pubsub::PubSub, restarts::Restarts, unlock_receipts::ReceiptSweeper,
         watchdog::Watchdog,
     },
-    types::{owner::Owner, stats::Stats},
+    types::{line::WaitLine, owner::Owner, stats::Stats},
 };
 
 pub(crate) struct ClientInner {
@@ -177,8 +177,8 @@ impl Client {
         // A hold the watchdog finds gone frees the lock without an unlock message: the local
         // queue's head is told at once.
         let gone = {
-            let queues = acquisitions.queues.clone();
-            Box::new(move |name: &str, tag: &'static str| queues.released(tag, name, true, None))
+            let lines = acquisitions.lines.clone();
+            Box::new(move |name: &str, line: WaitLine| lines.released(line, name, true, None))
         };
         let watchdog = Watchdog::start(core.clone(), gone);
         let failovers = Failovers::start(&core, watchdog.failover_holds(), sub.clone());
@@ -212,7 +212,7 @@ impl Client {
     pub fn stats(&self) -> Stats {
         let mut channels: BTreeMap<String, usize> = self.inner.pubsub.channel_waiters().collect();
         // Waiters queued behind a local head share its one subscription.
-        for (channel, queued) in self.inner.acquisitions.queues.queued_beyond_subscriptions() {
+        for (channel, queued) in self.inner.acquisitions.lines.queued_beyond_subscriptions() {
             *channels.entry(channel).or_default() += queued;
         }
         Stats {
@@ -222,8 +222,8 @@ impl Client {
             waiters: channels.values().sum(),
             channels,
             owner_entries: self.inner.acquisitions.ledgers.len(),
-            local_hand_overs: self.inner.acquisitions.queues.hand_overs(),
-            hand_off_contests: self.inner.acquisitions.queues.contests(),
+            local_hand_overs: self.inner.acquisitions.lines.hand_overs(),
+            hand_off_contests: self.inner.acquisitions.lines.contests(),
         }
     }
 
@@ -273,14 +273,19 @@ impl Client {
         &self.inner.acquisitions.pending
     }
 
-    /// The local hand-off queues of this client's waiters (see `lock::acquire::queue`).
-    pub(crate) fn local_queues(&self) -> &Arc<LocalQueues> {
-        &self.inner.acquisitions.queues
+    /// The local wait lines of this client's waiters (see `acquisitions::line`).
+    pub(crate) fn wait_lines(&self) -> &Arc<WaitLines> {
+        &self.inner.acquisitions.lines
     }
 
     /// What this client knows of its owners' hold counts (see `ledger`).
     pub(crate) fn ledgers(&self) -> &Ledgers {
         &self.inner.acquisitions.ledgers
+    }
+
+    /// The runtime the client's background work runs on.
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
     }
 
     /// Runs background work on the client's runtime (works from threads without a runtime).

@@ -37,6 +37,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod acquisitions;
 #[cfg(feature = "blocking")]
 pub mod blocking;
 mod client;
@@ -71,9 +72,8 @@ pub use recipes::{
 };
 pub use service::watchdog::HoldState;
 pub use sync::{
-    expirable::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore},
-    latch::{CountDownLatch, RCountDownLatch},
-    semaphore::{RSemaphore, Semaphore},
+    CountDownLatch, PermitExpirableSemaphore, PermitGuard, RCountDownLatch,
+    RPermitExpirableSemaphore, RSemaphore, Semaphore,
 };
 pub use types::{
     millis::MAX_MILLIS,

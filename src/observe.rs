@@ -97,6 +97,22 @@ pub(crate) fn describe() {
     }
 }
 
+/// `fut` inside the span that is current where it is made (with `tracing`): work an
+/// acquisition hands to a task of its own stays in the acquisition's span.
+pub(crate) fn in_current_span<F: std::future::Future>(
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> {
+    #[cfg(feature = "tracing")]
+    {
+        use tracing::Instrument;
+        fut.in_current_span()
+    }
+    #[cfg(not(feature = "tracing"))]
+    {
+        fut
+    }
+}
+
 /// One acquisition being watched: a span (with `tracing`), the waiters gauge and, when it ends,
 /// the outcome counter and the wait histogram (with `metrics`). Dropped before
 /// [`finish`](Self::finish), it counts as cancelled.

@@ -549,35 +549,15 @@ fn folder_cycles(g: &Graph) -> Vec<Vec<String>> {
     found
 }
 
-/// The folder cycles issue 31's part A removes (the per-client acquisition state below the
-/// client, `BackOff` with the spin lock). No other may appear, and each goes from this list
-/// when it goes from the code.
-const KNOWN_FOLDER_CYCLES: &[&str] = &[
-    "src/client.rs <-> src/lock/",
-    "src/lock/acquire/ <-> src/lock/kind.rs",
-];
-
 #[test]
 fn no_two_rooms_of_a_folder_depend_on_each_other() {
     let found: Vec<String> = folder_cycles(&graph())
         .iter()
         .map(|c| c.join(" <-> "))
         .collect();
-    let new: Vec<&String> = found
-        .iter()
-        .filter(|c| !KNOWN_FOLDER_CYCLES.contains(&c.as_str()))
-        .collect();
     assert!(
-        new.is_empty(),
-        "rooms of one folder that import each other (directly or through others):\n{new:#?}"
-    );
-    let gone: Vec<&&str> = KNOWN_FOLDER_CYCLES
-        .iter()
-        .filter(|k| !found.iter().any(|c| c == *k))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "these folder cycles are gone: take them out of KNOWN_FOLDER_CYCLES: {gone:?}"
+        found.is_empty(),
+        "rooms of one folder that import each other (directly or through others):\n{found:#?}"
     );
 }
 

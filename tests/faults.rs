@@ -75,6 +75,46 @@ async fn s10_a_timed_out_acquisition_is_ambiguous_and_its_hold_is_undone() {
 }
 
 #[tokio::test]
+async fn s10_an_acquisition_dropped_in_flight_counts_as_a_release_until_its_late_success_is_undone()
+{
+    // The attempt's script runs and its success reply is held by the proxy; the caller goes
+    // away. The attempt finishes on its own task, and until its success is undone it is a
+    // release in flight: another owner's acquisition through the same client waits for it
+    // and finds the lock free, instead of busy.
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), fast()).await.unwrap();
+    let dropped = client.get_lock("s10:dropped");
+    let held = proxy.hold_next_reply_matching(nil_reply);
+    let attempt = tokio::spawn(dropped.lock());
+    assert!(held.wait_caught(T).await.is_some(), "the script ran");
+    attempt.abort();
+    assert!(attempt.await.unwrap_err().is_cancelled());
+    assert_eq!(
+        hold_count(&admin, "s10:dropped", dropped.owner_field()).await,
+        1,
+        "the dropped attempt holds the lock for now"
+    );
+    let other = client.get_lock("s10:dropped");
+    let other_field = other.owner_field().to_owned();
+    let theirs = tokio::spawn(async move { other.try_lock().await });
+    tokio::time::sleep(100 * MS).await;
+    assert!(!theirs.is_finished(), "waits for the dropped attempt");
+    held.release();
+    let guard = tokio::time::timeout(T, theirs)
+        .await
+        .expect("bounded")
+        .unwrap()
+        .unwrap()
+        .expect("the dropped attempt's hold was undone first");
+    let fields = admin.hgetall("s10:dropped").await;
+    assert_eq!(fields.len(), 1, "{fields:?}");
+    assert!(fields.contains_key(&other_field));
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
 async fn s10_an_ambiguous_re_entry_leaves_the_count_it_found() {
     let s = RedisServer::start();
     let admin = Admin::connect(&s.url()).await;

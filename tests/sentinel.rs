@@ -912,6 +912,73 @@ async fn sentinel_one_replica_lost_keeps_wanting_an_ack_and_a_promoted_lone_mast
     client.shutdown().await;
 }
 
+/// Issue 29, availability after a graceful failover (`SENTINEL FAILOVER`) of one master and
+/// one replica. The old master lives on and stays a master until the sentinels reconfigure it
+/// (about 10 s later): the sentinels already list it as the promoted master's replica and it
+/// accepts connections, but it can acknowledge nothing before it has become a replica and
+/// synced. A client that waited for it refused every acquisition `NotReplicated` for those
+/// 10 s (the chaos runner's Sentinel 1 + 1 row); the sentinels report its role (`role-reported`
+/// `master`), so it is not waited for, and the client locks within a few seconds of the switch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_graceful_failover_of_one_master_and_one_replica_locks_within_seconds() {
+    let set = SentinelSet::start_with_replicas(1);
+    let config = config().replicas_sync_timeout(Duration::from_millis(300));
+    let client = connect(&set, config).await;
+    let old = set.master_port();
+    let lock = client.get_lock("sentinel:graceful");
+    let field = lock.owner_field().to_owned();
+    let g = lock.try_lock().await.unwrap().expect("free");
+    g.unlock().await.unwrap();
+    let sentinel = set.sentinel_ports()[0];
+    let reply = set.sentinel_cli(sentinel, &["SENTINEL", "FAILOVER", MASTER_NAME]);
+    assert!(reply.contains("OK"), "SENTINEL FAILOVER: {reply}");
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    let switched = Instant::now();
+    let mut errors = Vec::new();
+    let g = loop {
+        match lock.try_lock().await {
+            Ok(Some(g)) => break g,
+            Ok(None) => panic!("nobody else holds it"),
+            Err(e) => {
+                not_readonly(&e);
+                errors.push(e.kind());
+                assert!(
+                    switched.elapsed() < Duration::from_secs(30),
+                    "no acquisition 30 s after the switch: {:?}",
+                    errors.iter().rev().take(5).collect::<Vec<_>>()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let first_ok = switched.elapsed();
+    // The case under test: the old master had not become a replica yet when the client locked
+    // (otherwise the window was missed and the test proves nothing).
+    let old_role = set.data_cli(old, &["ROLE"]);
+    assert_eq!(
+        set.data_cli(new, &["HGET", "sentinel:graceful", &field]),
+        "1",
+        "held on the new master"
+    );
+    println!(
+        "graceful failover {old} -> {new}: first acquisition {first_ok:?} after the switch \
+         ({} errors before: {:?}); the old master's role then: {}",
+        errors.len(),
+        errors.iter().rev().take(5).collect::<Vec<_>>(),
+        old_role.lines().next().unwrap_or("")
+    );
+    assert!(
+        first_ok < Duration::from_secs(5),
+        "locked {first_ok:?} after the switch"
+    );
+    assert!(
+        old_role.starts_with("master") || first_ok < Duration::from_secs(1),
+        "the window was missed: the old master was already a replica ({old_role:?})"
+    );
+    g.unlock().await.unwrap();
+    client.shutdown().await;
+}
+
 /// One real master, named by two stand-in sentinels the test makes announce failover events
 /// (`leader` begins them), and a client watching both: the client's failover handling is
 /// driven exactly, on a live server, without a real failover's timing.

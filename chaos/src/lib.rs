@@ -16,8 +16,8 @@
 //!
 //! | kind | fields | meaning |
 //! |---|---|---|
-//! | `B` | `<lock> <variant>` | an acquisition attempt begins |
-//! | `A` | `<token or -> <deadline_ns> [<state>]` | acquired; the hold's validity deadline and state (`Held`, or `InDoubt` when taken across a connection loss or failover; absent in older histories: `Held`) |
+//! | `B` | `<lock> <variant> [lease=<ms>] [nested=1] [side=java] [units=<unit>,...]` | an acquisition attempt begins: a leased hold (else the watchdog keeps it), the inner acquisition of a nested re-entry, a Java (Redisson) holder (else the crate's), what the hold occupies (else the lock, exclusively) |
+//! | `A` | `<token or -> <deadline_ns> [<state>]` | acquired; the hold's validity deadline and state (`Held`, or `InDoubt` when taken across a connection loss or failover; absent in older histories: `Held`); a Java watchdog hold has no deadline (`u64::MAX`) |
 //! | `N` | `<kind>` | not acquired: `none` (the wait ran out) or an error kind |
 //! | `O` | `<state> <deadline_ns>` | the holder looked at its hold (`Held`, `InDoubt`, `Lost`) |
 //! | `T` | `<state>` | the holder was told: `lost()` resolved (in doubt or lost) |
@@ -26,6 +26,11 @@
 //! | `E` | | the critical section ends (just before the release is sent) |
 //! | `R` | `<ok or error kind>` | the release's outcome |
 //! | `X` | `<what:kind>` | an error inside the critical section (e.g. a failed re-entry) |
+//!
+//! A unit is `<key>[/<part>][@r]`: the Redis key of the lock, the part of it the hold takes (a
+//! value of a group lock), and `@r` for a shared hold (a reader: readers overlap each other, not
+//! a writer). A multi-lock's hold lists one unit per part. Two holds overlap when they share a
+//! unit and at least one of them holds it exclusively.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -81,11 +86,94 @@ pub struct Attempt {
     pub end: Option<u64>,
     /// The release outcome.
     pub release: Option<String>,
+    /// The lease of a leased hold, in ms (`None`: the watchdog keeps it).
+    pub lease_ms: Option<u64>,
+    /// A holder of the Java driver (real Redisson): never told anything.
+    pub java: bool,
+    /// The inner acquisition of a nested re-entry (`nested=1`: the same owner's outer hold
+    /// of the lock is still open).
+    pub nested: bool,
+    /// What the hold occupies; empty: the lock, exclusively.
+    pub units: Vec<Unit>,
+}
+
+/// What a hold occupies: a lock key, a part of it, shared or exclusive (see the format above).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    /// The lock's Redis key.
+    pub key: String,
+    /// The part of it (a group lock's value), if the hold takes only a part.
+    pub part: Option<String>,
+    /// A shared hold (a reader).
+    pub shared: bool,
+}
+
+impl Unit {
+    /// Parses `<key>[/<part>][@r]`.
+    pub fn parse(s: &str) -> Option<Unit> {
+        let (body, shared) = match s.strip_suffix("@r") {
+            Some(b) => (b, true),
+            None => (s, false),
+        };
+        let (key, part) = match body.split_once('/') {
+            Some((k, p)) => (k, Some(p.to_owned())),
+            None => (body, None),
+        };
+        (!key.is_empty()).then(|| Unit {
+            key: key.to_owned(),
+            part,
+            shared,
+        })
+    }
+
+    /// The unit's name without the mode: holds of one name can overlap.
+    pub fn id(&self) -> String {
+        match &self.part {
+            Some(p) => format!("{}/{p}", self.key),
+            None => self.key.clone(),
+        }
+    }
 }
 
 impl Attempt {
     fn id(&self) -> String {
-        format!("p{}/o{}/#{}", self.process, self.owner, self.seq)
+        format!(
+            "{}p{}/o{}/#{}",
+            if self.java { "java:" } else { "" },
+            self.process,
+            self.owner,
+            self.seq
+        )
+    }
+
+    fn who(&self) -> (u32, u32) {
+        (self.process, self.owner)
+    }
+
+    fn key3(&self) -> (u32, u32, u64) {
+        (self.process, self.owner, self.seq)
+    }
+
+    /// `crate` or `java`.
+    pub fn side(&self) -> &'static str {
+        if self.java {
+            "java"
+        } else {
+            "crate"
+        }
+    }
+
+    /// What the hold occupies (the lock itself, exclusively, unless the history says more).
+    pub fn units(&self) -> Vec<Unit> {
+        if self.units.is_empty() {
+            vec![Unit {
+                key: self.lock.clone(),
+                part: None,
+                shared: false,
+            }]
+        } else {
+            self.units.clone()
+        }
     }
 
     /// Whether the holder had been told, at `t`, that its hold was not safe any more: its
@@ -138,6 +226,14 @@ pub enum Excuse {
     /// Only its validity deadline (`valid_until()`), which had passed; its state still said
     /// held. A crate that set the deadline too early would turn real overlaps into these.
     Deadline,
+    /// Nothing, but the nemesis had deleted its lock's key (`del-key`, `flush`) with every
+    /// connection kept, and the holder could not have learnt it yet: a watchdog hold within
+    /// the deletion window (a renewal period, a command timeout and another renewal period:
+    /// its next renewal tells it), a leased hold before its lease ran out (nothing checks it),
+    /// and in both cases only until its owner acquired that lock again (an acquisition that
+    /// finds the owner's count lower than the client knows ends the older holds). The
+    /// documented gap of data gone under an open connection; counted among the unannounced.
+    Deleted,
 }
 
 /// A fault of the run as the checker sees it (from the runner's `nemesis.log`).
@@ -155,6 +251,29 @@ pub struct FaultSpan {
     /// Whether it can lose data, the fencing token counter with it (a restart without data, a
     /// failover), after which tokens start again from a lower value.
     pub loses_data: bool,
+    /// The worker process it stopped (a client pause): it explains only overlaps whose earlier
+    /// holder is of that process, or whose later holder is and was told by its acquisition.
+    pub process: Option<u32>,
+    /// The lock key it deleted (`del-key`): it explains only overlaps on that key.
+    pub lock: Option<String>,
+    /// Whether it deleted lock keys with every connection kept (`del-key`: the key of `lock`;
+    /// `flush`: every key): see [`Excuse::Deleted`].
+    pub deletes: bool,
+}
+
+impl Default for FaultSpan {
+    fn default() -> Self {
+        FaultSpan {
+            name: String::new(),
+            start: 0,
+            end: 0,
+            can_overlap: true,
+            loses_data: false,
+            process: None,
+            lock: None,
+            deletes: false,
+        }
+    }
 }
 
 /// The faults of a run, and how long after a fault's end an overlap can still be its doing.
@@ -165,6 +284,9 @@ pub struct Faults {
     /// An overlap acquired later than this after the end of every fault that can cause one
     /// is unexplained.
     pub window_ns: u64,
+    /// How long after a key's deletion a watchdog holder may still not know (see
+    /// [`Excuse::Deleted`]); 0: only during the deletion.
+    pub deletion_window_ns: u64,
 }
 
 impl Faults {
@@ -175,10 +297,12 @@ impl Faults {
             .any(|f| f.loses_data && f.start <= to && f.end >= from)
     }
 
-    /// The fault an overlap at `t` is tied to: the latest one that can cause overlaps, started
-    /// at or before `t` and ended at most the window before it (`true`), else the latest fault
-    /// started at or before `t`, if any (`false`).
-    fn cause_of(&self, t: u64) -> (Option<usize>, bool) {
+    /// The fault an overlap of `x` (earlier) and `y` (later) on `keys` at `t` is tied to: the
+    /// latest one that can cause it (see [`FaultSpan`]: a client pause explains the overlaps of
+    /// its process's holders, a deletion those on its key), started at or before `t` and ended
+    /// at most the window before it (`true`), else the latest fault started at or before `t`,
+    /// if any (`false`).
+    fn cause_of(&self, t: u64, x: &Attempt, y: &Attempt, keys: &[String]) -> (Option<usize>, bool) {
         let latest = |ok: &dyn Fn(&FaultSpan) -> bool| {
             self.spans
                 .iter()
@@ -188,10 +312,47 @@ impl Faults {
                 .map(|(i, _)| i)
         };
         let window = self.window_ns;
-        match latest(&|f| f.can_overlap && f.end.saturating_add(window) >= t) {
+        let targets = |f: &FaultSpan| {
+            f.process.is_none_or(|p| {
+                x.process == p || (y.process == p && y.born_told() != Excuse::Unannounced)
+            }) && f.lock.as_ref().is_none_or(|l| keys.contains(l))
+        };
+        match latest(&|f| f.can_overlap && f.end.saturating_add(window) >= t && targets(f)) {
             Some(i) => (Some(i), true),
             None => (latest(&|_| true), false),
         }
+    }
+
+    /// Whether a key of `keys` was deleted under `x` and it could not have learnt it by `t`
+    /// (see [`Excuse::Deleted`]); `all` lists every hold, for its owner's later acquisitions.
+    fn deleted_under(&self, x: &Attempt, keys: &[String], t: u64, all: &[&Attempt]) -> bool {
+        if x.acquired.is_none() {
+            return false;
+        }
+        self.spans
+            .iter()
+            .filter(|f| f.deletes && f.start <= t)
+            .any(|f| {
+                let deleted: Vec<&String> = match &f.lock {
+                    Some(l) => keys.iter().filter(|k| *k == l).collect(),
+                    None => keys.iter().collect(),
+                };
+                // Its grant came at some time between its attempt's begin and its return (a
+                // replica sync's `WAIT` after the grant can return after the deletion).
+                let held_then = x.begin <= f.end && x.end.unwrap_or(u64::MAX) >= f.start;
+                let in_window =
+                    x.lease_ms.is_some() || t <= f.end.saturating_add(self.deletion_window_ns);
+                // Another acquisition of that key by the same owner, begun after the deletion
+                // (so it read what the deletion left).
+                let again = all.iter().any(|a| {
+                    a.who() == x.who()
+                        && a.key3() != x.key3()
+                        && a.begin > f.end
+                        && a.acquired.is_some_and(|at| at <= t)
+                        && a.units().iter().any(|u| deleted.contains(&&u.key))
+                });
+                !deleted.is_empty() && held_then && in_window && !again
+            })
     }
 }
 
@@ -211,6 +372,22 @@ pub struct Overlap {
     pub after_fault_ms: Option<i64>,
     /// The two holds and the lock, described.
     pub what: String,
+    /// `<earlier holder's side>><later holder's side>`: `crate>crate`, `crate>java`,
+    /// `java>crate`, `java>java`.
+    pub sides: String,
+}
+
+/// The overlaps of one pair of sides (see [`Report::by_side`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SideTally {
+    /// Overlaps.
+    pub all: u64,
+    /// Unannounced ones (those in a deletion's window included).
+    pub unannounced: u64,
+    /// Of them, in a deletion's window ([`Excuse::Deleted`]).
+    pub in_deletion_window: u64,
+    /// Ones no fault before them explains.
+    pub unexplained: u64,
 }
 
 /// The overlaps tied to one fault (see [`Report::by_fault`]).
@@ -256,8 +433,39 @@ pub struct Report {
     pub told: u64,
     /// Pairs of holds of one lock by different owners whose critical sections overlapped.
     pub overlaps: u64,
-    /// Overlaps where the earlier holder had not been told before the later one acquired.
+    /// Overlaps where the earlier holder had not been told before the later one acquired
+    /// (those in a deletion's window, and those of Java holders, included).
     pub unannounced: u64,
+    /// Of them, the ones in a deletion's window ([`Excuse::Deleted`]).
+    pub in_deletion_window: u64,
+    /// Unannounced overlaps whose earlier holder was the crate's, outside a deletion's window:
+    /// must be 0.
+    pub unannounced_crate: u64,
+    /// Overlaps whose earlier holder was a Java holder and the later one the crate's, with no
+    /// fault before them that can take the Java hold away: the crate broke a Java holder's
+    /// exclusion. Must be 0.
+    pub java_broken: u64,
+    /// Overlaps by the sides of the earlier and the later holder (`crate>java`: a crate holder
+    /// overlapped by a Java one that acquired later).
+    pub by_side: BTreeMap<String, SideTally>,
+    /// Acquisitions by side (`crate`, `java`).
+    pub ops_by_side: BTreeMap<String, u64>,
+    /// Acquisitions of the crate's holders by kind: `<variant>` (reentrant, fair, read, write,
+    /// fenced, group, multi, redlock), and apart `leased` (a hold with a lease) and `nested`
+    /// (the inner acquisition of a nested re-entry), with how many of them were told (in
+    /// doubt or lost, before a lease ended): `(acquired, told)`. A kind that never acquires,
+    /// or that a fault never reaches, shows here.
+    pub by_kind: BTreeMap<String, (u64, u64)>,
+    /// Holds of the crate that went in doubt and stayed in doubt until their deadline (then
+    /// lost, or ended past it): the crate could not find out in time whether it still held.
+    /// Expected while a server cannot be reached; after a fault that keeps the data (a slot
+    /// migration), a defect.
+    pub doubt_to_deadline: u64,
+    /// A few of those, described.
+    pub doubt_examples: Vec<String>,
+    /// Per fault name: the longest time from a fault's start to the next acquisition of the
+    /// crate on a lock of the deployment (RedLock left out), in ms, and how many faults.
+    pub recovery: BTreeMap<String, (f64, u64)>,
     /// Overlaps announced only by the earlier holder's validity deadline: its state still said
     /// held.
     pub deadline_only: u64,
@@ -386,9 +594,10 @@ impl Report {
             .collect();
         let mut s = format!(
             "ops={} ops_per_s={:.1} owners={} min_owner_ops={} not_acquired={} told={} overlaps={} \
-             unannounced={} deadline_only={} unexplained={} register_overlaps={} \
+             unannounced={} in_deletion_window={} unannounced_crate={} java_broken={} \
+             deadline_only={} unexplained={} register_overlaps={} \
              fenced_writes={} fenced_rejected={} stale_accepted={} duplicate_tokens={} \
-             token_regressions={} stuck_waits={} max_wait_ms={:.0} errors={}",
+             token_regressions={} stuck_waits={} max_wait_ms={:.0} doubt_to_deadline={} errors={}",
             self.ops,
             self.ops_per_s(),
             self.owner_ops.len(),
@@ -397,6 +606,9 @@ impl Report {
             self.told,
             self.overlaps,
             self.unannounced,
+            self.in_deletion_window,
+            self.unannounced_crate,
+            self.java_broken,
             self.deadline_only,
             self.unexplained,
             self.register_overlaps,
@@ -407,6 +619,7 @@ impl Report {
             self.token_regressions,
             self.stuck_waits,
             self.max_wait_ms,
+            self.doubt_to_deadline,
             if errors.is_empty() {
                 "none".to_owned()
             } else {
@@ -422,6 +635,39 @@ impl Report {
             " overlaps_by_variant(all/unannounced)={}",
             by.join(",")
         ));
+        let kinds: Vec<String> = self
+            .by_kind
+            .iter()
+            .map(|(k, (a, t))| format!("{k}:{a}/{t}"))
+            .collect();
+        s.push_str(&format!(
+            " crate_ops_by_kind(acquired/told)={}",
+            kinds.join(",")
+        ));
+        let sides: Vec<String> = self
+            .by_side
+            .iter()
+            .map(|(k, t)| {
+                format!(
+                    "{k}:{}/{}/{}/{}",
+                    t.all, t.unannounced, t.in_deletion_window, t.unexplained
+                )
+            })
+            .collect();
+        let ops: Vec<String> = self
+            .ops_by_side
+            .iter()
+            .map(|(k, n)| format!("{k}:{n}"))
+            .collect();
+        s.push_str(&format!(
+            " ops_by_side={} overlaps_by_side(earlier>later:all/unannounced/in_deletion_window/unexplained)={}",
+            ops.join(","),
+            if sides.is_empty() {
+                "none".to_owned()
+            } else {
+                sides.join(",")
+            }
+        ));
         for e in &self.examples {
             s.push_str("\nunannounced overlap: ");
             s.push_str(e);
@@ -434,7 +680,29 @@ impl Report {
             s.push_str("\ntoken regression: ");
             s.push_str(e);
         }
+        for e in &self.doubt_examples {
+            s.push_str("\nin doubt to the deadline: ");
+            s.push_str(e);
+        }
         s
+    }
+
+    /// The recovery line: per fault, the longest time from its start to the crate's next
+    /// acquisition.
+    pub fn recovery_line(&self) -> String {
+        let v: Vec<String> = self
+            .recovery
+            .iter()
+            .map(|(f, (ms, n))| format!("{f}:{:.2}s(n={n})", ms / 1000.0))
+            .collect();
+        format!(
+            "first acquisition after a fault's start, longest per fault: {}",
+            if v.is_empty() {
+                "none".into()
+            } else {
+                v.join(", ")
+            }
+        )
     }
 }
 
@@ -507,6 +775,21 @@ pub fn check_with<'a>(
                 a.begin = t;
                 a.lock = field(5)?;
                 a.variant = field(6)?;
+                for opt in w.iter().skip(7) {
+                    match opt.split_once('=') {
+                        Some(("lease", ms)) => a.lease_ms = Some(ms.parse().map_err(|_| bad())?),
+                        Some(("side", side)) => a.java = side == "java",
+                        Some(("nested", n)) => a.nested = n == "1",
+                        Some(("units", units)) => {
+                            a.units = units
+                                .split(',')
+                                .map(Unit::parse)
+                                .collect::<Option<Vec<_>>>()
+                                .ok_or_else(bad)?;
+                        }
+                        _ => return Err(bad()),
+                    }
+                }
             }
             "A" => {
                 a.acquired = Some(t);
@@ -558,6 +841,7 @@ pub fn check_with<'a>(
 
     // Attempts: ops, waits, errors.
     let mut by_lock: HashMap<&str, Vec<&Attempt>> = HashMap::new();
+    let mut held: Vec<&Attempt> = Vec::new();
     for a in attempts.values() {
         let done = a.acquired.or(a.failed.as_ref().map(|f| f.0));
         match done {
@@ -585,84 +869,184 @@ pub fn check_with<'a>(
         let owner_ops = report.owner_ops.entry((a.process, a.owner)).or_default();
         if a.acquired.is_some() {
             *owner_ops += 1;
-            report.told +=
-                u64::from(a.variant != "redlock" && a.looks.iter().any(|l| l.1 != "Held"));
+            let told = told_early(a);
+            report.told += u64::from(told);
             report.ops += 1;
+            if !a.java {
+                let kinds = [
+                    Some(a.variant.as_str()),
+                    a.lease_ms.map(|_| "leased"),
+                    a.nested.then_some("nested"),
+                ];
+                for k in kinds.into_iter().flatten() {
+                    let e = report.by_kind.entry(k.to_owned()).or_default();
+                    e.0 += 1;
+                    e.1 += u64::from(told);
+                }
+            }
+            *report.ops_by_side.entry(a.side().to_owned()).or_default() += 1;
             by_lock.entry(a.lock.as_str()).or_default().push(a);
+            held.push(a);
+            if let Some(e) = doubt_to_deadline(a) {
+                report.doubt_to_deadline += 1;
+                if report.doubt_examples.len() < 5 {
+                    let f = faults
+                        .spans
+                        .iter()
+                        .filter(|f| f.start <= e.0)
+                        .max_by_key(|f| f.start)
+                        .map_or("no fault", |f| f.name.as_str());
+                    report.doubt_examples.push(format!(
+                        "lock {} ({}{}): {} in doubt from {} to {} (deadline {}; after {f})",
+                        a.lock,
+                        a.variant,
+                        if a.lease_ms.is_some() { ", leased" } else { "" },
+                        a.id(),
+                        e.0,
+                        e.1,
+                        e.2
+                    ));
+                }
+            }
         }
     }
-
-    // Overlaps: per lock, holds by acquisition time; a hold that never ended lasts to the end.
+    held.sort_by_key(|a| (a.acquired, a.process, a.owner, a.seq));
     for holds in by_lock.values_mut() {
         holds.sort_by_key(|a| (a.acquired, a.process, a.owner, a.seq));
         tokens(holds, faults, &mut report);
+    }
+
+    // Recovery: from each fault's start to the crate's next acquisition (RedLock aside).
+    for f in &faults.spans {
+        let next = held
+            .iter()
+            .filter(|a| !a.java && a.variant != "redlock")
+            .filter_map(|a| a.acquired)
+            .find(|&t| t >= f.start);
+        if let Some(t) = next {
+            let ms = (t - f.start) as f64 / 1e6;
+            let e = report.recovery.entry(f.name.clone()).or_default();
+            e.0 = e.0.max(ms);
+            e.1 += 1;
+        }
+    }
+
+    // Overlaps: per unit, holds by acquisition time; a hold that never ended lasts to the end.
+    // Two holds overlap on a unit unless both hold it shared; a pair is one overlap however
+    // many units it shares.
+    let mut by_unit: HashMap<String, Vec<(&Attempt, bool, String)>> = HashMap::new();
+    for a in &held {
+        for u in a.units() {
+            by_unit
+                .entry(u.id())
+                .or_default()
+                .push((a, u.shared, u.key.clone()));
+        }
+    }
+    type Id = (u32, u32, u64);
+    type Pair<'a> = (&'a Attempt, &'a Attempt, Vec<String>);
+    let mut pairs: HashMap<(Id, Id), Pair> = HashMap::new();
+    for holds in by_unit.values_mut() {
+        holds.sort_by_key(|(a, _, _)| (a.acquired, a.process, a.owner, a.seq));
         // Holds whose critical section had not ended at the current acquisition.
-        let mut active: Vec<&Attempt> = Vec::new();
-        for y in holds.iter() {
+        let mut active: Vec<(&Attempt, bool)> = Vec::new();
+        for (y, y_shared, key) in holds.iter() {
             let ty = y.acquired.unwrap_or(0);
-            active.retain(|x| x.end.unwrap_or(u64::MAX) > ty);
-            for x in &active {
-                if (x.process, x.owner) == (y.process, y.owner) {
+            active.retain(|(x, _)| x.end.unwrap_or(u64::MAX) > ty);
+            for (x, x_shared) in &active {
+                if x.who() == y.who() || (*x_shared && *y_shared) {
                     continue;
                 }
-                report.overlaps += 1;
-                let excuse = match x.excuse_at(ty) {
-                    Excuse::Unannounced => y.born_told(),
-                    told => told,
-                };
-                let (fault, explained) = faults.cause_of(ty);
-                report.unexplained += u64::from(!explained);
-                report.deadline_only += u64::from(excuse == Excuse::Deadline);
-                let v = report.by_variant.entry(y.variant.clone()).or_default();
-                v.0 += 1;
-                let deadline = x
-                    .looks
-                    .iter()
-                    .filter(|l| l.0 <= ty)
-                    .max_by_key(|l| l.0)
-                    .map(|l| l.2);
-                let what = format!(
-                    "lock {} ({}): {} held from {} (deadline {:?}, told {:?}, ended {:?}); \
-                     {} acquired at {} ({excuse:?}; after {})",
-                    y.lock,
-                    y.variant,
-                    x.id(),
-                    x.acquired.unwrap_or(0),
-                    deadline,
-                    x.told,
-                    x.end,
-                    y.id(),
-                    ty,
-                    fault
-                        .and_then(|i| faults.spans.get(i))
-                        .map_or("no fault".to_owned(), |f| f.name.clone())
-                );
-                if excuse != Excuse::Unannounced && report.announced_examples.len() < 5 {
-                    report.announced_examples.push(format!(
-                        "{what}; looks before: {:?}",
-                        x.looks.iter().filter(|l| l.0 <= ty).collect::<Vec<_>>()
-                    ));
+                let e = pairs
+                    .entry((x.key3(), y.key3()))
+                    .or_insert_with(|| (x, y, Vec::new()));
+                if !e.2.contains(key) {
+                    e.2.push(key.clone());
                 }
-                if excuse == Excuse::Unannounced {
-                    v.1 += 1;
-                    report.unannounced += 1;
-                    if report.examples.len() < 10 {
-                        report.examples.push(what.clone());
-                    }
-                }
-                report.overlap_list.push(Overlap {
-                    at: ty,
-                    excuse,
-                    fault,
-                    explained,
-                    after_fault_ms: fault
-                        .and_then(|i| faults.spans.get(i))
-                        .map(|f| (ty as i64 - f.end as i64) / 1_000_000),
-                    what,
-                });
             }
-            active.push(y);
+            active.push((y, *y_shared));
         }
+    }
+    let mut pairs: Vec<Pair> = pairs.into_values().collect();
+    pairs.sort_by_key(|(x, y, _)| (y.acquired, y.key3(), x.key3()));
+    for (x, y, keys) in pairs {
+        let ty = y.acquired.unwrap_or(0);
+        report.overlaps += 1;
+        let mut excuse = match x.excuse_at(ty) {
+            Excuse::Unannounced => y.born_told(),
+            told => told,
+        };
+        if excuse == Excuse::Unannounced && faults.deleted_under(x, &keys, ty, &held) {
+            excuse = Excuse::Deleted;
+        }
+        let (fault, explained) = faults.cause_of(ty, x, y, &keys);
+        let unannounced = matches!(excuse, Excuse::Unannounced | Excuse::Deleted);
+        report.unexplained += u64::from(!explained);
+        report.deadline_only += u64::from(excuse == Excuse::Deadline);
+        report.in_deletion_window += u64::from(excuse == Excuse::Deleted);
+        report.unannounced_crate += u64::from(!x.java && excuse == Excuse::Unannounced);
+        report.java_broken += u64::from(x.java && !y.java && !explained);
+        let sides = format!("{}>{}", x.side(), y.side());
+        let t = report.by_side.entry(sides.clone()).or_default();
+        t.all += 1;
+        t.unannounced += u64::from(unannounced);
+        t.in_deletion_window += u64::from(excuse == Excuse::Deleted);
+        t.unexplained += u64::from(!explained);
+        let v = report.by_variant.entry(y.variant.clone()).or_default();
+        v.0 += 1;
+        let deadline = x
+            .looks
+            .iter()
+            .filter(|l| l.0 <= ty)
+            .max_by_key(|l| l.0)
+            .map(|l| l.2);
+        let what = format!(
+            "lock {} ({} of {}{}, {} of {}{}): {} held from {} (deadline {:?}, told {:?}, \
+             ended {:?}); {} acquired at {} ({excuse:?}; after {})",
+            keys.join("+"),
+            x.variant,
+            x.side(),
+            if x.lease_ms.is_some() { ", leased" } else { "" },
+            y.variant,
+            y.side(),
+            if y.lease_ms.is_some() { ", leased" } else { "" },
+            x.id(),
+            x.acquired.unwrap_or(0),
+            deadline,
+            x.told,
+            x.end,
+            y.id(),
+            ty,
+            fault
+                .and_then(|i| faults.spans.get(i))
+                .map_or("no fault".to_owned(), |f| f.name.clone())
+        );
+        if !unannounced && report.announced_examples.len() < 5 {
+            report.announced_examples.push(format!(
+                "{what}; looks before: {:?}",
+                x.looks.iter().filter(|l| l.0 <= ty).collect::<Vec<_>>()
+            ));
+        }
+        if unannounced {
+            v.1 += 1;
+            report.unannounced += 1;
+            // The examples show what must be 0 first.
+            let defect = !x.java && excuse == Excuse::Unannounced;
+            if report.examples.len() < 10 && (defect || report.examples.len() < 5) {
+                report.examples.push(what.clone());
+            }
+        }
+        report.overlap_list.push(Overlap {
+            at: ty,
+            excuse,
+            fault,
+            explained,
+            after_fault_ms: fault
+                .and_then(|i| faults.spans.get(i))
+                .map(|f| (ty as i64 - f.end as i64) / 1_000_000),
+            what,
+            sides,
+        });
     }
     report.overlap_list.sort_by_key(|o| o.at);
 
@@ -696,6 +1080,51 @@ pub fn check_with<'a>(
         }
     }
     Ok(report)
+}
+
+/// Whether the crate's holder was told its hold was in doubt or lost while it should have been
+/// valid: a watchdog hold (RedLock aside: taken with a lease by the workers) told at all, a
+/// leased one told before its lease ran out. Java holders are never told.
+fn told_early(a: &Attempt) -> bool {
+    if a.java || a.variant == "redlock" {
+        return false;
+    }
+    let lease_end = a.looks.first().map_or(u64::MAX, |l| l.2);
+    a.looks
+        .iter()
+        .any(|l| l.1 != "Held" && (a.lease_ms.is_none() || l.0 < lease_end))
+}
+
+/// A doubt of a crate hold that lasted to its deadline: `(doubt seen, resolved or ended,
+/// deadline)`. A doubt ends when a look sees the hold held again or lost; one that ended lost
+/// at or after the deadline it had when the doubt began, or was still open when the hold ended
+/// past it, lasted to the deadline.
+fn doubt_to_deadline(a: &Attempt) -> Option<(u64, u64, u64)> {
+    // A RedLock guard is in doubt while a quorum is not confirmed, until its validity: by
+    // design.
+    if a.java || a.variant == "redlock" {
+        return None;
+    }
+    let mut looks: Vec<&(u64, String, u64)> = a.looks.iter().filter(|l| l.1 != "Told").collect();
+    looks.sort_by_key(|l| l.0);
+    let mut doubt: Option<(u64, u64)> = None;
+    for l in looks {
+        match (l.1.as_str(), doubt) {
+            ("InDoubt", None) => doubt = Some((l.0, l.2)),
+            ("Held", Some(_)) => doubt = None,
+            ("Lost", Some((since, deadline))) => {
+                if l.0 + 1_000_000 >= deadline {
+                    return Some((since, l.0, deadline));
+                }
+                return None;
+            }
+            _ => {}
+        }
+    }
+    match (doubt, a.end) {
+        (Some((since, deadline)), Some(end)) if end >= deadline => Some((since, end, deadline)),
+        _ => None,
+    }
 }
 
 /// Fencing tokens of the holds of one lock (sorted by acquisition): duplicates, and holds whose

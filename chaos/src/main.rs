@@ -26,6 +26,7 @@ mod common {
     pub(crate) use super::redis_server;
 }
 
+mod java;
 mod nemesis;
 mod recipes;
 mod worker;
@@ -34,13 +35,58 @@ use std::{path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-/// The lock variants a worker's owners use (owner i of process p: variant (i + p) mod n).
-pub const VARIANTS: [&str; 5] = ["reentrant", "fair", "write", "fenced", "redlock"];
+/// The kinds of owners (`--variants`): `rw` owners read two times in three and write
+/// otherwise; the others take one kind of lock (`multi`: a `MultiLock` over two of its names).
+pub const KINDS: [&str; 7] = [
+    "reentrant",
+    "fair",
+    "rw",
+    "fenced",
+    "group",
+    "multi",
+    "redlock",
+];
 
-/// The lock names of a variant (each variant contends on its own names).
-pub fn lock_names(variant: &str, n: u32) -> Vec<String> {
-    (0..n.max(1))
-        .map(|i| format!("chaos-{variant}-{i}"))
+/// The kinds a Java worker's owners can take (Redisson through the Java driver).
+pub const JAVA_KINDS: [&str; 5] = ["reentrant", "fair", "rw", "fenced", "group"];
+
+/// The values of a group lock's group (a hold takes one or two of them).
+pub const GROUP_VALUES: [&str; 4] = ["a", "b", "c", "d"];
+
+/// The lock names of a kind (each kind contends on its own names; Java and crate owners of a
+/// kind on the same ones). A multi-lock takes two of its kind's `n + 2` names.
+pub fn lock_names(kind: &str, n: u32) -> Vec<String> {
+    let n = if kind == "multi" { n + 2 } else { n.max(1) };
+    (0..n).map(|i| format!("chaos-{kind}-{i}")).collect()
+}
+
+/// The kind of each owner of process `process`: with `rw` among `kinds`, the first two owners
+/// of every process (one if it has fewer than three) read and write, so that each client has
+/// several readers; the others take the other kinds in turn, counted across processes (owner
+/// `i` of process `p`: kind `p * rest + i` of the rest), so that few processes cover them all.
+pub fn owner_kinds<'a>(kinds: &[&'a str], process: u32, owners: u32) -> Vec<&'a str> {
+    let others: Vec<&str> = kinds.iter().copied().filter(|k| *k != "rw").collect();
+    let rw = if kinds.contains(&"rw") {
+        if others.is_empty() {
+            owners
+        } else if owners >= 3 {
+            2
+        } else {
+            1
+        }
+    } else {
+        0
+    };
+    let rest = owners - rw;
+    (0..owners)
+        .map(|i| {
+            if i < rw {
+                "rw"
+            } else {
+                let j = (process * rest + (i - rw)) as usize;
+                others[j % others.len()]
+            }
+        })
         .collect()
 }
 
@@ -110,8 +156,24 @@ pub enum Topology {
     Standalone,
     /// One master, two replicas, three sentinels.
     Sentinel,
+    /// One master, one replica, three sentinels: a failover leaves the promoted master alone
+    /// until the old one is back.
+    #[value(name = "sentinel-1-1")]
+    Sentinel11,
     /// A 3+3 Redis Cluster.
     Cluster,
+}
+
+impl Topology {
+    /// The name `--topology` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Topology::Standalone => "standalone",
+            Topology::Sentinel => "sentinel",
+            Topology::Sentinel11 => "sentinel-1-1",
+            Topology::Cluster => "cluster",
+        }
+    }
 }
 
 /// Options of `chaos run`.
@@ -135,10 +197,15 @@ pub struct RunArgs {
     /// Lock names per variant.
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub locks: u32,
-    /// Lock variants, comma-separated (reentrant, fair, write, fenced, redlock; the recipes:
-    /// election, permit).
-    #[arg(long, default_value = "reentrant,fair,write,fenced,redlock")]
+    /// Kinds of owners, comma-separated: reentrant, fair, rw (readers and writers), fenced,
+    /// group, multi, redlock; the recipes: election, permit.
+    #[arg(long, default_value = "reentrant,fair,rw,fenced,group,multi,redlock")]
     pub variants: String,
+    /// Java worker processes (real Redisson through `compat-tests/java/LockPeer.java`) beside
+    /// the crate's, with as many owners each, on the same locks (a mixed fleet). Needs
+    /// `REDISSON_CLASSPATH` (README, "Beside real Java Redisson").
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=8))]
+    pub java: u32,
     /// Faults, comma-separated, or `full` (every fault of the topology) or `none`; see
     /// `--list-faults`.
     #[arg(long, default_value = "full")]
@@ -200,8 +267,8 @@ pub struct WorkerArgs {
     /// Lock names per variant.
     #[arg(long, default_value_t = 2)]
     pub locks: u32,
-    /// Variants, comma-separated.
-    #[arg(long, default_value = "reentrant,fair,write,fenced,redlock")]
+    /// Kinds of owners, comma-separated.
+    #[arg(long, default_value = "reentrant,fair,rw,fenced,group,multi,redlock")]
     pub variants: String,
     /// Watchdog timeout in ms.
     #[arg(long, default_value_t = 3000)]
@@ -218,6 +285,10 @@ pub struct WorkerArgs {
     /// Seed of the owners' choices.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// A Java worker: the directory of the compiled Java driver (`compat-tests/java/build.sh`);
+    /// Redisson's class path comes from `REDISSON_CLASSPATH`.
+    #[arg(long)]
+    pub java_classes: Option<String>,
 }
 
 fn main() -> ExitCode {

@@ -66,9 +66,14 @@ pub enum Fault {
     /// a server restarted behind a proxy that keeps the client's connection (a documented
     /// exception; not part of `full`).
     Flush,
+    /// `DEL` of one lock key that is held (its holders read from the hash in the same script),
+    /// every connection kept: `flush`, but per key, as a force-unlock by an outsider would do
+    /// (a documented exception, not part of `full`; its overlaps are counted apart while the
+    /// holder could not have learnt it yet: see the checker's deletion window).
+    DelKey,
 }
 
-const ALL: [(&str, Fault); 15] = [
+const ALL: [(&str, Fault); 16] = [
     ("kill-persist", Fault::KillPersist),
     ("kill-wipe", Fault::KillWipe),
     ("kill-failover", Fault::KillFailover),
@@ -84,6 +89,7 @@ const ALL: [(&str, Fault); 15] = [
     ("redlock-restart", Fault::RedlockRestart),
     ("flush", Fault::Flush),
     ("lag-kill", Fault::LagKill),
+    ("del-key", Fault::DelKey),
 ];
 
 impl Fault {
@@ -106,7 +112,7 @@ impl Fault {
                 DebugSleep,
                 RedlockRestart,
             ],
-            Topology::Sentinel => vec![
+            Topology::Sentinel | Topology::Sentinel11 => vec![
                 KillFailover,
                 LagKill,
                 SentinelFailover,
@@ -129,7 +135,7 @@ impl Fault {
 
     /// Whether the fault can run on a topology.
     fn fits(self, topology: Topology) -> bool {
-        self == Fault::Flush || Fault::full(topology).contains(&self)
+        matches!(self, Fault::Flush | Fault::DelKey) || Fault::full(topology).contains(&self)
     }
 
     /// Whether the fault can make two holders of one lock overlap: it stops renewals longer
@@ -157,9 +163,18 @@ impl Fault {
 
 /// Prints the faults of every topology.
 pub fn list_faults() {
-    for t in [Topology::Standalone, Topology::Sentinel, Topology::Cluster] {
+    for t in [
+        Topology::Standalone,
+        Topology::Sentinel,
+        Topology::Sentinel11,
+        Topology::Cluster,
+    ] {
         let names: Vec<&str> = Fault::full(t).iter().map(|f| f.name()).collect();
-        println!("{t:?}: full = {} (+ flush on request)", names.join(","));
+        println!(
+            "{}: full = {} (+ flush, del-key on request)",
+            t.name(),
+            names.join(",")
+        );
     }
 }
 
@@ -258,8 +273,8 @@ struct Deployment {
     proxy: Option<Proxy>,
     sentinel: Option<Mutex<SentinelSet>>,
     cluster: Option<RedisCluster>,
-    /// PIDs of the worker processes.
-    workers: Vec<u32>,
+    /// The worker processes: each one's PIDs (a Java worker's with its JVM's).
+    workers: Vec<Vec<u32>>,
 }
 
 /// `SIGSTOP` (`stop`) or `SIGCONT` to a process.
@@ -304,24 +319,104 @@ async fn until_stopped(pid: u32, stopped: bool) -> bool {
     }
 }
 
-/// `SIGSTOP`, `pause`, `SIGCONT`, each seen in the process's state: stopped within the pause,
-/// still stopped at its end, running again after.
-async fn pause_process(pid: u32, pause: Duration) -> Result<String, String> {
+/// `SIGSTOP` to every process of `pids`, `pause`, `SIGCONT`, each seen in the processes'
+/// state: stopped within the pause, still stopped at its end, running again after.
+async fn pause_process(pids: &[u32], pause: Duration) -> Result<String, String> {
     let start = Instant::now();
-    signal(pid, true)?;
-    let stopped = until_stopped(pid, true).await;
+    let mut stopped = Vec::new();
+    for &pid in pids {
+        signal(pid, true)?;
+    }
+    for &pid in pids {
+        stopped.push(until_stopped(pid, true).await);
+    }
     tokio::time::sleep_until(start + pause).await;
-    let still = proc_state(pid);
-    let resumed = signal(pid, false);
-    let running = until_stopped(pid, false).await;
-    resumed?;
-    if !stopped || !matches!(still, Some('T' | 't')) || !running {
+    let still: Vec<Option<char>> = pids.iter().map(|&p| proc_state(p)).collect();
+    let resumed: Vec<Result<(), String>> = pids.iter().map(|&p| signal(p, false)).collect();
+    let mut running = Vec::new();
+    for &pid in pids {
+        running.push(until_stopped(pid, false).await);
+    }
+    resumed.into_iter().collect::<Result<Vec<()>, String>>()?;
+    let ok = stopped.iter().all(|s| *s)
+        && still.iter().all(|s| matches!(s, Some('T' | 't')))
+        && running.iter().all(|r| *r);
+    if !ok {
         return Err(format!(
-            "pid {pid}: seen stopped {stopped}, state at the end {still:?}, running again \
-             {running}"
+            "pids {pids:?}: seen stopped {stopped:?}, state at the end {still:?}, running again \
+             {running:?}"
         ));
     }
     Ok("seen stopped, and running again after".to_owned())
+}
+
+/// Waits (at most 60 s) until a Sentinel deployment has settled: every sentinel names the
+/// same master, none sees it down or is failing it over, that server says it is a master, and
+/// it has a replica online (its initial sync done) that acknowledged within the last second;
+/// all of it on two looks at least a second apart. Returns how long it took, or what was still
+/// unsettled.
+fn settle_sentinel(set: &SentinelSet) -> Result<std::time::Duration, String> {
+    let start = std::time::Instant::now();
+    let mut since: Option<std::time::Instant> = None;
+    let mut last = String::new();
+    while start.elapsed() < Duration::from_secs(60) {
+        let look = || -> Result<(), String> {
+            let mut named = Vec::new();
+            for p in set.sentinel_ports() {
+                let m = set.sentinel_cli(p, &["SENTINEL", "master", sentinel::MASTER_NAME]);
+                let lines: Vec<&str> = m.lines().map(str::trim).collect();
+                let get = |k: &str| {
+                    lines
+                        .iter()
+                        .position(|l| *l == k)
+                        .and_then(|i| lines.get(i + 1))
+                        .copied()
+                        .unwrap_or("")
+                };
+                let flags = get("flags");
+                if flags != "master" {
+                    return Err(format!("sentinel {p}: flags {flags:?}"));
+                }
+                named.push(get("port").to_owned());
+            }
+            if named.iter().any(|n| *n != named[0]) {
+                return Err(format!("the sentinels name {named:?}"));
+            }
+            let port: u16 = named[0].parse().map_err(|_| format!("master {named:?}"))?;
+            let info = set.data_cli(port, &["INFO", "replication"]);
+            if !info.contains("role:master") {
+                return Err(format!("{port} is not a master"));
+            }
+            let synced = info.lines().any(|l| {
+                l.starts_with("slave")
+                    && l.contains("state=online")
+                    && l.split(',')
+                        .find_map(|kv| kv.strip_prefix("lag="))
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                        .is_some_and(|lag| lag <= 1)
+            });
+            if !synced {
+                return Err(format!(
+                    "master {port}: no replica online and acknowledging"
+                ));
+            }
+            Ok(())
+        };
+        match look() {
+            Ok(()) => {
+                let t = *since.get_or_insert_with(std::time::Instant::now);
+                if t.elapsed() >= Duration::from_secs(1) {
+                    return Ok(start.elapsed());
+                }
+            }
+            Err(e) => {
+                since = None;
+                last = e;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Err(format!("not within 60 s: {last}"))
 }
 
 /// A key the kill faults write before the kill and read after the restart: kept from the AOF,
@@ -429,16 +524,21 @@ impl Deployment {
                 d.master = Some(Mutex::new(master));
                 d.replica = Some(replica);
             }
-            Topology::Sentinel => {
-                let set = tokio::task::spawn_blocking(SentinelSet::start)
-                    .await
-                    .expect("start the sentinel set");
+            Topology::Sentinel | Topology::Sentinel11 => {
+                let replicas = if topology == Topology::Sentinel { 2 } else { 1 };
+                let set =
+                    tokio::task::spawn_blocking(move || SentinelSet::start_with_replicas(replicas))
+                        .await
+                        .expect("start the sentinel set");
                 d.sentinel = Some(Mutex::new(set));
             }
             Topology::Cluster => {
                 let c = tokio::task::spawn_blocking(RedisCluster::start)
                     .await
                     .expect("start the cluster");
+                // The workers write all the time: the fixture's waits take a replica that
+                // acknowledged within the last second as in sync.
+                c.set_steady_load(true);
                 d.cluster = Some(c);
             }
         }
@@ -453,7 +553,7 @@ impl Deployment {
                     self.proxy.as_ref().map(|p| p.url()).unwrap_or_default()
                 )
             }
-            Topology::Sentinel => {
+            Topology::Sentinel | Topology::Sentinel11 => {
                 let set = self
                     .sentinel
                     .as_ref()
@@ -480,7 +580,7 @@ impl Deployment {
                 .as_ref()
                 .map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).port())
                 .unwrap_or(0),
-            Topology::Sentinel => self
+            Topology::Sentinel | Topology::Sentinel11 => self
                 .sentinel
                 .as_ref()
                 .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).master_port())
@@ -499,7 +599,7 @@ impl Deployment {
                 .master
                 .as_ref()
                 .and_then(|m| m.lock().unwrap_or_else(|e| e.into_inner()).pid()),
-            Topology::Sentinel => self.sentinel.as_ref().and_then(|s| {
+            Topology::Sentinel | Topology::Sentinel11 => self.sentinel.as_ref().and_then(|s| {
                 let s = s.lock().unwrap_or_else(|e| e.into_inner());
                 s.servers
                     .iter()
@@ -511,26 +611,144 @@ impl Deployment {
         }
     }
 
-    /// Runs one step. `Ok`: what was done and the effect it was seen to have; `Err`: what
-    /// failed, or the effect that was not seen (the step did nothing provable).
-    async fn run_step(self: Arc<Self>, step: Step, names: Vec<String>) -> Result<String, String> {
+    /// Runs one step: what was done and the effect it was seen to have (`Ok`), or what failed,
+    /// or the effect that was not seen (the step did nothing provable); and its target for the
+    /// checker (`process=<p>` for a client pause, `lock=<key>` for a key deleted), if any.
+    async fn run_step(
+        self: Arc<Self>,
+        step: Step,
+        names: Vec<String>,
+    ) -> (Result<String, String>, String) {
+        match step.fault {
+            Fault::PauseClient => {
+                let p = (step.pick % self.workers.len() as u64) as usize;
+                let pids = &self.workers[p];
+                let what = match pause_process(pids, Duration::from_millis(step.ms)).await {
+                    Ok(seen) => Ok(format!(
+                        "SIGSTOP worker {p} (pids {pids:?}) for {} ms: {seen}",
+                        step.ms
+                    )),
+                    Err(e) => Err(e),
+                };
+                (what, format!("process={p}"))
+            }
+            Fault::DelKey => self.del_key(&names, step.pick).await,
+            _ => {
+                let fault = step.fault;
+                let done = self.clone().run_other(step, names).await;
+                (self.settle_after(fault, done).await, String::new())
+            }
+        }
+    }
+
+    /// On Sentinel and on the cluster, a fault that can fail a master over ends when the
+    /// deployment has settled (see [`settle_sentinel`]; the cluster fixture's `wait_stable`:
+    /// every node agrees, every slot served, every replica in sync and acknowledging): a
+    /// failover started late (after a pause of a master, once a restarted replica is back)
+    /// falls within the fault's span, and the next fault starts from a settled deployment.
+    async fn settle_after(
+        self: Arc<Self>,
+        fault: Fault,
+        done: Result<String, String>,
+    ) -> Result<String, String> {
+        let disturbs = matches!(
+            fault,
+            Fault::KillFailover
+                | Fault::LagKill
+                | Fault::SentinelFailover
+                | Fault::ClusterFailover
+                | Fault::Migrate
+                | Fault::PauseServer
+                | Fault::DebugSleep
+        );
+        if !disturbs || self.topology == Topology::Standalone {
+            return done;
+        }
+        let this = self.clone();
+        let settled = if self.topology == Topology::Cluster {
+            let t = Instant::now();
+            tokio::spawn(async move {
+                if let Some(c) = &this.cluster {
+                    c.wait_stable().await;
+                }
+            })
+            .await
+            .map(|()| t.elapsed())
+            .map_err(|e| format!("{e}"))
+        } else {
+            tokio::task::spawn_blocking(move || match &this.sentinel {
+                Some(set) => settle_sentinel(&set.lock().unwrap_or_else(|e| e.into_inner())),
+                None => Err("no sentinel".into()),
+            })
+            .await
+            .unwrap_or_else(|e| Err(format!("settle: {e}")))
+        };
+        match (done, settled) {
+            (Ok(s), Ok(t)) => Ok(format!("{s}; settled {} ms later", t.as_millis())),
+            (Ok(s), Err(e)) => Err(format!("{s}; NOT settled: {e}")),
+            (Err(s), Ok(t)) => Err(format!("{s}; settled {} ms later", t.as_millis())),
+            (Err(s), Err(e)) => Err(format!("{s}; NOT settled: {e}")),
+        }
+    }
+
+    /// `DEL` of a held lock key, with its holders' fields read in the same script; the first
+    /// held one of `names` from `pick` on (tried again for up to 2 s if none is held).
+    async fn del_key(&self, names: &[String], pick: u64) -> (Result<String, String>, String) {
+        const DEL: &str = "local f = redis.call('HKEYS', KEYS[1]); \
+                           if #f == 0 then return 0 end; redis.call('DEL', KEYS[1]); return f";
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut tried = 0;
+        while Instant::now() < deadline {
+            for i in 0..names.len() {
+                let name = &names[(pick as usize + i) % names.len()];
+                let port = self.master_port(name);
+                let (n, p) = (name.clone(), port);
+                let reply = tokio::task::spawn_blocking(move || cli(p, &["EVAL", DEL, "1", &n]))
+                    .await
+                    .unwrap_or_default();
+                tried += 1;
+                let fields: Vec<&str> = reply.lines().map(str::trim).collect();
+                if reply.trim() == "0" || fields.is_empty() {
+                    continue;
+                }
+                if fields
+                    .iter()
+                    .any(|f| f.starts_with("ERR") || f.starts_with("MOVED"))
+                {
+                    return (
+                        Err(format!("DEL {name} on {port}: {reply:?}")),
+                        format!("lock={name}"),
+                    );
+                }
+                return (
+                    Ok(format!(
+                        "DEL {name} on {port}, held (fields {}), deleted in the same script; \
+                         every connection kept",
+                        fields.join(" ")
+                    )),
+                    format!("lock={name}"),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        (
+            Err(format!("no held lock key found in {tried} tries over 2 s")),
+            String::new(),
+        )
+    }
+
+    /// The steps without a target.
+    async fn run_other(self: Arc<Self>, step: Step, names: Vec<String>) -> Result<String, String> {
         let name = names[(step.pick % names.len() as u64) as usize].clone();
         let pause = Duration::from_millis(step.ms);
         match step.fault {
-            Fault::PauseClient => {
-                let pid = self.workers[(step.pick % self.workers.len() as u64) as usize];
-                let seen = pause_process(pid, pause).await?;
-                Ok(format!(
-                    "SIGSTOP worker pid {pid} for {} ms: {seen}",
-                    step.ms
-                ))
-            }
+            Fault::PauseClient | Fault::DelKey => Err("targeted".into()),
             Fault::PauseServer => {
                 let port = self.master_port(&name);
                 let Some(pid) = self.master_pid(port) else {
                     return Err(format!("no master pid for {port}"));
                 };
-                let seen = pause_process(pid, pause).await?;
+                let seen = pause_process(&[pid], pause).await?;
                 Ok(format!("SIGSTOP master {port} for {} ms: {seen}", step.ms))
             }
             Fault::DebugSleep => {
@@ -567,12 +785,11 @@ impl Deployment {
                 if set != "OK" {
                     return Err(format!("master {port}: SET of the marker answered {set:?}"));
                 }
-                m.kill();
                 if wiped {
-                    let _ = std::fs::remove_dir_all(m.dir().join("appendonlydir"));
-                    let _ = std::fs::remove_file(m.dir().join("dump.rdb"));
+                    m.restart_empty();
+                } else {
+                    m.restart();
                 }
-                m.restart();
                 let new = m.pid();
                 let got = cli(port, &["GET", MARKER]);
                 let what = format!(
@@ -777,7 +994,7 @@ impl Deployment {
                 let old = s.pid();
                 let marker = now_ns().to_string();
                 let set = cli(port, &["SET", MARKER, &marker]);
-                s.restart();
+                s.restart_empty();
                 let new = s.pid();
                 let got = cli(port, &["GET", MARKER]);
                 let what = format!(
@@ -856,7 +1073,7 @@ impl Deployment {
         if let Some(i) = i {
             let mut set = set2.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(s) = set.servers[i].as_mut() {
-                s.restart();
+                s.restart_empty();
             }
         }
         let what = format!(
@@ -892,7 +1109,7 @@ impl Deployment {
                     Err(what)
                 }
             }
-            Topology::Sentinel => {
+            Topology::Sentinel | Topology::Sentinel11 => {
                 let Some(set) = &self.sentinel else {
                     return Err("no sentinel".into());
                 };
@@ -917,7 +1134,7 @@ impl Deployment {
                 if let Some(i) = i {
                     let mut set = set.lock().unwrap_or_else(|e| e.into_inner());
                     if let Some(s) = set.servers[i].as_mut() {
-                        s.restart();
+                        s.restart_empty();
                     }
                 }
                 let what = format!("kill -9 master {old}: {new} promoted; {old} restarted empty");
@@ -944,14 +1161,21 @@ fn history_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The faults of a run from its `nemesis.log`: a line `# window_ms <n>`, then one line per
-/// step, `<start_ns> <end_ns> <fault> <can overlap 0|1> <loses data 0|1> <ok|FAILED> t=...`.
+/// The faults of a run from its `nemesis.log`: lines `# window_ms <n>` and `# deletion_window_ms
+/// <n>`, then one line per step, `<start_ns> <end_ns> <fault> <can overlap 0|1> <loses data
+/// 0|1> <ok|FAILED> [process=<p>] [lock=<key>] t=...` (the target of a client pause or a key
+/// deletion).
 pub fn read_faults(dir: &Path) -> Faults {
     let log = std::fs::read_to_string(dir.join("nemesis.log")).unwrap_or_default();
     let mut faults = Faults::default();
+    let ms = |v: &str| v.trim().parse::<u64>().unwrap_or(0) * 1_000_000;
     for l in log.lines() {
-        if let Some(ms) = l.strip_prefix("# window_ms ") {
-            faults.window_ns = ms.trim().parse::<u64>().unwrap_or(0) * 1_000_000;
+        if let Some(v) = l.strip_prefix("# window_ms ") {
+            faults.window_ns = ms(v);
+            continue;
+        }
+        if let Some(v) = l.strip_prefix("# deletion_window_ms ") {
+            faults.deletion_window_ns = ms(v);
             continue;
         }
         let w: Vec<&str> = l.split_whitespace().collect();
@@ -961,12 +1185,22 @@ pub fn read_faults(dir: &Path) -> Faults {
         ) else {
             continue;
         };
+        let name = w.get(2).map_or("?", |v| v).to_owned();
+        let target = |prefix: &str| {
+            w.iter()
+                .skip(6)
+                .take_while(|v| !v.starts_with("t="))
+                .find_map(|v| v.strip_prefix(prefix))
+        };
         faults.spans.push(FaultSpan {
-            name: w.get(2).map_or("?", |v| v).to_owned(),
+            deletes: name == "del-key" || name == "flush",
             start,
             end,
             can_overlap: w.get(3) == Some(&"1"),
             loses_data: w.get(4) == Some(&"1"),
+            process: target("process=").and_then(|p| p.parse().ok()),
+            lock: target("lock=").map(str::to_owned),
+            name,
         });
     }
     faults
@@ -982,13 +1216,44 @@ pub fn check_dir(dir: &Path, stuck_ms: u64) -> Result<Report, String> {
     check_with(text.lines(), stuck_ms, &read_faults(dir)).map_err(|e| e.to_string())
 }
 
-async fn spawn_worker(
+/// Compiles the Java driver against `REDISSON_CLASSPATH` (`compat-tests/java/build.sh`, which
+/// keeps a build newer than the source) and returns the directory of its classes.
+fn build_java() -> Result<String, String> {
+    if std::env::var("REDISSON_CLASSPATH").map_or(true, |c| c.trim().is_empty()) {
+        return Err(
+            "--java needs REDISSON_CLASSPATH: the class path of Redisson and its dependencies \
+             (README, \"Beside real Java Redisson\")"
+                .into(),
+        );
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../compat-tests/java/build.sh");
+    let out = std::process::Command::new("bash")
+        .arg(&script)
+        .output()
+        .map_err(|e| format!("{}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The standard output of a worker just started.
+type WorkerOut = tokio::io::Lines<BufReader<tokio::process::ChildStdout>>;
+
+/// Starts worker `process` (a Java worker with the driver's classes in `java`); see
+/// [`worker_ready`].
+fn spawn_worker(
     args: &RunArgs,
     d: &Deployment,
     process: u32,
     dir: &Path,
     seed: u64,
-) -> Result<Child, String> {
+    java: Option<&str>,
+) -> Result<(Child, WorkerOut), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let redlock: Vec<String> = d
         .redlock
@@ -1017,16 +1282,114 @@ async fn spawn_worker(
     if args.no_replica_sync {
         cmd.arg("--no-replica-sync");
     }
+    if let Some(classes) = java {
+        cmd.args(["--java-classes", classes]);
+    }
     let mut child = cmd.spawn().map_err(|e| format!("spawn worker: {e}"))?;
     let out = child.stdout.take().ok_or("worker stdout")?;
-    let mut lines = BufReader::new(out).lines();
-    let first = tokio::time::timeout(Duration::from_secs(60), lines.next_line()).await;
+    Ok((child, BufReader::new(out).lines()))
+}
+
+/// Waits for a worker's `ready` line; returns its PIDs (a Java worker's JVM too).
+async fn worker_ready(
+    process: u32,
+    child: &Child,
+    mut lines: WorkerOut,
+) -> Result<Vec<u32>, String> {
+    let first = tokio::time::timeout(Duration::from_secs(90), lines.next_line()).await;
+    let mut pids: Vec<u32> = child.id().into_iter().collect();
     match first {
         Ok(Ok(Some(l))) if l == "ready" => {}
+        Ok(Ok(Some(l))) if l.starts_with("ready java_pid=") => {
+            let jvm: Option<u32> = l["ready java_pid=".len()..].trim().parse().ok();
+            pids.extend(jvm);
+        }
         other => return Err(format!("worker {process} did not start: {other:?}")),
     }
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Ok(child)
+    Ok(pids)
+}
+
+/// The table header and row of a run (README, "Safety under faults"): topology, nemesis,
+/// length and seed, ops, overlaps, unannounced ones of a crate holder (those in a deletion's
+/// window apart), fenced writes refused, stale ones accepted, stuck waits, the longest wait. A
+/// mixed fleet's row counts per side: the crate's holders must always be told (0 unannounced
+/// with a crate holder first), and the crate must never break a Java hold (0 unexplained with a
+/// Java holder first and a crate holder after it); Java holders are never told.
+fn table_row(args: &RunArgs, nemesis: &str, seed: u64, r: &Report) -> (String, String) {
+    let topology = format!(
+        "{}{}",
+        match args.topology {
+            Topology::Standalone => "standalone + replica, through the proxy",
+            Topology::Sentinel => "Sentinel 1 + 2",
+            Topology::Sentinel11 => "Sentinel 1 + 1",
+            Topology::Cluster => "cluster 3+3",
+        },
+        if args.no_replica_sync {
+            ", no replica sync"
+        } else {
+            ""
+        }
+    );
+    let side = |k: &str| r.by_side.get(k).copied().unwrap_or_default();
+    let window = |n: u64| {
+        if n > 0 {
+            format!(" (+{n} in a deletion's window)")
+        } else {
+            String::new()
+        }
+    };
+    let tail = format!(
+        " {} / {} | {} | {} | {:.1} s |",
+        r.fenced_rejected,
+        r.fenced_writes,
+        r.stale_accepted,
+        r.stuck_waits,
+        r.max_wait_ms / 1000.0
+    );
+    if args.java == 0 {
+        let header =
+            "| topology | nemesis | length, seed | ops (ops/s) | overlaps | unannounced | \
+                      fenced rejected / writes | stale accepted | stuck | max wait |";
+        let row = format!(
+            "| {topology} | {nemesis} | {} s, seed {seed} | {} ({:.1}/s) | {} | **{}**{} |{tail}",
+            args.duration,
+            r.ops,
+            r.ops_per_s(),
+            r.overlaps,
+            r.unannounced_crate,
+            window(r.in_deletion_window),
+        );
+        return (header.to_owned(), row);
+    }
+    let header = "| topology (crate + Java workers) | nemesis | length, seed | ops: crate + Java \
+                  (ops/s) | crate holder first: overlaps | of them unannounced | Java holder \
+                  first: overlaps (crate / Java after it) | of them unannounced | the crate broke \
+                  a Java hold | fenced rejected / writes | stale accepted | stuck | max wait |";
+    let (cc, cj, jc, jj) = (
+        side("crate>crate"),
+        side("crate>java"),
+        side("java>crate"),
+        side("java>java"),
+    );
+    let row = format!(
+        "| {topology} ({} + {}) | {nemesis} | {} s, seed {seed} | {} + {} ({:.1}/s) | {} | \
+         **{}**{} | {} / {} | {} | **{}** |{tail}",
+        args.processes,
+        args.java,
+        args.duration,
+        r.ops_by_side.get("crate").copied().unwrap_or(0),
+        r.ops_by_side.get("java").copied().unwrap_or(0),
+        r.ops_per_s(),
+        cc.all + cj.all,
+        r.unannounced_crate,
+        window(cc.in_deletion_window + cj.in_deletion_window),
+        jc.all,
+        jj.all,
+        jc.unannounced + jj.unannounced,
+        r.java_broken,
+    );
+    (header.to_owned(), row)
 }
 
 /// `chaos run`: returns whether the run passed `--expect-safe` (always `true` without it).
@@ -1034,10 +1397,15 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     let faults = parse_faults(&args.nemesis, args.topology)?;
     let seed = args.seed.unwrap_or_else(|| now_ns() % 1_000_000);
     let steps = schedule(&args, &faults, seed);
+    let java_classes = if args.java > 0 {
+        Some(build_java()?)
+    } else {
+        None
+    };
     let command = format!(
         "cargo run --release -p redisson-lock-chaos -- run --topology {} --duration {} --seed {seed} \
-         --processes {} --owners {} --nemesis {} --interval {}{}{}{}",
-        format!("{:?}", args.topology).to_lowercase(),
+         --processes {} --owners {} --nemesis {} --interval {}{}{}{}{}",
+        args.topology.name(),
         args.duration,
         args.processes,
         args.owners,
@@ -1047,6 +1415,11 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
             String::new()
         } else {
             format!(" --watchdog-ms {}", args.watchdog_ms)
+        },
+        if args.java > 0 {
+            format!(" --java {}", args.java)
+        } else {
+            String::new()
         },
         if args.cover { " --cover" } else { "" },
         if args.no_replica_sync { " --no-replica-sync" } else { "" }
@@ -1076,11 +1449,20 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     let t_setup = Instant::now();
     let mut d = Deployment::start(args.topology).await;
     println!("servers up in {:.1}s", t_setup.elapsed().as_secs_f64());
+    // Every worker starts at once (a JVM takes a few seconds); then each one's ready line.
     let mut children = Vec::new();
-    for p in 0..args.processes {
-        let child = spawn_worker(&args, &d, p, &dir, seed.wrapping_add(p as u64)).await?;
-        d.workers.extend(child.id());
+    let mut outs = Vec::new();
+    for p in 0..args.processes + args.java {
+        let java = (p >= args.processes)
+            .then_some(java_classes.as_deref())
+            .flatten();
+        let (child, out) = spawn_worker(&args, &d, p, &dir, seed.wrapping_add(p as u64), java)?;
         children.push(child);
+        outs.push(out);
+    }
+    for (p, out) in outs.into_iter().enumerate() {
+        let pids = worker_ready(p as u32, &children[p], out).await?;
+        d.workers.push(pids);
     }
     let d = Arc::new(d);
     let mut names = Vec::new();
@@ -1096,6 +1478,11 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     // within its next attempt (a command timeout, a retry).
     let window_ms = 2 * args.watchdog_ms + args.timeout_ms;
     let _ = writeln!(log, "# window_ms {window_ms}");
+    // How long a watchdog holder whose key was deleted may not know it: its next renewal comes
+    // within a renewal period (a third of the watchdog timeout) and answers within a command
+    // timeout; another period of slack for a loaded machine.
+    let deletion_window_ms = 2 * args.watchdog_ms / 3 + args.timeout_ms;
+    let _ = writeln!(log, "# deletion_window_ms {deletion_window_ms}");
     let start = Instant::now();
     let total = steps.len();
     let (mut verified, mut failed, mut not_run) = (0usize, 0usize, 0usize);
@@ -1114,10 +1501,10 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         let t0 = now_ns();
         let res = tokio::spawn(d.clone().run_step(step.clone(), names.clone())).await;
         let t1 = now_ns();
-        let (ok, done) = match res {
-            Ok(Ok(s)) => (true, s),
-            Ok(Err(s)) => (false, s),
-            Err(e) => (false, format!("{:?}: {e}", step.fault)),
+        let (ok, done, target) = match res {
+            Ok((Ok(s), target)) => (true, s, target),
+            Ok((Err(s), target)) => (false, s, target),
+            Err(e) => (false, format!("{:?}: {e}", step.fault), String::new()),
         };
         if ok {
             verified += 1;
@@ -1134,7 +1521,7 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         println!("nemesis {line}");
         let _ = writeln!(
             log,
-            "{t0} {t1} {} {} {} {} {line}",
+            "{t0} {t1} {} {} {} {} {target} {line}",
             step.fault.name(),
             u8::from(step.fault.can_overlap()),
             u8::from(step.fault.loses_data(args.topology)),
@@ -1145,12 +1532,12 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         "nemesis steps={total} verified={verified} failed={failed} not_run={not_run} \
          (each step's effect seen: a process stopped and running again, a DEBUG SLEEP's reply \
          after its length, a new pid and the marker kept or gone, chunks held or discarded, a \
-         PING slowed, a new master)"
+         PING slowed, a new master, a held key deleted)"
     );
     tokio::time::sleep_until(start + Duration::from_secs(args.duration)).await;
     // Stop: every worker running again, then asked to finish its current attempt and exit.
-    for &pid in &d.workers {
-        let _ = signal(pid, false);
+    for pid in d.workers.iter().flatten() {
+        let _ = signal(*pid, false);
     }
     for c in &mut children {
         if let Some(mut stdin) = c.stdin.take() {
@@ -1174,8 +1561,9 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         println!("{killed} worker(s) did not stop within {stop_bound:?} and were killed");
     }
     println!(
-        "workers={} failed={} ({})",
+        "workers={} java_workers={} failed={} ({})",
         children.len(),
+        args.java,
         worker_failures.len(),
         if worker_failures.is_empty() {
             "every one exited with status 0".to_owned()
@@ -1195,9 +1583,10 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     );
     println!("result {}", report.summary());
     println!("{}", report.by_fault_line());
+    println!("{}", report.recovery_line());
     let nemesis = if args.nemesis == "full" {
         format!(
-            "full ({})",
+            "`full`: {} ({total} faults)",
             faults
                 .iter()
                 .map(|f| f.name())
@@ -1205,33 +1594,16 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
                 .join(", ")
         )
     } else {
-        args.nemesis.clone()
+        format!("`{}` ({total} faults)", args.nemesis)
     };
-    println!(
-        "| {:?}{} | {} | {} s | {seed} | {} | {:.0} | {} | {} | {} / {} | {} | {} | {:.0} ms |",
-        args.topology,
-        if args.no_replica_sync {
-            " (no replica sync)"
-        } else {
-            ""
-        },
-        nemesis,
-        args.duration,
-        report.ops,
-        report.ops_per_s(),
-        report.overlaps,
-        report.unannounced,
-        report.fenced_rejected,
-        report.fenced_writes,
-        report.stale_accepted,
-        report.stuck_waits,
-        report.max_wait_ms
-    );
+    let (header, row) = table_row(&args, &nemesis, seed, &report);
+    println!("table header: {header}");
+    println!("table row: {row}");
     if !keep {
         let _ = std::fs::remove_dir_all(&dir);
     }
     drop(d);
-    let owners = (args.processes * args.owners) as usize;
+    let owners = ((args.processes + args.java) * args.owners) as usize;
     let checks = [
         (failed == 0, "a fault step failed or had no effect"),
         (worker_failures.is_empty() && killed == 0, "a worker failed"),
@@ -1239,7 +1611,14 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
             report.owner_ops.len() == owners && report.min_owner_ops() > 0,
             "an owner never acquired",
         ),
-        (report.unannounced == 0, "unannounced overlaps"),
+        (
+            report.unannounced_crate == 0,
+            "unannounced overlaps of a crate holder",
+        ),
+        (
+            report.java_broken == 0,
+            "a Java holder's exclusion broken by the crate",
+        ),
         (
             report.unexplained == 0,
             "overlaps no fault before them explains",

@@ -52,6 +52,7 @@ fn fault(name: &str, start: u64, end: u64, can_overlap: bool, loses_data: bool) 
         end: end * MS,
         can_overlap,
         loses_data,
+        ..FaultSpan::default()
     }
 }
 
@@ -246,6 +247,7 @@ fn each_overlap_is_tied_to_the_fault_that_can_have_caused_it() {
             fault("latency", 2500, 4000, false, false),
         ],
         window_ns: 1000 * MS,
+        ..Faults::default()
     };
     let r = run_with(&h, &faults);
     assert_eq!((r.overlaps, r.deadline_only), (4, 4), "{}", r.summary());
@@ -304,6 +306,7 @@ fn fencing_tokens_must_increase_while_the_counter_survives() {
     let lost = Faults {
         spans: vec![fault("kill-wipe", 1150, 1160, true, true)],
         window_ns: 0,
+        ..Faults::default()
     };
     assert_eq!(run_with(&back, &lost).token_regressions, 0);
     let r = run_with(&again, &lost);
@@ -312,12 +315,14 @@ fn fencing_tokens_must_increase_while_the_counter_survives() {
     let kept = Faults {
         spans: vec![fault("kill-persist", 1150, 1160, false, false)],
         window_ns: 0,
+        ..Faults::default()
     };
     assert_eq!(run_with(&back, &kept).token_regressions, 1);
     // Nor does a data loss before both holds.
     let before = Faults {
         spans: vec![fault("kill-wipe", 10, 20, true, true)],
         window_ns: 0,
+        ..Faults::default()
     };
     assert_eq!(run_with(&back, &before).token_regressions, 1);
 
@@ -387,4 +392,329 @@ fn bad_lines_are_errors() {
     assert!(check(["A 0 0 x 5 - 6"], 1000).is_err());
     assert!(check(["Z 0 0 1 5"], 1000).is_err());
     assert!(check(["", "# comment"], 1000).is_ok());
+}
+
+/// A hold like [`hold`] with options on its `B` line (`lease=`, `side=`, `units=`).
+#[allow(clippy::too_many_arguments)]
+fn hold_with(
+    p: u32,
+    o: u32,
+    seq: u64,
+    lock: &str,
+    opts: &str,
+    acq: u64,
+    deadline: u64,
+    end: u64,
+) -> Vec<String> {
+    let mut h = hold(p, o, seq, lock, acq, deadline, end);
+    h[0] = format!("B {p} {o} {seq} {} {lock} reentrant {opts}", (acq - 1) * MS);
+    h
+}
+
+#[test]
+fn readers_overlap_only_writers() {
+    // Two readers of "rw" (p0 and p1) at once: no overlap. A writer (p2) acquiring while p1
+    // reads: one overlap; a reader (p3) while the writer writes: another.
+    let mut h = hold_with(0, 0, 1, "rw", "units=rw@r", 100, 3000, 2000);
+    h.extend(hold_with(1, 0, 1, "rw", "units=rw@r", 200, 3000, 2000));
+    let r = run(&h);
+    assert_eq!((r.ops, r.overlaps), (2, 0), "{}", r.summary());
+    h.extend(hold_with(2, 0, 1, "rw", "", 1000, 4000, 3000));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (2, 2), "{}", r.summary());
+    h.extend(hold_with(3, 0, 1, "rw", "units=rw@r", 2500, 5000, 2600));
+    let r = run(&h);
+    assert_eq!(r.overlaps, 3, "{}", r.summary());
+    // The writer's hold overlapped both readers that were still reading: p0 and p1.
+    assert!(
+        r.examples.iter().any(|e| e.contains("p0/o0/#1")),
+        "{:?}",
+        r.examples
+    );
+}
+
+#[test]
+fn group_holds_overlap_when_their_values_intersect() {
+    let g = |p: u32, values: &str, acq: u64, end: u64| {
+        let units: Vec<String> = values.split(',').map(|v| format!("g/{v}")).collect();
+        hold_with(
+            p,
+            0,
+            1,
+            "g",
+            &format!("units={}", units.join(",")),
+            acq,
+            acq + 3000,
+            end,
+        )
+    };
+    // {a,b} and {c}: disjoint, no overlap; {b,c} meets both, and counts once per pair although
+    // it shares one value with each.
+    let mut h = g(0, "a,b", 100, 2000);
+    h.extend(g(1, "c", 200, 2000));
+    assert_eq!(run(&h).overlaps, 0);
+    h.extend(g(2, "b,c", 300, 400));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (2, 2), "{}", r.summary());
+    // Two holds sharing two values are still one overlap.
+    let mut h = g(0, "a,b", 100, 2000);
+    h.extend(g(1, "b,a", 200, 300));
+    assert_eq!(run(&h).overlaps, 1);
+}
+
+#[test]
+fn a_multi_lock_holds_each_of_its_parts() {
+    // A multi-lock over m1 and m2, and plain holds of m2 and then m3.
+    let mut h = hold_with(0, 0, 1, "m1+m2", "units=m1,m2", 100, 3000, 2000);
+    h.extend(hold(1, 0, 1, "m3", 200, 3000, 300));
+    assert_eq!(run(&h).overlaps, 0);
+    h.extend(hold(2, 0, 1, "m2", 400, 3000, 500));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (1, 1), "{}", r.summary());
+    assert!(r.examples[0].contains("lock m2 "), "{}", r.examples[0]);
+}
+
+#[test]
+fn java_holders_are_counted_per_side() {
+    // A Java holder (watchdog: no deadline) of "x" from 100 ms, and a crate holder acquires "x"
+    // at 1000 ms; a crate holder of "y" from 8000 ms (deadline 11 000 ms), and a Java holder
+    // acquires "y" at 9000 ms.
+    let java = |p: u32, lock: &str, acq: u64, end: u64| {
+        let mut h = hold_with(p, 0, 1, lock, "side=java", acq, 0, end);
+        h[1] = format!("A {p} 0 1 {} - {}", acq * MS, u64::MAX);
+        h
+    };
+    let mut h = java(0, "x", 100, 5000);
+    h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+    h.extend(hold(1, 0, 2, "y", 8000, 11000, 9500));
+    h.extend(java(2, "y", 9000, 9100));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (2, 2), "{}", r.summary());
+    assert_eq!(r.by_side["java>crate"].all, 1);
+    assert_eq!(r.by_side["crate>java"].unannounced, 1);
+    // The crate holder was not told: a crate defect. The Java holder overlapped by the crate
+    // with no fault before it: the crate broke its exclusion.
+    assert_eq!(
+        (r.unannounced_crate, r.java_broken),
+        (1, 1),
+        "{}",
+        r.summary()
+    );
+    assert_eq!(r.ops_by_side["java"], 2);
+
+    // A pause of the Java process 0 (its renewals stopped) explains the first; a pause of
+    // process 1 does not (the Java holder was running).
+    let pause = |p: u32| Faults {
+        spans: vec![FaultSpan {
+            process: Some(p),
+            ..fault("pause-client", 500, 900, true, false)
+        }],
+        window_ns: 1000 * MS,
+        ..Faults::default()
+    };
+    assert_eq!(run_with(&h, &pause(0)).java_broken, 0);
+    assert_eq!(run_with(&h, &pause(1)).java_broken, 1);
+    // A Java leased hold is announced by its lease: its holder's code knows when it ends.
+    let mut h = hold_with(0, 0, 1, "x", "side=java lease=500", 100, 600, 5000);
+    h.extend(hold(1, 0, 1, "x", 1000, 4000, 1200));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced, r.deadline_only), (1, 0, 1));
+}
+
+#[test]
+fn a_pause_explains_the_overlaps_of_its_process_only() {
+    // p0's hold overlapped by p1 at 1500 ms; p2 was paused, not p0.
+    let mut h = hold(0, 0, 1, "x", 100, 1000, 5000);
+    h.extend(hold(1, 0, 1, "x", 1500, 4500, 1600));
+    let faults = |p: u32| Faults {
+        spans: vec![FaultSpan {
+            process: Some(p),
+            ..fault("pause-client", 500, 1400, true, false)
+        }],
+        window_ns: 1000 * MS,
+        ..Faults::default()
+    };
+    assert_eq!(run_with(&h, &faults(0)).unexplained, 0);
+    assert_eq!(run_with(&h, &faults(2)).unexplained, 1);
+    // The later holder's pause explains it only if its acquisition told it (it returned past
+    // its deadline: granted before the pause).
+    assert_eq!(run_with(&h, &faults(1)).unexplained, 1);
+    let mut late = hold(0, 0, 1, "x", 100, 3000, 5000);
+    late.extend(hold(1, 0, 1, "x", 1500, 1400, 1600));
+    assert_eq!(run_with(&late, &faults(1)).unexplained, 0);
+}
+
+#[test]
+fn a_deleted_key_excuses_its_holder_only_within_the_window() {
+    let del = |lock: &str| Faults {
+        spans: vec![FaultSpan {
+            lock: Some(lock.to_owned()),
+            deletes: true,
+            ..fault("del-key", 1000, 1010, true, false)
+        }],
+        window_ns: 5000 * MS,
+        deletion_window_ns: 3000 * MS,
+    };
+    // p0 holds "x" (watchdog; its renewals found nothing wrong: deadline 9000 ms); the key is
+    // deleted at 1000 ms; p1 acquires at 2000 ms: in the window, not a crate defect.
+    let base = hold(0, 0, 1, "x", 100, 9000, 8000);
+    let mut h = base.clone();
+    h.extend(hold(1, 0, 1, "x", 2000, 5000, 2100));
+    let r = run_with(&h, &del("x"));
+    assert_eq!(
+        (
+            r.overlaps,
+            r.unannounced,
+            r.in_deletion_window,
+            r.unannounced_crate
+        ),
+        (1, 1, 1, 0),
+        "{}",
+        r.summary()
+    );
+    assert_eq!(r.overlap_list[0].excuse, Excuse::Deleted);
+    assert_eq!(r.unexplained, 0);
+    // Another key deleted: no excuse, and unexplained.
+    let r = run_with(&h, &del("y"));
+    assert_eq!(
+        (r.unannounced_crate, r.unexplained),
+        (1, 1),
+        "{}",
+        r.summary()
+    );
+    // At 5000 ms, past the window, still held and renewed (deadline 9000 ms): a defect.
+    let mut h = base.clone();
+    h.extend(hold(1, 0, 1, "x", 5000, 8000, 5100));
+    let r = run_with(&h, &del("x"));
+    assert_eq!(
+        (r.in_deletion_window, r.unannounced_crate),
+        (0, 1),
+        "{}",
+        r.summary()
+    );
+    // The owner acquired "x" again (a nested re-entry) at 1500 ms: from then on it knew.
+    let mut h = base.clone();
+    h.extend(hold(0, 0, 2, "x", 1500, 4500, 1600));
+    h.extend(hold(1, 0, 1, "x", 2000, 5000, 2100));
+    let r = run_with(&h, &del("x"));
+    assert_eq!(
+        (r.in_deletion_window, r.unannounced_crate),
+        (0, 1),
+        "{}",
+        r.summary()
+    );
+    // A hold whose acquisition returned while the deletion was under way (the script ran at
+    // some time in it) is excused as well, and so is one whose attempt began before the
+    // deletion ended and returned after it (its grant may have come first: a replica sync's
+    // `WAIT` follows the grant).
+    let mut h = hold(0, 0, 1, "x", 1005, 9000, 8000);
+    h.extend(hold(1, 0, 1, "x", 2000, 5000, 2100));
+    assert_eq!(run_with(&h, &del("x")).in_deletion_window, 1);
+    let mut h = hold(0, 0, 1, "x", 1100, 9000, 8000);
+    h[0] = format!("B 0 0 1 {} x reentrant", 1009 * MS);
+    h.extend(hold(1, 0, 1, "x", 2000, 5000, 2100));
+    assert_eq!(run_with(&h, &del("x")).in_deletion_window, 1);
+    // A leased hold is not checked before its lease ends: excused until then, at 5000 ms too.
+    let mut h = hold_with(0, 0, 1, "x", "lease=9000", 100, 9000, 8000);
+    h.extend(hold(1, 0, 1, "x", 5000, 8000, 5100));
+    let r = run_with(&h, &del("x"));
+    assert_eq!(
+        (r.in_deletion_window, r.unannounced_crate),
+        (1, 0),
+        "{}",
+        r.summary()
+    );
+    // A hold whose attempt began after the deletion is not excused by it.
+    let mut h = hold(0, 0, 1, "x", 1100, 9000, 8000);
+    h.extend(hold(1, 0, 1, "x", 2000, 5000, 2100));
+    assert_eq!(run_with(&h, &del("x")).unannounced_crate, 1);
+}
+
+#[test]
+fn leased_holds_told_at_their_end_are_not_told_early() {
+    // Told lost at its lease's end (3000 ms): by design. Told in doubt at 1000 ms: counted.
+    let mut h = hold_with(0, 0, 1, "x", "lease=2900", 100, 3000, 3500);
+    h.push(format!("T 0 0 1 {} Lost", 3010 * MS));
+    assert_eq!(run(&h).told, 0);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 1000 * MS, 3000 * MS));
+    assert_eq!(run(&h).told, 1);
+}
+
+#[test]
+fn a_doubt_that_lasts_to_the_deadline_is_counted() {
+    // In doubt at 1000 ms, held again at 1100 ms: not counted.
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 5000);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 1000 * MS, 3000 * MS));
+    h.push(format!("O 0 0 1 {} Held {}", 1100 * MS, 4000 * MS));
+    assert_eq!(run(&h).doubt_to_deadline, 0);
+    // Found lost at 1200 ms, long before its deadline: not counted (the crate found out).
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 5000);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 1000 * MS, 3000 * MS));
+    h.push(format!("O 0 0 1 {} Lost {}", 1200 * MS, 3000 * MS));
+    assert_eq!(run(&h).doubt_to_deadline, 0);
+    // In doubt until it was lost at its deadline, or until it ended past it: counted.
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 5000);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 1000 * MS, 3000 * MS));
+    h.push(format!("O 0 0 1 {} Lost {}", 3020 * MS, 3000 * MS));
+    let r = run(&h);
+    assert_eq!(r.doubt_to_deadline, 1, "{}", r.summary());
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 3100);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 1000 * MS, 3000 * MS));
+    assert_eq!(run(&h).doubt_to_deadline, 1);
+}
+
+#[test]
+fn bad_options_are_errors() {
+    assert!(check(["B 0 0 1 5 x reentrant lease=abc"], 1000).is_err());
+    assert!(check(["B 0 0 1 5 x reentrant what=1"], 1000).is_err());
+    assert!(check(["B 0 0 1 5 x reentrant units=,a"], 1000).is_err());
+    assert!(check(
+        ["B 0 0 1 5 x reentrant units=x/a@r,y side=java lease=5"],
+        1000
+    )
+    .is_ok());
+}
+
+#[test]
+fn crate_acquisitions_are_counted_by_kind_with_the_told_ones() {
+    // A watchdog hold (told in doubt), a leased one and a nested inner acquisition of the same
+    // owner inside it, a reader, and a Java holder, which is not the crate's.
+    let mut h = hold(0, 0, 1, "x", 100, 3000, 500);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 300 * MS, 3000 * MS));
+    h.extend(hold_with(0, 0, 2, "y", "lease=4000", 1000, 5000, 3000));
+    h.extend(hold_with(
+        0,
+        0,
+        3,
+        "y",
+        "lease=4000 nested=1",
+        1500,
+        5500,
+        1600,
+    ));
+    let mut reader = hold_with(0, 1, 1, "z", "units=z@r", 100, 3000, 200);
+    reader[0] = format!("B 0 1 1 {} z read units=z@r", 99 * MS);
+    h.extend(reader);
+    h.extend(hold_with(1, 0, 1, "w", "side=java", 100, 3000, 200));
+    let r = run(&h);
+    let kinds: Vec<(&str, (u64, u64))> = r.by_kind.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("leased", (2, 0)),
+            ("nested", (1, 0)),
+            ("read", (1, 0)),
+            ("reentrant", (3, 1)),
+        ],
+        "{}",
+        r.summary()
+    );
+    assert!(
+        r.summary().contains(
+            "crate_ops_by_kind(acquired/told)=leased:2/0,nested:1/0,read:1/0,reentrant:3/1"
+        ),
+        "{}",
+        r.summary()
+    );
+    assert!(check(["B 0 0 1 5 x reentrant nested=1 lease=5"], 1000).is_ok());
 }

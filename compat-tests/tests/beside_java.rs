@@ -44,6 +44,8 @@ use std::{
 };
 
 use cluster::{RedisCluster, Reply as Resp};
+use compat_tests::java::{Java, CLASSPATH, CLASSPATH_ALT};
+use peer::hot_lock;
 use peer::{Peer, Reply};
 use redis_server::RedisServer;
 
@@ -62,19 +64,9 @@ const NO_EXPIRY: &str = "922337203685477";
 
 // ---- Finding Redisson -------------------------------------------------------------------
 
-/// The variable with the class path of the Redisson version of the full pass.
-const CLASSPATH: &str = "REDISSON_CLASSPATH";
-/// The variable with the class path of a second version (a shorter check).
-const CLASSPATH_ALT: &str = "REDISSON_CLASSPATH_ALT";
 /// Set to `1` to skip the Java tests on purpose when no Redisson is at hand.
 const SKIP: &str = "REDISSON_SKIP_JAVA";
 static SKIPPED: AtomicUsize = AtomicUsize::new(0);
-
-/// A Redisson class path and the driver compiled against it.
-struct Java {
-    classpath: String,
-    classes: PathBuf,
-}
 
 /// Writes to the terminal past the test harness's capture (which only takes `print!`/`eprint!`),
 /// so a skip is seen even when the test passes.
@@ -113,39 +105,16 @@ fn redisson(var: &str, test: &str) -> Option<&'static Java> {
     if let Some(j) = built.get(&classpath) {
         return Some(j);
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("java/build.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .env("REDISSON_CLASSPATH", &classpath)
-        .output()
-        .expect("run compat-tests/java/build.sh");
-    assert!(
-        out.status.success(),
-        "compat-tests/java/build.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let classes = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let java: &'static Java = Box::leak(Box::new(Java {
-        classpath: classpath.clone(),
-        classes,
-    }));
+    let java: &'static Java = Box::leak(Box::new(
+        Java::build(&classpath).unwrap_or_else(|e| panic!("{e}")),
+    ));
     built.insert(classpath, java);
     Some(java)
 }
 
-impl Java {
-    /// Starts the Java driver with `extra` options on `url`.
-    fn start(&self, url: &str, extra: &[&str]) -> Peer {
-        let mut command = Command::new("java");
-        command
-            .arg("-XX:+UseSerialGC")
-            .arg("-cp")
-            .arg(format!("{}:{}", self.classpath, self.classes.display()))
-            .arg("LockPeer")
-            .args(extra)
-            .arg(url);
-        Peer::spawn(command)
-    }
+/// Starts the Java driver with `extra` options on `url`.
+fn start_java(java: &Java, url: &str, extra: &[&str]) -> Peer {
+    Peer::spawn(java.command(&["-XX:+UseSerialGC"], url, extra))
 }
 
 // ---- The wire ---------------------------------------------------------------------------
@@ -375,7 +344,7 @@ impl<'a> Pair<'a> {
         let mut flags = vec!["--watchdog-ms", "10000"];
         flags.extend_from_slice(extra);
         let started = Instant::now();
-        let java = java.start(url, &flags);
+        let java = start_java(java, url, &flags);
         eprintln!(
             "Java driver ready in {:?}: {}",
             started.elapsed(),
@@ -1073,113 +1042,6 @@ fn a_second_redisson_version_shares_every_kind_on_a_cluster() {
 
 // ---- Fairness beside real Java -----------------------------------------------------------
 
-/// One hold of the hot lock: acquired and released (epoch ms, the holder's stamps), by whom.
-struct Hold {
-    at: u128,
-    released: u128,
-    side: usize,
-    owner: usize,
-}
-
-/// What a contended run on one hot lock looked like.
-struct Fairness {
-    /// The holds in acquisition order, one letter per side (`A`, `B`).
-    order: String,
-    /// The smaller side's share of the holds granted while both sides had an owner waiting.
-    smaller_share: f64,
-    /// Per side: the longest wait of one acquisition, in holds granted to others meanwhile.
-    longest_wait: [usize; 2],
-    /// Per side: holds while both waited.
-    while_both: [usize; 2],
-}
-
-/// `owners` owners in each of `a` and `b` loop `rounds` times on one lock: lock, hold for
-/// `hold_ms`, unlock. `a`'s commands go out first.
-fn hot_lock(
-    a: &mut Peer,
-    b: &mut Peer,
-    name: &str,
-    owners: usize,
-    rounds: usize,
-    hold_ms: u64,
-) -> Fairness {
-    for peer in [&mut *a, &mut *b] {
-        for r in 0..rounds {
-            for o in 1..=owners {
-                let _ = r;
-                peer.send(&format!("h{o} lock {name}"));
-                peer.send(&format!("h{o} sleep {hold_ms}"));
-                peer.send(&format!("h{o} unlock {name}"));
-            }
-        }
-    }
-    let started = now_ms();
-    let patience = Duration::from_millis(hold_ms * (2 * owners * rounds) as u64 * 4 + 20_000);
-    let mut holds = Vec::new();
-    for (side, peer) in [&mut *a, &mut *b].into_iter().enumerate() {
-        for o in 1..=owners {
-            let thread = format!("h{o}");
-            for _ in 0..rounds {
-                let got = peer.reply(&thread, "lock", patience);
-                assert!(got.ok, "{got:?}");
-                let released = peer.reply(&thread, "unlock", patience);
-                assert!(released.ok, "{released:?}");
-                let _ = peer.reply(&thread, "sleep", patience);
-                holds.push(Hold {
-                    at: got.at,
-                    released: released.at,
-                    side,
-                    owner: o,
-                });
-            }
-        }
-    }
-    holds.sort_by_key(|h| h.at);
-    let order: String = holds
-        .iter()
-        .map(|h| if h.side == 0 { 'A' } else { 'B' })
-        .collect();
-    // Both sides wait until the first side to finish takes its last hold.
-    let last = |side: usize| holds.iter().rposition(|h| h.side == side).unwrap();
-    let end = last(0).min(last(1));
-    let mut while_both = [0usize; 2];
-    for h in &holds[..=end] {
-        while_both[h.side] += 1;
-    }
-    let smaller_share = *while_both.iter().min().unwrap() as f64 / (end + 1) as f64;
-    // An owner waits from its previous release (or the start) to its acquisition.
-    let mut longest_wait = [0usize; 2];
-    let mut since: HashMap<(usize, usize), u128> = HashMap::new();
-    for (i, h) in holds.iter().enumerate() {
-        let from = since.get(&(h.side, h.owner)).copied().unwrap_or(started);
-        let waited = holds[..i].iter().filter(|o| o.at >= from).count();
-        longest_wait[h.side] = longest_wait[h.side].max(waited);
-        since.insert((h.side, h.owner), h.released);
-    }
-    Fairness {
-        order,
-        smaller_share,
-        longest_wait,
-        while_both,
-    }
-}
-
-impl std::fmt::Display for Fairness {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "while both waited A {} / B {} holds (smaller share {:.2}); longest wait A {} holds, \
-             B {} holds; order {}",
-            self.while_both[0],
-            self.while_both[1],
-            self.smaller_share,
-            self.longest_wait[0],
-            self.longest_wait[1],
-            self.order
-        )
-    }
-}
-
 /// The optimized `lock-peer` (`FAIR_PEER`, or `target/release/lock-peer`). Fairness beside Java
 /// is a race between the crate's reaction to a release and Java's, so it is measured with the
 /// build users run: the test profile's unoptimized `lock-peer` reacts so much later that Java
@@ -1226,8 +1088,8 @@ fn java_gets_a_fair_share_of_a_hot_lock_beside_the_crate() {
     );
     let s = RedisServer::start();
     let flags = ["--watchdog-ms", "10000"];
-    let mut j1 = java.start(&s.url(), &flags);
-    let mut j2 = java.start(&s.url(), &flags);
+    let mut j1 = start_java(java, &s.url(), &flags);
+    let mut j2 = start_java(java, &s.url(), &flags);
     let mut rust = {
         let mut command = Command::new(release_lock_peer());
         command.args(flags).arg(s.url());

@@ -18,12 +18,8 @@ pub use tls::TlsSettings;
 use crate::{
     config::credentials::{Credentials, Secret},
     error::{Error, Result},
-    types::millis::MAX_MILLIS,
+    types::millis::{clamp_millis, MAX_MILLIS},
 };
-
-// The millisecond arithmetic's former home: the lock and synchronizer rooms still name it
-// here (`crate::config::later`...) until they name `types::millis`.
-pub(crate) use crate::types::millis::{clamp_millis, later, lease_millis};
 
 /// Configuration of a [`Client`](crate::Client).
 ///

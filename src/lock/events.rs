@@ -11,7 +11,7 @@
 use fred::types::Value;
 use tokio::sync::broadcast::{error::RecvError, Receiver};
 
-use super::{front::Lock, kind::Kind};
+use super::{front::Lock, protocol::Kind};
 use crate::{
     error::{Error, Result},
     service::pubsub::{keyspace::setting_suffices, Subscription},

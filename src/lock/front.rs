@@ -12,12 +12,9 @@ use std::{
 };
 
 use super::{
-    acquire::{
-        engine::{self, Wait},
-        hold::Hold,
-    },
+    acquire::{claim::Claim, engine, waiter::Wait},
     guard::{Guard, Held},
-    kind::{decode_flag, every_key, Kind, Protocol, Query, UnlockOutcome, Waiting},
+    protocol::{decode_flag, every_key, Kind, Protocol, Query, Sleep, UnlockOutcome},
 };
 use crate::{
     client::Client,
@@ -131,8 +128,8 @@ impl Handle {
         }
     }
 
-    fn hold(&self, owner: Owner, lease_ms: u64) -> Hold {
-        Hold {
+    fn hold(&self, owner: Owner, lease_ms: u64) -> Claim {
+        Claim {
             client: self.client.clone(),
             proto: self.proto.clone(),
             name: self.raw.clone(),
@@ -161,28 +158,29 @@ impl Handle {
             Some(w) if !w.is_zero() => clamp_millis(w),
             _ => self.client.config().fair_wait_ms(),
         };
-        let hold = Hold {
+        let claim = Claim {
             queue_ms,
             ..self.hold(owner, lease_ms)
         };
-        let watch = Acquisition::start(self.kind, self.raw_name(), &hold.field, wait, lease);
-        let wait = wait.map_or(Wait::Until(None), Wait::for_duration);
-        let acquired = watch.run(engine::acquire(&hold, wait)).await;
+        let watch = Acquisition::start(self.kind, self.raw_name(), &claim.field, wait, lease);
+        let acquired = watch
+            .run(engine::acquire(&claim, Wait::at_most(wait)))
+            .await;
         watch.finish(&acquired);
         Ok(acquired?.map(|a| {
             if lease.is_some() {
                 self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);
             }
-            Held::new(a, owner, lease.is_none(), self.kind)
+            Held::new(a.take(), owner, lease.is_none(), self.kind)
         }))
     }
 
     /// Releases one hold of `owner` (the Java style, without a guard).
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
-        let hold = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client.watchdog().deregister(&hold.key(), None);
-        let outcome = hold.release().await?.outcome(hold.name(), &hold.field)?;
+        let claim = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
+        self.client.watchdog().deregister(&claim.key(), None);
+        let outcome = claim.release().await?.outcome(claim.name(), &claim.field)?;
         if outcome == UnlockOutcome::Released {
             self.internal_lease_ms
                 .store(self.client.watchdog_ms(), Ordering::Relaxed);
@@ -213,10 +211,10 @@ impl Handle {
         let reply = self.client.core().run(call, self.raw_name()).await?;
         self.internal_lease_ms
             .store(self.client.watchdog_ms(), Ordering::Relaxed);
-        if let Some(tag) = self.proto.local_queue() {
+        if let Some(tag) = self.proto.wait_line() {
             // A local holder no longer holds it: the local queue's head tries at once.
             self.client
-                .local_queues()
+                .wait_lines()
                 .released(tag, self.raw_name(), true, None);
         }
         decode_flag(reply, self.raw_name())
@@ -235,10 +233,10 @@ impl Handle {
 
     /// Local waiters of this lock (any owner).
     pub(crate) fn local_waiters(&self) -> usize {
-        match self.proto.waiting() {
-            Waiting::Channel(channel) => self.client.stats().channel_waiters(&channel),
+        match self.proto.sleep() {
+            Sleep::Channel(channel) => self.client.stats().channel_waiters(&channel),
             // One channel per waiter (`<prefix><owner field>`, an owner field holding a ':').
-            Waiting::PerWaiter { prefix } => self
+            Sleep::OwnChannel { prefix } => self
                 .client
                 .stats()
                 .channels
@@ -250,7 +248,7 @@ impl Handle {
                 })
                 .map(|(_, n)| n)
                 .sum(),
-            Waiting::BackOff(_) => 0,
+            Sleep::BackOff(_) => 0,
         }
     }
 
@@ -323,7 +321,15 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
 }
 
 impl<K: Kind> Lock<K> {
-    pub(crate) fn from_handle(mut handle: Handle) -> Self {
+    /// The lock `name` of kind `K` (through the name mapper), acting as `owner`, with the
+    /// protocol `protocol` makes of the raw name: what every `Client::get_*` factory returns.
+    pub(crate) fn new<P: Protocol>(
+        client: &Client,
+        name: &str,
+        owner: Owner,
+        protocol: impl FnOnce(String) -> P,
+    ) -> Self {
+        let mut handle = Handle::new(client.clone(), name, owner, |raw| Arc::new(protocol(raw)));
         handle.kind = K::NAME;
         Self {
             handle: Arc::new(handle),

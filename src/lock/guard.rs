@@ -5,8 +5,8 @@ use std::{marker::PhantomData, sync::Arc, time::Duration};
 use tokio::time::Instant;
 
 use super::{
-    acquire::hold::{Acquired, Hold},
-    kind::{AnyKind, Kind, Release, UnlockOutcome},
+    acquire::{attempt::Acquired, claim::Claim},
+    protocol::{AnyKind, Kind, Release, UnlockOutcome},
 };
 use crate::{
     error::{Error, Result},
@@ -77,7 +77,7 @@ pub type AnyGuard = Guard<AnyKind>;
 
 /// What a guard holds, whatever its kind; releases on drop unless consumed.
 pub(crate) struct Held {
-    hold: Hold,
+    claim: Claim,
     owner: Owner,
     watchdog: bool,
     /// The epoch of this guard's watchdog registration (watchdog mode).
@@ -97,23 +97,27 @@ impl Held {
         watchdog: bool,
         kind: &'static str,
     ) -> Self {
-        let (hold, sent_at, token) = acquired.disarm();
-        let key = hold.key();
-        let wd = hold.client.watchdog();
+        let Acquired {
+            claim,
+            sent_at,
+            token,
+        } = acquired;
+        let key = claim.key();
+        let wd = claim.client.watchdog();
         let (loss, registration) = if watchdog {
             let r = wd.register(
                 &key,
-                hold.proto.renewal(),
-                hold.proto.local_queue(),
+                claim.proto.renewal(),
+                claim.proto.wait_line(),
                 sent_at,
             );
             (r.loss, r.epoch)
         } else {
             // Followed until the guard goes, so its owner's later calls that set the lock's TTL
             // (a shorter re-entry, a partial release) move its deadline.
-            let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(hold.lease_ms)));
+            let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(claim.lease_ms)));
             wd.track_leased(&key, &loss);
-            if let Some(count) = hold.proto.hold_count(&hold.field) {
+            if let Some(count) = claim.proto.hold_count(&claim.field) {
                 wd.confirm_leased_with(&key, count);
             }
             (loss, 0)
@@ -121,7 +125,7 @@ impl Held {
         wd.doubted_since(&key, &loss, sent_at, !watchdog);
         crate::observe::guard_opened(kind);
         Self {
-            hold,
+            claim,
             owner,
             watchdog,
             registration,
@@ -134,15 +138,15 @@ impl Held {
     }
 
     /// Stops renewal and returns the hold for a release the caller makes.
-    fn take(&mut self) -> Hold {
+    fn take(&mut self) -> Claim {
         self.armed = false;
         if self.watchdog {
-            self.hold
+            self.claim
                 .client
                 .watchdog()
-                .deregister(&self.hold.key(), Some(self.registration));
+                .deregister(&self.claim.key(), Some(self.registration));
         }
-        self.hold.clone()
+        self.claim.clone()
     }
 }
 
@@ -150,18 +154,18 @@ impl Drop for Held {
     fn drop(&mut self) {
         crate::observe::guard_closed(self.kind, self.since.elapsed());
         if self.armed {
-            let hold = self.take();
+            let claim = self.take();
             // A hold known gone is not released: the owner's count in Redis is that of a later
             // acquisition now.
             if !self.loss.is_gone() {
-                hold.release_in_background();
+                claim.release_in_background();
             }
         }
         if !self.watchdog {
-            self.hold
+            self.claim
                 .client
                 .watchdog()
-                .untrack_leased(&self.hold.key(), &self.loss);
+                .untrack_leased(&self.claim.key(), &self.loss);
         }
     }
 }
@@ -170,8 +174,8 @@ impl<K: Kind> std::fmt::Debug for Guard<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guard")
             .field("kind", &K::NAME)
-            .field("lock", &self.held.hold.name())
-            .field("owner", &self.held.hold.field)
+            .field("lock", &self.held.claim.name())
+            .field("owner", &self.held.claim.field)
             .field("watchdog", &self.held.watchdog)
             .finish()
     }
@@ -187,7 +191,7 @@ impl<K: Kind> Guard<K> {
 
     /// The raw lock name in Redis.
     pub fn name(&self) -> &str {
-        self.held.hold.name()
+        self.held.claim.name()
     }
 
     /// The owner that holds this hold.
@@ -197,7 +201,7 @@ impl<K: Kind> Guard<K> {
 
     /// The hash field of the owner: `<client uuid>:<owner id>` (plus `:write` for a write lock).
     pub fn owner_field(&self) -> &str {
-        &self.held.hold.field
+        &self.held.claim.field
     }
 
     /// `true` when the lock is kept alive by the watchdog (taken without a lease).
@@ -262,14 +266,14 @@ impl<K: Kind> Guard<K> {
     /// If the future is dropped, the release may or may not have reached Redis; the hold is
     /// no longer renewed either way, so it ends at the latest when its TTL runs out.
     pub async fn unlock(mut self) -> Result<UnlockOutcome> {
-        let hold = self.held.take();
+        let claim = self.held.take();
         let outcome = if self.held.loss.is_gone() {
             // Renewal found this hold gone: a release would take a later hold of its owner.
             Release::NotHeld
         } else {
-            hold.release().await?
+            claim.release().await?
         };
-        outcome.outcome(hold.name(), &hold.field)
+        outcome.outcome(claim.name(), &claim.field)
     }
 
     /// Gives up the guard without releasing the hold: the lock stays held (and renewed, in
@@ -302,7 +306,7 @@ impl<K: Kind> Guard<K> {
                 lock: self.name().to_owned(),
             });
         }
-        self.held.hold.lease_ms = lease.as_millis() as u64;
+        self.held.claim.lease_ms = lease.as_millis() as u64;
         Ok(())
     }
 
@@ -311,7 +315,7 @@ impl<K: Kind> Guard<K> {
     /// deadline moves with it (never back), so the part does not count as lost at its old one.
     pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
         let sent_at = Instant::now();
-        let renewed = self.held.hold.renew(lease).await?;
+        let renewed = self.held.claim.renew(lease).await?;
         if renewed && !self.held.watchdog {
             self.held
                 .loss

@@ -1,13 +1,15 @@
 //! The lock family.
 //!
-//! * [`kind`]: what a lock kind is — a pure description of its keys, scripts and channels
-//!   ([`kind::Protocol`]) plus the typed replies.
+//! * [`protocol`]: what a lock kind is — a pure description of its keys, scripts and channels
+//!   ([`protocol::Protocol`]) plus the typed replies.
 //! * [`kinds`]: one file per kind (`reentrant`, `fair`, `rwlock`, `fenced`, `spin`,
 //!   `non_reentrant`, `non_reentrant_fair`, `group`): its
-//!   description, its marker type and its kind-specific methods.
-//! * [`acquire`]: the acquisition machinery: one owner's hold of one lock and the calls made
-//!   with it (`hold`), the one acquire engine (`engine`), the per-client acquisition state
-//!   (owner ledger, pending releases, the local hand-off queues).
+//!   protocol, its marker type and its kind-specific methods; the spin lock's back-off
+//!   schedules beside it (`backoff`).
+//! * [`acquire`]: the acquisition: one owner's hold of one lock and the calls made with it
+//!   (`hold`), the one acquire engine (`engine`). The per-client acquisition state they act on
+//!   (owner ledger, pending releases, the local wait lines) is a room of its own below the
+//!   client (`acquisitions`).
 //! * [`front`]: the generic front end [`Lock<K>`](front::Lock); [`guard`]:
 //!   [`Guard<K>`](guard::Guard); `run`: `Lock::run` and friends.
 //! * `multi`: MultiLock and RedLock over type-erased parts.
@@ -17,16 +19,15 @@ pub(crate) mod acquire;
 mod events;
 pub(crate) mod front;
 pub(crate) mod guard;
-pub(crate) mod kind;
 pub(crate) mod kinds;
 mod multi;
+pub(crate) mod protocol;
 mod run;
 
-pub use acquire::backoff::BackOff;
 pub use events::{LockEvent, LockEvents};
 pub use front::{Lock, LockPart};
 pub use guard::{AnyGuard, Guard};
-pub use kind::{AnyKind, Kind, UnlockOutcome};
+pub use kinds::backoff::BackOff;
 pub use kinds::{
     fair::{Fair, FairGuard, FairLock},
     fenced::{Fenced, FencedGuard, FencedLock},
@@ -38,6 +39,7 @@ pub use kinds::{
     spin::{Spin, SpinGuard, SpinLock},
 };
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard, RedLockOptions};
+pub use protocol::{AnyKind, Kind, UnlockOutcome};
 
 #[cfg(test)]
 mod tests {

@@ -164,7 +164,7 @@ impl MultiLock {
     /// # Cancel safety
     /// Cancel safe, as [`lock`](Self::lock).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<MultiGuard> {
-        crate::config::lease_millis(lease)?;
+        crate::types::millis::lease_millis(lease)?;
         loop {
             let base = BASE_WAIT_PER_PART * self.parts.len() as u32;
             let wait = if lease <= base {
@@ -217,7 +217,7 @@ impl MultiLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<MultiGuard>> {
-        crate::config::lease_millis(lease)?;
+        crate::types::millis::lease_millis(lease)?;
         if is_unbounded(wait) {
             return self.lock_with_lease(lease).await.map(Some);
         }
@@ -478,7 +478,7 @@ impl RedLockGuard {
     /// If the future is dropped, some nodes may have extended and others not; the guard keeps
     /// every part and its old validity.
     pub async fn extend(&mut self, lease: Duration) -> Result<bool> {
-        crate::config::lease_millis(lease)?;
+        crate::types::millis::lease_millis(lease)?;
         let node_timeout = node_timeout(self.node_timeout, lease);
         let started = Instant::now();
         let futures = self.parts.iter().map(|p| async move {
@@ -614,7 +614,7 @@ impl RedLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<RedLockGuard>> {
-        crate::config::lease_millis(lease)?;
+        crate::types::millis::lease_millis(lease)?;
         self.run(wait, Some(lease)).await
     }
 
@@ -639,7 +639,7 @@ impl RedLock {
     /// # Cancel safety
     /// Cancel safe, as [`try_lock_with_lease`](Self::try_lock_with_lease).
     pub async fn lock_with_lease(&self, lease: Duration) -> Result<RedLockGuard> {
-        crate::config::lease_millis(lease)?;
+        crate::types::millis::lease_millis(lease)?;
         self.run(Duration::MAX, Some(lease))
             .await
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))

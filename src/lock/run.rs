@@ -8,7 +8,7 @@
 
 use std::{future::Future, time::Duration};
 
-use super::{front::Lock, kind::Kind};
+use super::{front::Lock, protocol::Kind};
 use crate::error::Error;
 
 impl<K: Kind> Lock<K> {

@@ -43,7 +43,7 @@ fn check(name: &str, at_least: Duration, at_most: Duration) -> Result<()> {
              {at_most:?})"
         )));
     }
-    crate::config::lease_millis(at_most)?;
+    crate::types::millis::lease_millis(at_most)?;
     Ok(())
 }
 

@@ -4,14 +4,16 @@
 use std::time::Duration;
 
 use fred::types::Value;
-use tokio::time::Instant;
 
-use super::{deadline_of, semaphore::flag, wait_on_channel};
+use super::call::flag;
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::{Error, Result},
-    lock::kind::Step,
+    lock::acquire::{
+        engine,
+        waiter::{SleepOn, Step, Wait, Waiter, Won},
+    },
     service::pubsub::Reading,
     types::names,
 };
@@ -156,7 +158,7 @@ impl CountDownLatch {
     /// # Cancel safety
     /// Cancel safe: a dropped wait leaves the channel and nothing else.
     pub async fn wait(&self) -> Result<()> {
-        self.wait_until(Some(None)).await.map(drop)
+        self.wait_until(Wait::Until(None)).await.map(drop)
     }
 
     /// Waits at most `timeout` until the count is 0 (Redisson `await(timeout)`): `true` when
@@ -170,59 +172,71 @@ impl CountDownLatch {
     /// # Cancel safety
     /// As [`wait`](Self::wait).
     pub async fn wait_for(&self, timeout: Duration) -> Result<bool> {
-        self.wait_until(deadline_of(timeout)).await
+        self.wait_until(Wait::for_duration(timeout)).await
     }
 
-    async fn wait_until(&self, wait: Option<Option<Instant>>) -> Result<bool> {
+    async fn wait_until(&self, wait: Wait) -> Result<bool> {
         let watched = crate::observe::Acquisition::start(
             "count_down_latch",
             &self.name,
             "",
-            wait.map(|d| {
-                d.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                })
-            }),
+            wait.remaining(),
             None,
         );
         let outcome = watched
             .run(async {
-                let attempt = || async {
-                    Ok::<_, Error>(match self.count().await? {
-                        0 => Step::Done(()),
-                        _ => Step::Busy { frees_in: None },
-                    })
-                };
-                match attempt().await {
-                    Ok(Step::Done(())) => return Ok(Some(())),
-                    Ok(Step::Busy { .. }) => {}
-                    // A read: a waiting call reads again once subscribed.
-                    Err(e) if wait.is_some() && e.is_transient() => {
-                        log::debug!("reading the count of {}: {e}; waiting on", self.name);
+                match engine::acquire(&Opening(self), wait).await? {
+                    Some(open) => {
+                        open.take();
+                        Ok(Some(()))
                     }
-                    Err(e) => return Err(e),
-                }
-                let Some(deadline) = wait else {
-                    return Ok(None);
-                };
-                match wait_on_channel(
-                    &self.client,
-                    &self.channel,
-                    Reading::Opening,
-                    deadline,
-                    true,
-                    attempt,
-                )
-                .await?
-                {
-                    Some(()) => Ok(Some(())),
-                    // The last look at the deadline.
+                    None if wait == Wait::Once => Ok(None),
+                    // The last look at the deadline, as Redisson's.
                     None => Ok((self.count().await? == 0).then_some(())),
                 }
             })
             .await;
         watched.finish(&outcome);
         outcome.map(|o| o.is_some())
+    }
+}
+
+/// A look at a latch's count: the engine's waiter for [`CountDownLatch::wait`] and
+/// [`CountDownLatch::wait_for`]. Done when the count is 0.
+struct Opening<'a>(&'a CountDownLatch);
+
+impl Waiter for Opening<'_> {
+    /// A look takes nothing.
+    type Won = ();
+    /// Nothing to replicate: a read.
+    const RETRIES_UNREPLICATED_ONCE: bool = true;
+
+    fn client(&self) -> &Client {
+        &self.0.client
+    }
+
+    fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// Reads the count (a read: nothing to undo, no task of its own).
+    async fn attempt(&self, _wait: Wait) -> Result<Step<Won<()>>> {
+        Ok(match self.0.count().await? {
+            0 => Step::Done(Won::new(())),
+            _ => Step::Busy { frees_in: None },
+        })
+    }
+
+    /// A read may be repeated.
+    fn repeatable(&self) -> bool {
+        true
+    }
+
+    fn sleep_on(&self) -> SleepOn {
+        SleepOn::Channel {
+            channel: self.0.channel.clone(),
+            reading: Reading::Opening,
+        }
     }
 }
 

@@ -4,21 +4,22 @@
 use std::time::Duration;
 
 use fred::types::Value;
-use tokio::time::Instant;
 
-use super::{deadline_of, detached, retry_unreplicated, run_synced, wait_on_channel};
+use super::call::{flag, integer, run_synced, run_taking};
 use crate::{
     client::Client,
-    conn::{
-        core::unexpected,
-        replicas::Synced,
-        scripts::{ScriptCall, ScriptId},
-    },
+    conn::scripts::{ScriptCall, ScriptId},
     error::{Error, Result},
-    lock::kind::Step,
+    lock::acquire::{
+        engine,
+        waiter::{detach, Orphan, SleepOn, Step, Wait, Waiter, Won},
+    },
     service::pubsub::Reading,
     types::names,
 };
+
+/// The object kind in logs and metrics.
+const OBJECT: &str = "semaphore";
 
 /// A distributed counting semaphore, wire-compatible with Redisson's `RSemaphore`.
 ///
@@ -105,7 +106,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`try_set_permits`](Self::try_set_permits).
     pub async fn try_set_permits_with_ttl(&self, permits: u64, ttl: Duration) -> Result<bool> {
-        let ms = crate::config::clamp_millis(ttl);
+        let ms = crate::types::millis::clamp_millis(ttl);
         if ms == 0 {
             return Err(Error::InvalidArgument(
                 "a semaphore's time to live is at least 1 ms".into(),
@@ -116,8 +117,7 @@ impl Semaphore {
 
     async fn set(&self, permits: u64, ttl_ms: u64) -> Result<bool> {
         let call = self.calls().set(permits, ttl_ms);
-        let reply = run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "set");
+        let reply = run_synced(&self.client, call, &self.name, (OBJECT, "set")).await?;
         flag(&reply, &self.name)
     }
 
@@ -133,7 +133,7 @@ impl Semaphore {
     /// Cancel safe: dropped while waiting it leaves the channel; dropped while an attempt is in
     /// flight, the attempt finishes in the background and gives back what it took.
     pub async fn acquire(&self, permits: u64) -> Result<()> {
-        match self.acquire_until(permits, Some(None)).await? {
+        match self.acquire_until(permits, Wait::Until(None)).await? {
             true => Ok(()),
             false => Err(Error::Timeout("acquire without limit ended".into())),
         }
@@ -148,7 +148,7 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, permits: u64) -> Result<bool> {
-        self.acquire_until(permits, None).await
+        self.acquire_until(permits, Wait::Once).await
     }
 
     /// Takes `permits` permits, waiting at most `wait` (Redisson `tryAcquire(permits, wait)`):
@@ -160,111 +160,22 @@ impl Semaphore {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<bool> {
-        self.acquire_until(permits, deadline_of(wait)).await
+        self.acquire_until(permits, Wait::for_duration(wait)).await
     }
 
-    /// `wait`: `None` one attempt, `Some(deadline)` until then (`Some(None)`: without limit).
-    async fn acquire_until(&self, permits: u64, wait: Option<Option<Instant>>) -> Result<bool> {
+    async fn acquire_until(&self, permits: u64, wait: Wait) -> Result<bool> {
         if permits == 0 {
             return Ok(true);
         }
-        let watched = crate::observe::Acquisition::start(
-            "semaphore",
-            &self.name,
-            "",
-            wait.map(|d| {
-                d.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                })
-            }),
-            None,
-        );
-        let outcome = watched
-            .run(async {
-                let deadline = wait.flatten();
-                let attempt = || {
-                    retry_unreplicated(&self.client, deadline, || self.attempt(permits, deadline))
-                };
-                match attempt().await? {
-                    Step::Done(()) => return Ok(Some(())),
-                    Step::Busy { .. } if wait.is_none() => return Ok(None),
-                    Step::Busy { .. } => {}
-                }
-                // An attempt is not repeated after a transient failure: it may have taken
-                // the (anonymous) permits.
-                wait_on_channel(
-                    &self.client,
-                    &self.channel,
-                    Reading::Permits,
-                    deadline,
-                    false,
-                    attempt,
-                )
-                .await
-            })
-            .await;
+        let watched =
+            crate::observe::Acquisition::start(OBJECT, &self.name, "", wait.remaining(), None);
+        let take = Take {
+            semaphore: self,
+            permits,
+        };
+        let outcome = watched.run(engine::acquire(&take, wait)).await;
         watched.finish(&outcome);
-        outcome.map(|o| o.is_some())
-    }
-
-    /// One SEM-ACQ on its own task (see [`detached`]); taken but unacknowledged by every
-    /// replica: given back, [`Error::NotReplicated`].
-    async fn attempt(&self, permits: u64, deadline: Option<Instant>) -> Result<Step<()>> {
-        let this = self.clone();
-        let giver = self.clone();
-        let taken = detached(
-            &self.client,
-            async move {
-                let call = this.calls().acquire(permits);
-                let barrier = crate::conn::replicas::Barrier::default();
-                let outcome = this
-                    .client
-                    .core()
-                    .run_acquire(
-                        call,
-                        &this.name,
-                        deadline,
-                        |v| v.as_i64() == Some(1),
-                        &barrier,
-                    )
-                    .await
-                    .map_err(|f| f.error)?;
-                match outcome {
-                    (_, Synced::Missing { wanted, acked }) => {
-                        crate::observe::not_replicated(&this.name, "");
-                        if let Err(e) = this.give_back(permits).await {
-                            log::warn!(
-                                "could not give back the unreplicated permits of {}: {e}",
-                                this.name
-                            );
-                        }
-                        Err(Error::NotReplicated {
-                            lock: this.name.clone(),
-                            wanted,
-                            acked,
-                        })
-                    }
-                    (value, _) => flag(&value, &this.name),
-                }
-            },
-            move |taken| async move {
-                if taken {
-                    crate::observe::late_acquisition(&giver.name, "");
-                    if let Err(e) = giver.give_back(permits).await {
-                        log::warn!(
-                            "could not give back the permits of {} its dropped caller took: {e}",
-                            giver.name
-                        );
-                    }
-                }
-            },
-        )
-        .await?;
-        Ok(if taken {
-            Step::Done(())
-        } else {
-            Step::Busy { frees_in: None }
-        })
+        Ok(outcome?.map(Won::take).is_some())
     }
 
     /// SEM-REL without the replica sync (an undo).
@@ -288,8 +199,13 @@ impl Semaphore {
         if permits == 0 {
             return Ok(());
         }
-        run_synced(&self.client, self.calls().release(permits), &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "release");
+        run_synced(
+            &self.client,
+            self.calls().release(permits),
+            &self.name,
+            (OBJECT, "release"),
+        )
+        .await?;
         Ok(())
     }
 
@@ -316,8 +232,7 @@ impl Semaphore {
     /// Dropping the future after the call was sent may have taken the permits.
     pub async fn drain_permits(&self) -> Result<i64> {
         let call = self.calls().drain();
-        let reply = run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "drain");
+        let reply = run_synced(&self.client, call, &self.name, (OBJECT, "drain")).await?;
         integer(&reply, &self.name)
     }
 
@@ -332,8 +247,7 @@ impl Semaphore {
     /// Dropping the future after the call was sent may or may not have added the permits.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let call = self.calls().add(permits);
-        run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("semaphore", &self.name, "add");
+        run_synced(&self.client, call, &self.name, (OBJECT, "add")).await?;
         Ok(())
     }
 
@@ -413,20 +327,95 @@ fn clamp(permits: u64) -> i64 {
     i64::try_from(permits).unwrap_or(i64::MAX)
 }
 
-/// A `1`/`0` reply.
-pub(crate) fn flag(reply: &Value, name: &str) -> Result<bool> {
-    match reply.as_i64() {
-        Some(1) => Ok(true),
-        Some(0) => Ok(false),
-        _ => Err(unexpected(name, format!("1 or 0 expected, got {reply:?}"))),
+/// One taking of `permits` permits: the engine's waiter for [`Semaphore::acquire`] and its
+/// variants.
+struct Take<'a> {
+    semaphore: &'a Semaphore,
+    permits: u64,
+}
+
+/// Permits taken, on their way to the caller.
+struct Taken {
+    semaphore: Semaphore,
+    permits: u64,
+}
+
+/// Permits taken for a caller that went away are given back.
+impl Orphan for Taken {
+    fn orphaned(self) {
+        crate::observe::late_acquisition(&self.semaphore.name, "");
+        let client = self.semaphore.client.clone();
+        drop(client.spawn(async move {
+            if let Err(e) = self.semaphore.give_back(self.permits).await {
+                log::warn!(
+                    "could not give back the permits of {} its dropped caller took: {e}",
+                    self.semaphore.name
+                );
+            }
+        }));
     }
 }
 
-/// An integer reply.
-pub(crate) fn integer(reply: &Value, name: &str) -> Result<i64> {
-    reply
-        .as_i64()
-        .ok_or_else(|| unexpected(name, format!("an integer expected, got {reply:?}")))
+impl Waiter for Take<'_> {
+    type Won = Taken;
+    /// Redisson retries an unreplicated SEM-ACQ, a single try's too.
+    const RETRIES_UNREPLICATED_ONCE: bool = true;
+
+    fn client(&self) -> &Client {
+        &self.semaphore.client
+    }
+
+    fn name(&self) -> &str {
+        &self.semaphore.name
+    }
+
+    /// One SEM-ACQ, never cut short ([`detach`]); taken but acknowledged by no replica: given
+    /// back, [`Error::NotReplicated`].
+    async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
+        let (this, permits) = (self.semaphore.clone(), self.permits);
+        let deadline = wait.deadline();
+        detach(
+            self.client().runtime(),
+            || (),
+            move |_| async move {
+                let call = this.calls().acquire(permits);
+                let taken = |v: &Value| v.as_i64() == Some(1);
+                let undo = || async {
+                    if let Err(e) = this.give_back(permits).await {
+                        log::warn!(
+                            "could not give back the unreplicated permits of {}: {e}",
+                            this.name
+                        );
+                    }
+                };
+                let value = run_taking(&this.client, call, (&this.name, ""), deadline, taken, undo)
+                    .await
+                    .map_err(|f| f.error)??;
+                if flag(&value, &this.name)? {
+                    Ok(Step::Done(Won::new(Taken {
+                        semaphore: this,
+                        permits,
+                    })))
+                } else {
+                    Ok(Step::Busy { frees_in: None })
+                }
+            },
+        )
+        .await
+    }
+
+    /// Not repeated after a transient failure: the permits are anonymous, so an attempt whose
+    /// reply was lost cannot be told apart from one that never ran (it may have taken them).
+    fn repeatable(&self) -> bool {
+        false
+    }
+
+    fn sleep_on(&self) -> SleepOn {
+        SleepOn::Channel {
+            channel: self.semaphore.channel.clone(),
+            reading: Reading::Permits,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -435,14 +424,9 @@ mod tests {
     use crate::conn::scripts::tests::assert_matches_header;
 
     #[test]
-    fn replies_decode_strictly() {
-        assert!(flag(&Value::Integer(1), "s").unwrap());
-        assert!(!flag(&Value::Integer(0), "s").unwrap());
-        assert!(flag(&Value::Integer(2), "s").is_err());
-        assert!(flag(&Value::Null, "s").is_err());
-        assert_eq!(integer(&Value::Integer(-3), "s").unwrap(), -3);
-        assert!(integer(&Value::Null, "s").is_err());
+    fn a_permit_count_is_clamped_to_a_redis_integer() {
         assert_eq!(clamp(u64::MAX), i64::MAX);
+        assert_eq!(clamp(3), 3);
     }
 
     #[test]

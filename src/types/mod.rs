@@ -1,7 +1,12 @@
-//! Small value types with no dependencies: the key and channel names ([`names`]), owners
-//! ([`owner`]), permit ids ([`permit`]), TTL readings ([`ttl`]), the millisecond arithmetic of leases and deadlines ([`millis`]) and the client's statistics snapshot ([`stats`]).
+//! Small value types with no dependencies: the wall clock ([`clock`]), the key and channel
+//! names ([`names`]), the group multi-lock's field names ([`group_fields`]), owners
+//! ([`owner`]), the local wait lines of the queueing kinds ([`line`](mod@line)), permit ids
+//! ([`permit`]), TTL readings ([`ttl`]), the millisecond arithmetic of leases and deadlines
+//! ([`millis`]) and the client's statistics snapshot ([`stats`]).
 
-pub(crate) mod highway;
+pub(crate) mod clock;
+pub(crate) mod group_fields;
+pub(crate) mod line;
 pub(crate) mod millis;
 pub(crate) mod names;
 pub(crate) mod owner;

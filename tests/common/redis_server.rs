@@ -137,7 +137,10 @@ impl RedisServer {
         }
     }
 
-    /// Starts the server again, empty, on the same port.
+    /// Starts the server again on the same port, from what its directory holds: its AOF
+    /// (with `--appendonly yes`), or the `dump.rdb` that a replica writes at each full sync
+    /// even with saving off (so a replica restarted this way comes back with the data of its
+    /// last full sync). Without either, empty. [`restart_empty`](Self::restart_empty) drops both.
     pub fn restart(&mut self) {
         self.kill();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -145,6 +148,17 @@ impl RedisServer {
             assert!(Instant::now() < deadline, "redis-server did not restart");
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+}
+
+impl RedisServer {
+    /// Kills the process and starts it again on the same port without any data: its AOF and
+    /// its `dump.rdb` (a replica's last full sync) removed first, as a disk lost with the crash.
+    pub fn restart_empty(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(self.dir.join("appendonlydir"));
+        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
+        self.restart();
     }
 }
 

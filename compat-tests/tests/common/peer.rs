@@ -1,6 +1,7 @@
 //! The test side of the `lock-peer` line protocol (`shared/peer-protocol.md`): one process that
 //! speaks it (the crate's `lock-peer` or the Java driver over real Redisson), its replies
-//! claimed by thread and command. Shared by `cross_process.rs` and `beside_java.rs`.
+//! claimed by thread and command; and [`hot_lock`], a fairness run of two peers on one lock.
+//! Shared by `cross_process.rs`, `beside_java.rs` and the bench (`examples/bench/`).
 #![allow(dead_code)]
 
 use std::{
@@ -8,8 +9,10 @@ use std::{
     io::{BufRead, BufReader, Write},
     process::{Child, ChildStdin, Command, Stdio},
     sync::mpsc,
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
+
+use compat_tests::fairness::{Fairness, Hold};
 
 /// One `lock-peer` process.
 ///
@@ -77,9 +80,13 @@ fn thread_of(input: &[u8]) -> Option<String> {
 }
 
 impl Peer {
-    /// Starts the crate's `lock-peer` with `extra` options on `url`.
+    /// Starts the crate's `lock-peer` (of this test build) with `extra` options on `url`.
     pub fn start(url: &str, extra: &[&str]) -> Peer {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_lock-peer"));
+        // Cargo names the binary to integration tests only (the bench starts its own).
+        let Some(exe) = option_env!("CARGO_BIN_EXE_lock-peer") else {
+            panic!("Peer::start is for integration tests (the bench starts its own lock-peer)")
+        };
+        let mut command = Command::new(exe);
         command.args(extra).arg(url);
         Peer::spawn(command)
     }
@@ -138,6 +145,20 @@ impl Peer {
         let n = self.sent.entry(thread.clone()).or_insert(0);
         *n += 1;
         Some((thread, *n))
+    }
+
+    /// Sends several lines in one write (commands that should start together).
+    pub fn send_lines(&mut self, lines: &[String]) {
+        let mut all = Vec::new();
+        for line in lines {
+            all.extend_from_slice(line.as_bytes());
+            all.push(b'\n');
+            if let Some(thread) = thread_of(line.as_bytes()) {
+                *self.sent.entry(thread).or_insert(0) += 1;
+            }
+        }
+        self.stdin.write_all(&all).unwrap();
+        self.stdin.flush().unwrap();
     }
 
     /// Reads one more line into the buffer; panics if none comes before `deadline`.
@@ -263,4 +284,61 @@ impl Drop for Peer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+}
+
+/// A fairness run on one hot lock: `owners` owners (threads `h1`, `h2`, ...) in each of `a` and
+/// `b` loop `rounds` times on the lock `name`: lock, hold for `hold_ms`, unlock, with no pause
+/// between an unlock and the next lock (each thread runs its next command at once, as a Java
+/// thread looping over `lock(); try { work } finally { unlock(); }` does). All of `a`'s
+/// commands go out first (the start order), then `b`'s; returns when every owner is done.
+/// What it measures: [`Fairness`] (its module doc defines each figure).
+pub fn hot_lock(
+    a: &mut Peer,
+    b: &mut Peer,
+    name: &str,
+    owners: usize,
+    rounds: usize,
+    hold_ms: u64,
+) -> Fairness {
+    for peer in [&mut *a, &mut *b] {
+        let mut script = Vec::new();
+        for _ in 0..rounds {
+            for o in 1..=owners {
+                script.push(format!("h{o} lock {name}"));
+                script.push(format!("h{o} sleep {hold_ms}"));
+                script.push(format!("h{o} unlock {name}"));
+            }
+        }
+        // One write: every owner of this side starts at once.
+        peer.send_lines(&script);
+    }
+    let started = now_ms();
+    let patience = Duration::from_millis(hold_ms * (2 * owners * rounds) as u64 * 4 + 20_000);
+    let mut holds = Vec::new();
+    for (side, peer) in [&mut *a, &mut *b].into_iter().enumerate() {
+        for o in 1..=owners {
+            let thread = format!("h{o}");
+            for _ in 0..rounds {
+                let got = peer.reply(&thread, "lock", patience);
+                assert!(got.ok, "{got:?}");
+                let released = peer.reply(&thread, "unlock", patience);
+                assert!(released.ok, "{released:?}");
+                let _ = peer.reply(&thread, "sleep", patience);
+                holds.push(Hold {
+                    at: got.at,
+                    released: released.at,
+                    side,
+                    owner: o,
+                });
+            }
+        }
+    }
+    Fairness::of(holds, started)
 }

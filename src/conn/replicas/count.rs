@@ -10,7 +10,8 @@ use crate::conn::connect::Sentinels;
 
 /// Whether a replica the sentinels list for `master` (the master the client reached after a
 /// failover) is alive: a server whose address accepts a connection, among those no sentinel
-/// that answered holds down (`s_down`, `o_down`), the master itself left out. A stopped
+/// that answered holds down (`s_down`, `o_down`), the master itself and servers that still
+/// report the role of a master (`role-reported`) left out. A stopped
 /// process still accepts (its kernel does), a dead one refuses: a replica that may still
 /// attach counts, the old master killed for good does not. `None` when no sentinel answered
 /// (or on a deployment without sentinels). Bounded by `within` for the sentinels, and again
@@ -60,7 +61,7 @@ fn fields(replica: Value) -> Option<Vec<(String, String)>> {
 }
 
 /// The addresses of the replicas worth asking (see [`replicas_alive`]): listed, not held down,
-/// not `master`.
+/// not `master`, not reporting the role of a master.
 fn candidates<'a>(
     listed: impl IntoIterator<Item = &'a Vec<(String, String)>>,
     master: &Master,
@@ -78,10 +79,15 @@ fn candidates<'a>(
         };
         let down =
             get("flags").is_some_and(|f| f.split(',').any(|f| f == "s_down" || f == "o_down"));
+        // A server listed as a replica that still says it is a master (the old master of a
+        // graceful failover, until the sentinels reconfigure it, about 10 s later) can
+        // acknowledge nothing before it has become a replica and synced: not waited for.
+        let still_master = get("role-reported") == Some("master");
         let is_master = master
             .as_ref()
             .is_some_and(|m| &*m.host == host && m.port == port);
-        if !down && !is_master && !out.iter().any(|(h, p)| h == host && *p == port) {
+        if !down && !still_master && !is_master && !out.iter().any(|(h, p)| h == host && *p == port)
+        {
             out.push((host.to_owned(), port));
         }
     }
@@ -149,6 +155,23 @@ mod tests {
         assert_eq!(
             candidates(&listed, &Some(Server::new("127.0.0.1", 7002))),
             vec![("127.0.0.1".to_owned(), 7001)]
+        );
+    }
+
+    #[test]
+    fn a_listed_replica_that_still_reports_the_master_role_is_not_worth_asking() {
+        let replica = |port: &str, role: &str| {
+            vec![
+                ("ip".to_owned(), "127.0.0.1".to_owned()),
+                ("port".to_owned(), port.to_owned()),
+                ("flags".to_owned(), "slave".to_owned()),
+                ("role-reported".to_owned(), role.to_owned()),
+            ]
+        };
+        let listed = [replica("7001", "master"), replica("7002", "slave")];
+        assert_eq!(
+            candidates(&listed, &None),
+            vec![("127.0.0.1".to_owned(), 7002)]
         );
     }
 }

@@ -1,469 +1,479 @@
-//! The one acquire engine shared by every lock kind (protocol §4.7).
+//! The one acquire engine (protocol §4.7, sync protocol §2–4): the wait/retry/undo/cancel
+//! shell every [`Waiter`] runs in — an owner's claim to a lock of any kind, a semaphore's
+//! taking of permits, a permit-expirable semaphore's taking of a permit, a latch's look at its
+//! count.
 //!
-//! attempt → on failure subscribe (barrier) → attempt again → sleep on the channel's wake-ups
-//! for min(TTL, time left) → repeat until acquired or out of time → leave the subscription.
-//! Kinds without a channel (the spin lock) sleep a back-off step instead.
+//! A single try is one attempt. A wait is rounds of: attempt → on busy, subscribe (barrier) →
+//! attempt again → sleep on the channel's wake-ups for min(what the attempt said, time left) →
+//! repeat until done or out of time → leave the subscription. Waiters without a channel (the
+//! spin lock) sleep back-off steps instead; a queueing lock kind's waiters wait in the local
+//! wait line first (`sleep`). Around every attempt and every round:
+//! * an attempt no replica acknowledged (undone by the attempt: [`Error::NotReplicated`]) is
+//!   tried again after `retry_delay`, at most `retry_attempts` times in a row and within the
+//!   deadline, as Redisson retries it ([`retry_unreplicated`]);
+//! * a round that failed on a transient error (a command timeout, a lost connection, an
+//!   ambiguous attempt, a subscription that could not be made) starts again after a growing
+//!   pause, within the deadline — unless an attempt failed and the waiter's attempts cannot be
+//!   repeated ([`Waiter::repeatable`]); only at the deadline is the last error returned;
+//! * a wait that ends without success runs the waiter's give-up clean-up ([`GiveUp`]).
 //!
-//! The waiting loops ([`wait_on_wakeups`], [`wait_with_backoff`]) are written over an attempt
-//! function and a wake-up source, so their arithmetic is unit-tested on paused time without
-//! Redis.
-//!
-//! Cancel safety: no task is spawned for an attempt; an attempt dropped with its script in
-//! flight hands its outcome to a reconciliation task (see [`Hold::attempt`]). The subscription
-//! is a value whose `Drop` leaves the channel; a queued waiter's give-up clean-up (the fair
-//! lock's queue exit) and its local-queue ticket run on drop too. So a dropped waiter leaves no
-//! subscription, no queue entry, no lock and no watchdog registration.
+//! Cancel safety: the stretch of an attempt that may take something is never cut short
+//! ([`detach`](super::waiter::detach): a dropped caller hands it to a task of its own), so a dropped waiter leaves nothing behind: what the
+//! attempt won reaches nobody and undoes itself. The subscription is a value whose `Drop`
+//! leaves the channel; the wait line's ticket leaves the line on drop; the give-up clean-up
+//! runs in the background if the wait is dropped. So a dropped waiter leaves no subscription,
+//! no queue entry, no lock, no permit and no watchdog registration.
 
-use std::{future::Future, time::Duration};
+use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{
-    backoff::BackOff,
-    hold::{Acquired, GiveUp, Hold},
-    queue::{Plan, Ticket},
+    sleep::{subscribed, wait_in_line, wait_on_wakeups, wait_with_backoff},
+    waiter::{left, SleepOn, Step, Wait, Waiter, Won},
 };
-use crate::lock::kind::{Mode, Step, Waiting};
-use crate::{
-    error::{Error, Result},
-    service::pubsub,
-};
+use crate::error::{Error, Result};
 
-/// How long an acquisition may wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wait {
-    /// One attempt only.
-    No,
-    /// Until the deadline (`None`: without limit).
-    Until(Option<Instant>),
-}
+/// The first pause after a transient failure of a wait (it doubles up to the configured retry
+/// delay).
+pub(crate) const OUTAGE_PAUSE: Duration = Duration::from_millis(50);
 
-impl Wait {
-    /// A wait of `d`; zero means one attempt, an overflowing one means "without limit".
-    pub(crate) fn for_duration(d: Duration) -> Wait {
-        if d.is_zero() {
-            Wait::No
-        } else {
-            Wait::Until(Instant::now().checked_add(d))
-        }
-    }
-}
-
-/// Something a waiter sleeps on until a message wakes it.
-pub(crate) trait Wake {
-    /// Sleeps until woken or `max` passes; `true` when woken.
-    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send;
-}
-
-impl Wake for pubsub::Subscription {
-    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send {
-        self.wait(Some(max))
-    }
-}
-
-impl Wake for pubsub::Wakeups {
-    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send {
-        self.wait(Some(max))
-    }
-}
-
-/// Time left before `deadline` (`None`: no deadline).
-fn left(deadline: Option<Instant>) -> Option<Duration> {
-    deadline.map(|d| d.saturating_duration_since(Instant::now()))
-}
-
-/// Runs the acquire protocol for any lock kind: one attempt ([`Wait::No`]), or a wait until
-/// acquired or the deadline, after which a queued waiter's give-up clean-up runs (see
-/// [`GiveUp`]).
-pub(crate) async fn acquire(hold: &Hold, wait: Wait) -> Result<Option<Acquired>> {
-    let deadline = match wait {
-        Wait::No => {
-            // A single try waits at most one command timeout for an earlier ambiguous attempt's
-            // reconciliation.
-            let bound = crate::config::later(Instant::now(), hold.client.config().timeout);
-            return Ok(match hold.attempt(Mode::Once, Some(bound)).await? {
-                Step::Done(acquired) => Some(acquired),
+/// Runs `waiter` for a caller that waits `wait`: one attempt ([`Wait::Once`]), or a wait until
+/// done or the deadline, after which a waiter's give-up clean-up runs (see [`GiveUp`]).
+/// `Ok(None)`: busy, or the deadline passed.
+pub(crate) async fn acquire<W: Waiter>(waiter: &W, wait: Wait) -> Result<Option<Won<W::Won>>> {
+    match wait {
+        Wait::Once => {
+            let step = if W::RETRIES_UNREPLICATED_ONCE {
+                retry_unreplicated(waiter, wait).await?
+            } else {
+                waiter.attempt(wait).await?
+            };
+            Ok(match step {
+                Step::Done(won) => Some(won),
                 Step::Busy { .. } => None,
-            });
+            })
         }
-        Wait::Until(deadline) => deadline,
-    };
-    let give_up = GiveUp::arm(hold);
-    let outcome = wait_for(hold, deadline).await;
-    give_up.settle(matches!(outcome, Ok(Some(_)))).await;
-    outcome
+        Wait::Until(deadline) => {
+            let give_up = GiveUp::arm(waiter);
+            let outcome = wait_until(waiter, deadline).await;
+            give_up.settle(matches!(outcome, Ok(Some(_)))).await;
+            outcome
+        }
+    }
 }
 
-/// A waiting acquisition: [`wait_once`], started again after a transient failure (a command
-/// timeout, a lost connection, an ambiguous attempt, a subscription that could not be made)
-/// with a growing pause, until acquired or the caller's deadline; only then is the last error
-/// returned. An acquisition no replica acknowledged ([`Error::NotReplicated`], already undone)
-/// is tried again after `retry_delay`, at most `retry_attempts` times and within the deadline,
-/// as Redisson retries it. Other errors end the wait at once.
-async fn wait_for(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acquired>> {
-    let config = hold.client.config();
-    let max_pause = config.retry_delay.max(OUTAGE_PAUSE);
+/// Why a round of a wait failed: its error, and whether an attempt failed (its outcome unknown
+/// to the caller) or something around the attempts (a subscription: nothing was taken).
+#[derive(Debug)]
+struct Failure {
+    error: Error,
+    in_attempt: bool,
+}
+
+impl Failure {
+    fn of_attempt(error: Error) -> Self {
+        Failure {
+            error,
+            in_attempt: true,
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure {
+            error,
+            in_attempt: false,
+        }
+    }
+}
+
+/// A waiting call: [`round`]s, the next one started after a transient failure with a growing
+/// pause (see the module docs), until done or the deadline.
+async fn wait_until<W: Waiter>(
+    waiter: &W,
+    deadline: Option<Instant>,
+) -> Result<Option<Won<W::Won>>> {
+    let max_pause = waiter.config().retry_delay.max(OUTAGE_PAUSE);
     let mut pause = OUTAGE_PAUSE;
-    let mut unreplicated = 0;
     loop {
-        match wait_once(hold, deadline).await {
+        let Failure { error, in_attempt } = match round(waiter, deadline).await {
+            Ok(won) => return Ok(won),
+            Err(failure) => failure,
+        };
+        let again = error.is_transient()
+            && !matches!(error, Error::NotReplicated { .. })
+            && !waiter.is_closed()
+            && (!in_attempt || waiter.repeatable());
+        let remaining = left(deadline);
+        if !again || remaining == Some(Duration::ZERO) {
+            return Err(error);
+        }
+        log::debug!("waiting for {}: {error}; trying again", waiter.name());
+        tokio::time::sleep(remaining.map_or(pause, |r| r.min(pause))).await;
+        pause = (pause * 2).min(max_pause);
+    }
+}
+
+/// One round of a wait, top to bottom: the waiter's own first attempt (unless it queues
+/// without one), then its sleeping: back-off steps, the local wait line, or the channel's
+/// wake-ups, each attempt retried while unreplicated.
+async fn round<W: Waiter>(
+    waiter: &W,
+    deadline: Option<Instant>,
+) -> std::result::Result<Option<Won<W::Won>>, Failure> {
+    let wait = Wait::Until(deadline);
+    let attempt = || async move {
+        retry_unreplicated(waiter, wait)
+            .await
+            .map_err(Failure::of_attempt)
+    };
+    if waiter.attempts_first() {
+        if let Step::Done(won) = attempt().await? {
+            return Ok(Some(won));
+        }
+        if left(deadline) == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+    }
+    let (channel, reading) = match waiter.sleep_on() {
+        SleepOn::BackOff(backoff) => return wait_with_backoff(attempt, backoff, deadline).await,
+        SleepOn::Channel { channel, reading } => (channel, reading),
+    };
+    let client = waiter.client();
+    if let Some(line) = waiter.wait_line() {
+        let ticket = client.wait_lines().join(line, waiter.name(), &channel);
+        return wait_in_line(waiter, ticket, deadline, attempt).await;
+    }
+    let subscription = client.pubsub().subscribe_as(&channel, reading);
+    if !subscribed(waiter, &subscription, deadline).await? {
+        return Ok(None);
+    }
+    // A lock without a TTL (only left behind by a foreign client), a semaphore without
+    // permits: the watchdog timeout bounds the sleep instead of an endless wait.
+    let fallback = waiter.config().lock_watchdog_timeout;
+    wait_on_wakeups(attempt, &subscription, deadline, fallback).await
+}
+
+/// One attempt, tried again while no replica acknowledges it (each was undone): after
+/// `retry_delay`, at most `retry_attempts` times in a row, only when the delay ends before the
+/// deadline, and not on a closed client. Other outcomes are returned as they are.
+async fn retry_unreplicated<W: Waiter>(waiter: &W, wait: Wait) -> Result<Step<Won<W::Won>>> {
+    let config = waiter.config();
+    let (attempts, delay) = (config.retry_attempts, config.retry_delay);
+    let mut tries = 0;
+    loop {
+        match waiter.attempt(wait).await {
             Err(e @ Error::NotReplicated { .. }) => {
-                let delay = config.retry_delay;
-                if unreplicated >= config.retry_attempts
-                    || hold.client.is_closed()
-                    || left(deadline).is_some_and(|r| r <= delay)
+                if tries >= attempts
+                    || waiter.is_closed()
+                    || left(wait.deadline()).is_some_and(|r| r <= delay)
                 {
                     return Err(e);
                 }
-                unreplicated += 1;
-                log::debug!("waiting for {}: {e}; trying again", hold.name());
+                tries += 1;
+                log::debug!("acquiring {}: {e}; trying again", waiter.name());
                 tokio::time::sleep(delay).await;
-            }
-            Err(e) if e.is_transient() && !hold.client.is_closed() => {
-                let remaining = left(deadline);
-                if remaining == Some(Duration::ZERO) {
-                    return Err(e);
-                }
-                log::debug!("waiting for {}: {e}; trying again", hold.name());
-                tokio::time::sleep(remaining.map_or(pause, |r| r.min(pause))).await;
-                pause = (pause * 2).min(max_pause);
             }
             other => return other,
         }
     }
 }
 
-/// The first pause after a transient failure of a waiting acquisition (it doubles up to the
-/// configured retry delay).
-const OUTAGE_PAUSE: Duration = Duration::from_millis(50);
-
-/// One waiting acquisition, top to bottom: the waiter's own first attempt (unless the local
-/// queue says to queue without one), then the kind's way of waiting: back-off steps, the local
-/// queue ([`wait_in_queue`]), or the channel's wake-ups ([`wait_on_wakeups`]).
-async fn wait_once(hold: &Hold, deadline: Option<Instant>) -> Result<Option<Acquired>> {
-    let mode = Mode::Queued {
-        queue_ms: hold.queue_ms,
-    };
-    let tag = hold.proto.local_queue();
-    let queues = hold.client.local_queues();
-    let attempts_first = tag.is_none_or(|tag| {
-        queues.attempts_first(
-            tag,
-            hold.name(),
-            hold.client.ledgers().may_hold(&hold.key()),
-        )
-    });
-    if attempts_first {
-        if let Step::Done(acquired) = hold.attempt(mode, deadline).await? {
-            return Ok(Some(acquired));
-        }
-        if left(deadline) == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-    }
-    let attempt = || hold.attempt(mode, deadline);
-    let channel = match hold.proto.waiting() {
-        Waiting::BackOff(backoff) => return wait_with_backoff(attempt, backoff, deadline).await,
-        Waiting::Channel(channel) => channel,
-        Waiting::PerWaiter { prefix } => Waiting::waiter_channel(&prefix, &hold.field),
-    };
-    if let Some(tag) = tag {
-        let ticket = queues.join(tag, hold.name(), &channel);
-        return wait_in_queue(hold, ticket, mode, deadline).await;
-    }
-    let subscription = hold.client.pubsub().subscribe(&channel);
-    if !subscribed(hold, &subscription, deadline).await? {
-        return Ok(None);
-    }
-    // A key without a TTL (only left behind by a foreign client) gets the watchdog timeout as a
-    // bound instead of an endless wait.
-    let fallback = hold.client.config().lock_watchdog_timeout;
-    wait_on_wakeups(attempt, &subscription, deadline, fallback).await
+/// A waiter's give-up clean-up (the fair lock's queue exit): run when the wait ends without
+/// success ([`settle`](Self::settle)), or in the background if the waiting future is dropped
+/// first, including while that call runs.
+pub(crate) struct GiveUp<'a, W: Waiter> {
+    waiter: &'a W,
+    armed: bool,
 }
 
-/// Waits for a subscription's barrier (subscribed, and the subscription confirmed by a round
-/// trip on the subscriber connection) for at most the configured subscription timeout, never
-/// past the deadline: `Ok(false)` when the deadline passed meanwhile (the caller gives up
-/// quietly), an error when the subscription failed or timed out before the deadline.
-async fn subscribed(
-    hold: &Hold,
-    subscription: &pubsub::Subscription,
-    deadline: Option<Instant>,
-) -> Result<bool> {
-    let limit = hold.client.config().subscription_timeout;
-    let wait = left(deadline).map_or(limit, |l| l.min(limit));
-    match subscription.ready(wait).await {
-        Ok(()) => Ok(true),
-        Err(e)
-            if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) =>
-        {
-            Ok(false)
+impl<'a, W: Waiter> GiveUp<'a, W> {
+    pub(crate) fn arm(waiter: &'a W) -> Self {
+        GiveUp {
+            waiter,
+            armed: true,
         }
-        Err(e) => Err(e),
+    }
+
+    /// The wait ended; after one that did not succeed, the give-up call runs now (a transient
+    /// failure hands it to the background, so the caller returns at its own deadline and the
+    /// entry still leaves the queue).
+    pub(crate) async fn settle(mut self, succeeded: bool) {
+        if !succeeded {
+            match self.waiter.give_up().await {
+                Ok(()) => {}
+                Err(e) if e.is_transient() => self.waiter.give_up_in_background(),
+                Err(e) => log::warn!("give-up clean-up of {} failed: {e}", self.waiter.name()),
+            }
+        }
+        self.armed = false;
     }
 }
 
-/// A waiter of a queueing kind (see `queue`): waits for its turn in the local queue, then, as
-/// the head, does what the queue says ([`Ticket::next`]: attempt, wait for a local holder's
-/// hand-over, or defer in a contest) and sleeps until a local hand-over, an unlock message or
-/// the bound the queue gave (the lock's TTL after a busy attempt). The deadline rule is
-/// [`wait_on_wakeups`]'s: a waiter woken at its deadline still tries once.
-async fn wait_in_queue(
-    hold: &Hold,
-    ticket: Ticket,
-    mode: Mode,
-    deadline: Option<Instant>,
-) -> Result<Option<Acquired>> {
-    if !ticket.wait_head(deadline).await {
-        return Ok(None);
-    }
-    let subscription = ticket.subscription(hold.client.pubsub());
-    if !subscribed(hold, &subscription, deadline).await? {
-        return Ok(None);
-    }
-    let fallback = hold.client.config().lock_watchdog_timeout;
-    let mut by_message = false;
-    loop {
-        let bound = match ticket.next(by_message) {
-            Plan::Wait(bound) | Plan::Defer(bound) => bound,
-            Plan::Attempt => match hold.attempt(mode, deadline).await? {
-                Step::Done(acquired) => {
-                    let lasts = Duration::from_millis(hold.lease_ms);
-                    ticket.acquired(
-                        hold.field.clone(),
-                        crate::config::later(acquired.sent_at, lasts),
-                    );
-                    return Ok(Some(acquired));
-                }
-                Step::Busy { frees_in } => {
-                    ticket.busy();
-                    frees_in.unwrap_or(fallback)
-                }
-            },
-        };
-        let remaining = left(deadline);
-        if remaining == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-        let sleep = remaining.map_or(bound, |r| r.min(bound));
-        let (woken, message) = tokio::select! {
-            () = ticket.notified() => (true, false),
-            woken = subscription.wait(Some(sleep)) => (woken, woken),
-        };
-        by_message = message;
-        if !woken && left(deadline) == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-    }
-}
-
-/// The channel wait: attempt; when busy, sleep on the wake-ups for min(the lock's TTL, time left)
-/// — so a missed message costs at most one TTL — and attempt again when woken or when the
-/// sleep ends. `fallback` bounds the sleep when the TTL is unknown. A waiter woken by a message
-/// always tries once more, even at its deadline, so the wake-up it consumed is never wasted.
-pub(crate) async fn wait_on_wakeups<T, F, Fut>(
-    mut attempt: F,
-    wakeups: &impl Wake,
-    deadline: Option<Instant>,
-    fallback: Duration,
-) -> Result<Option<T>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Step<T>>>,
-{
-    loop {
-        let frees_in = match attempt().await? {
-            Step::Done(t) => return Ok(Some(t)),
-            Step::Busy { frees_in } => frees_in,
-        };
-        let remaining = left(deadline);
-        if remaining == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-        let bound = frees_in.unwrap_or(fallback);
-        let sleep = remaining.map_or(bound, |r| r.min(bound));
-        let woken = wakeups.wake_or_timeout(sleep).await;
-        if !woken && left(deadline) == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-    }
-}
-
-/// The back-off wait (no pub/sub): sleep the next step (never past the deadline), attempt, and
-/// repeat until acquired or out of time.
-pub(crate) async fn wait_with_backoff<T, F, Fut>(
-    mut attempt: F,
-    mut backoff: BackOff,
-    deadline: Option<Instant>,
-) -> Result<Option<T>>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Step<T>>>,
-{
-    loop {
-        let step = backoff.next_delay();
-        let sleep = left(deadline).map_or(step, |r| r.min(step));
-        tokio::time::sleep(sleep).await;
-        match attempt().await? {
-            Step::Done(t) => return Ok(Some(t)),
-            Step::Busy { .. } if left(deadline) == Some(Duration::ZERO) => return Ok(None),
-            Step::Busy { .. } => {}
+impl<W: Waiter> Drop for GiveUp<'_, W> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.waiter.give_up_in_background();
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    };
 
     use super::*;
-    use crate::service::pubsub::Wakeups;
+    use crate::{
+        client::Client,
+        config::Config,
+        lock::{acquire::waiter::Orphan, kinds::backoff::BackOff},
+    };
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// A scripted lock: busy with the given TTLs, then acquired. Records when each attempt ran.
-    #[derive(Clone)]
-    struct Script {
-        replies: Arc<Mutex<Vec<Option<Duration>>>>,
-        times: Arc<Mutex<Vec<Duration>>>,
+    /// What a scripted attempt does.
+    #[derive(Clone, Copy, Debug)]
+    enum Reply {
+        Busy,
+        Done,
+        Lost,
+        Unreplicated,
+        Refused,
+    }
+
+    /// Counts its undoing.
+    struct Undo(Arc<AtomicUsize>);
+
+    impl Orphan for Undo {
+        fn orphaned(self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A waiter that sleeps back-off steps of 10 ms, with scripted attempt replies (then busy),
+    /// recording when each attempt ran and counting its give-ups (`ONCE`: whether a single try
+    /// is retried while unreplicated, a synchronizer's rule).
+    struct Scripted<const ONCE: bool = false> {
+        config: Config,
+        replies: Mutex<Vec<Reply>>,
+        attempts: Mutex<Vec<(Duration, Wait)>>,
+        repeatable: bool,
+        give_ups: AtomicUsize,
+        in_background: AtomicUsize,
+        undone: Arc<AtomicUsize>,
         start: Instant,
     }
 
-    impl Script {
-        fn new(busy: &[Option<Duration>]) -> Self {
+    impl<const ONCE: bool> Scripted<ONCE> {
+        fn new(replies: &[Reply], repeatable: bool) -> Self {
+            let config = Config::default().retry_attempts(3).retry_delay(100 * MS);
             Self {
-                replies: Arc::new(Mutex::new(busy.iter().rev().copied().collect())),
-                times: Arc::default(),
+                config,
+                replies: Mutex::new(replies.iter().rev().copied().collect()),
+                attempts: Mutex::default(),
+                repeatable,
+                give_ups: AtomicUsize::new(0),
+                in_background: AtomicUsize::new(0),
+                undone: Arc::default(),
                 start: Instant::now(),
             }
         }
 
-        fn attempt(&self) -> impl Future<Output = Result<Step<Duration>>> {
-            let at = self.start.elapsed();
-            self.times.lock().unwrap().push(at);
-            let next = self.replies.lock().unwrap().pop();
-            async move {
-                Ok(match next {
-                    Some(frees_in) => Step::Busy { frees_in },
-                    None => Step::Done(at),
-                })
+        fn times(&self) -> Vec<Duration> {
+            self.attempts.lock().unwrap().iter().map(|a| a.0).collect()
+        }
+    }
+
+    impl<const ONCE: bool> Waiter for Scripted<ONCE> {
+        type Won = Undo;
+        const RETRIES_UNREPLICATED_ONCE: bool = ONCE;
+
+        fn client(&self) -> &Client {
+            unreachable!("a back-off waiter needs no client")
+        }
+        fn config(&self) -> &Config {
+            &self.config
+        }
+        fn is_closed(&self) -> bool {
+            false
+        }
+        fn name(&self) -> &str {
+            "scripted"
+        }
+        async fn attempt(&self, wait: Wait) -> Result<Step<Won<Undo>>> {
+            self.attempts
+                .lock()
+                .unwrap()
+                .push((self.start.elapsed(), wait));
+            let reply = self.replies.lock().unwrap().pop().unwrap_or(Reply::Busy);
+            match reply {
+                Reply::Busy => Ok(Step::Busy { frees_in: None }),
+                Reply::Done => Ok(Step::Done(Won::new(Undo(self.undone.clone())))),
+                Reply::Lost => Err(Error::Timeout("no reply".into())),
+                Reply::Unreplicated => Err(Error::NotReplicated {
+                    lock: "scripted".into(),
+                    wanted: 1,
+                    acked: 0,
+                }),
+                Reply::Refused => Err(Error::InvalidArgument("refused".into())),
             }
         }
-
-        fn times(&self) -> Vec<Duration> {
-            self.times.lock().unwrap().clone()
+        fn repeatable(&self) -> bool {
+            self.repeatable
+        }
+        fn sleep_on(&self) -> SleepOn {
+            SleepOn::BackOff(Box::new(BackOff::constant(10 * MS)))
+        }
+        async fn give_up(&self) -> Result<()> {
+            self.give_ups.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn give_up_in_background(&self) {
+            self.in_background.fetch_add(1, Ordering::SeqCst);
         }
     }
 
-    const FOREVER: Option<Duration> = Some(Duration::from_secs(3600));
+    /// A lock's waiter (a single try is not retried while unreplicated).
+    fn scripted(replies: &[Reply], repeatable: bool) -> Scripted {
+        Scripted::new(replies, repeatable)
+    }
 
-    #[tokio::test(start_paused = true)]
-    async fn without_messages_each_sleep_is_bounded_by_the_ttl() {
-        let s = Script::new(&[Some(300 * MS), Some(200 * MS)]);
-        let wakeups = Wakeups::new(1);
-        let got = wait_on_wakeups(|| s.attempt(), &wakeups, None, 30_000 * MS).await;
-        assert_eq!(got.unwrap(), Some(500 * MS));
-        assert_eq!(s.times(), vec![Duration::ZERO, 300 * MS, 500 * MS]);
+    fn until(ms: u32) -> Wait {
+        Wait::Until(Some(Instant::now() + ms * MS))
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_unknown_ttl_sleeps_the_fallback() {
-        let s = Script::new(&[None]);
-        let wakeups = Wakeups::new(1);
-        let got = wait_on_wakeups(|| s.attempt(), &wakeups, None, 1_000 * MS).await;
-        assert_eq!(got.unwrap(), Some(1_000 * MS));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_deadline_ends_the_wait_exactly() {
-        let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
-        let wakeups = Wakeups::new(1);
-        let start = Instant::now();
-        let deadline = Some(start + 700 * MS);
-        let got = wait_on_wakeups(|| s.attempt(), &wakeups, deadline, 30_000 * MS).await;
-        assert!(got.unwrap().is_none());
-        assert_eq!(start.elapsed(), 700 * MS);
+    async fn a_single_try_is_one_attempt_and_no_give_up() {
+        let w = scripted(&[Reply::Busy], true);
+        assert!(acquire(&w, Wait::Once).await.unwrap().is_none());
         assert_eq!(
-            s.times(),
-            vec![Duration::ZERO],
-            "no attempt after an unwoken timeout"
+            *w.attempts.lock().unwrap(),
+            vec![(Duration::ZERO, Wait::Once)]
         );
+        assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
+        // A lock's single try is not retried when unreplicated: its caller decides.
+        let w = scripted(&[Reply::Unreplicated, Reply::Done], true);
+        let got = acquire(&w, Wait::Once).await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
+        assert_eq!(w.times().len(), 1);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_message_wakes_the_waiter_for_an_immediate_retry() {
-        let s = Script::new(&[FOREVER]);
-        let wakeups = Arc::new(Wakeups::new(1));
-        let waker = {
-            let wakeups = wakeups.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(120 * MS).await;
-                wakeups.wake_one();
-            })
-        };
-        let got = wait_on_wakeups(|| s.attempt(), &*wakeups, None, 30_000 * MS).await;
+    async fn a_wait_attempts_sleeps_and_gives_up_only_when_it_ends_without_success() {
+        let w = scripted(&[Reply::Busy, Reply::Busy, Reply::Done], true);
+        assert!(acquire(&w, until(1_000)).await.unwrap().is_some());
+        assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS, 20 * MS]);
+        assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
+        let w = scripted(&[], true);
+        assert!(acquire(&w, until(25)).await.unwrap().is_none());
+        assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS, 20 * MS, 25 * MS]);
+        assert_eq!(w.give_ups.load(Ordering::SeqCst), 1, "gave up once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_repeatable_attempt_lost_starts_the_wait_again_after_a_growing_pause() {
+        let w = scripted(&[Reply::Lost, Reply::Lost, Reply::Done], true);
+        assert!(acquire(&w, until(1_000)).await.unwrap().is_some());
         assert_eq!(
-            got.unwrap(),
-            Some(120 * MS),
-            "retried the moment the message came"
+            w.times(),
+            vec![Duration::ZERO, OUTAGE_PAUSE, 3 * OUTAGE_PAUSE],
+            "paused 50 ms, then 100 ms"
         );
-        waker.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_wake_up_while_still_busy_costs_one_attempt_then_the_deadline_holds() {
-        let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
-        let wakeups = Arc::new(Wakeups::new(1));
-        let start = Instant::now();
-        let waker = {
-            let wakeups = wakeups.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(100 * MS).await;
-                wakeups.wake_one();
-            })
-        };
-        let got = wait_on_wakeups(
-            || s.attempt(),
-            &*wakeups,
-            Some(start + 300 * MS),
-            30_000 * MS,
-        );
-        assert!(got.await.unwrap().is_none());
-        assert_eq!(start.elapsed(), 300 * MS);
-        assert_eq!(s.times(), vec![Duration::ZERO, 100 * MS]);
-        waker.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn backoff_sleeps_follow_the_schedule_and_stop_at_the_deadline() {
-        let s = Script::new(&[None, None, None, None, None]);
-        let backoff = BackOff::constant(40 * MS);
-        let start = Instant::now();
-        let got = wait_with_backoff(|| s.attempt(), backoff, Some(start + 100 * MS)).await;
-        assert!(got.unwrap().is_none());
-        assert_eq!(s.times(), vec![40 * MS, 80 * MS, 100 * MS]);
-
-        let s = Script::new(&[None]);
-        let got = wait_with_backoff(|| s.attempt(), BackOff::constant(25 * MS), None).await;
-        assert_eq!(got.unwrap(), Some(50 * MS));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn an_attempt_error_ends_the_wait_with_that_error() {
-        let wakeups = Wakeups::new(1);
-        let got: Result<Option<()>> = wait_on_wakeups(
-            || async { Err(crate::Error::Timeout("no reply".into())) },
-            &wakeups,
-            None,
-            MS,
-        )
-        .await;
+        // Still failing at the deadline: the last error.
+        let w = scripted(&[Reply::Lost; 20], true);
+        let got = acquire(&w, until(120)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
+        assert_eq!(w.times(), vec![Duration::ZERO, 50 * MS, 120 * MS]);
+        assert_eq!(w.give_ups.load(Ordering::SeqCst), 1);
     }
 
-    #[test]
-    fn a_zero_wait_is_one_attempt_and_an_overflowing_one_has_no_limit() {
-        assert_eq!(Wait::for_duration(Duration::ZERO), Wait::No);
-        assert_eq!(Wait::for_duration(Duration::MAX), Wait::Until(None));
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_cannot_be_repeated_ends_the_wait_with_its_error() {
+        let w = scripted(&[Reply::Busy, Reply::Lost, Reply::Done], false);
+        let got = acquire(&w, until(1_000)).await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
+        assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS], "not tried again");
+        // Other errors end any wait at once.
+        let w = scripted(&[Reply::Refused, Reply::Done], true);
+        let got = acquire(&w, until(1_000)).await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::InvalidArgument);
+        assert_eq!(w.times().len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreplicated_attempt_is_tried_again_after_the_delay_within_the_limits() {
+        // Two unreplicated tries, then taken: retried 100 ms apart, in place.
+        let w = scripted(
+            &[Reply::Unreplicated, Reply::Unreplicated, Reply::Done],
+            false,
+        );
+        assert!(acquire(&w, until(10_000)).await.unwrap().is_some());
+        assert_eq!(w.times(), vec![Duration::ZERO, 100 * MS, 200 * MS]);
+        // The retries run out (3 in a row): the error ends the wait, even for a repeatable
+        // waiter.
+        let w = scripted(&[Reply::Unreplicated; 10], true);
+        let got = acquire(&w, until(10_000)).await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
+        assert_eq!(w.times().len(), 4);
+        // No retry whose delay would end past the deadline.
+        let w = scripted(&[Reply::Unreplicated; 10], true);
+        let start = Instant::now();
+        let got = acquire(&w, until(150)).await;
+        assert!(got.is_err());
+        assert_eq!(
+            start.elapsed(),
+            100 * MS,
+            "one retry fits, the second would not"
+        );
+        // A busy attempt between them starts the count again.
+        let w = scripted(
+            &[
+                Reply::Unreplicated,
+                Reply::Unreplicated,
+                Reply::Busy,
+                Reply::Unreplicated,
+                Reply::Unreplicated,
+                Reply::Unreplicated,
+                Reply::Done,
+            ],
+            false,
+        );
+        assert!(acquire(&w, until(10_000)).await.unwrap().is_some());
+        assert_eq!(w.times().len(), 7);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_single_try_of_a_synchronizer_is_retried_while_unreplicated() {
+        let w = Scripted::<true>::new(
+            &[Reply::Unreplicated, Reply::Unreplicated, Reply::Done],
+            false,
+        );
+        assert!(acquire(&w, Wait::Once).await.unwrap().is_some());
+        assert_eq!(w.times(), vec![Duration::ZERO, 100 * MS, 200 * MS]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_wait_gives_up_in_the_background_and_leaves_no_success() {
+        let w = scripted(&[], true);
+        let wait = acquire(&w, Wait::Until(None));
+        let _ = tokio::time::timeout(35 * MS, wait).await;
+        assert_eq!(
+            w.in_background.load(Ordering::SeqCst),
+            1,
+            "given up in the background"
+        );
+        assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
+        // A success the caller never took (dropped with the engine's answer) is undone; a
+        // taken one is not.
+        let w = scripted(&[Reply::Done, Reply::Done], true);
+        drop(acquire(&w, Wait::Once).await.unwrap());
+        assert_eq!(w.undone.load(Ordering::SeqCst), 1);
+        let _taken = acquire(&w, Wait::Once).await.unwrap().unwrap().take();
+        assert_eq!(w.undone.load(Ordering::SeqCst), 1);
     }
 }

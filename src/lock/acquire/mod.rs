@@ -1,35 +1,10 @@
-//! The acquisition machinery every queueing and waiting kind shares: the one acquire engine
-//! ([`engine`]) and its waiting loops, one owner's hold and its calls ([`hold`]), the back-off
-//! schedules ([`backoff`]), and the per-client acquisition state: the owner ledger
-//! ([`ledger`]), the releases in flight ([`pending`]) and the local hand-off queues
-//! ([`queue`]).
+//! The acquisition: the one acquire engine ([`engine`]) that runs every [`waiter`] (a lock's
+//! claim, a synchronizer's attempt) through the same wait, retry, undo and cancel shell, its
+//! sleeping between attempts ([`sleep`]), and one owner's claim to one lock with every call
+//! made for it ([`claim`]).
 
-pub(crate) mod backoff;
+pub(crate) mod attempt;
+pub(crate) mod claim;
 pub(crate) mod engine;
-pub(crate) mod hold;
-pub(crate) mod ledger;
-pub(crate) mod pending;
-pub(crate) mod queue;
-
-use std::sync::Arc;
-
-use crate::config::LocalHandOff;
-
-/// What a client keeps of its own acquisitions, one value the client holds and every hold
-/// reaches through it: the owners' hold counts, the releases handed to the background, the
-/// local hand-off queues.
-pub(crate) struct Acquisitions {
-    pub(crate) ledgers: ledger::Ledgers,
-    pub(crate) pending: Arc<pending::PendingReleases>,
-    pub(crate) queues: Arc<queue::LocalQueues>,
-}
-
-impl Acquisitions {
-    pub(crate) fn new(hand_off: LocalHandOff) -> Self {
-        Acquisitions {
-            ledgers: Default::default(),
-            pending: Default::default(),
-            queues: Arc::new(queue::LocalQueues::new(hand_off)),
-        }
-    }
-}
+pub(crate) mod sleep;
+pub(crate) mod waiter;

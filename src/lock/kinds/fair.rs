@@ -1,81 +1,62 @@
 //! The fair lock (Redisson `RFairLock`, protocol §7): FIFO hand-over through a queue list, a
 //! sorted set of waiter deadlines (epoch ms) and one wake-up channel per waiter.
 
-use std::{
-    sync::Arc,
-    time::{SystemTime, UNIX_EPOCH},
-};
-
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    kind::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
-    },
+    front::Lock,
+    protocol::{AcquireReply, AcquireRequest, Attempt, Protocol, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::RenewalShape,
-    types::names,
     types::owner::Owner,
+    types::{clock::epoch_ms, names},
 };
 
-/// The fair lock kind (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
-///
-/// Keys: the lock hash `N` (as [`RLock`](crate::RLock)), the queue `redisson_lock_queue:{N}` and
-/// the deadlines `redisson_lock_timeout:{N}` (epoch-ms scores from this machine's clock); each
-/// waiter is woken on its own channel `redisson_lock__channel:{N}:<uuid>:<id>`. A waiter keeps
-/// its place for `fair_lock_wait_timeout` (or its own `try_lock_for` wait) between polls; a dead
-/// waiter at the head is skipped once that passes.
-///
-/// A waiter that gives up (its wait ends or its future is dropped) leaves the queue at once.
-/// Unlocking a fair lock that is no longer held succeeds, as in Redisson.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Fair, Lock};
-/// let lock: Lock<Fair> = client.get_fair_lock("jobs");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fair {}
+kind! {
+    /// The fair lock kind (Redisson `RFairLock`): reentrant, and waiters acquire in arrival order.
+    ///
+    /// Keys: the lock hash `N` (as [`RLock`](crate::RLock)), the queue `redisson_lock_queue:{N}` and
+    /// the deadlines `redisson_lock_timeout:{N}` (epoch-ms scores from this machine's clock); each
+    /// waiter is woken on its own channel `redisson_lock__channel:{N}:<uuid>:<id>`. A waiter keeps
+    /// its place for `fair_lock_wait_timeout` (or its own `try_lock_for` wait) between polls; a dead
+    /// waiter at the head is skipped once that passes.
+    ///
+    /// A waiter that gives up (its wait ends or its future is dropped) leaves the queue at once.
+    /// Unlocking a fair lock that is no longer held succeeds, as in Redisson.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Fair, Lock};
+    /// let lock: Lock<Fair> = client.get_fair_lock("jobs");
+    /// # Ok(()) }
+    /// ```
+    Fair = "fair";
 
-impl Sealed for Fair {}
-impl Kind for Fair {
-    const NAME: &'static str = "fair";
+    /// A fair lock handle; see [`Lock`] for the methods and [`Fair`] for the layout.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::FairLock = client.get_fair_lock("jobs");
+    /// let guard = lock.lock().await?; // waiters are served in the order they came
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type FairLock;
+
+    /// A hold of a [`FairLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::FairGuard = client.get_fair_lock("jobs").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type FairGuard;
 }
 
-/// A fair lock handle; see [`Lock`] for the methods and [`Fair`] for the layout.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::FairLock = client.get_fair_lock("jobs");
-/// let guard = lock.lock().await?; // waiters are served in the order they came
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type FairLock = Lock<Fair>;
-
-/// A hold of a [`FairLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::FairGuard = client.get_fair_lock("jobs").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type FairGuard = Guard<Fair>;
-
-/// This machine's wall clock in epoch ms (the fair and group locks put it into Redis).
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
-pub(crate) struct Desc {
+pub(crate) struct FairProtocol {
     pub(crate) name: String,
     pub(crate) key: Key,
     pub(crate) queue: Key,
@@ -85,7 +66,7 @@ pub(crate) struct Desc {
     pub(crate) try_wait_ms: u64,
 }
 
-impl Desc {
+impl FairProtocol {
     pub(crate) fn new(raw: String, try_wait_ms: u64) -> Self {
         Self {
             key: Key::from(raw.as_str()),
@@ -102,13 +83,13 @@ impl Desc {
     }
 }
 
-impl Protocol for Desc {
+impl Protocol for FairProtocol {
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::PerWaiter {
+    fn sleep(&self) -> Sleep {
+        Sleep::OwnChannel {
             prefix: format!("{}:", self.channel),
         }
     }
@@ -116,10 +97,10 @@ impl Protocol for Desc {
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let lease = Value::from(req.lease_ms as i64);
         let field = Value::from(req.field);
-        let now = Value::from(now_ms());
-        match req.mode {
+        let now = Value::from(epoch_ms());
+        match req.attempt {
             // F-TRY: ARGV = [lease, field, now, wait]; busy is 1, not a TTL.
-            Mode::Once => (
+            Attempt::Once => (
                 ScriptCall::new(
                     ScriptId::FairTry,
                     self.lock_keys(),
@@ -128,7 +109,7 @@ impl Protocol for Desc {
                 AcquireReply::NilOrBusy,
             ),
             // F-ACQ: ARGV = [lease, field, wait, now]; the reply bounds the next sleep.
-            Mode::Queued { queue_ms } => (
+            Attempt::Queued { queue_ms } => (
                 ScriptCall::new(
                     ScriptId::FairAcquire,
                     self.lock_keys(),
@@ -152,7 +133,7 @@ impl Protocol for Desc {
                 Value::from("0"),
                 Value::from(req.lease_ms as i64),
                 Value::from(req.field),
-                Value::from(now_ms()),
+                Value::from(epoch_ms()),
                 Value::from(req.publish),
                 Value::from(req.receipt_px_ms as i64),
             ],
@@ -181,7 +162,7 @@ impl Protocol for Desc {
             keys,
             vec![
                 Value::from("0"),
-                Value::from(now_ms()),
+                Value::from(epoch_ms()),
                 Value::from(publish),
             ],
         )
@@ -197,9 +178,7 @@ impl Client {
     /// A fair lock handle acting as `owner`.
     pub fn get_fair_lock_with_owner(&self, name: &str, owner: Owner) -> FairLock {
         let try_wait_ms = self.config().fair_wait_ms();
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc::new(raw, try_wait_ms))
-        }))
+        Lock::new(self, name, owner, |raw| FairProtocol::new(raw, try_wait_ms))
     }
 }
 
@@ -212,11 +191,11 @@ mod tests {
 
     #[test]
     fn only_a_queued_waiter_enqueues_and_every_call_matches_its_header() {
-        let d = Desc::new("n".into(), 300_000);
+        let d = FairProtocol::new("n".into(), 300_000);
         let once = AcquireRequest {
             field: "u:1",
             lease_ms: 10,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (try_call, reply) = d.acquire(once);
         assert_eq!(
@@ -226,7 +205,7 @@ mod tests {
         assert_eq!(try_call.args[3], Value::from(300_000i64));
         assert_matches_header(&try_call);
         let queued = AcquireRequest {
-            mode: Mode::Queued { queue_ms: 2_000 },
+            attempt: Attempt::Queued { queue_ms: 2_000 },
             ..once
         };
         let (acq, reply) = d.acquire(queued);
@@ -248,7 +227,7 @@ mod tests {
         let cancel = d.give_up("u:1", 2_000).unwrap();
         assert_matches_header(&cancel);
         assert_matches_header(&d.force_unlock("publish"));
-        match d.waiting().channel_for("u:1") {
+        match d.sleep().channel_for("u:1") {
             Some(c) => assert_eq!(c, "redisson_lock__channel:{n}:u:1"),
             other => panic!("{other:?}"),
         }

@@ -1,92 +1,80 @@
 //! The fenced lock (Redisson `RFencedLock`, protocol §9): an RLock whose every acquisition,
 //! re-entries included, increments `redisson_lock_token:{name}` and returns the new token.
 
-use std::sync::Arc;
-
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
+    front::Lock,
     guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
     kinds::reentrant,
+    protocol::{AcquireReply, AcquireRequest, Protocol},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::Result,
-    service::watchdog::RenewalShape,
+    types::line::WaitLine,
     types::names,
     types::owner::Owner,
 };
 
-/// The fenced lock kind (Redisson `RFencedLock`): the reentrant lock plus a fencing token.
-///
-/// Every successful acquisition (re-entries included, with or without lease) increments the
-/// counter `redisson_lock_token:{name}`, and the guard carries the new value
-/// ([`FencedGuard::token`](Guard::<Fenced>::token)). A fenced lock and an
-/// [`RLock`](crate::RLock) of the same name are the same lock.
-///
-/// # Fencing writes
-/// A lease-based lock can be lost while its holder still runs (a pause longer than the lease).
-/// Pass the token with every write to the protected resource and have the resource reject a
-/// token lower than the highest it has accepted; a holder that lost the lock then cannot
-/// overwrite the work of the next one, whose token is larger.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Fenced, Lock};
-/// let lock: Lock<Fenced> = client.get_fenced_lock("ledger");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Fenced {}
+kind! {
+    /// The fenced lock kind (Redisson `RFencedLock`): the reentrant lock plus a fencing token.
+    ///
+    /// Every successful acquisition (re-entries included, with or without lease) increments the
+    /// counter `redisson_lock_token:{name}`, and the guard carries the new value
+    /// ([`FencedGuard::token`](Guard::<Fenced>::token)). A fenced lock and an
+    /// [`RLock`](crate::RLock) of the same name are the same lock.
+    ///
+    /// # Fencing writes
+    /// A lease-based lock can be lost while its holder still runs (a pause longer than the lease).
+    /// Pass the token with every write to the protected resource and have the resource reject a
+    /// token lower than the highest it has accepted; a holder that lost the lock then cannot
+    /// overwrite the work of the next one, whose token is larger.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Fenced, Lock};
+    /// let lock: Lock<Fenced> = client.get_fenced_lock("ledger");
+    /// # Ok(()) }
+    /// ```
+    Fenced = "fenced";
 
-impl Sealed for Fenced {}
-impl Kind for Fenced {
-    const NAME: &'static str = "fenced";
+    /// A fenced lock handle; see [`Lock`] for the methods and [`Fenced`] for the token.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock = client.get_fenced_lock("ledger");
+    /// let guard = lock.lock().await?;
+    /// let token: u64 = guard.token();
+    /// // storage.write_if_token_at_least(token, data)?;
+    /// # let _ = token;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type FencedLock;
+
+    /// A hold of a [`FencedLock`], with its token.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::FencedGuard = client.get_fenced_lock("ledger").lock().await?;
+    /// let token: u64 = guard.token();
+    /// # Ok(()) }
+    /// ```
+    type FencedGuard;
 }
 
-/// A fenced lock handle; see [`Lock`] for the methods and [`Fenced`] for the token.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock = client.get_fenced_lock("ledger");
-/// let guard = lock.lock().await?;
-/// let token: u64 = guard.token();
-/// // storage.write_if_token_at_least(token, data)?;
-/// # let _ = token;
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type FencedLock = Lock<Fenced>;
-
-/// A hold of a [`FencedLock`], with its token.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::FencedGuard = client.get_fenced_lock("ledger").lock().await?;
-/// let token: u64 = guard.token();
-/// # Ok(()) }
-/// ```
-pub type FencedGuard = Guard<Fenced>;
-
-struct Desc {
-    base: reentrant::Desc,
+struct FencedProtocol {
+    base: reentrant::ReentrantProtocol,
     token_key: Key,
 }
 
-impl Protocol for Desc {
-    fn name(&self) -> &str {
-        &self.base.name
-    }
+impl Protocol for FencedProtocol {
+    pass_on!(name, sleep, release, renewal, force_unlock);
 
-    fn waiting(&self) -> Waiting {
-        self.base.waiting()
-    }
-
-    fn local_queue(&self) -> Option<&'static str> {
-        Some("fenced")
+    fn wait_line(&self) -> Option<WaitLine> {
+        Some(WaitLine::Fenced)
     }
 
     /// `KEYS = [N, token key]`, `ARGV = [lease, field]`; reply `{1, token}` or `{0, pttl}`.
@@ -97,18 +85,6 @@ impl Protocol for Desc {
             vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
         );
         (call, AcquireReply::FlagAndValue)
-    }
-
-    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        self.base.release(req)
-    }
-
-    fn renewal(&self) -> RenewalShape {
-        self.base.renewal()
-    }
-
-    fn force_unlock(&self, publish: &str) -> ScriptCall {
-        self.base.force_unlock(publish)
     }
 }
 
@@ -156,30 +132,28 @@ impl Client {
 
     /// A fenced lock handle acting as `owner`.
     pub fn get_fenced_lock_with_owner(&self, name: &str, owner: Owner) -> FencedLock {
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
-                token_key: Key::from(token_key(&raw)),
-                base: reentrant::Desc::new(raw),
-            })
-        }))
+        Lock::new(self, name, owner, |raw| FencedProtocol {
+            token_key: Key::from(token_key(&raw)),
+            base: reentrant::ReentrantProtocol::new(raw),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{conn::scripts::tests::assert_matches_header, lock::kind::Mode};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Attempt};
 
     #[test]
     fn the_acquire_call_carries_the_token_key() {
-        let d = Desc {
+        let d = FencedProtocol {
             token_key: Key::from(token_key("n")),
-            base: reentrant::Desc::new("n".into()),
+            base: reentrant::ReentrantProtocol::new("n".into()),
         };
         let (call, reply) = d.acquire(AcquireRequest {
             field: "u:1",
             lease_ms: 5,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         });
         assert_eq!(reply, AcquireReply::FlagAndValue);
         assert_matches_header(&call);

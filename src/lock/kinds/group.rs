@@ -6,94 +6,85 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    kind::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
-        Waiting,
-    },
-    kinds::fair::now_ms,
+    front::Lock,
+    protocol::{AcquireReply, AcquireRequest, Protocol, Query, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::{Layout, RenewalShape},
-    types::{highway, names, owner::Owner},
+    types::{clock::epoch_ms, group_fields, names, owner::Owner},
 };
 
-/// The group multi-lock kind (Redisson `RedissonFasterMultiLock`, from
-/// `getMultiLock(group, values)`).
-///
-/// Locks a set of values of one group at once: every value or none. Several owners may hold
-/// disjoint sets of one group at the same time. Data layout (wire-compatible with Redisson
-/// 3.38+ using `StringCodec`): one hash at the group name `G`; for each held value `v`, with
-/// `H(v)` its [field name](Lock::<Group>::value_field):
-///
-/// | field | value |
-/// |---|---|
-/// | `H(v)` | the owner field `<uuid>:<id>` |
-/// | `H(v):<owner>:expire_time` | the hold's deadline, epoch ms, **this machine's clock** |
-/// | `H(v):<owner>:lock_count` | the owner's hold count on `v` (re-entrant) |
-///
-/// The hash's TTL is only ever raised (to the longest lease). A release publishes `0` on
-/// `redisson_lock__channel:{G}` (the channel of an [`RLock`](crate::RLock) named `G`), and
-/// waiters sleep on that channel, bounded by the time the conflicting hold ends. Deadlines are
-/// wall-clock times of the acquiring machine: keep clocks in sync (as with Redisson).
-///
-/// Values are strings or bytes, written as they are (Redisson's `StringCodec` writes a
-/// string as its UTF-8 bytes; Redisson's default codec adds framing, so Java peers must use
-/// `StringCodec` to share a group). Duplicate values count once.
-///
-/// One owner may hold several sets of one group (through handles made with
-/// [`Client::get_group_lock_with_owner`]): each set is a hold of its own, whatever the order
-/// the sets were granted in: the watchdog renews each, each guard's
-/// [`state`](crate::Guard::state) is its own set's, and each unlock releases its own set
-/// (overlapping sets share the counts of the values they share, as on the wire). Redisson
-/// renews one set per owner and group.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Group, Lock};
-/// let seats: Lock<Group> = client.get_group_lock("flight:42", ["12A", "12B"]);
-/// let guard = seats.lock().await?; // both seats, or wait
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Group {}
+kind! {
+    /// The group multi-lock kind (Redisson `RedissonFasterMultiLock`, from
+    /// `getMultiLock(group, values)`).
+    ///
+    /// Locks a set of values of one group at once: every value or none. Several owners may hold
+    /// disjoint sets of one group at the same time. Data layout (wire-compatible with Redisson
+    /// 3.38+ using `StringCodec`): one hash at the group name `G`; for each held value `v`, with
+    /// `H(v)` its [field name](Lock::<Group>::value_field):
+    ///
+    /// | field | value |
+    /// |---|---|
+    /// | `H(v)` | the owner field `<uuid>:<id>` |
+    /// | `H(v):<owner>:expire_time` | the hold's deadline, epoch ms, **this machine's clock** |
+    /// | `H(v):<owner>:lock_count` | the owner's hold count on `v` (re-entrant) |
+    ///
+    /// The hash's TTL is only ever raised (to the longest lease). A release publishes `0` on
+    /// `redisson_lock__channel:{G}` (the channel of an [`RLock`](crate::RLock) named `G`), and
+    /// waiters sleep on that channel, bounded by the time the conflicting hold ends. Deadlines are
+    /// wall-clock times of the acquiring machine: keep clocks in sync (as with Redisson).
+    ///
+    /// Values are strings or bytes, written as they are (Redisson's `StringCodec` writes a
+    /// string as its UTF-8 bytes; Redisson's default codec adds framing, so Java peers must use
+    /// `StringCodec` to share a group). Duplicate values count once.
+    ///
+    /// One owner may hold several sets of one group (through handles made with
+    /// [`Client::get_group_lock_with_owner`]): each set is a hold of its own, whatever the order
+    /// the sets were granted in: the watchdog renews each, each guard's
+    /// [`state`](crate::Guard::state) is its own set's, and each unlock releases its own set
+    /// (overlapping sets share the counts of the values they share, as on the wire). Redisson
+    /// renews one set per owner and group.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Group, Lock};
+    /// let seats: Lock<Group> = client.get_group_lock("flight:42", ["12A", "12B"]);
+    /// let guard = seats.lock().await?; // both seats, or wait
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    Group = "group";
 
-impl Sealed for Group {}
-impl Kind for Group {
-    const NAME: &'static str = "group";
+    /// A group multi-lock handle; see [`Lock`] for the methods and [`Group`] for the layout.
+    ///
+    /// [`hold_count`](Lock::hold_count) is the owner's lowest count over the values (0 unless it
+    /// holds every one), [`is_locked`](Lock::is_locked) is true when any of the values is held by
+    /// anyone, [`remaining_ttl`](Lock::remaining_ttl) is the group hash's TTL and
+    /// [`force_unlock`](Lock::force_unlock) frees these values only.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::GroupLock = client.get_group_lock("stock", ["sku-1", "sku-7"]);
+    /// if let Some(guard) = lock.try_lock_for(std::time::Duration::from_secs(1)).await? {
+    ///     guard.unlock().await?;
+    /// }
+    /// # Ok(()) }
+    /// ```
+    type GroupLock;
+
+    /// A hold of a [`GroupLock`]: every value of its set.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::GroupGuard = client.get_group_lock("stock", ["a"]).lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type GroupGuard;
 }
 
-/// A group multi-lock handle; see [`Lock`] for the methods and [`Group`] for the layout.
-///
-/// [`hold_count`](Lock::hold_count) is the owner's lowest count over the values (0 unless it
-/// holds every one), [`is_locked`](Lock::is_locked) is true when any of the values is held by
-/// anyone, [`remaining_ttl`](Lock::remaining_ttl) is the group hash's TTL and
-/// [`force_unlock`](Lock::force_unlock) frees these values only.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::GroupLock = client.get_group_lock("stock", ["sku-1", "sku-7"]);
-/// if let Some(guard) = lock.try_lock_for(std::time::Duration::from_secs(1)).await? {
-///     guard.unlock().await?;
-/// }
-/// # Ok(()) }
-/// ```
-pub type GroupLock = Lock<Group>;
-
-/// A hold of a [`GroupLock`]: every value of its set.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::GroupGuard = client.get_group_lock("stock", ["a"]).lock().await?;
-/// # Ok(()) }
-/// ```
-pub type GroupGuard = Guard<Group>;
-
-struct Desc {
+struct GroupProtocol {
     name: String,
     key: Key,
     channel: String,
@@ -101,11 +92,11 @@ struct Desc {
     fields: Arc<[String]>,
 }
 
-impl Desc {
+impl GroupProtocol {
     fn new(raw: String, values: Vec<Vec<u8>>) -> Self {
         let mut fields: Vec<String> = Vec::with_capacity(values.len());
         for v in values {
-            fields.push(highway::group_field(&v));
+            fields.push(group_fields::group_field(&v));
         }
         // One order for one set (the order has no meaning on the wire): handles of the same
         // values in any order are the same hold to the watchdog.
@@ -124,13 +115,13 @@ impl Desc {
     }
 }
 
-impl Protocol for Desc {
+impl Protocol for GroupProtocol {
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.channel.clone())
     }
 
     /// A re-entry only raises deadlines and the TTL.
@@ -148,7 +139,7 @@ impl Protocol for Desc {
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let mut args = vec![
             Value::from(req.lease_ms as i64),
-            Value::from(now_ms()),
+            Value::from(epoch_ms()),
             Value::from(req.field),
         ];
         args.extend(self.values());
@@ -167,7 +158,7 @@ impl Protocol for Desc {
             Value::from(req.lease_ms as i64),
             Value::from(req.publish),
             Value::from(req.receipt_px_ms as i64),
-            Value::from(now_ms()),
+            Value::from(epoch_ms()),
         ];
         args.extend(self.values());
         ScriptCall::new(
@@ -204,7 +195,7 @@ impl Protocol for Desc {
 
     /// G-ISLOCKED: `KEYS = [G]`, `ARGV = [now, H1..Hn]`.
     fn is_locked(&self) -> Query {
-        let mut args = vec![Value::from(now_ms())];
+        let mut args = vec![Value::from(epoch_ms())];
         args.extend(self.values());
         Query::Script(ScriptCall::new(
             ScriptId::GroupIsLocked,
@@ -215,7 +206,7 @@ impl Protocol for Desc {
 
     /// `KEYS = [G]`, `ARGV = [now, F, H1..Hn]`: the lowest live count of F over the values.
     fn hold_count(&self, field: &str) -> Option<ScriptCall> {
-        let mut args = vec![Value::from(now_ms()), Value::from(field)];
+        let mut args = vec![Value::from(epoch_ms()), Value::from(field)];
         args.extend(self.values());
         Some(ScriptCall::new(
             ScriptId::GroupHoldCount,
@@ -240,7 +231,7 @@ impl Lock<Group> {
     /// assert_eq!(redisson_lock::GroupLock::value_field("a"), "qwvAS12pR0CgRitaypEjUw");
     /// ```
     pub fn value_field(value: impl AsRef<[u8]>) -> String {
-        highway::group_field(value.as_ref())
+        group_fields::group_field(value.as_ref())
     }
 }
 
@@ -263,9 +254,7 @@ impl Client {
         I::Item: AsRef<[u8]>,
     {
         let values: Vec<Vec<u8>> = values.into_iter().map(|v| v.as_ref().to_vec()).collect();
-        Lock::from_handle(Handle::new(self.clone(), group, owner, |raw| {
-            Arc::new(Desc::new(raw, values))
-        }))
+        Lock::new(self, group, owner, |raw| GroupProtocol::new(raw, values))
     }
 }
 
@@ -274,12 +263,12 @@ mod tests {
     use super::*;
     use crate::{
         conn::scripts::tests::assert_matches_header,
-        lock::{kind::Mode, kinds::reentrant::tests::release_req},
+        lock::{kinds::reentrant::tests::release_req, protocol::Attempt},
         service::watchdog::renewal_call,
     };
 
-    fn desc() -> Desc {
-        Desc::new(
+    fn protocol() -> GroupProtocol {
+        GroupProtocol::new(
             "g".into(),
             vec![b"a".to_vec(), b"b".to_vec(), b"a".to_vec()],
         )
@@ -287,17 +276,17 @@ mod tests {
 
     #[test]
     fn values_are_hashed_once_each_and_every_call_lists_them_last() {
-        let d = desc();
+        let d = protocol();
         assert_eq!(
             &*d.fields,
             ["Q5CdP+xmkHdTGWYr64Lw6A", "qwvAS12pR0CgRitaypEjUw"]
         );
-        let reversed = Desc::new("g".into(), vec![b"b".to_vec(), b"a".to_vec()]);
+        let reversed = GroupProtocol::new("g".into(), vec![b"b".to_vec(), b"a".to_vec()]);
         assert_eq!(reversed.renewal(), d.renewal(), "one set, one shape");
         let (acq, reply) = d.acquire(AcquireRequest {
             field: "u:1",
             lease_ms: 30_000,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         });
         assert_eq!(reply, AcquireReply::NilOrPttl);
         assert_matches_header(&acq);
@@ -324,14 +313,14 @@ mod tests {
         assert_eq!(renew.args[3], Value::from(2i64));
         assert_eq!(renew.args.len(), 6);
         assert!(d.invalid().is_none());
-        assert!(Desc::new("g".into(), vec![]).invalid().is_some());
+        assert!(GroupProtocol::new("g".into(), vec![]).invalid().is_some());
     }
 
     #[test]
     fn every_key_shares_the_groups_slot() {
-        use crate::{conn::cluster::one_slot, lock::kind::every_key};
+        use crate::{conn::cluster::one_slot, lock::protocol::every_key};
         for name in ["orders", "{t}:g"] {
-            let d = Desc::new(name.into(), vec![b"x".to_vec()]);
+            let d = GroupProtocol::new(name.into(), vec![b"x".to_vec()]);
             assert!(one_slot(&every_key(&d, "u:1")), "{name}");
         }
     }

@@ -2,88 +2,70 @@
 //! reentrant lock's keys, channel, release, watchdog and queries, with an acquisition that
 //! refuses the holder's second acquisition.
 
-use std::sync::Arc;
-
 use fred::types::Value;
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    front::Lock,
     kinds::reentrant,
+    protocol::{AcquireReply, AcquireRequest, Protocol},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::REENTRY_MARKER,
-    service::watchdog::RenewalShape,
     types::owner::Owner,
 };
 
-/// The non-reentrant lock kind (Redisson 4.4+ `RedissonNonReentrantLock`).
-///
-/// The same lock on the wire as an [`RLock`](crate::RLock) of the same name (hash `N`, field
-/// `<uuid>:<id>` → `1`, channel `redisson_lock__channel:{N}`), but an acquisition by the owner
-/// that already holds it fails at once with [`Error::Reentry`](crate::Error::Reentry): never
-/// a wait, never a count of 2. An unlock therefore always frees the lock.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{ErrorKind, Lock, NonReentrant};
-/// let lock: Lock<NonReentrant> = client.get_non_reentrant_lock("orders");
-/// let guard = lock.lock().await?;
-/// let again = lock.try_lock().await.unwrap_err();
-/// assert_eq!(again.kind(), ErrorKind::Reentry);
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NonReentrant {}
+kind! {
+    /// The non-reentrant lock kind (Redisson 4.4+ `RedissonNonReentrantLock`).
+    ///
+    /// The same lock on the wire as an [`RLock`](crate::RLock) of the same name (hash `N`, field
+    /// `<uuid>:<id>` → `1`, channel `redisson_lock__channel:{N}`), but an acquisition by the owner
+    /// that already holds it fails at once with [`Error::Reentry`](crate::Error::Reentry): never
+    /// a wait, never a count of 2. An unlock therefore always frees the lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{ErrorKind, Lock, NonReentrant};
+    /// let lock: Lock<NonReentrant> = client.get_non_reentrant_lock("orders");
+    /// let guard = lock.lock().await?;
+    /// let again = lock.try_lock().await.unwrap_err();
+    /// assert_eq!(again.kind(), ErrorKind::Reentry);
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    NonReentrant = "non_reentrant";
 
-impl Sealed for NonReentrant {}
-impl Kind for NonReentrant {
-    const NAME: &'static str = "non_reentrant";
+    /// A non-reentrant lock handle; see [`Lock`] for the methods and [`NonReentrant`] for the rule.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::NonReentrantLock = client.get_non_reentrant_lock("orders");
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantLock;
+
+    /// A hold of a [`NonReentrantLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::NonReentrantGuard =
+    ///     client.get_non_reentrant_lock("orders").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantGuard;
 }
 
-/// A non-reentrant lock handle; see [`Lock`] for the methods and [`NonReentrant`] for the rule.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::NonReentrantLock = client.get_non_reentrant_lock("orders");
-/// let guard = lock.lock().await?;
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantLock = Lock<NonReentrant>;
-
-/// A hold of a [`NonReentrantLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::NonReentrantGuard =
-///     client.get_non_reentrant_lock("orders").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantGuard = Guard<NonReentrant>;
-
-/// The reentrant description with NR-ACQ as its acquisition.
-pub(crate) struct Desc {
-    base: reentrant::Desc,
+/// The reentrant lock's protocol with NR-ACQ as its acquisition.
+pub(crate) struct NonReentrantProtocol {
+    base: reentrant::ReentrantProtocol,
 }
 
-impl Protocol for Desc {
-    fn name(&self) -> &str {
-        &self.base.name
-    }
-
-    fn waiting(&self) -> Waiting {
-        self.base.waiting()
-    }
-
-    /// The reentrant lock's local queue: the same lock on the wire.
-    fn local_queue(&self) -> Option<&'static str> {
-        self.base.local_queue()
-    }
+impl Protocol for NonReentrantProtocol {
+    // The reentrant lock's wait line too: the same lock on the wire.
+    pass_on!(name, sleep, wait_line, release, renewal, force_unlock);
 
     /// NR-ACQ: `KEYS = [N]`, `ARGV = [lease, field, "NON_REENTRANT_REACQUIRE"]`; nil, the
     /// PTTL, or the marker as an error reply.
@@ -99,18 +81,6 @@ impl Protocol for Desc {
         );
         (call, AcquireReply::NilOrPttl)
     }
-
-    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        self.base.release(req)
-    }
-
-    fn renewal(&self) -> RenewalShape {
-        self.base.renewal()
-    }
-
-    fn force_unlock(&self, publish: &str) -> ScriptCall {
-        self.base.force_unlock(publish)
-    }
 }
 
 impl Client {
@@ -122,11 +92,9 @@ impl Client {
 
     /// A non-reentrant lock handle acting as `owner`.
     pub fn get_non_reentrant_lock_with_owner(&self, name: &str, owner: Owner) -> NonReentrantLock {
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
-                base: reentrant::Desc::new(raw),
-            })
-        }))
+        Lock::new(self, name, owner, |raw| NonReentrantProtocol {
+            base: reentrant::ReentrantProtocol::new(raw),
+        })
     }
 }
 
@@ -134,21 +102,22 @@ impl Client {
 mod tests {
     use super::*;
     use crate::{
-        conn::scripts::tests::assert_matches_header, lock::kind::Mode,
-        lock::kinds::reentrant::tests::release_req,
+        conn::scripts::tests::assert_matches_header, lock::kinds::reentrant::tests::release_req,
+        lock::protocol::Attempt,
     };
+    use crate::{service::watchdog::RenewalShape, types::line::WaitLine};
     use fred::types::Key;
 
     #[test]
     fn acquires_with_the_marker_and_releases_as_the_reentrant_lock() {
-        let d = Desc {
-            base: reentrant::Desc::new("n".into()),
+        let d = NonReentrantProtocol {
+            base: reentrant::ReentrantProtocol::new("n".into()),
         };
-        for mode in [Mode::Once, Mode::Queued { queue_ms: 5 }] {
+        for attempt in [Attempt::Once, Attempt::Queued { queue_ms: 5 }] {
             let (call, reply) = d.acquire(AcquireRequest {
                 field: "u:1",
                 lease_ms: 30_000,
-                mode,
+                attempt,
             });
             assert_eq!(reply, AcquireReply::NilOrPttl);
             assert_matches_header(&call);
@@ -165,6 +134,10 @@ mod tests {
         let rel = d.release(release_req("u:1"));
         assert_eq!(rel.script, ScriptId::Release);
         assert_eq!(d.renewal(), RenewalShape::per_hold("n"));
-        assert_eq!(d.local_queue(), Some("lock"), "the reentrant lock's queue");
+        assert_eq!(
+            d.wait_line(),
+            Some(WaitLine::Lock),
+            "the reentrant lock's line"
+        );
     }
 }

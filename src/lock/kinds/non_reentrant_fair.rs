@@ -2,91 +2,75 @@
 //! the fair lock's keys, queue, per-waiter channels, release, give-up and watchdog, with
 //! acquisitions that refuse the holder's second acquisition before any queue handling.
 
-use std::sync::Arc;
-
 use fred::types::Value;
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    kind::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Mode, Protocol, ReleaseRequest, Waiting,
-    },
-    kinds::fair::{self, now_ms},
+    front::Lock,
+    kinds::fair,
+    protocol::{AcquireReply, AcquireRequest, Attempt, Protocol},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     error::REENTRY_MARKER,
-    service::watchdog::RenewalShape,
-    types::owner::Owner,
+    types::{clock::epoch_ms, owner::Owner},
 };
 
-/// The non-reentrant fair lock kind (Redisson 4.4+ `RedissonNonReentrantFairLock`).
-///
-/// The same lock on the wire as a [`FairLock`](crate::FairLock) of the same name (hash, queue
-/// `redisson_lock_queue:{N}`, deadlines `redisson_lock_timeout:{N}`, per-waiter channels), but
-/// the holder's second acquisition fails at once with [`Error::Reentry`](crate::Error::Reentry)
-/// and leaves the queue and every waiter's deadline untouched.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, NonReentrantFair};
-/// let lock: Lock<NonReentrantFair> = client.get_non_reentrant_fair_lock("jobs");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum NonReentrantFair {}
+kind! {
+    /// The non-reentrant fair lock kind (Redisson 4.4+ `RedissonNonReentrantFairLock`).
+    ///
+    /// The same lock on the wire as a [`FairLock`](crate::FairLock) of the same name (hash, queue
+    /// `redisson_lock_queue:{N}`, deadlines `redisson_lock_timeout:{N}`, per-waiter channels), but
+    /// the holder's second acquisition fails at once with [`Error::Reentry`](crate::Error::Reentry)
+    /// and leaves the queue and every waiter's deadline untouched.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, NonReentrantFair};
+    /// let lock: Lock<NonReentrantFair> = client.get_non_reentrant_fair_lock("jobs");
+    /// # Ok(()) }
+    /// ```
+    NonReentrantFair = "non_reentrant_fair";
 
-impl Sealed for NonReentrantFair {}
-impl Kind for NonReentrantFair {
-    const NAME: &'static str = "non_reentrant_fair";
+    /// A non-reentrant fair lock handle; see [`Lock`] for the methods.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::NonReentrantFairLock = client.get_non_reentrant_fair_lock("jobs");
+    /// let guard = lock.lock().await?; // waiters are served in the order they came
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantFairLock;
+
+    /// A hold of a [`NonReentrantFairLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::NonReentrantFairGuard =
+    ///     client.get_non_reentrant_fair_lock("jobs").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type NonReentrantFairGuard;
 }
 
-/// A non-reentrant fair lock handle; see [`Lock`] for the methods.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::NonReentrantFairLock = client.get_non_reentrant_fair_lock("jobs");
-/// let guard = lock.lock().await?; // waiters are served in the order they came
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantFairLock = Lock<NonReentrantFair>;
-
-/// A hold of a [`NonReentrantFairLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::NonReentrantFairGuard =
-///     client.get_non_reentrant_fair_lock("jobs").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type NonReentrantFairGuard = Guard<NonReentrantFair>;
-
-/// The fair description with NRF-TRY / NRF-ACQ as its acquisitions.
-struct Desc {
-    base: fair::Desc,
+/// The fair lock's protocol with NRF-TRY / NRF-ACQ as its acquisitions.
+struct NonReentrantFairProtocol {
+    base: fair::FairProtocol,
 }
 
-impl Protocol for Desc {
-    fn name(&self) -> &str {
-        &self.base.name
-    }
-
-    fn waiting(&self) -> Waiting {
-        self.base.waiting()
-    }
+impl Protocol for NonReentrantFairProtocol {
+    pass_on!(name, sleep, release, give_up, renewal, force_unlock);
 
     /// F-TRY / F-ACQ's arguments plus the marker as `ARGV[5]`.
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let lease = Value::from(req.lease_ms as i64);
         let field = Value::from(req.field);
-        let now = Value::from(now_ms());
+        let now = Value::from(epoch_ms());
         let marker = Value::from(REENTRY_MARKER);
-        match req.mode {
+        match req.attempt {
             // NRF-TRY: ARGV = [lease, field, now, wait, marker]; busy is 1.
-            Mode::Once => (
+            Attempt::Once => (
                 ScriptCall::new(
                     ScriptId::NonReentrantFairTry,
                     self.base.lock_keys(),
@@ -101,7 +85,7 @@ impl Protocol for Desc {
                 AcquireReply::NilOrBusy,
             ),
             // NRF-ACQ: ARGV = [lease, field, wait, now, marker].
-            Mode::Queued { queue_ms } => (
+            Attempt::Queued { queue_ms } => (
                 ScriptCall::new(
                     ScriptId::NonReentrantFairAcquire,
                     self.base.lock_keys(),
@@ -110,22 +94,6 @@ impl Protocol for Desc {
                 AcquireReply::NilOrPttl,
             ),
         }
-    }
-
-    fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        self.base.release(req)
-    }
-
-    fn give_up(&self, field: &str, queue_ms: u64) -> Option<ScriptCall> {
-        self.base.give_up(field, queue_ms)
-    }
-
-    fn renewal(&self) -> RenewalShape {
-        self.base.renewal()
-    }
-
-    fn force_unlock(&self, publish: &str) -> ScriptCall {
-        self.base.force_unlock(publish)
     }
 }
 
@@ -143,11 +111,9 @@ impl Client {
         owner: Owner,
     ) -> NonReentrantFairLock {
         let try_wait_ms = self.config().fair_wait_ms();
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
-                base: fair::Desc::new(raw, try_wait_ms),
-            })
-        }))
+        Lock::new(self, name, owner, |raw| NonReentrantFairProtocol {
+            base: fair::FairProtocol::new(raw, try_wait_ms),
+        })
     }
 }
 
@@ -158,13 +124,13 @@ mod tests {
 
     #[test]
     fn both_acquisitions_carry_the_marker_last_and_keep_the_fair_argument_orders() {
-        let d = Desc {
-            base: fair::Desc::new("n".into(), 300_000),
+        let d = NonReentrantFairProtocol {
+            base: fair::FairProtocol::new("n".into(), 300_000),
         };
         let once = AcquireRequest {
             field: "u:1",
             lease_ms: 10,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (try_call, reply) = d.acquire(once);
         assert_eq!(
@@ -175,7 +141,7 @@ mod tests {
         assert_eq!(try_call.args[3], Value::from(300_000i64), "now before wait");
         assert_eq!(try_call.args[4], Value::from("NON_REENTRANT_REACQUIRE"));
         let (acq, reply) = d.acquire(AcquireRequest {
-            mode: Mode::Queued { queue_ms: 2_000 },
+            attempt: Attempt::Queued { queue_ms: 2_000 },
             ..once
         });
         assert_eq!(
@@ -187,7 +153,7 @@ mod tests {
         assert_eq!(acq.args[4], Value::from("NON_REENTRANT_REACQUIRE"));
         assert!(d.give_up("u:1", 5).is_some(), "F-CANCEL on give-up");
         assert_eq!(
-            d.waiting().channel_for("u:1").as_deref(),
+            d.sleep().channel_for("u:1").as_deref(),
             Some("redisson_lock__channel:{n}:u:1")
         );
     }

@@ -1,66 +1,60 @@
 //! The reentrant lock (Redisson `RLock`, protocol §4).
 
-use std::sync::Arc;
-
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    front::Lock,
+    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::RenewalShape,
+    types::line::WaitLine,
     types::names,
     types::owner::Owner,
 };
 
-/// The reentrant lock kind (Redisson `RLock`).
-///
-/// Data layout (wire-compatible with Redisson): a hash at the lock name with one field
-/// `<client uuid>:<owner id>` holding the hold count; the key's TTL is the lease or the watchdog
-/// timeout; a full release publishes `0` on `redisson_lock__channel:{name}`.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, Reentrant};
-/// let lock: Lock<Reentrant> = client.get_lock("orders");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Reentrant {}
+kind! {
+    /// The reentrant lock kind (Redisson `RLock`).
+    ///
+    /// Data layout (wire-compatible with Redisson): a hash at the lock name with one field
+    /// `<client uuid>:<owner id>` holding the hold count; the key's TTL is the lease or the watchdog
+    /// timeout; a full release publishes `0` on `redisson_lock__channel:{name}`.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, Reentrant};
+    /// let lock: Lock<Reentrant> = client.get_lock("orders");
+    /// # Ok(()) }
+    /// ```
+    Reentrant = "reentrant";
 
-impl Sealed for Reentrant {}
-impl Kind for Reentrant {
-    const NAME: &'static str = "reentrant";
+    /// A reentrant distributed lock (Redisson `RLock`); see [`Lock`] for the methods.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::RLock = client.get_lock("orders");
+    /// let guard = lock.lock().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    type RLock;
+
+    /// A hold of an [`RLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::LockGuard = client.get_lock("orders").lock().await?;
+    /// drop(guard); // released in the background
+    /// # Ok(()) }
+    /// ```
+    type LockGuard;
 }
 
-/// A reentrant distributed lock (Redisson `RLock`); see [`Lock`] for the methods.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::RLock = client.get_lock("orders");
-/// let guard = lock.lock().await?;
-/// guard.unlock().await?;
-/// # Ok(()) }
-/// ```
-pub type RLock = Lock<Reentrant>;
-
-/// A hold of an [`RLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::LockGuard = client.get_lock("orders").lock().await?;
-/// drop(guard); // released in the background
-/// # Ok(()) }
-/// ```
-pub type LockGuard = Guard<Reentrant>;
-
-/// The reentrant lock's description: the hash `N` and the channel `redisson_lock__channel:{N}`.
+/// The reentrant lock's protocol: the hash `N` and the channel `redisson_lock__channel:{N}`.
 /// The fenced and spin locks share it.
-pub(crate) struct Desc {
+pub(crate) struct ReentrantProtocol {
     pub(crate) name: String,
     pub(crate) key: Key,
     pub(crate) channel: String,
@@ -68,7 +62,7 @@ pub(crate) struct Desc {
     renewal: RenewalShape,
 }
 
-impl Desc {
+impl ReentrantProtocol {
     pub(crate) fn new(raw_name: String) -> Self {
         Self {
             key: Key::from(raw_name.as_str()),
@@ -110,17 +104,17 @@ pub(crate) fn release_call(
     )
 }
 
-impl Protocol for Desc {
+impl Protocol for ReentrantProtocol {
     fn name(&self) -> &str {
         &self.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.channel.clone())
     }
 
-    fn local_queue(&self) -> Option<&'static str> {
-        Some("lock")
+    fn wait_line(&self) -> Option<WaitLine> {
+        Some(WaitLine::Lock)
     }
 
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
@@ -158,16 +152,14 @@ impl Client {
 
     /// A reentrant lock handle for `name` acting as `owner` (Redisson's explicit `threadId`).
     pub fn get_lock_with_owner(&self, name: &str, owner: Owner) -> RLock {
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc::new(raw))
-        }))
+        Lock::new(self, name, owner, ReentrantProtocol::new)
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{conn::scripts::tests::assert_matches_header, lock::kind::Mode};
+    use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Attempt};
 
     pub(crate) fn release_req(field: &str) -> ReleaseRequest<'_> {
         ReleaseRequest {
@@ -181,11 +173,11 @@ pub(crate) mod tests {
 
     #[test]
     fn calls_match_the_script_headers_and_the_spec_layout() {
-        let d = Desc::new("n".into());
+        let d = ReentrantProtocol::new("n".into());
         let req = AcquireRequest {
             field: "u:1",
             lease_ms: 30_000,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (acq, reply) = d.acquire(req);
         assert_eq!(reply, AcquireReply::NilOrPttl);
@@ -202,13 +194,13 @@ pub(crate) mod tests {
 
     #[test]
     fn every_derived_key_shares_the_names_slot_unless_a_brace_is_left_open() {
-        use crate::{conn::cluster::one_slot, lock::kind::every_key};
+        use crate::{conn::cluster::one_slot, lock::protocol::every_key};
         for name in ["orders", "a{b}c", "x}y{z}", "{t}:n"] {
-            let keys = every_key(&Desc::new(name.into()), "u:1");
+            let keys = every_key(&ReentrantProtocol::new(name.into()), "u:1");
             assert!(one_slot(&keys), "{name}: {keys:?}");
         }
         for name in ["{abc", "a{b", "}{"] {
-            let keys = every_key(&Desc::new(name.into()), "u:1");
+            let keys = every_key(&ReentrantProtocol::new(name.into()), "u:1");
             assert!(!one_slot(&keys), "{name} must be refused on a cluster");
         }
     }

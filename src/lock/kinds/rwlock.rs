@@ -8,95 +8,88 @@ use std::sync::Arc;
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    front::{Handle, Lock},
-    guard::Guard,
-    kind::{
-        sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, Query, ReleaseRequest,
-        Waiting,
-    },
+    front::Lock,
     kinds::reentrant,
+    protocol::{AcquireReply, AcquireRequest, Protocol, Query, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::{Layout, RenewalShape},
+    types::line::WaitLine,
     types::names,
     types::owner::Owner,
 };
 
-/// The read half of a read-write lock: shared with other readers, excluded by a writer (except
-/// the writer's own owner, which may also read). Each read hold has its own timeout key
-/// `{N}:<uuid>:<id>:rwlock_timeout:<k>`, named exactly as Redisson names them so a Java reader's
-/// release sees Rust readers as alive; the watchdog renews them.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, Read};
-/// let read: Lock<Read> = client.get_read_write_lock("catalog").into_read_lock();
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Read {}
+kind! {
+    /// The read half of a read-write lock: shared with other readers, excluded by a writer (except
+    /// the writer's own owner, which may also read). Each read hold has its own timeout key
+    /// `{N}:<uuid>:<id>:rwlock_timeout:<k>`, named exactly as Redisson names them so a Java reader's
+    /// release sees Rust readers as alive; the watchdog renews them.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, Read};
+    /// let read: Lock<Read> = client.get_read_write_lock("catalog").into_read_lock();
+    /// # Ok(()) }
+    /// ```
+    Read = "read";
 
-/// The write half of a read-write lock: exclusive. Its owner field is `<uuid>:<id>:write`.
-/// Re-entry adds the lease to the remaining TTL; releasing the last write hold while still
-/// reading downgrades the lock to read mode.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, Write};
-/// let write: Lock<Write> = client.get_read_write_lock("catalog").into_write_lock();
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Write {}
+    /// The read half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let rw = client.get_read_write_lock("catalog");
+    /// let read: &redisson_lock::ReadLock = rw.read_lock();
+    /// let a = read.lock().await?;
+    /// let b = client.get_read_write_lock("catalog").read_lock().lock().await?; // readers share
+    /// # Ok(()) }
+    /// ```
+    type ReadLock;
 
-impl Sealed for Read {}
-impl Kind for Read {
-    const NAME: &'static str = "read";
+    /// A hold of a [`ReadLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::ReadGuard = client.get_read_write_lock("catalog").read_lock().lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type ReadGuard;
 }
-impl Sealed for Write {}
-impl Kind for Write {
-    const NAME: &'static str = "write";
-}
 
-/// The read half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let rw = client.get_read_write_lock("catalog");
-/// let read: &redisson_lock::ReadLock = rw.read_lock();
-/// let a = read.lock().await?;
-/// let b = client.get_read_write_lock("catalog").read_lock().lock().await?; // readers share
-/// # Ok(()) }
-/// ```
-pub type ReadLock = Lock<Read>;
-/// The write half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let rw = client.get_read_write_lock("catalog");
-/// let write: &redisson_lock::WriteLock = rw.write_lock();
-/// let guard = write.lock().await?; // alone: no reader, no other writer
-/// # Ok(()) }
-/// ```
-pub type WriteLock = Lock<Write>;
-/// A hold of a [`ReadLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::ReadGuard = client.get_read_write_lock("catalog").read_lock().lock().await?;
-/// # Ok(()) }
-/// ```
-pub type ReadGuard = Guard<Read>;
-/// A hold of a [`WriteLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::WriteGuard = client.get_read_write_lock("catalog").write_lock().lock().await?;
-/// # Ok(()) }
-/// ```
-pub type WriteGuard = Guard<Write>;
+kind! {
+    /// The write half of a read-write lock: exclusive. Its owner field is `<uuid>:<id>:write`.
+    /// Re-entry adds the lease to the remaining TTL; releasing the last write hold while still
+    /// reading downgrades the lock to read mode.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, Write};
+    /// let write: Lock<Write> = client.get_read_write_lock("catalog").into_write_lock();
+    /// # Ok(()) }
+    /// ```
+    Write = "write";
+
+    /// The write half of a [`ReadWriteLock`]; see [`Lock`] for the methods.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let rw = client.get_read_write_lock("catalog");
+    /// let write: &redisson_lock::WriteLock = rw.write_lock();
+    /// let guard = write.lock().await?; // alone: no reader, no other writer
+    /// # Ok(()) }
+    /// ```
+    type WriteLock;
+
+    /// A hold of a [`WriteLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::WriteGuard = client.get_read_write_lock("catalog").write_lock().lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type WriteGuard;
+}
 
 /// Names shared by both halves.
 struct Names {
@@ -143,15 +136,15 @@ impl Names {
     }
 }
 
-struct ReadDesc(Names);
+struct ReadProtocol(Names);
 
-impl Protocol for ReadDesc {
+impl Protocol for ReadProtocol {
     fn name(&self) -> &str {
         &self.0.name
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.0.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.0.channel.clone())
     }
 
     /// R-ACQ: `KEYS = [N, TP(F)]`, `ARGV = [lease, F, F:write]`.
@@ -221,9 +214,9 @@ impl Protocol for ReadDesc {
     }
 }
 
-struct WriteDesc(Names);
+struct WriteProtocol(Names);
 
-impl Protocol for WriteDesc {
+impl Protocol for WriteProtocol {
     fn name(&self) -> &str {
         &self.0.name
     }
@@ -232,12 +225,12 @@ impl Protocol for WriteDesc {
         base + ":write"
     }
 
-    fn waiting(&self) -> Waiting {
-        Waiting::Channel(self.0.channel.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::Channel(self.0.channel.clone())
     }
 
-    fn local_queue(&self) -> Option<&'static str> {
-        Some("write")
+    fn wait_line(&self) -> Option<WaitLine> {
+        Some(WaitLine::Write)
     }
 
     /// W-ACQ: `KEYS = [N]`, `ARGV = [lease, F:write]`.
@@ -298,16 +291,26 @@ pub struct ReadWriteLock {
     write: WriteLock,
 }
 
-impl ReadWriteLock {
-    /// The read half.
-    pub fn read_lock(&self) -> &ReadLock {
-        &self.read
-    }
+/// The accessors of a read-write lock's halves (its fields `read` and `write`), written once
+/// for this lock and the blocking facade's.
+macro_rules! halves {
+    ($read:ty, $write:ty) => {
+        /// The read half.
+        pub fn read_lock(&self) -> &$read {
+            &self.read
+        }
 
-    /// The write half.
-    pub fn write_lock(&self) -> &WriteLock {
-        &self.write
-    }
+        /// The write half.
+        pub fn write_lock(&self) -> &$write {
+            &self.write
+        }
+    };
+}
+#[cfg(feature = "blocking")]
+pub(crate) use halves;
+
+impl ReadWriteLock {
+    halves!(ReadLock, WriteLock);
 
     /// Both halves, owned (e.g. to make them parts of a [`MultiLock`](crate::MultiLock)).
     pub fn into_parts(self) -> (ReadLock, WriteLock) {
@@ -334,12 +337,8 @@ impl Client {
     /// A read-write lock whose halves act as `owner`.
     pub fn get_read_write_lock_with_owner(&self, name: &str, owner: Owner) -> ReadWriteLock {
         ReadWriteLock {
-            read: Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-                Arc::new(ReadDesc(Names::new(raw)))
-            })),
-            write: Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-                Arc::new(WriteDesc(Names::new(raw)))
-            })),
+            read: Lock::new(self, name, owner, |raw| ReadProtocol(Names::new(raw))),
+            write: Lock::new(self, name, owner, |raw| WriteProtocol(Names::new(raw))),
         }
     }
 }
@@ -349,16 +348,16 @@ mod tests {
     use super::*;
     use crate::{
         conn::scripts::tests::assert_matches_header,
-        lock::{kind::Mode, kinds::reentrant::tests::release_req},
+        lock::{kinds::reentrant::tests::release_req, protocol::Attempt},
     };
 
     #[test]
     fn read_and_write_calls_match_their_headers_and_the_suffix_rule() {
-        let read = ReadDesc(Names::new("n".into()));
+        let read = ReadProtocol(Names::new("n".into()));
         let req = AcquireRequest {
             field: "u:1",
             lease_ms: 10,
-            mode: Mode::Once,
+            attempt: Attempt::Once,
         };
         let (acq, _) = read.acquire(req);
         assert_matches_header(&acq);
@@ -373,10 +372,10 @@ mod tests {
         );
         assert_matches_header(&read.force_unlock("publish"));
 
-        let braced = ReadDesc(Names::new("{t}:n".into()));
+        let braced = ReadProtocol(Names::new("{t}:n".into()));
         assert_eq!(braced.renewal().keys[1], Key::from("{t}:n"));
 
-        let write = WriteDesc(Names::new("n".into()));
+        let write = WriteProtocol(Names::new("n".into()));
         assert_eq!(write.owner_field("u:1".into()), "u:1:write");
         let (acq, _) = write.acquire(req);
         assert_matches_header(&acq);

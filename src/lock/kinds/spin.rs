@@ -1,75 +1,65 @@
 //! The spin lock (Redisson `RSpinLock`, protocol §10): the RLock layout without pub/sub; waiters
 //! retry after a back-off sleep.
 
-use std::sync::Arc;
-
 use fred::types::{Key, Value};
 
 use crate::lock::{
-    acquire::backoff::BackOff,
-    front::{Handle, Lock},
-    guard::Guard,
-    kind::{sealed::Sealed, AcquireReply, AcquireRequest, Kind, Protocol, ReleaseRequest, Waiting},
+    front::Lock,
+    kinds::backoff::BackOff,
     kinds::reentrant,
+    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, Sleep},
 };
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
-    service::watchdog::RenewalShape,
     types::owner::Owner,
 };
 
-/// The spin lock kind (Redisson `RSpinLock`): the same hash, field and TTL as
-/// [`RLock`](crate::RLock), but it never publishes and never subscribes; a waiter sleeps a
-/// [`BackOff`] step between attempts (default: exponential 1 ms → 128 ms, ×2, with jitter).
-/// Useful where pub/sub is unavailable; the number of Redis calls per wait is bounded by the
-/// back-off schedule.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// use redisson_lock::{Lock, Spin};
-/// let lock: Lock<Spin> = client.get_spin_lock("import");
-/// # Ok(()) }
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Spin {}
+kind! {
+    /// The spin lock kind (Redisson `RSpinLock`): the same hash, field and TTL as
+    /// [`RLock`](crate::RLock), but it never publishes and never subscribes; a waiter sleeps a
+    /// [`BackOff`] step between attempts (default: exponential 1 ms → 128 ms, ×2, with jitter).
+    /// Useful where pub/sub is unavailable; the number of Redis calls per wait is bounded by the
+    /// back-off schedule.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::{Lock, Spin};
+    /// let lock: Lock<Spin> = client.get_spin_lock("import");
+    /// # Ok(()) }
+    /// ```
+    Spin = "spin";
 
-impl Sealed for Spin {}
-impl Kind for Spin {
-    const NAME: &'static str = "spin";
+    /// A spin lock handle; see [`Lock`] for the methods and [`Spin`] for the waiting.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let lock: redisson_lock::SpinLock = client.get_spin_lock("import"); // no pub/sub: polls
+    /// let maybe = lock.try_lock_for(std::time::Duration::from_secs(1)).await?;
+    /// # Ok(()) }
+    /// ```
+    type SpinLock;
+
+    /// A hold of a [`SpinLock`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard: redisson_lock::SpinGuard = client.get_spin_lock("import").lock().await?;
+    /// # Ok(()) }
+    /// ```
+    type SpinGuard;
 }
 
-/// A spin lock handle; see [`Lock`] for the methods and [`Spin`] for the waiting.
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let lock: redisson_lock::SpinLock = client.get_spin_lock("import"); // no pub/sub: polls
-/// let maybe = lock.try_lock_for(std::time::Duration::from_secs(1)).await?;
-/// # Ok(()) }
-/// ```
-pub type SpinLock = Lock<Spin>;
-
-/// A hold of a [`SpinLock`].
-///
-/// ```no_run
-/// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
-/// let guard: redisson_lock::SpinGuard = client.get_spin_lock("import").lock().await?;
-/// # Ok(()) }
-/// ```
-pub type SpinGuard = Guard<Spin>;
-
-struct Desc {
-    base: reentrant::Desc,
+struct SpinProtocol {
+    base: reentrant::ReentrantProtocol,
     backoff: BackOff,
 }
 
-impl Protocol for Desc {
-    fn name(&self) -> &str {
-        &self.base.name
-    }
+impl Protocol for SpinProtocol {
+    pass_on!(name, renewal);
 
-    fn waiting(&self) -> Waiting {
-        Waiting::BackOff(self.backoff.clone())
+    fn sleep(&self) -> Sleep {
+        Sleep::BackOff(Box::new(self.backoff.clone()))
     }
 
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
@@ -87,10 +77,6 @@ impl Protocol for Desc {
                 Value::from(req.receipt_px_ms as i64),
             ],
         )
-    }
-
-    fn renewal(&self) -> RenewalShape {
-        self.base.renewal()
     }
 
     /// `KEYS = [N]` (no message).
@@ -111,12 +97,10 @@ impl Client {
 
     /// A spin lock handle acting as `owner`, with the given back-off.
     pub fn get_spin_lock_with(&self, name: &str, owner: Owner, backoff: BackOff) -> SpinLock {
-        Lock::from_handle(Handle::new(self.clone(), name, owner, |raw| {
-            Arc::new(Desc {
-                base: reentrant::Desc::new(raw),
-                backoff,
-            })
-        }))
+        Lock::new(self, name, owner, |raw| SpinProtocol {
+            base: reentrant::ReentrantProtocol::new(raw),
+            backoff,
+        })
     }
 }
 
@@ -129,14 +113,14 @@ mod tests {
 
     #[test]
     fn spin_calls_never_publish_and_match_their_headers() {
-        let d = Desc {
-            base: reentrant::Desc::new("n".into()),
+        let d = SpinProtocol {
+            base: reentrant::ReentrantProtocol::new("n".into()),
             backoff: BackOff::default(),
         };
         let rel = d.release(release_req("u:1"));
         assert_matches_header(&rel);
         assert!(!rel.args.contains(&Value::from("publish")));
         assert_matches_header(&d.force_unlock("publish"));
-        assert!(matches!(d.waiting(), Waiting::BackOff(_)));
+        assert!(matches!(d.sleep(), Sleep::BackOff(_)));
     }
 }

@@ -75,12 +75,12 @@ impl Watchdog {
 
     /// Registers one watchdog-mode acquisition (re-entries included) whose script was sent at
     /// `sent_at`, and returns the owner's loss signal for this lock with the registration's
-    /// epoch. `queue`: the kind's local hand-off queue (told if renewal finds the hold gone).
+    /// epoch. `queue`: the kind's local wait line (told if renewal finds the hold gone).
     pub(crate) fn register(
         &self,
         key: &HoldKey,
         shape: RenewalShape,
-        queue: Option<&'static str>,
+        queue: Option<crate::types::line::WaitLine>,
         sent_at: Instant,
     ) -> Registration {
         let deadline = valid_until(sent_at, self.timeout);

@@ -38,8 +38,11 @@ pub(super) async fn run(core: Arc<Core>, state: Arc<WatchdogState>) {
         if state.holds.is_empty() {
             forget_urgent(&state);
             state.wake.notified().await;
+            // A hold came: its first renewal is one period away. Not idle again before that,
+            // even if it is gone by now: with short holds coming and going (a hot lock taken
+            // in turn, one owner locking in a loop), idling whenever none is held meant one
+            // wake-up of this task, on another thread, per acquisition.
             delay = period;
-            continue;
         }
         pause(&state, delay).await;
         let failed = renew_all(&core, &state, timeout).await;

@@ -56,13 +56,6 @@ impl RenewalShape {
     }
 }
 
-/// This machine's wall clock in epoch ms.
-fn epoch_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 /// A permit's hold field (its id as 32 hex characters) as the scripts take it: the 16 raw
 /// bytes (a field that is not an id is sent as it is, and renews nothing).
 fn permit_id_value(field: &str) -> Value {
@@ -88,14 +81,14 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
             Layout::WithValues => {
                 debug_assert_eq!(fields.len(), 1, "one hold per entry");
                 args.extend(fields.iter().map(|f| Value::from(*f)));
-                args.push(Value::from(epoch_ms()));
+                args.push(Value::from(crate::types::clock::epoch_ms()));
                 args.push(Value::from(shape.values.len() as i64));
                 args.extend(shape.values.iter().map(|v| Value::from(v.as_str())));
                 continue;
             }
             Layout::PermitLease => {
                 debug_assert_eq!(fields.len(), 1, "one permit per entry");
-                let now = epoch_ms();
+                let now = crate::types::clock::epoch_ms();
                 for field in fields {
                     args.push(permit_id_value(field));
                 }

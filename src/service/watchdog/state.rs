@@ -42,13 +42,13 @@ impl HoldKey {
     }
 }
 
-/// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Hold`),
+/// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Claim`),
 /// with the count of registrations sharing it.
 pub(super) struct Renewed {
     pub(super) count: u32,
     pub(super) shape: RenewalShape,
-    /// The kind's local hand-off queue, told when renewal finds the hold gone.
-    pub(super) queue: Option<&'static str>,
+    /// The kind's local wait line, told when renewal finds the hold gone.
+    pub(super) queue: Option<crate::types::line::WaitLine>,
     /// When the latest acquisition registered here was sent.
     pub(super) last_sent: Instant,
     pub(super) epoch: u64,
@@ -56,9 +56,9 @@ pub(super) struct Renewed {
     pub(super) loss: Arc<LossSignal>,
 }
 
-/// What the watchdog calls when it finds a hold gone whose kind has a local hand-off queue:
-/// `(lock name, queue tag)`, so the queue's head attempts at once.
-pub(crate) type OnGone = Box<dyn Fn(&str, &'static str) + Send + Sync>;
+/// What the watchdog calls when it finds a hold gone whose kind has a local wait line:
+/// `(lock name, wait line)`, so the line's head attempts at once.
+pub(crate) type OnGone = Box<dyn Fn(&str, crate::types::line::WaitLine) + Send + Sync>;
 
 /// What the watchdog keeps: the renewed holds, the leased ones, the doubts.
 pub(crate) struct WatchdogState {

@@ -6,7 +6,7 @@
 //! the field). Each call that may change the count — an acquisition attempt, a release, the
 //! reconciliation of an ambiguous attempt — holds the entry's gate while it runs, so the count
 //! before an attempt is known exactly and an ambiguous attempt can be undone by comparing the
-//! count with it (see `Hold::attempt`). Nothing of this is stored in Redis.
+//! count with it (see `Claim::attempt`). Nothing of this is stored in Redis.
 //!
 //! An entry is dropped when its count is back to zero through this client, and otherwise once
 //! it can no longer matter: each entry knows until when a hold its calls made or re-armed can
@@ -84,18 +84,18 @@ impl Ledgers {
         };
         // Cancelled while waiting for the gate: the entry's holder may have left meanwhile and
         // kept the entry for this waiter, so whoever is last out removes an idle one.
-        let mut waiting = Waiting {
+        let mut entering = Entering {
             slot: Some(slot),
             key: Some(key),
             ledgers: self,
         };
-        let gate = waiting.slot.as_ref().expect("set above").gate.clone();
+        let gate = entering.slot.as_ref().expect("set above").gate.clone();
         let guard = gate.lock_owned().await;
         Entry {
             guard: Some(guard),
-            slot: waiting.slot.take().expect("taken once, here"),
+            slot: entering.slot.take().expect("taken once, here"),
             lease: Duration::from_millis(lease_ms),
-            key: waiting.key.take().expect("taken once, here"),
+            key: entering.key.take().expect("taken once, here"),
             ledgers: self.clone(),
         }
     }
@@ -179,7 +179,7 @@ impl Drop for Entry {
     fn drop(&mut self) {
         let idle = self.known() == Known::Count(0);
         self.slot
-            .extend(crate::config::later(Instant::now(), self.lease));
+            .extend(crate::types::millis::later(Instant::now(), self.lease));
         drop(self.guard.take());
         if idle {
             // The map's reference and this one.
@@ -190,13 +190,13 @@ impl Drop for Entry {
 
 /// An `enter` waiting for its gate; dropped before it got it (cancelled), it removes the entry
 /// if that left it idle.
-struct Waiting<'a> {
+struct Entering<'a> {
     slot: Option<Arc<Slot>>,
     key: Option<Key>,
     ledgers: &'a Ledgers,
 }
 
-impl Drop for Waiting<'_> {
+impl Drop for Entering<'_> {
     fn drop(&mut self) {
         if let (Some(slot), Some(key)) = (self.slot.take(), self.key.take()) {
             drop(slot);

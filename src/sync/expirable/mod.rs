@@ -1,32 +1,33 @@
-//! The permit-expirable semaphore (Redisson `RPermitExpirableSemaphore`, sync protocol §3):
+//! The permit-expirable semaphore (Redisson `RPermitExpirableSemaphore`, sync protocol §3; its
+//! calls and replies in `calls`):
 //! the available permits in `N`, every acquired permit in the sorted set `{N}:timeout` under
 //! its 16-byte id with its expiry as the score; expired permits go back to the pool inside the
 //! scripts that look (there is no timer).
 
 use std::time::Duration;
 
-use fred::types::Value;
 use tokio::time::Instant;
 
-use super::{
-    deadline_of, detached, now_ms,
-    permit_watch::{Life, Names, PermitWatch, NO_LEASE},
-    retry_unreplicated, run_synced,
-    semaphore::{flag, integer},
-    wait_on_channel,
-};
+mod calls;
+mod watch;
+
+use calls::{decode_acquire, is_ok, Calls, Reply};
+use watch::{Life, Names, PermitWatch};
+
+use super::call::{flag, integer, run_synced, run_taking};
 use crate::{
     client::Client,
-    conn::{
-        core::unexpected,
-        replicas::Synced,
-        scripts::{ScriptCall, ScriptId},
-    },
     error::{Error, Result},
-    lock::kind::Step,
+    lock::acquire::{
+        engine,
+        waiter::{detach, Orphan, SleepOn, Step, Wait, Waiter, Won},
+    },
     service::{pubsub::Reading, watchdog::HoldState},
-    types::{names, permit::PermitId},
+    types::{clock::epoch_ms, names, permit::PermitId},
 };
+
+/// The object kind in logs and metrics.
+const OBJECT: &str = "permit_semaphore";
 
 /// A distributed semaphore whose permits have ids and, optionally, a lease, wire-compatible
 /// with Redisson's `RPermitExpirableSemaphore`.
@@ -84,14 +85,6 @@ impl Client {
             watchdog: true,
         }
     }
-}
-
-/// What one acquisition attempt did.
-enum Attempt {
-    /// Taken under this id by the call sent at this instant (monotonic) and epoch time (ms).
-    Taken(PermitId, Instant, u64),
-    /// Not taken; the earliest permit expires in this long (`None`: none will).
-    Busy(Option<Duration>),
 }
 
 impl PermitExpirableSemaphore {
@@ -157,8 +150,7 @@ impl PermitExpirableSemaphore {
     /// Dropping the future after the call was sent may or may not have set the permits.
     pub async fn try_set_permits(&self, permits: u64) -> Result<bool> {
         let call = self.calls().set(permits);
-        let reply = run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("permit_semaphore", &self.name, "set");
+        let reply = run_synced(&self.client, call, &self.name, (OBJECT, "set")).await?;
         flag(&reply, &self.name)
     }
 
@@ -173,8 +165,7 @@ impl PermitExpirableSemaphore {
     /// Dropping the future after the call was sent may or may not have added the permits.
     pub async fn add_permits(&self, permits: i64) -> Result<()> {
         let call = self.calls().add(permits);
-        run_synced(&self.client, call, &self.name).await?;
-        crate::observe::synchronizer("permit_semaphore", &self.name, "add");
+        run_synced(&self.client, call, &self.name, (OBJECT, "add")).await?;
         Ok(())
     }
 
@@ -188,7 +179,7 @@ impl PermitExpirableSemaphore {
     /// Cancel safe: dropped after the call was sent, expired permits may have been given back
     /// (as any caller's next look would).
     pub async fn available_permits(&self) -> Result<i64> {
-        let call = self.calls().available(now_ms());
+        let call = self.calls().available(epoch_ms());
         let reply = self.client.core().run(call, &self.name).await?;
         integer(&reply, &self.name)
     }
@@ -227,7 +218,7 @@ impl PermitExpirableSemaphore {
     /// Cancel safe: dropped while waiting it leaves the channel; dropped while an attempt is in
     /// flight, the attempt finishes in the background and releases what it took.
     pub async fn acquire(&self, lease: Option<Duration>) -> Result<PermitGuard> {
-        match self.acquire_until(Some(None), lease).await? {
+        match self.acquire_until(Wait::Until(None), lease).await? {
             Some(guard) => Ok(guard),
             None => Err(Error::Timeout("acquire without limit ended".into())),
         }
@@ -242,7 +233,7 @@ impl PermitExpirableSemaphore {
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
     pub async fn try_acquire(&self, lease: Option<Duration>) -> Result<Option<PermitGuard>> {
-        self.acquire_until(None, lease).await
+        self.acquire_until(Wait::Once, lease).await
     }
 
     /// Acquires a permit, waiting at most `wait` (Redisson `tryAcquire(waitTime, leaseTime)`):
@@ -258,12 +249,12 @@ impl PermitExpirableSemaphore {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<PermitGuard>> {
-        self.acquire_until(deadline_of(wait), lease).await
+        self.acquire_until(Wait::for_duration(wait), lease).await
     }
 
     async fn acquire_until(
         &self,
-        wait: Option<Option<Instant>>,
+        wait: Wait,
         lease: Option<Duration>,
     ) -> Result<Option<PermitGuard>> {
         let life = match lease {
@@ -274,7 +265,7 @@ impl PermitExpirableSemaphore {
         let lease_ms = match lease {
             None if self.watchdog => Some(self.client.watchdog_ms().max(1)),
             None => None,
-            Some(l) => match crate::config::clamp_millis(l) {
+            Some(l) => match crate::types::millis::clamp_millis(l) {
                 0 => {
                     return Err(Error::InvalidArgument(
                         "a permit's lease is at least 1 ms (None: no lease)".into(),
@@ -283,110 +274,26 @@ impl PermitExpirableSemaphore {
                 ms => Some(ms),
             },
         };
-        let watched = crate::observe::Acquisition::start(
-            "permit_semaphore",
-            &self.name,
-            "",
-            wait.map(|d| {
-                d.map_or(Duration::MAX, |d| {
-                    d.saturating_duration_since(Instant::now())
-                })
-            }),
-            lease,
-        );
-        let outcome = watched
-            .run(async {
-                let deadline = wait.flatten();
-                let attempt = || async {
-                    let taken = retry_unreplicated(&self.client, deadline, || {
-                        self.attempt(lease_ms, deadline)
-                    })
-                    .await?;
-                    Ok::<_, Error>(match taken {
-                        Attempt::Taken(id, sent_at, now) => Step::Done((id, sent_at, now)),
-                        Attempt::Busy(frees_in) => Step::Busy { frees_in },
-                    })
-                };
-                match attempt().await {
-                    Ok(Step::Done(id)) => return Ok(Some(id)),
-                    Ok(Step::Busy { .. }) if wait.is_some() => {}
-                    Ok(Step::Busy { .. }) => return Ok(None),
-                    // A lost reply's permit is released by its id: waiting on is safe.
-                    Err(e)
-                        if wait.is_some()
-                            && e.is_transient()
-                            && !matches!(e, Error::NotReplicated { .. }) =>
-                    {
-                        log::debug!("acquiring a permit of {}: {e}; waiting on", self.name);
-                    }
-                    Err(e) => return Err(e),
-                }
-                wait_on_channel(
-                    &self.client,
-                    &self.channel,
-                    Reading::Permits,
-                    deadline,
-                    true,
-                    attempt,
-                )
-                .await
-            })
-            .await;
+        let watched =
+            crate::observe::Acquisition::start(OBJECT, &self.name, "", wait.remaining(), lease);
+        let take = TakePermit {
+            semaphore: self,
+            lease_ms,
+        };
+        let outcome = watched.run(engine::acquire(&take, wait)).await;
         watched.finish(&outcome);
-        Ok(outcome?.map(|(id, sent_at, now)| {
-            let watch = PermitWatch::start(&self.client, self.names(), id, life, sent_at, now);
-            PermitGuard::new(self.clone(), id, watch)
+        Ok(outcome?.map(|won| {
+            let taken = won.take();
+            let watch = PermitWatch::start(
+                &self.client,
+                self.names(),
+                taken.id,
+                life,
+                taken.sent_at,
+                taken.now,
+            );
+            PermitGuard::new(self.clone(), taken.id, watch)
         }))
-    }
-
-    /// One PS-ACQ on its own task (see [`detached`]): a permit taken but acknowledged by no
-    /// replica is released ([`Error::NotReplicated`]); one whose reply was lost is released in
-    /// the background ([`Error::Ambiguous`]).
-    async fn attempt(&self, lease_ms: Option<u64>, deadline: Option<Instant>) -> Result<Attempt> {
-        let this = self.clone();
-        let giver = self.clone();
-        detached(
-            &self.client,
-            async move {
-                let id = PermitId::random();
-                let now = now_ms();
-                let call = this.calls().acquire(id, lease_ms, now);
-                let barrier = crate::conn::replicas::Barrier::default();
-                let sent_at = Instant::now();
-                let outcome = this
-                    .client
-                    .core()
-                    .run_acquire(call, &this.name, deadline, is_ok, &barrier)
-                    .await;
-                match outcome {
-                    Err(f) if f.sent && f.error.is_transient() => {
-                        this.release_in_background(id);
-                        Err(f.error.into_ambiguous(&this.name))
-                    }
-                    Err(f) => Err(f.error),
-                    Ok((_, Synced::Missing { wanted, acked })) => {
-                        crate::observe::not_replicated(&this.name, &id.to_string());
-                        if let Err(e) = this.release_once(id).await {
-                            log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
-                            this.release_in_background(id);
-                        }
-                        Err(Error::NotReplicated {
-                            lock: this.name.clone(),
-                            wanted,
-                            acked,
-                        })
-                    }
-                    Ok((value, _)) => decode_acquire(&value, id, now, &this.name, sent_at),
-                }
-            },
-            move |taken| async move {
-                if let Attempt::Taken(id, ..) = taken {
-                    crate::observe::late_acquisition(&giver.name, &id.to_string());
-                    giver.release_in_background(id);
-                }
-            },
-        )
-        .await
     }
 
     /// PS-REL without the replica sync: `true` when a live permit was given back.
@@ -394,7 +301,7 @@ impl PermitExpirableSemaphore {
         let reply = self
             .client
             .core()
-            .run(self.calls().release(id, now_ms()), &self.name)
+            .run(self.calls().release(id, epoch_ms()), &self.name)
             .await?;
         flag(&reply, &self.name)
     }
@@ -436,9 +343,13 @@ impl PermitExpirableSemaphore {
     /// Dropping the future after the call was sent may or may not have released the permit;
     /// calling again is harmless.
     pub async fn try_release(&self, id: PermitId) -> Result<bool> {
-        let reply =
-            run_synced(&self.client, self.calls().release(id, now_ms()), &self.name).await?;
-        crate::observe::synchronizer("permit_semaphore", &self.name, "release");
+        let reply = run_synced(
+            &self.client,
+            self.calls().release(id, epoch_ms()),
+            &self.name,
+            (OBJECT, "release"),
+        )
+        .await?;
         flag(&reply, &self.name)
     }
 
@@ -480,123 +391,105 @@ impl PermitExpirableSemaphore {
     }
 }
 
-/// The calls of one permit-expirable semaphore, built from its names (unit-tested against the
-/// scripts' headers and the protocol's argument order).
-struct Calls<'a> {
-    name: &'a str,
-    timeouts: &'a str,
-    channel: &'a str,
-    publish: &'static str,
+/// One taking of a permit: the engine's waiter for [`PermitExpirableSemaphore::acquire`] and
+/// its variants.
+struct TakePermit<'a> {
+    semaphore: &'a PermitExpirableSemaphore,
+    lease_ms: Option<u64>,
 }
 
-impl Calls<'_> {
-    /// PS-SET (the semaphore's SEM-SET without TTL): `KEYS = [N, channel]`, `ARGV = [n, pub, 0]`.
-    fn set(&self, permits: u64) -> ScriptCall {
-        super::semaphore::Calls {
-            name: self.name,
-            channel: self.channel,
-            publish: self.publish,
-        }
-        .set(permits, 0)
-    }
-
-    /// PS-ADD: `KEYS = [N, channel]`, `ARGV = [n, pub]`.
-    fn add(&self, permits: i64) -> ScriptCall {
-        ScriptCall::new(
-            ScriptId::PermitAdd,
-            vec![self.name.into(), self.channel.into()],
-            vec![Value::from(permits), Value::from(self.publish)],
-        )
-    }
-
-    /// PS-AVAIL: `KEYS = [N, timeouts, channel]`, `ARGV = [now, pub]`.
-    fn available(&self, now: u64) -> ScriptCall {
-        ScriptCall::new(
-            ScriptId::PermitAvailable,
-            vec![self.name.into(), self.timeouts.into(), self.channel.into()],
-            vec![Value::from(epoch(now)), Value::from(self.publish)],
-        )
-    }
-
-    /// PS-ACQ for one permit: `KEYS = [N, timeouts, channel]`,
-    /// `ARGV = [1, deadline, now, 922337203685477, pub, id]` (deadline = now + lease, or the
-    /// no-lease score).
-    fn acquire(&self, id: PermitId, lease_ms: Option<u64>, now: u64) -> ScriptCall {
-        let expires = lease_ms.map_or(NO_LEASE, |ms| epoch(now.saturating_add(ms)));
-        ScriptCall::new(
-            ScriptId::PermitAcquire,
-            vec![self.name.into(), self.timeouts.into(), self.channel.into()],
-            vec![
-                Value::from(1),
-                Value::from(expires),
-                Value::from(epoch(now)),
-                Value::from(NO_LEASE),
-                Value::from(self.publish),
-                id_value(id),
-            ],
-        )
-    }
-
-    /// PS-REL: `KEYS = [N, channel, timeouts]`, `ARGV = [id, 1, now, pub]`.
-    fn release(&self, id: PermitId, now: u64) -> ScriptCall {
-        ScriptCall::new(
-            ScriptId::PermitRelease,
-            vec![self.name.into(), self.channel.into(), self.timeouts.into()],
-            vec![
-                id_value(id),
-                Value::from(1),
-                Value::from(epoch(now)),
-                Value::from(self.publish),
-            ],
-        )
-    }
-}
-
-/// Epoch milliseconds as a Redis integer.
-fn epoch(ms: u64) -> i64 {
-    i64::try_from(ms).unwrap_or(i64::MAX)
-}
-
-/// A permit id as the scripts take it: its 16 raw bytes.
-fn id_value(id: PermitId) -> Value {
-    Value::Bytes(fred::bytes::Bytes::copy_from_slice(id.as_bytes()))
-}
-
-/// `true` for PS-ACQ's success reply.
-fn is_ok(reply: &Value) -> bool {
-    matches!(reply.as_bytes(), Some(b"OK"))
-}
-
-/// PS-ACQ's reply: `OK`, `:<expiry ms>` or nil.
-fn decode_acquire(
-    reply: &Value,
+/// A permit taken, on its way to the caller's [`PermitGuard`].
+struct Taken {
+    semaphore: PermitExpirableSemaphore,
     id: PermitId,
-    now: u64,
-    name: &str,
+    /// When the call that took it was sent (monotonic), and the epoch time (ms) it carried.
     sent_at: Instant,
-) -> Result<Attempt> {
-    if reply.is_null() {
-        return Ok(Attempt::Busy(None));
+    now: i64,
+}
+
+/// A permit taken for a caller that went away is released by its id.
+impl Orphan for Taken {
+    fn orphaned(self) {
+        crate::observe::late_acquisition(&self.semaphore.name, &self.id.to_string());
+        self.semaphore.release_in_background(self.id);
     }
-    let Some(text) = reply.as_bytes().and_then(|b| std::str::from_utf8(b).ok()) else {
-        return Err(unexpected(
-            name,
-            format!("OK, :<ms> or nil expected, got {reply:?}"),
-        ));
-    };
-    if text == "OK" {
-        return Ok(Attempt::Taken(id, sent_at, now));
+}
+
+impl Waiter for TakePermit<'_> {
+    type Won = Taken;
+    /// Redisson retries an unreplicated PS-ACQ, a single try's too.
+    const RETRIES_UNREPLICATED_ONCE: bool = true;
+
+    fn client(&self) -> &Client {
+        &self.semaphore.client
     }
-    let expires = text
-        .strip_prefix(':')
-        .and_then(|ms| ms.parse::<f64>().ok())
-        .filter(|ms| ms.is_finite())
-        .ok_or_else(|| unexpected(name, format!("OK, :<ms> or nil expected, got {text:?}")))?;
-    // At least 1 ms: an expired permit left in the set is given back by the next attempt.
-    let wait_ms = (expires - now as f64)
-        .max(1.0)
-        .min(crate::MAX_MILLIS as f64);
-    Ok(Attempt::Busy(Some(Duration::from_millis(wait_ms as u64))))
+
+    fn name(&self) -> &str {
+        &self.semaphore.name
+    }
+
+    /// One PS-ACQ, never cut short ([`detach`]): a permit taken but acknowledged by no replica
+    /// is released ([`Error::NotReplicated`]); one whose reply was lost is released in the
+    /// background ([`Error::Ambiguous`]). A busy attempt's sleep is the sooner of the earliest
+    /// permit's expiry and the watchdog timeout (see [`sleep_bound`]).
+    async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
+        let (this, lease_ms) = (self.semaphore.clone(), self.lease_ms);
+        let deadline = wait.deadline();
+        let bound = this.client.config().lock_watchdog_timeout;
+        detach(self.client().runtime(), || (), move |_| async move {
+            let id = PermitId::random();
+            let now = epoch_ms();
+            let call = this.calls().acquire(id, lease_ms, now);
+            let undo = || async {
+                if let Err(e) = this.release_once(id).await {
+                    log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
+                    this.release_in_background(id);
+                }
+            };
+            let what = id.to_string();
+            let sent_at = Instant::now();
+            let outcome = run_taking(&this.client, call, (&this.name, &what), deadline, is_ok, undo).await;
+            match outcome {
+                Err(f) if f.sent && f.error.is_transient() => {
+                    this.release_in_background(id);
+                    Err(f.error.into_ambiguous(&this.name))
+                }
+                Err(f) => Err(f.error),
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(value)) => Ok(match decode_acquire(&value, id, now, &this.name)? {
+                    Reply::Taken(id) => Step::Done(Won::new(Taken {
+                        semaphore: this,
+                        id,
+                        sent_at,
+                        now,
+                    })),
+                    Reply::Busy(expires_in) => Step::Busy {
+                        frees_in: Some(sleep_bound(expires_in, bound)),
+                    },
+                }),
+            }
+        })
+        .await
+    }
+
+    /// A lost attempt's permit is released by its id: waiting on is safe.
+    fn repeatable(&self) -> bool {
+        true
+    }
+
+    fn sleep_on(&self) -> SleepOn {
+        SleepOn::Channel {
+            channel: self.semaphore.channel.clone(),
+            reading: Reading::Permits,
+        }
+    }
+}
+
+/// A busy waiter's sleep: until the earliest permit's expiry (possibly hours away) or, when
+/// none will expire, `bound` (the watchdog timeout), whichever is sooner, so a lost message
+/// costs at most `bound` (module docs of `sync`).
+fn sleep_bound(expires_in: Option<Duration>, bound: Duration) -> Duration {
+    expires_in.map_or(bound, |e| e.min(bound))
 }
 
 /// One acquired permit of a [`PermitExpirableSemaphore`]. Dropping it releases the permit in
@@ -630,7 +523,7 @@ impl std::fmt::Debug for PermitGuard {
 
 impl PermitGuard {
     fn new(semaphore: PermitExpirableSemaphore, id: PermitId, watch: PermitWatch) -> Self {
-        crate::observe::guard_opened("permit_semaphore");
+        crate::observe::guard_opened(OBJECT);
         Self {
             semaphore,
             id,
@@ -700,9 +593,9 @@ impl PermitGuard {
         self.armed = false;
         self.watch.end(&self.semaphore.client);
         #[cfg(feature = "metrics")]
-        crate::observe::guard_closed("permit_semaphore", self.since.elapsed());
+        crate::observe::guard_closed(OBJECT, self.since.elapsed());
         #[cfg(not(feature = "metrics"))]
-        crate::observe::guard_closed("permit_semaphore", Duration::ZERO);
+        crate::observe::guard_closed(OBJECT, Duration::ZERO);
     }
 
     /// Releases the permit: `true` when it was live and is given back, `false` when it had
@@ -745,96 +638,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_call_matches_its_script_header_and_the_protocols_order() {
-        use crate::conn::scripts::tests::assert_matches_header;
-        let calls = Calls {
-            name: "p",
-            timeouts: "{p}:timeout",
-            channel: "redisson_sc:{p}",
-            publish: "publish",
-        };
-        let id = PermitId::from_bytes([0xab; 16]);
-        let text = |v: &Value| match v {
-            Value::Bytes(b) if b.len() == 16 => format!("<{} raw bytes>", b.len()),
-            other => other.as_string().unwrap(),
-        };
-        let three = ["p", "{p}:timeout", "redisson_sc:{p}"];
-        let raw = "<16 raw bytes>";
-        let cases = [
-            (
-                calls.set(4),
-                vec!["p", "redisson_sc:{p}"],
-                vec!["4", "publish", "0"],
-            ),
-            (
-                calls.add(2),
-                vec!["p", "redisson_sc:{p}"],
-                vec!["2", "publish"],
-            ),
-            (
-                calls.available(1_000),
-                three.to_vec(),
-                vec!["1000", "publish"],
-            ),
-            (
-                calls.acquire(id, Some(500), 1_000),
-                three.to_vec(),
-                vec!["1", "1500", "1000", "922337203685477", "publish", raw],
-            ),
-            (
-                calls.acquire(id, None, 1_000),
-                three.to_vec(),
-                vec![
-                    "1",
-                    "922337203685477",
-                    "1000",
-                    "922337203685477",
-                    "publish",
-                    raw,
-                ],
-            ),
-            (
-                calls.release(id, 2_000),
-                vec!["p", "redisson_sc:{p}", "{p}:timeout"],
-                vec![raw, "1", "2000", "publish"],
-            ),
-        ];
-        for (call, keys, args) in cases {
-            assert_matches_header(&call);
-            let k: Vec<&str> = call.keys.iter().map(|k| k.as_str().unwrap()).collect();
-            assert_eq!(k, keys, "{:?}", call.script);
-            let a: Vec<String> = call.args.iter().map(text).collect();
-            assert_eq!(a, args, "{:?}", call.script);
-        }
-        assert_eq!(id_value(id), Value::Bytes(vec![0xab; 16].into()));
-    }
-
-    #[test]
-    fn acquire_replies_decode_to_taken_busy_or_errors() {
-        let id = PermitId::from_bytes([7; 16]);
-        let now = 1_000_000;
-        let sent = Instant::now();
-        assert!(matches!(
-            decode_acquire(&Value::from("OK"), id, now, "p", sent),
-            Ok(Attempt::Taken(i, at, n)) if i == id && at == sent && n == now
-        ));
-        assert!(matches!(
-            decode_acquire(&Value::Null, id, now, "p", sent),
-            Ok(Attempt::Busy(None))
-        ));
-        assert!(matches!(
-            decode_acquire(&Value::from(":1000250"), id, now, "p", sent),
-            Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(250)
-        ));
-        // Expired already (more expired permits than one attempt gives back): 1 ms.
-        assert!(matches!(
-            decode_acquire(&Value::from(":999000"), id, now, "p", sent),
-            Ok(Attempt::Busy(Some(d))) if d == Duration::from_millis(1)
-        ));
-        for bad in [Value::from("KO"), Value::from(":x"), Value::Integer(1)] {
-            assert!(decode_acquire(&bad, id, now, "p", sent).is_err(), "{bad:?}");
-        }
-        assert!(is_ok(&Value::from("OK")));
-        assert!(!is_ok(&Value::Null));
+    fn a_busy_attempts_sleep_is_never_longer_than_the_bound() {
+        let bound = Duration::from_secs(30);
+        assert_eq!(
+            sleep_bound(Some(Duration::from_secs(3600)), bound),
+            bound,
+            "a permit an hour away"
+        );
+        assert_eq!(
+            sleep_bound(Some(Duration::from_secs(2)), bound),
+            Duration::from_secs(2)
+        );
+        assert_eq!(sleep_bound(None, bound), bound, "none will expire");
     }
 }

@@ -13,15 +13,13 @@ use std::{sync::Arc, time::Duration};
 use fred::types::{Key, Value};
 use tokio::time::Instant;
 
+use super::calls::NO_LEASE;
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
     service::watchdog::{valid_until, HoldKey, HoldState, Layout, LossSignal, RenewalShape},
     types::permit::PermitId,
 };
-
-/// The score of a permit acquired without a lease: it never expires.
-pub(crate) const NO_LEASE: i64 = 922_337_203_685_477;
 
 /// How a permit lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +69,7 @@ fn renewal_shape(names: Names<'_>) -> RenewalShape {
 /// PS-GETLEASE for `id` as of `now` (epoch ms): `KEYS = [N, timeouts, channel]`,
 /// `ARGV = [id, 922337203685477, now, pub]`. Answers the ms left (> 0 while the permit lives:
 /// how a leased permit in doubt is confirmed after a reconnect).
-pub(super) fn lease_left_call(names: Names<'_>, id: PermitId, now: u64) -> ScriptCall {
+pub(super) fn lease_left_call(names: Names<'_>, id: PermitId, now: i64) -> ScriptCall {
     ScriptCall::new(
         ScriptId::PermitLeaseLeft,
         vec![
@@ -82,7 +80,7 @@ pub(super) fn lease_left_call(names: Names<'_>, id: PermitId, now: u64) -> Scrip
         vec![
             Value::Bytes(fred::bytes::Bytes::copy_from_slice(id.as_bytes())),
             Value::from(NO_LEASE),
-            Value::from(i64::try_from(now).unwrap_or(i64::MAX)),
+            Value::from(now),
             Value::from(names.publish),
         ],
     )
@@ -97,7 +95,7 @@ impl PermitWatch {
         id: PermitId,
         life: Life,
         sent_at: Instant,
-        now_ms: u64,
+        now_ms: i64,
     ) -> Self {
         let key = HoldKey::new(names.name.into(), id.to_string().into(), Arc::from([]));
         let wd = client.watchdog();

@@ -83,6 +83,16 @@ impl BackOff {
     }
 }
 
+impl crate::lock::protocol::Schedule for BackOff {
+    fn next_delay(&mut self) -> Duration {
+        BackOff::next_delay(self)
+    }
+
+    fn boxed(&self) -> crate::lock::protocol::Steps {
+        Box::new(self.clone())
+    }
+}
+
 fn random_below(n: u64) -> u64 {
     if n <= 1 {
         return 0;

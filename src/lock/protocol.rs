@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use fred::types::Value;
 
-use super::acquire::backoff::BackOff;
 use crate::{
     conn::{core::unexpected, scripts::ScriptCall},
     error::{Error, Result},
     service::watchdog::RenewalShape,
+    types::line::WaitLine,
 };
 
 /// The kinds of lock: a type parameter of [`Lock`](crate::Lock) and [`Guard`](crate::Guard).
@@ -53,10 +53,11 @@ impl Kind for AnyKind {
     const NAME: &'static str = "any";
 }
 
-/// How the caller of an acquisition waits, as the kinds that care see it: a single try, or a
-/// waiter prepared to wait that may queue (the fair lock enqueues for `queue_ms`).
+/// What kind of attempt a script is asked for, as the kinds that care see it: the single try
+/// of a caller that does not wait (`Wait::Once`), or one of the attempts of a waiter, which may
+/// queue (the fair lock enqueues for `queue_ms`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+pub(crate) enum Attempt {
     /// One attempt; never join a queue.
     Once,
     /// A waiting caller; a queueing kind keeps its place for `queue_ms` between attempts.
@@ -71,7 +72,7 @@ pub(crate) enum Mode {
 pub(crate) struct AcquireRequest<'a> {
     pub(crate) field: &'a str,
     pub(crate) lease_ms: u64,
-    pub(crate) mode: Mode,
+    pub(crate) attempt: Attempt,
 }
 
 /// What a release needs to know.
@@ -105,15 +106,6 @@ pub(crate) enum Acquire {
     Acquired { token: Option<u64> },
     /// Held by someone else; `frees_in` is how long until it expires by itself, when known
     /// (`None`: no TTL, or the script does not say).
-    Busy { frees_in: Option<Duration> },
-}
-
-/// What one attempt gave.
-#[derive(Debug)]
-pub(crate) enum Step<T> {
-    /// Acquired.
-    Done(T),
-    /// Busy; the lock frees itself after `frees_in` if nobody releases it (when known).
     Busy { frees_in: Option<Duration> },
 }
 
@@ -163,33 +155,52 @@ pub enum UnlockOutcome {
     Released,
 }
 
-/// How a kind's waiters wait between attempts: the rule, stated once by the kind.
+/// Where a kind's waiters sleep between their attempts: the rule, stated once by the kind.
 #[derive(Debug, Clone)]
-pub(crate) enum Waiting {
+pub(crate) enum Sleep {
     /// Every waiter sleeps on this channel's wake-ups, woken by unlock messages.
     Channel(String),
     /// Each waiter has a channel of its own, `<prefix><owner field>`, on which the release
     /// that makes it the next in line wakes it (the fair lock).
-    PerWaiter {
+    OwnChannel {
         /// The channel of the waiter with owner field `f` is `prefix + f`.
         prefix: String,
     },
     /// Sleep the steps of a back-off schedule (no pub/sub at all).
-    BackOff(BackOff),
+    BackOff(Steps),
 }
 
-impl Waiting {
+/// A back-off schedule as the engine sleeps it: the next step, again and again. The spin
+/// lock's [`BackOff`](crate::BackOff) (beside it in `kinds/`) is the schedule a kind gives;
+/// the engine knows only this.
+pub(crate) trait Schedule: std::fmt::Debug + Send + Sync + 'static {
+    /// The next sleep.
+    fn next_delay(&mut self) -> Duration;
+    /// A copy of the schedule as it stands.
+    fn boxed(&self) -> Steps;
+}
+
+/// A back-off schedule of any kind.
+pub(crate) type Steps = Box<dyn Schedule>;
+
+impl Clone for Steps {
+    fn clone(&self) -> Self {
+        self.boxed()
+    }
+}
+
+impl Sleep {
     /// The channel the waiter with owner field `field` sleeps on (`None`: it polls).
     pub(crate) fn channel_for(&self, field: &str) -> Option<String> {
         match self {
-            Waiting::Channel(channel) => Some(channel.clone()),
-            Waiting::PerWaiter { prefix } => Some(Self::waiter_channel(prefix, field)),
-            Waiting::BackOff(_) => None,
+            Sleep::Channel(channel) => Some(channel.clone()),
+            Sleep::OwnChannel { prefix } => Some(Self::own_channel(prefix, field)),
+            Sleep::BackOff(_) => None,
         }
     }
 
-    /// The own channel of the waiter with owner field `field` under [`Waiting::PerWaiter`].
-    pub(crate) fn waiter_channel(prefix: &str, field: &str) -> String {
+    /// The own channel of the waiter with owner field `field` under [`Sleep::OwnChannel`].
+    pub(crate) fn own_channel(prefix: &str, field: &str) -> String {
         format!("{prefix}{field}")
     }
 }
@@ -203,7 +214,7 @@ pub(crate) enum Query {
     Script(ScriptCall),
 }
 
-/// A lock kind's description: its raw name, how waiters wait, and the script calls of each
+/// A lock kind's protocol: its raw name, how waiters wait, and the script calls of each
 /// operation. Pure: nothing here talks to Redis.
 pub(crate) trait Protocol: Send + Sync + 'static {
     /// The raw lock name in Redis (after the name mapper).
@@ -213,8 +224,9 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn owner_field(&self, base: String) -> String {
         base
     }
-    /// How this kind's waiters wait (one channel for all, one per waiter, or back-off).
-    fn waiting(&self) -> Waiting;
+    /// Where this kind's waiters sleep between attempts (one channel for all, one per waiter,
+    /// or back-off steps).
+    fn sleep(&self) -> Sleep;
     /// One acquisition attempt, and how its reply reads.
     fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply);
     /// Releases one hold; the reply is nil (not held), 0 (still held) or 1 (released).
@@ -223,10 +235,10 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn give_up(&self, _field: &str, _queue_ms: u64) -> Option<ScriptCall> {
         None
     }
-    /// The tag of this kind's local hand-off queue (see `queue`), for kinds whose waiters may
-    /// queue locally: one holder at a time, every waiter on one shared channel. `None` (the
-    /// default): each local waiter contends on Redis itself.
-    fn local_queue(&self) -> Option<&'static str> {
+    /// The local wait line this kind's waiters join (see `acquisitions::line`), for kinds
+    /// whose waiters may queue locally: one holder at a time, every waiter on one shared
+    /// channel. `None` (the default): each local waiter contends on Redis itself.
+    fn wait_line(&self) -> Option<WaitLine> {
         None
     }
     /// `true` (the default) when a re-entry sets the lock's TTL to its own lease, which may
@@ -252,7 +264,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn hold_count(&self, _field: &str) -> Option<ScriptCall> {
         None
     }
-    /// Why this description can take no call at all (refused before anything is sent), e.g. a
+    /// Why this protocol can take no call at all (refused before anything is sent), e.g. a
     /// group multi-lock without values. `None` (the default): it can.
     fn invalid(&self) -> Option<String> {
         None
@@ -263,18 +275,18 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 /// cluster they must all hash to one slot (checked once, when a handle is made).
 pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::Key> {
     let receipt = crate::types::names::unlock_receipt(proto.name(), "0");
-    let acquire = |mode| {
+    let acquire = |attempt| {
         proto
             .acquire(AcquireRequest {
                 field,
                 lease_ms: 1,
-                mode,
+                attempt,
             })
             .0
     };
     let mut calls = vec![
-        acquire(Mode::Once),
-        acquire(Mode::Queued { queue_ms: 1 }),
+        acquire(Attempt::Once),
+        acquire(Attempt::Queued { queue_ms: 1 }),
         proto.release(ReleaseRequest {
             field,
             lease_ms: 1,
@@ -291,7 +303,7 @@ pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::K
         calls.push(call);
     }
     let mut keys: Vec<fred::types::Key> = calls.into_iter().flat_map(|c| c.keys).collect();
-    if let Some(channel) = proto.waiting().channel_for(field) {
+    if let Some(channel) = proto.sleep().channel_for(field) {
         keys.push(channel.into());
     }
     keys

@@ -1,0 +1,676 @@
+//! The local hand-off policy ([`LocalHandOff`], `Config::local_hand_off`) of one lock's local
+//! wait line, as a pure state machine: no I/O, no clock, no wake-ups. Its inputs are events
+//! with the time they happened ([`HandOff::releasing`], [`HandOff::released`],
+//! [`HandOff::acquired`], [`HandOff::busy`]) and the questions of the line's head
+//! ([`HandOff::plan`], [`HandOff::next`]); its outputs are decisions (ask who else listens,
+//! hand over or contest, and the head's [`Plan`]). The wait line (`queue`) feeds it and does
+//! what it says.
+//!
+//! Bounded in time while another client waits, never in count:
+//! * A *run* is a sequence of local hand-overs; it starts with a local acquisition that was not
+//!   a hand-over (the head's own attempt won). It is this client's *turn*.
+//! * `Bounded(budget)` (the default, 10 ms): a local release hands over while the run has
+//!   lasted less than its length: the budget, or the other clients' last turn when that was
+//!   longer, at most [`TURN_MAX`] (2 s). The other clients' turn is measured from the head's
+//!   first attempt that found the lock busy with no local holder to this client's next
+//!   acquisition; it is forgotten once nobody else listens. Once the run has lasted its
+//!   length, the release asks whether another client listens on the lock's channel
+//!   (`PUBSUB NUMSUB`/`SHARDNUMSUB`, sent together with the release script, so no round trip
+//!   of its own; the answer is kept for one budget, so at most one question per budget).
+//!   Nobody: the hand-over happens and a new run starts. Someone, or the server cannot tell
+//!   (classic pub/sub on a cluster): the run ends and the line enters a *contest* that lasts
+//!   until another client's owner has had the lock (the head's attempt finds the lock busy
+//!   with no local holder).
+//! * Why the other clients' turn: a Redisson client does not hand over, but its releasing
+//!   thread calls `lock()` again at once and races the waiters its unlock message wakes, with
+//!   the reply ahead of the message, so it keeps the lock for turns of many holds (two Java
+//!   clients on one hot lock take turns of 10–30 holds of 100 ms in the bench). A client that
+//!   gave way after each budget would get a small share beside it (14 % measured). Turns as
+//!   long as the other side's, and no longer, give each side about half.
+//! * In a contest a release does not hand over. The head attempts as soon as the release has
+//!   ended (as a Java client's releasing thread does), racing every other client's waiter woken
+//!   by the release's unlock message. After [`CONTEST_WINS`] races won in a row it stands back:
+//!   it attempts only [`STAND_BACK`] after that message (a remote waiter woken by it has sent
+//!   its attempt by then), so another client gets the lock. If nobody takes it meanwhile (the
+//!   listener was no waiter, or the server could not tell), the client takes itself for alone
+//!   for [`QUIET_START`], doubling up to [`QUIET_MAX`] while that goes on.
+//! * Worst case, `Bounded(b)` with holds of `h`, for a waiter of another client that is
+//!   already subscribed: the hold in progress, the rest of the run (holds that start within
+//!   its length of its start, plus those that start within one budget of its subscribing,
+//!   while the last answer was still "nobody"), and then at most [`CONTEST_WINS`] holds won in
+//!   races. When the other clients' last turn was no longer than `b` (a waiter that takes one
+//!   hold per turn, with `h >= b`): at most 1 + 1 + 2 = 4 local holds in a row; with short
+//!   holds, about `2b + 3h` of local holds. After a longer turn of theirs, `t`: the holds that
+//!   start within `min(t, TURN_MAX)`, plus 2 — as long a turn as they took, at most 2 s and
+//!   two holds.
+//! * `Off`: every local release is a contest without standing back (Redisson's behaviour: the
+//!   head races at once like a Java client's releasing thread). `Unbounded`: every local
+//!   release hands over, nobody is asked.
+//! * While an owner of this line holds the lock (the head that acquired it last), the next
+//!   head makes no attempt until that owner's release hands over (or that hold's lease has run
+//!   out): an unlock message within [`ECHO_WINDOW`] of that owner's acquisition is the previous
+//!   release's echo, and so is one that comes while that owner's own release is under way
+//!   (the release's end wakes the head). Any other unlock message is news (a remote
+//!   `force_unlock`, a Java peer's forced release): the head attempts at once, as any waiter
+//!   would.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::config::LocalHandOff;
+
+/// Races a contest's head may win in a row before it stands back for another client.
+pub(crate) const CONTEST_WINS: u32 = 2;
+/// How long a head that stands back waits after the release's unlock message before its own
+/// attempt: long enough for a waiter of another client woken by that message to have sent its
+/// attempt (a loopback round trip is well under 1 ms; this leaves room for a loaded machine).
+pub(crate) const STAND_BACK: Duration = Duration::from_millis(50);
+/// How long a contest's head that stands back waits for the release's own unlock message before
+/// it counts [`STAND_BACK`] from then anyway (the message is never lost silently: a lag or a
+/// reconnect counts as a message too).
+pub(crate) const MESSAGE_WAIT: Duration = Duration::from_millis(100);
+/// After a head stood back and nobody took the lock (the listener was no waiter, or the server
+/// cannot tell who listens), the client takes itself for alone this long, doubling up to
+/// [`QUIET_MAX`] while that goes on; an attempt that finds another client's owner holding
+/// starts over.
+pub(crate) const QUIET_START: Duration = Duration::from_millis(100);
+/// See [`QUIET_START`].
+pub(crate) const QUIET_MAX: Duration = Duration::from_secs(1);
+/// The longest the other clients' last turn lengthens this client's run while another client
+/// waits (see [`HandOff::turn`]).
+pub(crate) const TURN_MAX: Duration = Duration::from_secs(2);
+/// An unlock message this soon after a local hand-over is that hand-over's own echo (the
+/// release published it before the head's attempt was even sent): see [`HandOff::next`].
+pub(crate) const ECHO_WINDOW: Duration = Duration::from_millis(50);
+
+/// What the head does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plan {
+    /// Attempt now.
+    Attempt,
+    /// A contest: no attempt yet; wait at most this long for a message or a hand-over, then
+    /// ask again.
+    Defer(Duration),
+    /// An owner of this line holds the lock for at least this long: wait for its hand-over.
+    Wait(Duration),
+}
+
+/// What a local release that ended decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Released {
+    /// The lock is still held (a partial release): nothing changes for the head.
+    Kept,
+    /// The lock may be free and nobody waits: the line may end.
+    Idle,
+    /// The lock is handed to the head, which attempts at once.
+    HandedOver,
+    /// A contest starts or goes on: the head is woken to race (or stand back).
+    Contested,
+}
+
+/// The run ended while another client waits: the head races like everyone else until another
+/// client's owner has had the lock.
+#[derive(Debug, Clone, Copy)]
+struct Contest {
+    /// A head that stands back counts from the message after this one in the subscription's
+    /// count (the last local release's own message; `None`: unknown, count from now).
+    after: Option<u64>,
+    /// When that release was seen (bounds the wait for its message).
+    began: Instant,
+    /// Races the head won in a row.
+    wins: u32,
+    /// When the head, standing back, first saw the release's message.
+    seen: Option<Instant>,
+}
+
+/// The hand-off state of one lock's wait line. `messages` arguments are the count of unlock
+/// messages the line's subscription has seen so far (`None`: no subscription yet).
+#[derive(Debug)]
+pub(crate) struct HandOff {
+    policy: LocalHandOff,
+    /// Until when the hold of the line's owner that holds the lock lasts at least (send time +
+    /// lease; a watchdog renewal may extend it), and when that owner acquired it.
+    holder: Option<(Instant, Instant)>,
+    /// When the current run of local hand-overs started (`None`: no run).
+    run_since: Option<Instant>,
+    /// The last release handed over: the head's next acquisition continues the run.
+    handed: bool,
+    /// The last answer to "does another client listen on the lock's channel?", and until
+    /// when it holds.
+    others: Option<(bool, Instant)>,
+    /// How long the next "nobody came" holds (see [`QUIET_START`]); zero: not set yet.
+    quiet: Duration,
+    /// The subscription's message count when the last local release began, and when it began
+    /// (the run's age is judged then: the question, if any, was decided then).
+    release_mark: Option<u64>,
+    release_began: Option<Instant>,
+    /// The contest, while one is on.
+    contest: Option<Contest>,
+    /// Since when another client's owners have had the lock (the head's first attempt that
+    /// found it busy with no local holder; `None`: not since this client last had it).
+    away_since: Option<Instant>,
+    /// How long the other clients' last turn lasted (from `away_since` to this client's next
+    /// acquisition; zero once nobody else listens): see [`HandOff::turn`].
+    owed: Duration,
+}
+
+impl HandOff {
+    /// A line with no holder, no run and no contest, under `policy`.
+    pub(crate) fn new(policy: LocalHandOff) -> Self {
+        Self {
+            policy,
+            holder: None,
+            run_since: None,
+            handed: false,
+            others: None,
+            quiet: Duration::ZERO,
+            release_mark: None,
+            release_began: None,
+            contest: None,
+            away_since: None,
+            owed: Duration::ZERO,
+        }
+    }
+
+    /// `true` while an owner of this line holds the lock (the line lives on for its release).
+    pub(crate) fn holds(&self) -> bool {
+        self.holder.is_some()
+    }
+
+    /// How long a run hands over locally, with `budget` the policy's: the budget, or the other
+    /// clients' last turn (at most [`TURN_MAX`]) when that was longer. A client whose waiters
+    /// race as Redisson's do (every release a race, the releasing thread's next attempt first)
+    /// keeps the lock for long turns; this client takes turns as long, no longer.
+    fn turn(&self, budget: Duration) -> Duration {
+        budget.max(self.owed.min(TURN_MAX))
+    }
+
+    /// A local owner is about to send a release that may free the lock (`waiters`: someone is
+    /// in line). Marks where the release's own unlock message will be in the subscription's
+    /// count; `true` when the policy wants a fresh answer to "does another client listen?",
+    /// asked together with the release: the run has lasted its length and the last answer is
+    /// older than one budget.
+    pub(crate) fn releasing(&mut self, now: Instant, messages: Option<u64>, waiters: bool) -> bool {
+        self.release_mark = messages;
+        self.release_began = Some(now);
+        let LocalHandOff::Bounded(budget) = self.policy else {
+            return false;
+        };
+        let budget = self.turn(budget);
+        if !waiters || self.contest.is_some() {
+            return false;
+        }
+        let spent = self
+            .run_since
+            .is_some_and(|since| now.saturating_duration_since(since) >= budget);
+        let fresh = self.others.is_some_and(|(_, until)| until > now);
+        spent && !fresh
+    }
+
+    /// A local release ended; `freed`: the lock may be free now (released, not held, or an
+    /// error); `others`: the answer to "does another client listen?" asked with it; `head`:
+    /// someone waits in line. Hands the lock to the head, or starts (or goes on with) a
+    /// contest, as the policy says.
+    pub(crate) fn released(
+        &mut self,
+        now: Instant,
+        freed: bool,
+        others: Option<bool>,
+        head: bool,
+    ) -> Released {
+        if !freed {
+            self.release_began = None;
+            return Released::Kept;
+        }
+        // Whoever freed it, no owner of this line holds it now.
+        self.holder = None;
+        if let (Some(answer), LocalHandOff::Bounded(budget)) = (others, self.policy) {
+            self.others = Some((answer, now.checked_add(budget).unwrap_or(now)));
+        }
+        let mark = self.release_mark.take();
+        let began = self.release_began.take().unwrap_or(now);
+        if !head {
+            return Released::Idle;
+        }
+        let hand_over = match self.policy {
+            LocalHandOff::Unbounded => true,
+            LocalHandOff::Off => false,
+            LocalHandOff::Bounded(budget) => {
+                let turn = self.turn(budget);
+                let within = |at: Instant| began.saturating_duration_since(at) < turn;
+                if self.contest.is_some() {
+                    false
+                } else if self.run_since.is_none_or(within) {
+                    true
+                } else if matches!(self.others, Some((false, until)) if until > began) {
+                    // Nobody else listens: a new run starts with the next acquisition, and
+                    // nothing is owed.
+                    self.run_since = None;
+                    self.owed = Duration::ZERO;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        self.handed = hand_over;
+        if hand_over {
+            return Released::HandedOver;
+        }
+        let wins = self.contest.map_or(0, |c| c.wins);
+        self.contest = Some(Contest {
+            after: mark,
+            began: now,
+            wins,
+            seen: None,
+        });
+        Released::Contested
+    }
+
+    /// The line emptied: no release's message is awaited any more.
+    pub(crate) fn line_emptied(&mut self) {
+        self.release_mark = None;
+    }
+
+    /// What the head does next, `by_message` telling whether its last wake-up was an unlock
+    /// message: while an owner of this line holds the lock the head waits for its hand-over,
+    /// unless the message is news (it came later than [`ECHO_WINDOW`] after that owner's
+    /// acquisition and outside its release: a remote forced unlock, say), when it attempts.
+    pub(crate) fn next(&mut self, now: Instant, by_message: bool, messages: Option<u64>) -> Plan {
+        match self.plan(now, messages) {
+            Plan::Wait(_)
+                if by_message && self.held_for(now).is_some_and(|held| held >= ECHO_WINDOW) =>
+            {
+                Plan::Attempt
+            }
+            plan => plan,
+        }
+    }
+
+    /// What the head does next, messages aside (see [`next`](Self::next)).
+    pub(crate) fn plan(&mut self, now: Instant, messages: Option<u64>) -> Plan {
+        if let Some((until, _)) = self.holder {
+            if until > now {
+                return Plan::Wait(until - now);
+            }
+        }
+        let policy_stands_back = matches!(self.policy, LocalHandOff::Bounded(_));
+        let Some(contest) = self.contest.as_mut() else {
+            return Plan::Attempt;
+        };
+        if !(policy_stands_back && contest.wins >= CONTEST_WINS) {
+            // A race, at once: the local release has ended, as a Java client's releasing
+            // thread, whose next `lock()` follows its `unlock()`'s reply, races at once.
+            return Plan::Attempt;
+        }
+        // Standing back: not before the release's own message (a waiter of another client
+        // woken by it has sent its attempt by [`STAND_BACK`] after it).
+        let waited = now.saturating_duration_since(contest.began);
+        if let (Some(after), Some(count)) = (contest.after, messages) {
+            if count <= after && waited < MESSAGE_WAIT {
+                return Plan::Defer(MESSAGE_WAIT - waited);
+            }
+        }
+        let until = *contest.seen.get_or_insert(now) + STAND_BACK;
+        if until > now {
+            return Plan::Defer(until - now);
+        }
+        Plan::Attempt
+    }
+
+    /// The head's attempt found the lock busy while no owner of this line holds it: another
+    /// client's owner has it, so a contest is over and no run goes on.
+    pub(crate) fn busy(&mut self, now: Instant) {
+        self.away_since.get_or_insert(now);
+        self.handed = false;
+        self.contest = None;
+        self.run_since = None;
+        self.quiet = Duration::ZERO;
+    }
+
+    /// The head acquired the lock, its hold lasting at least until `until`. A hand-over goes on
+    /// with the run; an acquisition of the head's own starts a run, or counts as a race won in
+    /// a contest.
+    pub(crate) fn acquired(&mut self, now: Instant, until: Instant) {
+        self.holder = Some((until, now));
+        if let Some(since) = self.away_since.take() {
+            self.owed = now.saturating_duration_since(since);
+        }
+        if std::mem::take(&mut self.handed) {
+            self.run_since.get_or_insert(now);
+        } else if let Some(contest) = &mut self.contest {
+            if contest.seen.is_none() {
+                contest.wins += 1;
+            } else {
+                // The head stood back and nobody took the lock: whoever listens does not wait
+                // for it. Alone for a while, then ask again.
+                let quiet = self.quiet.max(QUIET_START);
+                self.quiet = (quiet * 2).min(QUIET_MAX);
+                self.others = Some((false, now + quiet));
+                self.owed = Duration::ZERO;
+                self.contest = None;
+                self.run_since = Some(now);
+            }
+        } else {
+            self.run_since = Some(now);
+        }
+    }
+
+    /// How long the owner of this line that holds the lock has held it at `now` (`None`: none
+    /// does, or its release is under way: a message now is its own, no news, and the release's
+    /// end wakes the head).
+    fn held_for(&self, now: Instant) -> Option<Duration> {
+        let (_, since) = self.holder?;
+        if self.release_began.is_some() {
+            return None;
+        }
+        Some(now.saturating_duration_since(since))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A line with an owner always queued behind the head, driven on a clock of its own.
+    struct Line {
+        h: HandOff,
+        now: Instant,
+    }
+
+    /// One round: the head acquires, holds `hold`, releases (`others`: the answer to the
+    /// question, if asked), and the next owner becomes head.
+    struct Round {
+        plan: Plan,
+        handed: bool,
+        asked: bool,
+    }
+
+    impl Line {
+        fn new(policy: LocalHandOff) -> Self {
+            Self {
+                h: HandOff::new(policy),
+                now: Instant::now(),
+            }
+        }
+
+        fn pass(&mut self, d: Duration) {
+            self.now += d;
+        }
+
+        fn plan(&mut self) -> Plan {
+            self.h.plan(self.now, None)
+        }
+
+        fn busy(&mut self) {
+            self.h.busy(self.now);
+        }
+
+        fn round(&mut self, hold: Duration, others: Option<bool>) -> Round {
+            assert_ne!(self.plan(), Plan::Wait(30_000 * MS), "nobody local holds");
+            self.h.acquired(self.now, self.now + 30_000 * MS);
+            self.pass(hold);
+            let asked = self.h.releasing(self.now, None, true);
+            let released = self.h.released(self.now, true, others, true);
+            let handed = released == Released::HandedOver;
+            assert_eq!(self.h.handed, handed);
+            Round {
+                plan: self.plan(),
+                handed,
+                asked,
+            }
+        }
+
+        /// Rounds of `hold` until a release asks who else listens (answered `others`): the
+        /// hand-overs before it, and that round.
+        fn hand_overs_until_asked(
+            &mut self,
+            hold: Duration,
+            others: Option<bool>,
+        ) -> (usize, Round) {
+            let mut handed = 0;
+            loop {
+                let r = self.round(hold, others);
+                if r.asked {
+                    return (handed, r);
+                }
+                assert!(r.handed, "no question, a hand-over");
+                handed += 1;
+            }
+        }
+
+        fn wins(&self) -> Option<u32> {
+            self.h.contest.map(|c| c.wins)
+        }
+    }
+
+    #[test]
+    fn a_local_holder_makes_the_head_wait_until_its_release_or_its_lease_ends() {
+        let mut l = Line::new(LocalHandOff::default());
+        assert_eq!(l.plan(), Plan::Attempt);
+        l.h.acquired(l.now, l.now + 1_000 * MS);
+        assert_eq!(l.plan(), Plan::Wait(1_000 * MS));
+        assert!(l.h.holds());
+        l.pass(5 * MS);
+        assert_eq!(l.h.released(l.now, false, None, true), Released::Kept);
+        assert_eq!(l.plan(), Plan::Wait(995 * MS), "a partial release keeps it");
+        assert_eq!(l.h.released(l.now, true, None, true), Released::HandedOver);
+        assert_eq!(l.plan(), Plan::Attempt);
+        assert!(!l.h.holds());
+        // A hold past its lease no longer holds the head back.
+        l.h.acquired(l.now, l.now + 100 * MS);
+        l.pass(100 * MS);
+        assert_eq!(l.plan(), Plan::Attempt);
+        // Nobody in line: the line may end.
+        assert_eq!(l.h.released(l.now, true, None, false), Released::Idle);
+    }
+
+    #[test]
+    fn an_unlock_message_is_news_only_after_the_echo_window_and_outside_the_release() {
+        let mut l = Line::new(LocalHandOff::default());
+        l.h.acquired(l.now, l.now + 10_000 * MS);
+        // Without a message, and with one within the echo window: wait for the hand-over.
+        assert_eq!(l.h.next(l.now, false, None), Plan::Wait(10_000 * MS));
+        l.pass(ECHO_WINDOW - MS);
+        assert!(
+            matches!(l.h.next(l.now, true, None), Plan::Wait(_)),
+            "an echo"
+        );
+        l.pass(MS);
+        assert!(
+            matches!(l.h.next(l.now, false, None), Plan::Wait(_)),
+            "no message, no news"
+        );
+        assert_eq!(
+            l.h.next(l.now, true, None),
+            Plan::Attempt,
+            "a later message is news"
+        );
+        // While the local holder's own release is under way, its message is no news.
+        let _ = l.h.releasing(l.now, None, true);
+        assert!(
+            matches!(l.h.next(l.now, true, None), Plan::Wait(_)),
+            "the release's own message"
+        );
+    }
+
+    #[test]
+    fn a_run_hands_over_within_its_budget_and_asks_once_it_is_spent() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        // 1 ms holds: hand-overs, no question, while the run lasts less than 10 ms.
+        let mut asked_at = None;
+        for i in 0..30 {
+            let r = l.round(MS, None);
+            if r.asked {
+                asked_at = Some(i);
+                assert!(!r.handed, "no answer: a contest rather than a hand-over");
+                break;
+            }
+            assert!(r.handed, "round {i}: within the budget, a hand-over");
+            assert_eq!(r.plan, Plan::Attempt);
+        }
+        assert_eq!(
+            asked_at,
+            Some(9),
+            "asked once the run lasted 10 ms, not before"
+        );
+        // A race won (the head's own attempt), then the answer "nobody else": a new run of
+        // hand-overs, and no question for another budget.
+        l.busy();
+        let r = l.round(20 * MS, Some(false));
+        assert!(r.asked && r.handed);
+        assert!(l.wins().is_none());
+        let r = l.round(MS, None);
+        assert!(!r.asked, "the answer is fresh for one budget");
+        assert!(r.handed);
+    }
+
+    #[test]
+    fn while_another_client_listens_a_spent_run_turns_into_a_contest_that_stands_back() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        // A 100 ms hold spends the run at once; someone else listens.
+        let r = l.round(100 * MS, Some(true));
+        assert!(r.asked);
+        assert!(
+            !r.handed,
+            "no hand-over while another client waits past the budget"
+        );
+        assert_eq!(
+            r.plan,
+            Plan::Attempt,
+            "a race (no message to wait for without a channel)"
+        );
+        assert_eq!(l.wins(), Some(0));
+        // Races won: the contest goes on, with no question asked.
+        let r = l.round(100 * MS, None);
+        assert!(!r.asked && !r.handed);
+        assert_eq!(l.wins(), Some(1));
+        let r = l.round(100 * MS, None);
+        assert!(!r.handed);
+        assert_eq!(l.wins(), Some(CONTEST_WINS));
+        // Now the head stands back before its attempt.
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        l.pass(STAND_BACK);
+        assert_eq!(l.plan(), Plan::Attempt);
+        // Its attempt finds the lock busy: another client has it; the contest is over and the
+        // next acquisition of the head's own starts a new run.
+        l.busy();
+        assert!(l.wins().is_none());
+        let r = l.round(MS, None);
+        assert!(r.handed, "a new run hands over within its budget");
+    }
+
+    #[test]
+    fn a_head_standing_back_waits_for_the_releases_own_message_first() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        l.round(100 * MS, Some(true));
+        for _ in 1..CONTEST_WINS {
+            assert_eq!(l.round(100 * MS, None).plan, Plan::Attempt);
+        }
+        // The race that makes CONTEST_WINS, then a release with 7 messages seen when it began:
+        // until the 8th comes (at most MESSAGE_WAIT) the head defers; STAND_BACK counts from
+        // when it saw it.
+        l.h.acquired(l.now, l.now + 30_000 * MS);
+        assert_eq!(l.wins(), Some(CONTEST_WINS));
+        l.pass(100 * MS);
+        let _ = l.h.releasing(l.now, Some(7), true);
+        assert_eq!(l.h.released(l.now, true, None, true), Released::Contested);
+        assert_eq!(l.h.plan(l.now, Some(7)), Plan::Defer(MESSAGE_WAIT));
+        l.pass(30 * MS);
+        assert_eq!(
+            l.h.plan(l.now, Some(7)),
+            Plan::Defer(MESSAGE_WAIT - 30 * MS)
+        );
+        assert_eq!(l.h.plan(l.now, Some(8)), Plan::Defer(STAND_BACK));
+        l.pass(STAND_BACK);
+        assert_eq!(l.h.plan(l.now, Some(8)), Plan::Attempt);
+    }
+
+    #[test]
+    fn when_nobody_takes_the_lock_from_a_head_standing_back_the_client_is_alone_a_while() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        let mut r = l.round(100 * MS, Some(true));
+        for _ in 0..CONTEST_WINS {
+            r = l.round(100 * MS, None);
+        }
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        l.pass(STAND_BACK);
+        assert_eq!(l.plan(), Plan::Attempt);
+        // Its attempt wins: the listener was no waiter. Hand-overs without a question for
+        // QUIET_START, then the question again.
+        let r = l.round(60 * MS, None);
+        assert!(l.wins().is_none());
+        assert!(!r.asked && r.handed, "alone for a while");
+        let r = l.round(60 * MS, None);
+        assert!(r.asked, "asked again after {QUIET_START:?}");
+        // The next stand-back without a taker keeps the client alone twice as long.
+        assert_eq!(l.h.quiet, 2 * QUIET_START);
+    }
+
+    #[test]
+    fn after_another_clients_long_turn_the_run_lasts_as_long_and_no_longer() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        // A spent run while someone else listens: a contest; the head's race finds the lock
+        // busy (another client's owner has it) and it keeps it 500 ms.
+        let r = l.round(100 * MS, Some(true));
+        assert_eq!(r.plan, Plan::Attempt);
+        l.busy();
+        l.pass(500 * MS);
+        // This client's turn then hands over for as long (holds starting before 500 ms), and
+        // asks at the first release past it.
+        let (handed, r) = l.hand_overs_until_asked(100 * MS, Some(true));
+        assert_eq!(
+            handed, 4,
+            "releases at 100..400 ms hand over, the one at 500 ms asks"
+        );
+        assert!(!r.handed, "someone else listens: a contest");
+        // The contest's races come at once (the release has ended, as a Java client's
+        // releasing thread races at once), two of them before the head stands back.
+        assert_eq!(r.plan, Plan::Attempt);
+        let r = l.round(100 * MS, None);
+        assert_eq!(r.plan, Plan::Attempt);
+        let r = l.round(100 * MS, None);
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        // A turn of 5 s elsewhere lengthens this client's run to TURN_MAX, no more.
+        l.pass(STAND_BACK);
+        l.busy();
+        l.pass(5_000 * MS);
+        let (handed, r) = l.hand_overs_until_asked(100 * MS, Some(false));
+        assert_eq!(handed, 19, "holds starting within {TURN_MAX:?}");
+        // Nobody else listens any more: nothing is owed, runs are the budget's again.
+        assert!(r.handed);
+        let (handed, _) = l.hand_overs_until_asked(2 * MS, None);
+        assert!(
+            (4..=5).contains(&handed),
+            "{handed}: back to a 10 ms run once the answer went stale"
+        );
+    }
+
+    #[test]
+    fn without_an_answer_a_spent_run_contests_rather_than_risk_starving_others() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        let r = l.round(20 * MS, None);
+        assert!(r.asked && !r.handed);
+        assert!(l.wins().is_some());
+    }
+
+    #[test]
+    fn unbounded_always_hands_over_and_off_never_does() {
+        let mut l = Line::new(LocalHandOff::Unbounded);
+        for i in 0..5 {
+            let r = l.round(100 * MS, None);
+            assert!(!r.asked, "round {i}: nobody is asked");
+            assert!(r.handed);
+        }
+        let mut l = Line::new(LocalHandOff::Off);
+        for i in 0..5 {
+            let r = l.round(MS, None);
+            assert!(!r.asked, "round {i}: nobody is asked");
+            assert!(!r.handed, "round {i}");
+            assert_eq!(r.plan, Plan::Attempt, "round {i}: Off never stands back");
+        }
+    }
+}

@@ -1,0 +1,522 @@
+//! The local wait line: when several owners in one client wait for the same lock, only the
+//! first of them (the head) contends on Redis; the others wait here, first come first served.
+//! When a local owner's release frees the lock, the head is woken at once instead of waiting for
+//! the unlock message to come back through the server. Remote waiters (other processes, Java
+//! peers) are still woken by that message: every release that frees a lock publishes, exactly
+//! as before; nothing here changes the wire.
+//!
+//! The line keeps the order, the wake-ups and the one subscription; what a release does (hand
+//! the lock to the head, or contest it with other clients) and what the head does next are the
+//! hand-off policy's ([`HandOff`], in `handoff`), which the line feeds with what happens. The
+//! engine (`sleep::wait_in_line`) runs what they say:
+//! * A waiting acquisition of a queueing kind makes one attempt of its own unless local waiters
+//!   are already queued (then it joins behind them without trying: no barging past the queue),
+//!   and joins the queue when that attempt finds the lock busy. An owner that may already hold
+//!   the lock (the owner ledger has an entry for it) always tries first: a re-entry never
+//!   waits behind its own hold.
+//! * The head subscribes to the lock's channel once for the whole queue (the subscription lives
+//!   as long as the queue has waiters) and waits for a local hand-over, an unlock message, or
+//!   the lock's TTL, whichever comes first, as every waiter did before.
+//! * A waiter leaves the queue when its acquisition ends (acquired, timed out, failed or
+//!   dropped); a head that leaves passes the turn to the next waiter. The queue (and with it
+//!   the run and the contest) lives while it has waiters or a local holder.
+//!
+//! Which kinds queue ([`Protocol::wait_line`](crate::lock::protocol::Protocol::wait_line)): the
+//! reentrant lock, the fenced lock and the write lock — one holder at a time and one channel
+//! for every waiter. Not the read lock (readers share: queueing them one behind another would
+//! serialise them), not the fair lock (its queue in Redis already orders every waiter of every
+//! client and wakes one at a time on its own channel; a second, local order could contradict
+//! it), and not the spin lock (no channel; its waiters poll with back-off by design).
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc,
+    },
+};
+
+use parking_lot::Mutex;
+use tokio::{
+    sync::{futures::Notified, Notify},
+    time::Instant,
+};
+
+pub(crate) use super::handoff::Plan;
+use super::handoff::{HandOff, Released};
+use crate::{
+    config::LocalHandOff,
+    service::pubsub::{PubSub, Subscription},
+    types::line::WaitLine,
+};
+
+/// Every local wait line of one client, by [`WaitLine`] and raw lock name.
+#[derive(Default)]
+pub(crate) struct WaitLines {
+    map: Mutex<HashMap<Key, Arc<Line>>>,
+    /// Number of queues, read without the lock on the uncontended path.
+    live: AtomicUsize,
+    policy: LocalHandOff,
+    /// Releases that handed over locally, and releases that started or went on with a contest.
+    hand_overs: AtomicU64,
+    contests: AtomicU64,
+}
+
+/// A line's key: which line, of which lock.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    line: WaitLine,
+    name: Box<str>,
+}
+
+impl Key {
+    fn new(line: WaitLine, name: &str) -> Self {
+        Self {
+            line,
+            name: name.into(),
+        }
+    }
+}
+
+struct Line {
+    key: Key,
+    channel: String,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// Front: the head.
+    waiters: VecDeque<(u64, Arc<Notify>)>,
+    next_id: u64,
+    /// The queue's one subscription to the lock's channel.
+    subscription: Option<Arc<Subscription>>,
+    /// The hand-off policy's state for this lock.
+    hand_off: HandOff,
+}
+
+impl State {
+    fn new(policy: LocalHandOff) -> Self {
+        Self {
+            waiters: VecDeque::new(),
+            next_id: 0,
+            subscription: None,
+            hand_off: HandOff::new(policy),
+        }
+    }
+
+    /// The unlock messages the queue's subscription has seen (`None`: not subscribed yet).
+    fn messages(&self) -> Option<u64> {
+        self.subscription.as_ref().map(|s| s.messages())
+    }
+}
+
+impl WaitLines {
+    /// The queues of a client with this hand-off policy.
+    pub(crate) fn new(policy: LocalHandOff) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    fn get(&self, line: WaitLine, name: &str) -> Option<Arc<Line>> {
+        if self.live.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.map.lock().get(&Key::new(line, name)).cloned()
+    }
+
+    /// `true` when local waiters are queued for the lock.
+    pub(crate) fn has_waiters(&self, line: WaitLine, name: &str) -> bool {
+        self.get(line, name)
+            .is_some_and(|q| !q.state.lock().waiters.is_empty())
+    }
+
+    /// Whether a waiting acquisition of the lock makes an attempt of its own before it joins
+    /// the queue: not while local waiters are queued (first come, first served; no barging
+    /// past the queue), unless the owner may hold the lock already (`owner_may_hold`, from the
+    /// owner ledger): a re-entry never waits behind its own hold.
+    pub(crate) fn attempts_first(&self, line: WaitLine, name: &str, owner_may_hold: bool) -> bool {
+        owner_may_hold || !self.has_waiters(line, name)
+    }
+
+    /// Joins the queue of the lock at its tail.
+    pub(crate) fn join(self: &Arc<Self>, line: WaitLine, name: &str, channel: &str) -> Ticket {
+        let mut map = self.map.lock();
+        let queue = map
+            .entry(Key::new(line, name))
+            .or_insert_with_key(|k| {
+                self.live.fetch_add(1, Ordering::AcqRel);
+                Arc::new(Line {
+                    key: k.clone(),
+                    channel: channel.to_owned(),
+                    state: Mutex::new(State::new(self.policy)),
+                })
+            })
+            .clone();
+        let notify = Arc::new(Notify::new());
+        let id = {
+            let mut st = queue.state.lock();
+            let id = st.next_id;
+            st.next_id += 1;
+            st.waiters.push_back((id, notify.clone()));
+            id
+        };
+        Ticket {
+            queues: self.clone(),
+            queue,
+            id,
+            notify,
+        }
+    }
+
+    /// A local owner is about to send a release that may free the lock. Returns the channel to
+    /// ask `PUBSUB NUMSUB` about (together with the release) when the policy wants a fresh
+    /// answer (see [`HandOff::releasing`]).
+    pub(crate) fn releasing(&self, line: WaitLine, name: &str) -> Option<String> {
+        let queue = self.get(line, name)?;
+        let mut st = queue.state.lock();
+        let (messages, waiters) = (st.messages(), !st.waiters.is_empty());
+        let ask = st.hand_off.releasing(Instant::now(), messages, waiters);
+        ask.then(|| queue.channel.clone())
+    }
+
+    /// A local release of the lock; `freed`: the lock may be free now (released, not held, or
+    /// an error); `others`: the answer to "does another client listen?" asked with it. Wakes
+    /// the head when the policy hands the lock over or contests it; ends a queue nobody waits
+    /// in any more.
+    pub(crate) fn released(&self, line: WaitLine, name: &str, freed: bool, others: Option<bool>) {
+        if self.live.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut map = self.map.lock();
+        let Some(queue) = map.get(&Key::new(line, name)).cloned() else {
+            return;
+        };
+        let mut st = queue.state.lock();
+        let head = st.waiters.front().map(|(_, notify)| notify.clone());
+        match st
+            .hand_off
+            .released(Instant::now(), freed, others, head.is_some())
+        {
+            Released::Kept => return,
+            // Nobody waits and nobody holds: the queue ends.
+            Released::Idle => {
+                self.remove(&mut map, &queue);
+                return;
+            }
+            Released::HandedOver => self.hand_overs.fetch_add(1, Ordering::Relaxed),
+            Released::Contested => self.contests.fetch_add(1, Ordering::Relaxed),
+        };
+        drop(st);
+        drop(map);
+        if let Some(head) = head {
+            head.notify_one();
+        }
+    }
+
+    /// Releases that handed the lock over locally so far.
+    pub(crate) fn hand_overs(&self) -> u64 {
+        self.hand_overs.load(Ordering::Relaxed)
+    }
+
+    /// Releases that started or went on with a contest so far.
+    pub(crate) fn contests(&self) -> u64 {
+        self.contests.load(Ordering::Relaxed)
+    }
+
+    /// Removes `queue` from the map if it is still the queue of its key.
+    fn remove(&self, map: &mut HashMap<Key, Arc<Line>>, queue: &Arc<Line>) {
+        if map.get(&queue.key).is_some_and(|q| Arc::ptr_eq(q, queue)) {
+            map.remove(&queue.key);
+            self.live.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Local waiters queued per channel, beyond the one subscription each queue holds (which
+    /// the subscription registry already counts as one waiter).
+    pub(crate) fn queued_beyond_subscriptions(&self) -> Vec<(String, usize)> {
+        let queues: Vec<Arc<Line>> = self.map.lock().values().cloned().collect();
+        queues
+            .iter()
+            .filter_map(|q| {
+                let st = q.state.lock();
+                let counted = usize::from(st.subscription.is_some());
+                let extra = st.waiters.len().saturating_sub(counted);
+                (extra > 0).then(|| (q.channel.clone(), extra))
+            })
+            .collect()
+    }
+
+    /// Number of queues (for tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+}
+
+/// One waiter's place in a queue; dropping it leaves the queue (passing the turn on if it was
+/// the head).
+pub(crate) struct Ticket {
+    queues: Arc<WaitLines>,
+    queue: Arc<Line>,
+    id: u64,
+    notify: Arc<Notify>,
+}
+
+impl Ticket {
+    fn is_head(&self) -> bool {
+        self.queue
+            .state
+            .lock()
+            .waiters
+            .front()
+            .is_some_and(|(id, _)| *id == self.id)
+    }
+
+    /// Waits until this waiter is the head (`true`) or the deadline passes (`false`).
+    pub(crate) async fn wait_head(&self, deadline: Option<Instant>) -> bool {
+        loop {
+            if self.is_head() {
+                // The turn may have been handed over with a wake-up this call did not need:
+                // take it, so it does not read as a hand-over later.
+                let _ = futures::FutureExt::now_or_never(self.notify.notified());
+                return true;
+            }
+            let notified = self.notify.notified();
+            match deadline {
+                None => notified.await,
+                Some(d) => {
+                    if tokio::time::timeout_at(d, notified).await.is_err() {
+                        return self.is_head();
+                    }
+                }
+            }
+        }
+    }
+
+    /// A turn handed to this waiter (head promotion, a local hand-over or a contest's start).
+    pub(crate) fn notified(&self) -> Notified<'_> {
+        self.notify.notified()
+    }
+
+    /// What the head does next (see [`HandOff::next`]), `by_message` telling whether its last
+    /// wake-up was an unlock message.
+    pub(crate) fn next(&self, by_message: bool) -> Plan {
+        let mut st = self.queue.state.lock();
+        let messages = st.messages();
+        st.hand_off.next(Instant::now(), by_message, messages)
+    }
+
+    /// What the head does next, messages aside.
+    #[cfg(test)]
+    fn plan(&self) -> Plan {
+        self.next(false)
+    }
+
+    /// The head's attempt found the lock busy while no owner of this queue holds it (see
+    /// [`HandOff::busy`]).
+    pub(crate) fn busy(&self) {
+        self.queue.state.lock().hand_off.busy(Instant::now());
+    }
+
+    /// The head acquired the lock, its hold lasting at least until `until`; it leaves the
+    /// queue and the next waiter becomes head (see [`HandOff::acquired`]).
+    pub(crate) fn acquired(self, until: Instant) {
+        self.queue
+            .state
+            .lock()
+            .hand_off
+            .acquired(Instant::now(), until);
+    }
+
+    /// The queue's subscription to the lock's channel, made by the first head that needs it.
+    pub(crate) fn subscription(&self, pubsub: &PubSub) -> Arc<Subscription> {
+        let mut st = self.queue.state.lock();
+        st.subscription
+            .get_or_insert_with(|| Arc::new(pubsub.subscribe(&self.queue.channel)))
+            .clone()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        let mut map = self.queues.map.lock();
+        let mut st = self.queue.state.lock();
+        let was_head = st.waiters.front().is_some_and(|(id, _)| *id == self.id);
+        st.waiters.retain(|(id, _)| *id != self.id);
+        let mut subscription = None;
+        if st.waiters.is_empty() {
+            // Nobody left to listen. The queue (its run, its contest) lives on while one of its
+            // owners holds the lock: that owner's release ends it.
+            subscription = st.subscription.take();
+            st.hand_off.line_emptied();
+            if !st.hand_off.holds() {
+                self.queues.remove(&mut map, &self.queue);
+            }
+        } else if was_head {
+            if let Some((_, next)) = st.waiters.front() {
+                next.notify_one();
+            }
+        }
+        drop(st);
+        drop(map);
+        // Leaving the channel takes the registry's lock: not under ours.
+        drop(subscription);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+    const LOCK: WaitLine = WaitLine::Lock;
+
+    fn queues() -> Arc<WaitLines> {
+        Arc::new(WaitLines::default())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiters_become_head_in_arrival_order() {
+        let q = queues();
+        let a = q.join(LOCK, "n", "ch");
+        let b = q.join(LOCK, "n", "ch");
+        let c = q.join(LOCK, "n", "ch");
+        assert!(q.has_waiters(LOCK, "n"));
+        assert!(
+            !q.has_waiters(WaitLine::Write, "n"),
+            "kinds have queues of their own"
+        );
+        assert!(a.wait_head(Some(Instant::now())).await);
+        assert!(!b.wait_head(Some(Instant::now() + 10 * MS)).await);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let spawn = |t: Ticket, name: &'static str| {
+            let order = order.clone();
+            tokio::spawn(async move {
+                assert!(t.wait_head(None).await);
+                order.lock().push(name);
+                tokio::time::sleep(5 * MS).await;
+                t.acquired(Instant::now() + 30_000 * MS);
+            })
+        };
+        let (hc, hb) = (spawn(c, "c"), spawn(b, "b"));
+        tokio::time::sleep(MS).await;
+        a.acquired(Instant::now() + 30_000 * MS);
+        hb.await.unwrap();
+        hc.await.unwrap();
+        assert_eq!(*order.lock(), vec!["b", "c"]);
+        assert!(!q.has_waiters(LOCK, "n"));
+        assert_eq!(q.len(), 1, "the queue lives while its last owner holds");
+        q.released(LOCK, "n", true, None);
+        assert_eq!(q.len(), 0, "an empty queue is removed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_or_timed_out_waiter_leaves_and_a_leaving_head_passes_the_turn() {
+        let q = queues();
+        let head = q.join(LOCK, "n", "ch");
+        let second = q.join(LOCK, "n", "ch");
+        let third = q.join(LOCK, "n", "ch");
+        let start = Instant::now();
+        assert!(!second.wait_head(Some(start + 50 * MS)).await);
+        assert_eq!(
+            start.elapsed(),
+            50 * MS,
+            "a bounded wait ends at its deadline"
+        );
+        drop(second);
+        assert_eq!(q.queued_beyond_subscriptions(), vec![("ch".to_owned(), 2)]);
+        let waiting = tokio::spawn(async move {
+            let ok = third.wait_head(None).await;
+            (ok, Instant::now())
+        });
+        tokio::time::sleep(20 * MS).await;
+        drop(head);
+        let (ok, at) = waiting.await.unwrap();
+        assert!(ok);
+        assert_eq!(at - start, 70 * MS, "the next waiter became head at once");
+        assert_eq!(q.len(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_local_holder_makes_the_head_wait_and_its_release_hands_over() {
+        let q = queues();
+        let first = q.join(LOCK, "n", "ch");
+        let second = q.join(LOCK, "n", "ch");
+        assert_eq!(first.plan(), Plan::Attempt);
+        first.acquired(Instant::now() + 1_000 * MS);
+        assert!(second.wait_head(Some(Instant::now())).await);
+        assert_eq!(second.plan(), Plan::Wait(1_000 * MS));
+        let woken = tokio::spawn(async move {
+            second.notified().await;
+            second.plan()
+        });
+        tokio::time::sleep(10 * MS).await;
+        q.released(LOCK, "n", false, None);
+        tokio::task::yield_now().await;
+        assert!(!woken.is_finished(), "a partial release hands nothing over");
+        q.released(LOCK, "n", true, None);
+        assert_eq!(woken.await.unwrap(), Plan::Attempt);
+    }
+
+    #[test]
+    fn a_waiter_attempts_first_unless_others_are_queued_and_it_may_not_hold() {
+        let q = queues();
+        assert!(q.attempts_first(LOCK, "n", false), "nobody queued");
+        let _queued = q.join(LOCK, "n", "ch");
+        assert!(
+            !q.attempts_first(LOCK, "n", false),
+            "no barging past the queue"
+        );
+        assert!(
+            q.attempts_first(LOCK, "n", true),
+            "a re-entry never waits behind itself"
+        );
+        assert!(
+            q.attempts_first(WaitLine::Write, "n", false),
+            "another kind's queue"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_line_asks_with_the_channel_counts_and_wakes_the_head_as_the_policy_decides() {
+        let q = Arc::new(WaitLines::new(LocalHandOff::Bounded(10 * MS)));
+        let first = q.join(LOCK, "n", "ch");
+        let second = q.join(LOCK, "n", "ch");
+        first.acquired(Instant::now() + 30_000 * MS);
+        assert!(second.wait_head(Some(Instant::now())).await);
+        // Within the budget: a hand-over, no question.
+        assert_eq!(q.releasing(LOCK, "n"), None);
+        q.released(LOCK, "n", true, None);
+        assert_eq!((q.hand_overs(), q.contests()), (1, 0));
+        let third = q.join(LOCK, "n", "ch");
+        second.acquired(Instant::now() + 30_000 * MS);
+        assert!(third.wait_head(Some(Instant::now())).await);
+        // Past it: the question goes with the release, on the queue's channel; someone
+        // listens, so a contest wakes the head to race.
+        tokio::time::sleep(20 * MS).await;
+        assert_eq!(q.releasing(LOCK, "n").as_deref(), Some("ch"));
+        let woken = tokio::spawn(async move {
+            third.notified().await;
+            third.plan()
+        });
+        tokio::task::yield_now().await;
+        q.released(LOCK, "n", true, Some(true));
+        assert_eq!(woken.await.unwrap(), Plan::Attempt);
+        assert_eq!((q.hand_overs(), q.contests()), (1, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_queue_outlives_its_last_waiter_while_an_owner_holds() {
+        let q = queues();
+        let t = q.join(LOCK, "n", "ch");
+        t.acquired(Instant::now() + 30_000 * MS);
+        assert_eq!(q.len(), 1, "the holder's queue keeps its run");
+        assert!(!q.has_waiters(LOCK, "n"));
+        q.released(LOCK, "n", true, None);
+        assert_eq!(q.len(), 0, "its release ends it");
+    }
+}

@@ -1,0 +1,236 @@
+//! One owner's claim to one lock ([`Claim`]): the value acquisition, give-up clean-up, guards
+//! and releases share. A claim exists before anything is held (the attempts are made for it),
+//! while the lock is held (a guard keeps it, to renew and release), and after (a background
+//! release); a *hold* is what a successful attempt made. Here: the claim and every call made
+//! for a hold it has (count, release with its unlock receipt and retries, background release,
+//! renewal). Its attempts, as the engine's [`Waiter`](super::waiter::Waiter) for every lock
+//! kind, are in `attempt`.
+//!
+//! A release of a queueing kind dropped midway tells the local wait line's head the lock may
+//! be free ([`TellQueue`]), so it attempts instead of waiting out the lease.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio::time::Instant;
+
+use crate::lock::protocol::{decode_release, Protocol, Release, ReleaseRequest};
+use crate::{
+    acquisitions::ledger::Known,
+    client::Client,
+    error::{Error, Result},
+    service::watchdog::{renewal_call, HoldKey},
+    types::names,
+};
+
+/// One owner's claim to one lock with one lease: everything needed to acquire, renew, release
+/// or give up, whether anything is held yet or not (it was `Hold`, a name that said more than
+/// it knew). Cheap to clone (reference-counted parts).
+#[derive(Clone)]
+pub(crate) struct Claim {
+    pub(crate) client: Client,
+    pub(crate) proto: Arc<dyn Protocol>,
+    /// The raw lock name (`proto.name()`), shared with the handle and with the ledger and
+    /// watchdog entries of this hold (no copy per entry).
+    pub(crate) name: Arc<str>,
+    /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock).
+    pub(crate) field: Arc<str>,
+    /// A group multi-lock's set of values (the kind's `RenewalShape::values`; empty for every
+    /// other kind): with the name and field, what names this hold in the client's bookkeeping.
+    pub(crate) values: Arc<[String]>,
+    /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
+    /// watchdog timeout).
+    pub(crate) lease_ms: u64,
+    /// How long a waiting acquisition of a queueing kind keeps its place in the kind's queue
+    /// between attempts (the fair lock's `threadWaitTime`); 0 where nothing queues.
+    pub(crate) queue_ms: u64,
+}
+
+impl std::fmt::Debug for Claim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Claim")
+            .field("lock", &self.name())
+            .field("owner", &self.field)
+            .field("lease_ms", &self.lease_ms)
+            .finish()
+    }
+}
+
+impl Claim {
+    /// The raw lock name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What names this hold in the owner ledger and the watchdog.
+    pub(crate) fn key(&self) -> HoldKey {
+        HoldKey::new(self.name.clone(), self.field.clone(), self.values.clone())
+    }
+
+    /// This owner's hold count, read as the kind reads it (see `Protocol::hold_count`).
+    pub(crate) async fn count(&self) -> Result<u64> {
+        let core = self.client.core();
+        match self.proto.hold_count(&self.field) {
+            None => core.hold_count(self.name(), &self.field).await,
+            Some(call) => {
+                let v = core.run(call, self.name()).await?;
+                v.as_i64()
+                    .map(|n| n.max(0) as u64)
+                    .ok_or_else(|| crate::conn::core::unexpected(self.name(), format!("{v:?}")))
+            }
+        }
+    }
+
+    /// Releases one hold, retrying transient failures with the same request id (the unlock
+    /// receipt makes the retries idempotent), then hands the receipt to the batched clean-up.
+    pub(crate) async fn release(&self) -> Result<Release> {
+        if self.client.is_closed() {
+            return Err(Error::Shutdown);
+        }
+        // A release whose future is dropped midway may have freed the lock: the local queue's
+        // head is told so (it then attempts), rather than waiting out the holder's lease.
+        let mut tell_queue = TellQueue {
+            claim: self,
+            armed: self.proto.wait_line().is_some(),
+        };
+        let mut entry = self.client.ledgers().enter(self.key(), self.lease_ms).await;
+        // A release that may free the lock tells the local queue first (its hand-off policy
+        // may want to know, with this very release, whether another client listens).
+        let ask = match (self.proto.wait_line(), entry.known()) {
+            (_, Known::Count(n)) if n > 1 => None,
+            (Some(tag), _) => self.client.wait_lines().releasing(tag, self.name()),
+            (None, _) => None,
+        };
+        let (outcome, others) = match ask {
+            // Sent together: the question costs no round trip of its own.
+            Some(channel) => {
+                let (outcome, others) = futures::join!(
+                    self.release_once(),
+                    self.client.core().others_listen(&channel)
+                );
+                (outcome, Some(others))
+            }
+            None => (self.release_once().await, None),
+        };
+        tell_queue.armed = false;
+        entry.set(match (&outcome, entry.known()) {
+            (Ok(Release::StillHeld), Known::Count(n)) if n > 0 => Known::Count(n - 1),
+            (Ok(Release::Released | Release::NotHeld), _) => Known::Count(0),
+            _ => Known::Unknown,
+        });
+        drop(entry);
+        if let Some(tag) = self.proto.wait_line() {
+            // The next local waiter tries at once, without waiting for the unlock message.
+            let freed = !matches!(outcome, Ok(Release::StillHeld));
+            self.client
+                .wait_lines()
+                .released(tag, self.name(), freed, others);
+        }
+        outcome
+    }
+
+    /// Every guard of this owner on this lock learns that a call sent at `sent_at` set the
+    /// lock's TTL to this hold's lease (see `Watchdog::ttl_set`).
+    fn ttl_set(&self, sent_at: Instant, lease: Duration) {
+        self.client
+            .watchdog()
+            .ttl_set(&self.key(), sent_at, lease, Instant::now());
+    }
+
+    /// An attempt sent at `sent_at` re-entered (or may have) a hold of this owner, whose count
+    /// was `before`: where the kind's re-entry sets the TTL, the owner's guards learn it.
+    pub(super) fn reentered(&self, before: u64, sent_at: Instant) {
+        if before > 0 && self.proto.reentry_sets_ttl() {
+            self.ttl_set(sent_at, Duration::from_millis(self.lease_ms));
+        }
+    }
+
+    /// The release call itself (the caller holds the owner's ledger entry). A partial release
+    /// (or one that may have run) re-arms the TTL to this hold's lease: the owner's guards
+    /// learn it.
+    pub(super) async fn release_once(&self) -> Result<Release> {
+        let sent_at = Instant::now();
+        let outcome = self.release_call().await;
+        if matches!(outcome, Ok(Release::StillHeld) | Err(_))
+            && self.proto.partial_release_sets_ttl()
+        {
+            self.ttl_set(sent_at, Duration::from_millis(self.lease_ms));
+        }
+        outcome
+    }
+
+    async fn release_call(&self) -> Result<Release> {
+        let core = self.client.core();
+        let config = core.config();
+        let receipt = names::unlock_receipt(self.name(), &names::request_id());
+        let mut tries = 0;
+        let reply = loop {
+            let call = self.proto.release(ReleaseRequest {
+                field: &self.field,
+                lease_ms: self.lease_ms,
+                receipt: &receipt,
+                receipt_px_ms: config.receipt_px_ms(),
+                publish: core.messaging().publish_command(),
+            });
+            match core.run(call, self.name()).await {
+                Err(e) if e.is_transient() && tries < config.retry_attempts => {
+                    tries += 1;
+                    log::debug!("unlock of {} failed ({e}); retrying", self.name());
+                    tokio::time::sleep(config.retry_delay).await;
+                }
+                other => break other?,
+            }
+        };
+        self.client.receipts().done(receipt.into());
+        decode_release(reply, self.name())
+    }
+
+    /// Hands a release to the client's runtime; never blocks, never panics.
+    pub(crate) fn release_in_background(&self) {
+        if self.client.is_closed() {
+            return;
+        }
+        let claim = self.clone();
+        let in_flight = self.client.pending_releases().begin(self.name());
+        drop(self.client.spawn(async move {
+            if let Err(e) = claim.release().await {
+                log::warn!("background unlock of {} failed: {e}", claim.name());
+            }
+            drop(in_flight);
+        }));
+    }
+
+    /// Owner-checked renewal: sets the TTL to `lease` where this owner still holds the lock
+    /// (the same call the watchdog batches). `Ok(false)`: the hold is gone.
+    pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
+        let lease_ms = crate::types::millis::lease_millis(lease)?;
+        let shape = self.proto.renewal();
+        let call = renewal_call(&[(&shape, vec![&*self.field])], lease_ms);
+        let sent_at = Instant::now();
+        // The owner's ledger entry must outlive the TTL this call may set (even without reply).
+        let until = crate::types::millis::later(sent_at, lease);
+        self.client.ledgers().extend(&self.key(), until);
+        let flags = self.client.core().run_flags(call, self.name()).await?;
+        let renewed = flags.first() == Some(&1);
+        if renewed {
+            self.ttl_set(sent_at, lease);
+        }
+        Ok(renewed)
+    }
+}
+
+/// Tells the local queue a release may have freed the lock if the release is dropped midway.
+struct TellQueue<'a> {
+    claim: &'a Claim,
+    armed: bool,
+}
+
+impl Drop for TellQueue<'_> {
+    fn drop(&mut self) {
+        if let (true, Some(tag)) = (self.armed, self.claim.proto.wait_line()) {
+            self.claim
+                .client
+                .wait_lines()
+                .released(tag, self.claim.name(), true, None);
+        }
+    }
+}

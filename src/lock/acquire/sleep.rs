@@ -1,0 +1,326 @@
+//! The engine's sleeping between attempts, one loop per place a waiter sleeps: a channel's
+//! wake-ups ([`wait_on_wakeups`]), the local wait line of a queueing lock kind
+//! ([`wait_in_line`]), the back-off steps ([`wait_with_backoff`]); and the subscription
+//! barrier they start with ([`subscribed`]). Written over an attempt function and a wake-up
+//! source, so their arithmetic is unit-tested on paused time without Redis.
+//!
+//! The rules every loop keeps: a sleep lasts at most what the last attempt said (the lock's
+//! TTL, the earliest permit's expiry) or, when it said nothing, the fallback (the watchdog
+//! timeout), and never past the deadline, so a lost message costs at most one such bound; a
+//! waiter woken by a message always tries once more, even at its deadline, so the wake-up it
+//! consumed is never wasted; an attempt's error ends the loop with that error (the engine
+//! decides whether the wait goes on).
+
+use std::{future::Future, time::Duration};
+
+use tokio::time::Instant;
+
+use super::waiter::{left, Step, Waiter, Won};
+use crate::{
+    acquisitions::line::{Plan, Ticket},
+    error::Error,
+    lock::protocol::Steps,
+    service::pubsub,
+};
+
+/// Something a waiter sleeps on until a message wakes it.
+pub(crate) trait Wake {
+    /// Sleeps until woken or `max` passes; `true` when woken.
+    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send;
+}
+
+impl Wake for pubsub::Subscription {
+    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send {
+        self.wait(Some(max))
+    }
+}
+
+impl Wake for pubsub::Wakeups {
+    fn wake_or_timeout(&self, max: Duration) -> impl Future<Output = bool> + Send {
+        self.wait(Some(max))
+    }
+}
+
+/// Waits for a subscription's barrier (subscribed, and the subscription confirmed by a round
+/// trip on the subscriber connection) for at most the configured subscription timeout, never
+/// past the deadline: `Ok(false)` when the deadline passed meanwhile (the caller gives up
+/// quietly), an error when the subscription failed or timed out before the deadline.
+pub(crate) async fn subscribed<W: Waiter>(
+    waiter: &W,
+    subscription: &pubsub::Subscription,
+    deadline: Option<Instant>,
+) -> Result<bool, Error> {
+    let limit = waiter.config().subscription_timeout;
+    let wait = left(deadline).map_or(limit, |l| l.min(limit));
+    match subscription.ready(wait).await {
+        Ok(()) => Ok(true),
+        Err(e)
+            if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The channel wait: attempt; when busy, sleep on the wake-ups for min(what the attempt said,
+/// time left), `fallback` when it said nothing, and attempt again when woken or when the sleep
+/// ends.
+pub(crate) async fn wait_on_wakeups<T, E, F, Fut>(
+    mut attempt: F,
+    wakeups: &impl Wake,
+    deadline: Option<Instant>,
+    fallback: Duration,
+) -> Result<Option<T>, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>, E>>,
+{
+    loop {
+        let frees_in = match attempt().await? {
+            Step::Done(t) => return Ok(Some(t)),
+            Step::Busy { frees_in } => frees_in,
+        };
+        let remaining = left(deadline);
+        if remaining == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        let bound = frees_in.unwrap_or(fallback);
+        let sleep = remaining.map_or(bound, |r| r.min(bound));
+        let woken = wakeups.wake_or_timeout(sleep).await;
+        if !woken && left(deadline) == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+    }
+}
+
+/// The back-off wait (no pub/sub): sleep the next step (never past the deadline), attempt, and
+/// repeat until done or out of time.
+pub(crate) async fn wait_with_backoff<T, E, F, Fut>(
+    mut attempt: F,
+    mut backoff: Steps,
+    deadline: Option<Instant>,
+) -> Result<Option<T>, E>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<T>, E>>,
+{
+    loop {
+        let step = backoff.next_delay();
+        let sleep = left(deadline).map_or(step, |r| r.min(step));
+        tokio::time::sleep(sleep).await;
+        match attempt().await? {
+            Step::Done(t) => return Ok(Some(t)),
+            Step::Busy { .. } if left(deadline) == Some(Duration::ZERO) => return Ok(None),
+            Step::Busy { .. } => {}
+        }
+    }
+}
+
+/// A waiter in a local wait line (see `acquisitions::line`): waits for its turn, then, as the
+/// head, does what the line says ([`Ticket::next`]: attempt, wait for a local holder's
+/// hand-over, or defer in a contest) and sleeps until a local hand-over, a message on the
+/// line's one subscription, or the bound the line gave (what a busy attempt said). The
+/// deadline rule is [`wait_on_wakeups`]'s; a failed subscription is an `E` made from its
+/// error.
+pub(crate) async fn wait_in_line<W, E, F, Fut>(
+    waiter: &W,
+    ticket: Ticket,
+    deadline: Option<Instant>,
+    mut attempt: F,
+) -> Result<Option<Won<W::Won>>, E>
+where
+    W: Waiter,
+    E: From<Error>,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Step<Won<W::Won>>, E>>,
+{
+    if !ticket.wait_head(deadline).await {
+        return Ok(None);
+    }
+    let subscription = ticket.subscription(waiter.client().pubsub());
+    if !subscribed(waiter, &subscription, deadline).await? {
+        return Ok(None);
+    }
+    let fallback = waiter.config().lock_watchdog_timeout;
+    let mut by_message = false;
+    loop {
+        let bound = match ticket.next(by_message) {
+            Plan::Wait(bound) | Plan::Defer(bound) => bound,
+            Plan::Attempt => match attempt().await? {
+                Step::Done(won) => {
+                    ticket.acquired(waiter.lasts_until(won.get()));
+                    return Ok(Some(won));
+                }
+                Step::Busy { frees_in } => {
+                    ticket.busy();
+                    frees_in.unwrap_or(fallback)
+                }
+            },
+        };
+        let remaining = left(deadline);
+        if remaining == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+        let sleep = remaining.map_or(bound, |r| r.min(bound));
+        let (woken, message) = tokio::select! {
+            () = ticket.notified() => (true, false),
+            woken = subscription.wait(Some(sleep)) => (woken, woken),
+        };
+        by_message = message;
+        if !woken && left(deadline) == Some(Duration::ZERO) {
+            return Ok(None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::{error::Result, lock::kinds::backoff::BackOff, service::pubsub::Wakeups};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A scripted lock: busy with the given TTLs, then acquired. Records when each attempt ran.
+    #[derive(Clone)]
+    struct Script {
+        replies: Arc<Mutex<Vec<Option<Duration>>>>,
+        times: Arc<Mutex<Vec<Duration>>>,
+        start: Instant,
+    }
+
+    impl Script {
+        fn new(busy: &[Option<Duration>]) -> Self {
+            Self {
+                replies: Arc::new(Mutex::new(busy.iter().rev().copied().collect())),
+                times: Arc::default(),
+                start: Instant::now(),
+            }
+        }
+
+        fn attempt(&self) -> impl Future<Output = Result<Step<Duration>>> {
+            let at = self.start.elapsed();
+            self.times.lock().unwrap().push(at);
+            let next = self.replies.lock().unwrap().pop();
+            async move {
+                Ok(match next {
+                    Some(frees_in) => Step::Busy { frees_in },
+                    None => Step::Done(at),
+                })
+            }
+        }
+
+        fn times(&self) -> Vec<Duration> {
+            self.times.lock().unwrap().clone()
+        }
+    }
+
+    const FOREVER: Option<Duration> = Some(Duration::from_secs(3600));
+
+    #[tokio::test(start_paused = true)]
+    async fn without_messages_each_sleep_is_bounded_by_the_ttl() {
+        let s = Script::new(&[Some(300 * MS), Some(200 * MS)]);
+        let wakeups = Wakeups::new(1);
+        let got = wait_on_wakeups(|| s.attempt(), &wakeups, None, 30_000 * MS).await;
+        assert_eq!(got.unwrap(), Some(500 * MS));
+        assert_eq!(s.times(), vec![Duration::ZERO, 300 * MS, 500 * MS]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unknown_ttl_sleeps_the_fallback() {
+        let s = Script::new(&[None]);
+        let wakeups = Wakeups::new(1);
+        let got = wait_on_wakeups(|| s.attempt(), &wakeups, None, 1_000 * MS).await;
+        assert_eq!(got.unwrap(), Some(1_000 * MS));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_ends_the_wait_exactly() {
+        let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
+        let wakeups = Wakeups::new(1);
+        let start = Instant::now();
+        let deadline = Some(start + 700 * MS);
+        let got = wait_on_wakeups(|| s.attempt(), &wakeups, deadline, 30_000 * MS).await;
+        assert!(got.unwrap().is_none());
+        assert_eq!(start.elapsed(), 700 * MS);
+        assert_eq!(
+            s.times(),
+            vec![Duration::ZERO],
+            "no attempt after an unwoken timeout"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_wakes_the_waiter_for_an_immediate_retry() {
+        let s = Script::new(&[FOREVER]);
+        let wakeups = Arc::new(Wakeups::new(1));
+        let waker = {
+            let wakeups = wakeups.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(120 * MS).await;
+                wakeups.wake_one();
+            })
+        };
+        let got = wait_on_wakeups(|| s.attempt(), &*wakeups, None, 30_000 * MS).await;
+        assert_eq!(
+            got.unwrap(),
+            Some(120 * MS),
+            "retried the moment the message came"
+        );
+        waker.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_while_still_busy_costs_one_attempt_then_the_deadline_holds() {
+        let s = Script::new(&[FOREVER, FOREVER, FOREVER]);
+        let wakeups = Arc::new(Wakeups::new(1));
+        let start = Instant::now();
+        let waker = {
+            let wakeups = wakeups.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(100 * MS).await;
+                wakeups.wake_one();
+            })
+        };
+        let got = wait_on_wakeups(
+            || s.attempt(),
+            &*wakeups,
+            Some(start + 300 * MS),
+            30_000 * MS,
+        );
+        assert!(got.await.unwrap().is_none());
+        assert_eq!(start.elapsed(), 300 * MS);
+        assert_eq!(s.times(), vec![Duration::ZERO, 100 * MS]);
+        waker.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn backoff_sleeps_follow_the_schedule_and_stop_at_the_deadline() {
+        let s = Script::new(&[None, None, None, None, None]);
+        let backoff = Box::new(BackOff::constant(40 * MS));
+        let start = Instant::now();
+        let got = wait_with_backoff(|| s.attempt(), backoff, Some(start + 100 * MS)).await;
+        assert!(got.unwrap().is_none());
+        assert_eq!(s.times(), vec![40 * MS, 80 * MS, 100 * MS]);
+
+        let s = Script::new(&[None]);
+        let got =
+            wait_with_backoff(|| s.attempt(), Box::new(BackOff::constant(25 * MS)), None).await;
+        assert_eq!(got.unwrap(), Some(50 * MS));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_error_ends_the_wait_with_that_error() {
+        let wakeups = Wakeups::new(1);
+        let got: Result<Option<()>> = wait_on_wakeups(
+            || async { Err(crate::Error::Timeout("no reply".into())) },
+            &wakeups,
+            None,
+            MS,
+        )
+        .await;
+        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
+    }
+}
