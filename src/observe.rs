@@ -30,6 +30,9 @@ pub(crate) mod names {
     pub(crate) const SUBSCRIPTIONS: &str = "redisson_lock_subscriptions";
     /// Counter: holds renewed by the watchdog.
     pub(crate) const RENEWALS: &str = "redisson_lock_renewals_total";
+    /// Counter: permits of permit-expirable semaphores renewed by the watchdog (counted in
+    /// `RENEWALS` too).
+    pub(crate) const PERMIT_RENEWALS: &str = "redisson_lock_permit_renewals_total";
     /// Counter: renewal calls that failed (retried).
     pub(crate) const RENEWAL_FAILURES: &str = "redisson_lock_renewal_failures_total";
     /// Counter: holds found lost by the watchdog (gone, or not renewed before the deadline).
@@ -70,6 +73,10 @@ pub(crate) fn describe() {
             describe_gauge!(names::WAITERS, "Acquisitions in progress");
             describe_gauge!(names::SUBSCRIPTIONS, "Subscribed lock channels");
             describe_counter!(names::RENEWALS, "Holds renewed by the watchdog");
+            describe_counter!(
+                names::PERMIT_RENEWALS,
+                "Permits renewed by the watchdog (counted in the renewals too)"
+            );
             describe_counter!(names::RENEWAL_FAILURES, "Failed watchdog renewal calls");
             describe_counter!(names::LOST, "Holds found lost by the watchdog");
             describe_counter!(
@@ -271,6 +278,12 @@ pub(crate) fn run_once(name: &str, outcome: &'static str) {
 pub(crate) fn renewed() {
     #[cfg(feature = "metrics")]
     metrics::counter!(names::RENEWALS).increment(1);
+}
+
+/// The watchdog renewed one permit of a permit-expirable semaphore (after [`renewed`]).
+pub(crate) fn permit_renewed() {
+    #[cfg(feature = "metrics")]
+    metrics::counter!(names::PERMIT_RENEWALS).increment(1);
 }
 
 /// A renewal call for `holds` holds failed; the watchdog retries.

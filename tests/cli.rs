@@ -576,7 +576,14 @@ async fn inspect_and_list_understand_semaphores_and_latches() {
         .unwrap()
         .unwrap()
         .keep();
-    let forever = psem.try_acquire(None).await.unwrap().unwrap().keep();
+    let forever = psem
+        .clone()
+        .without_watchdog()
+        .try_acquire(None)
+        .await
+        .unwrap()
+        .unwrap()
+        .keep();
     let latch = client.get_count_down_latch("clisync:cdl");
     assert!(latch.try_set_count(2).await.unwrap());
     // A latch waiter tells the latch from a semaphore.
@@ -610,7 +617,9 @@ async fn inspect_and_list_understand_semaphores_and_latches() {
     );
     assert!(json.contains("\"value\":0"), "{json}");
     assert!(
-        json.contains(&format!("{{\"id\":\"{forever}\",\"expires_ms\":null}}")),
+        json.contains(&format!(
+            "{{\"id\":\"{forever}\",\"expires_ms\":null,\"lease_left_ms\":null}}"
+        )),
         "{json}"
     );
     assert!(
@@ -703,4 +712,71 @@ async fn inspect_list_and_force_unlock_understand_the_group_hash() {
         .unwrap()
         .unwrap();
     assert!(got.is_some());
+}
+
+/// An election's leader (the fenced lock's holder, its term, its proclaimed value) and a
+/// watchdog permit's lease, which moves on between two inspections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_shows_an_elections_leader_and_the_permit_leases() {
+    let s = RedisServer::start();
+    let url = s.url();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_millis(1500));
+    let client = Client::connect(&url, config).await.unwrap();
+
+    let leadership = client.get_election("cli:el").campaign().await.unwrap();
+    assert!(leadership.proclaim("10.0.0.7:8080").await.unwrap());
+    let (client_id, thread_id) = leadership.holder().rsplit_once(':').unwrap();
+    let json = ok(cli(&url, &["inspect", "cli:el", "--json"], ""));
+    let leader = format!(
+        "\"leader\":{{\"holder\":\"{}\",\"client_id\":\"{client_id}\",\"thread_id\":\"{thread_id}\",\"term\":{},\"value\":\"10.0.0.7:8080\"}}",
+        leadership.holder(),
+        leadership.term()
+    );
+    assert!(json.contains(&leader), "{json}");
+    let text = ok(cli(&url, &["inspect", "cli:el"], ""));
+    assert!(
+        text.contains(&format!(
+            "leader:  client {client_id} thread {thread_id} term {} proclaimed 10.0.0.7:8080",
+            leadership.term()
+        )),
+        "{text}"
+    );
+    leadership.resign().await.unwrap();
+    let json = ok(cli(&url, &["inspect", "cli:el", "--json"], ""));
+    assert!(json.contains("\"leader\":null"), "{json}");
+
+    let sem = client.get_permit_expirable_semaphore("cli:wdpsem");
+    assert!(sem.try_set_permits(1).await.unwrap());
+    let permit = sem.acquire(None).await.unwrap();
+    let id = permit.id().to_string();
+    let expiry = |json: &str| -> (i64, i64) {
+        let at = json
+            .find(&format!("{{\"id\":\"{id}\",\"expires_ms\":"))
+            .unwrap_or_else(|| panic!("{json}"));
+        let rest = &json[at..];
+        let num = |key: &str| -> i64 {
+            let from = rest.find(key).unwrap() + key.len();
+            rest[from..]
+                .split([',', '}'])
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        (num("\"expires_ms\":"), num("\"lease_left_ms\":"))
+    };
+    let (first, left) = expiry(&ok(cli(&url, &["inspect", "cli:wdpsem", "--json"], "")));
+    assert!(left > 0 && left <= 1500, "lease left {left} ms");
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            let (now, left) = expiry(&ok(cli(&url, &["inspect", "cli:wdpsem", "--json"], "")));
+            now > first && left > 0
+        })
+        .await,
+        "the permit's lease moves on"
+    );
+    let text = ok(cli(&url, &["inspect", "cli:wdpsem"], ""));
+    assert!(text.contains(&format!("  {id} expires ")), "{text}");
+    assert!(text.contains("lease left "), "{text}");
+    permit.release().await.unwrap();
 }

@@ -155,6 +155,19 @@ async fn acquisitions_holds_renewals_losses_and_subscriptions_are_measured() {
         counter("redisson_lock_renewals_total{}") >= 2
     })
     .await;
+    // A permit without a lease is renewed by the same runs, counted as a renewal and as a
+    // permit renewal.
+    assert_eq!(counter("redisson_lock_permit_renewals_total{}"), 0);
+    let ps = client.get_permit_expirable_semaphore("m:wdpsem");
+    assert!(ps.try_set_permits(1).await.unwrap());
+    let permit = ps.acquire(None).await.unwrap();
+    let renewals = counter("redisson_lock_renewals_total{}");
+    eventually("two permit renewals", || {
+        counter("redisson_lock_permit_renewals_total{}") >= 2
+    })
+    .await;
+    assert!(counter("redisson_lock_renewals_total{}") >= renewals + 2);
+    assert!(permit.release().await.unwrap());
     let _: i64 = admin.redis.del("m:r").await.unwrap();
     tokio::time::timeout(Duration::from_secs(5), guard.lost())
         .await

@@ -234,3 +234,79 @@ async fn the_attribute_runs_once_skips_while_kept_and_is_cut_at_at_most() {
     let cut = jobs.hangs().await.unwrap_err();
     assert_eq!(cut.kind(), redisson_lock::ErrorKind::LockLost);
 }
+
+/// The blocking facade: the job runs on the calling thread, `assert_locked()` works there, an
+/// early end keeps the name until `at_least` (PTTL), a held name skips; at `at_most` the hold
+/// is cut under the running job: the name is free for another instance at once, the job sees
+/// `Lost` (and `assert_locked` fails) from that moment, and its late end is `TimedOut`.
+#[test]
+fn the_blocking_facade_runs_skips_keeps_at_least_and_cuts_the_hold_at_at_most() {
+    use redisson_lock::blocking;
+    let server = RedisServer::start();
+    let a = blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    let b = blocking::Client::connect(&server.url(), Config::default()).unwrap();
+
+    // Ran, with at_least kept by the key's TTL; b skips meanwhile.
+    let ran = a
+        .run_once(
+            "bjob",
+            Duration::from_millis(1500),
+            Duration::from_secs(10),
+            |hold| {
+                assert_eq!(hold.state(), HoldState::Held);
+                redisson_lock::assert_locked().unwrap();
+                5
+            },
+        )
+        .unwrap();
+    assert_eq!(ran, RunOnce::Ran(5));
+    assert!(
+        redisson_lock::assert_locked().is_err(),
+        "no hold outside the job"
+    );
+    let skipped = b
+        .run_once("bjob", Duration::ZERO, Duration::from_secs(5), |_| {
+            panic!("must not run while a's at_least holds the name")
+        })
+        .unwrap();
+    assert_eq!(skipped, RunOnce::Skipped);
+    let ttl = b.get_lock("bjob").remaining_ttl().unwrap();
+    assert!(
+        matches!(ttl, redisson_lock::Ttl::Expires(d) if d <= Duration::from_millis(1500)),
+        "{ttl:?}"
+    );
+
+    // Cut at at_most while the job still runs.
+    let (cut_tx, cut_rx) = std::sync::mpsc::channel();
+    let start = std::time::Instant::now();
+    let outcome = std::thread::scope(|scope| {
+        let job = scope.spawn(|| {
+            a.run_once("bcut", Duration::ZERO, Duration::from_millis(800), |hold| {
+                // A long job that checks before each step.
+                while hold.is_held() {
+                    redisson_lock::assert_locked().unwrap();
+                    std::thread::sleep(Duration::from_millis(20));
+                    assert!(start.elapsed() < Duration::from_secs(10), "never cut");
+                }
+                cut_tx.send(start.elapsed()).unwrap();
+                assert_eq!(hold.state(), HoldState::Lost);
+                assert!(redisson_lock::assert_locked().is_err());
+                // Another instance takes the name while this job still runs.
+                let taken = b
+                    .get_lock("bcut")
+                    .try_lock()
+                    .unwrap()
+                    .expect("free after the cut");
+                taken.unlock().unwrap();
+                "late"
+            })
+        });
+        let cut_at = cut_rx.recv_timeout(Duration::from_secs(15)).expect("cut");
+        assert!(
+            cut_at >= Duration::from_millis(780) && cut_at < Duration::from_millis(2500),
+            "cut at at_most: {cut_at:?}"
+        );
+        job.join().unwrap()
+    });
+    assert_eq!(outcome.unwrap(), RunOnce::TimedOut);
+}

@@ -177,8 +177,8 @@ async fn permit_semaphore_wire_state(b: Backend) {
     );
     assert_eq!(leased.id().to_string().len(), 32);
 
-    // Without a lease: the sentinel score.
-    let forever = sem.acquire(None).await.unwrap();
+    // Without a lease from a handle without the watchdog (Java's acquire()): the sentinel.
+    let forever = sem.clone().without_watchdog().acquire(None).await.unwrap();
     assert_eq!(get(&admin, &name).await.as_deref(), Some("0"));
     let set = zset(&admin, &timeouts).await;
     assert!(set
@@ -472,7 +472,76 @@ async fn expired_permit_is_reclaimed_by_a_waiter(b: Backend) {
     other.shutdown().await;
 }
 
+/// The permit watchdog on every deployment: permits without a lease of semaphores on every
+/// master are renewed past their first lease (their scores move on, another client's looks
+/// give nothing back), and the one released by its id elsewhere is lost at the next renewal
+/// while the others stay held.
+async fn watchdog_permits_are_renewed_and_a_released_one_is_lost(b: Backend) {
+    let names = b.names_on_every_master("wd-psem", 1);
+    let config = b
+        .config()
+        .lock_watchdog_timeout(Duration::from_millis(1500));
+    let client = b.client_with(config.clone()).await;
+    let other = b.client_with(config).await;
+    let admin = b.admin().await;
+    let mut permits = Vec::new();
+    for name in &names {
+        let sem = client.get_permit_expirable_semaphore(name);
+        assert!(sem.try_set_permits(1).await.unwrap());
+        let permit = sem.acquire(None).await.unwrap();
+        let key = sem.timeouts_key().to_owned();
+        let first = score(&admin, &key, permit.id()).await.unwrap();
+        permits.push((name, key, permit, first));
+    }
+    assert!(
+        common::eventually(Duration::from_secs(15), || async {
+            let mut all = true;
+            for (_, key, permit, first) in &permits {
+                all &= score(&admin, key, permit.id())
+                    .await
+                    .is_some_and(|s| s > first + 1500);
+            }
+            all
+        })
+        .await,
+        "every permit renewed a whole lease past its first"
+    );
+    for (name, _, permit, _) in &permits {
+        let theirs = other.get_permit_expirable_semaphore(name);
+        assert_eq!(theirs.available_permits().await.unwrap(), 0, "{name}");
+        assert_eq!(permit.state(), redisson_lock::HoldState::Held);
+    }
+    let (name, _, released, _) = &permits[0];
+    assert!(other
+        .get_permit_expirable_semaphore(name)
+        .try_release(released.id())
+        .await
+        .unwrap());
+    tokio::time::timeout(Duration::from_secs(10), released.lost())
+        .await
+        .unwrap();
+    assert_eq!(released.state(), redisson_lock::HoldState::Lost);
+    for (_, _, permit, _) in &permits[1..] {
+        assert_eq!(permit.state(), redisson_lock::HoldState::Held);
+    }
+    for (_, _, permit, _) in permits {
+        drop(permit);
+    }
+    client.shutdown().await;
+    other.shutdown().await;
+}
+
+/// The score of `id` in the sorted set `key`.
+async fn score(admin: &Admin, key: &str, id: PermitId) -> Option<i64> {
+    zset(admin, key)
+        .await
+        .into_iter()
+        .find(|(m, _)| m == id.as_bytes())
+        .map(|(_, s)| s)
+}
+
 backend_tests!(
+    watchdog_permits_are_renewed_and_a_released_one_is_lost,
     semaphore_wire_state,
     permit_semaphore_wire_state,
     latch_wire_state,

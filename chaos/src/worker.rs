@@ -181,6 +181,8 @@ enum Held {
     One(Box<AnyGuard>, Option<Box<AnyGuard>>),
     Multi(MultiGuard),
     Red(RedLockGuard),
+    /// A recipe's hold (`recipes.rs`).
+    Recipe(crate::recipes::RecipeHeld),
 }
 
 impl Held {
@@ -189,6 +191,7 @@ impl Held {
             Held::One(g, _) => g.state(),
             Held::Multi(g) => g.state(),
             Held::Red(g) => g.state(),
+            Held::Recipe(r) => r.state(),
         }
     }
 
@@ -202,12 +205,14 @@ impl Held {
                 .min()
                 .unwrap_or_else(Instant::now),
             Held::Red(g) => g.valid_until().into_std(),
+            Held::Recipe(r) => r.valid_until(),
         }
     }
 
     fn token(&self) -> Option<u64> {
         match self {
             Held::One(g, _) => g.token(),
+            Held::Recipe(r) => r.token(),
             _ => None,
         }
     }
@@ -227,6 +232,7 @@ impl Held {
     async fn told(&self) {
         match self {
             Held::One(g, _) => g.lost().await,
+            Held::Recipe(r) => r.told().await,
             // A multi-lock and a RedLock guard have no loss future: their state (and a
             // RedLock's validity), polled.
             Held::Multi(_) | Held::Red(_) => {
@@ -248,6 +254,7 @@ impl Held {
             }
             Held::Multi(g) => g.unlock().await.map_err(kind),
             Held::Red(g) => g.unlock().await.map_err(kind),
+            Held::Recipe(r) => r.unlock().await,
         }
     }
 }
@@ -311,7 +318,10 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
     let wanted: Vec<&str> = args
         .variants
         .split(',')
-        .filter(|v| KINDS.contains(v) && (*v != "redlock" || !red_clients.is_empty()))
+        .filter(|v| {
+            (KINDS.contains(v) || crate::recipes::VARIANTS.contains(v))
+                && (*v != "redlock" || !red_clients.is_empty())
+        })
         .collect();
     let kinds = owner_kinds(&wanted, args.process, args.owners);
     if kinds.is_empty() {
@@ -492,6 +502,8 @@ impl Owner_ {
                 }
                 "multi" => self.multi(&names, owner, lease).await,
                 "redlock" => self.redlock(name, owner, lease).await,
+                "election" => self.recipe(name, "election").await,
+                "permit" => self.recipe(name, "permit").await,
                 _ => return,
             }
             // A short think time, so that waiters get their turn.
@@ -782,6 +794,44 @@ impl Owner_ {
         };
         let ms = hold_ms(&mut self.rng);
         self.work(seq, &held, ms, false).await;
+        self.end(&a, seq, held).await;
+    }
+
+    /// A recipe's hold (`recipes.rs`): an election's leadership (its term fences the
+    /// register's writes) or a watchdog permit of a one-permit semaphore.
+    async fn recipe(&mut self, name: String, variant: &'static str) {
+        let a = Attempt {
+            name,
+            variant,
+            lease: None,
+            units: None,
+            nested: false,
+        };
+        let (client, wait) = (self.client.clone(), self.wait);
+        let Some((seq, held)) = self
+            .begin(&a, async {
+                Ok(crate::recipes::acquire(&client, variant, &a.name, wait)
+                    .await?
+                    .map(Held::Recipe))
+            })
+            .await
+        else {
+            return;
+        };
+        self.register.enter(&a.name, self.owner, seq).await;
+        let token = held.token();
+        if let Some(tok) = token {
+            self.register
+                .fenced_write(&a.name, self.owner, seq, tok)
+                .await;
+        }
+        let ms = hold_ms(&mut self.rng);
+        self.work(seq, &held, ms, token.is_some()).await;
+        if let Some(tok) = token {
+            self.register
+                .fenced_write(&a.name, self.owner, seq, tok)
+                .await;
+        }
         self.end(&a, seq, held).await;
     }
 

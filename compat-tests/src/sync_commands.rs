@@ -121,14 +121,19 @@ pub(crate) async fn execute(client: &Client, words: &[String]) -> Reply {
         }
         "psemacquire" => {
             let lease = number::<u64>(words, 2)?.map(millis);
-            let sem = client.get_permit_expirable_semaphore(name);
+            // No lease: the permit never expires (the protocol's, and Java's, acquire()).
+            let sem = client
+                .get_permit_expirable_semaphore(name)
+                .without_watchdog();
             let guard = sem.acquire(lease).await.map_err(err)?;
             Ok(guard.keep().to_string())
         }
         "psemtryacquire" => {
             let wait = number::<u64>(words, 2)?;
             let lease = number::<u64>(words, 3)?.map(millis);
-            let sem = client.get_permit_expirable_semaphore(name);
+            let sem = client
+                .get_permit_expirable_semaphore(name)
+                .without_watchdog();
             let got = match wait {
                 None => sem.try_acquire(lease).await,
                 Some(w) => sem.try_acquire_for(millis(w), lease).await,

@@ -131,6 +131,10 @@ scripts! {
     PermitAvailable => notifying!("psem_available.lua"),
     /// PS-ADD (sync §3.2).
     PermitAdd => notifying!("psem_add.lua"),
+    /// PS-LEASE batched: the watchdog's renewal of permits (sync §3.2, `updateLeaseTime`).
+    PermitRenew => notifying!("psem_renew.lua"),
+    /// PS-GETLEASE (sync §3.2, `getLeaseTime`): a leased permit's check after a reconnect.
+    PermitLeaseLeft => notifying!("psem_lease_left.lua"),
     /// CDL-SET (sync §4.2).
     LatchSet => notifying!("cdl_set.lua"),
     /// CDL-DOWN (sync §4.2).
@@ -164,6 +168,8 @@ impl ScriptId {
                 | ScriptId::PermitRelease
                 | ScriptId::PermitAvailable
                 | ScriptId::PermitAdd
+                | ScriptId::PermitRenew
+                | ScriptId::PermitLeaseLeft
                 | ScriptId::LatchSet
                 | ScriptId::LatchCountDown
                 | ScriptId::LatchDelete

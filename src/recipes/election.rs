@@ -363,6 +363,12 @@ impl Leadership {
         self.guard.state()
     }
 
+    /// The instant (monotonic clock) until which the leadership is known to hold, unless lost
+    /// earlier (as [`Guard::valid_until`](crate::Guard::valid_until)).
+    pub fn valid_until(&self) -> tokio::time::Instant {
+        self.guard.valid_until()
+    }
+
     /// `true` only while the hold is [`Held`](HoldState::Held): a leader in doubt does not
     /// lead.
     pub fn is_leading(&self) -> bool {

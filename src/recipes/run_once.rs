@@ -1,7 +1,9 @@
 //! Run-once jobs (ShedLock's semantics on Redisson's lock wire): [`Client::run_once`] and what
 //! `#[run_once]` expands to.
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
+
+use parking_lot::Mutex;
 
 use tokio::time::Instant;
 
@@ -9,6 +11,7 @@ use super::watch::{scoped, HoldWatch};
 use crate::{
     client::Client,
     error::{Error, Result},
+    lock::LockGuard,
 };
 
 /// What [`Client::run_once`] did.
@@ -120,20 +123,103 @@ impl Client {
             return Ok(RunOnce::TimedOut);
         };
         crate::observe::run_once(&raw, "ran");
-        let left = (start + at_least).saturating_duration_since(Instant::now());
-        if left >= Duration::from_millis(1) {
-            match guard.expire_after(left).await {
-                Ok(true) => {}
-                Ok(false) => log::warn!("run-once {raw} was no longer held when its job ended"),
-                Err(e) => log::warn!(
-                    "keeping run-once {raw} until at_least failed ({e}); it ends when its TTL \
-                     runs out"
-                ),
-            }
-        } else if let Err(e) = guard.unlock().await {
-            log::warn!("release of run-once {raw} after its job failed: {e}");
-        }
+        ended(guard, start, at_least).await;
         Ok(RunOnce::Ran(output))
+    }
+
+    /// The first half of a run-once whose job runs elsewhere (the blocking facade's, on the
+    /// calling thread): checks the bounds, takes the name (`None`: skipped) and arms the cut at
+    /// `at_most`. Finish with [`Begun::finish`].
+    pub(crate) async fn run_once_begin(
+        &self,
+        name: &str,
+        at_least: Duration,
+        at_most: Duration,
+    ) -> Result<Option<Begun>> {
+        check(name, at_least, at_most)?;
+        let start = Instant::now();
+        let lock = self.get_lock(name);
+        let Some(guard) = lock.try_lock().await? else {
+            crate::observe::run_once(lock.raw_name(), "skipped");
+            return Ok(None);
+        };
+        let watch = HoldWatch::of(&guard);
+        let slot = Arc::new(Mutex::new(Some(guard)));
+        let cutter = self.spawn({
+            let slot = slot.clone();
+            let watch = watch.clone();
+            async move {
+                tokio::time::sleep_until(start + at_most).await;
+                // Whoever takes the guard first decides: the job's end, or this cut.
+                let Some(guard) = slot.lock().take() else {
+                    return;
+                };
+                let raw = guard.name().to_owned();
+                crate::observe::run_once(&raw, "timed_out");
+                watch.cut();
+                if let Err(e) = guard.unlock().await {
+                    log::warn!("release of run-once {raw} at at_most failed: {e}");
+                }
+            }
+        });
+        Ok(Some(Begun {
+            slot,
+            watch,
+            start,
+            at_least,
+            cutter,
+        }))
+    }
+}
+
+/// A run-once whose name is taken and whose job runs elsewhere (see
+/// [`Client::run_once_begin`]): at `at_most` a task of the client releases the name and
+/// marks the job's [`HoldWatch`] lost (a running synchronous job cannot be stopped; it sees
+/// `Lost`, and [`assert_locked`](crate::assert_locked) fails from then on).
+pub(crate) struct Begun {
+    slot: Arc<Mutex<Option<LockGuard>>>,
+    watch: HoldWatch,
+    start: Instant,
+    at_least: Duration,
+    cutter: tokio::task::JoinHandle<()>,
+}
+
+impl Begun {
+    /// The job's view of the hold.
+    pub(crate) fn watch(&self) -> HoldWatch {
+        self.watch.clone()
+    }
+
+    /// The job ended with `output`: [`RunOnce::TimedOut`] if the cut at `at_most` came first
+    /// (the output is dropped: the name was released while the job ran), else the `at_least`
+    /// rule of [`Client::run_once`] and [`RunOnce::Ran`].
+    pub(crate) async fn finish<T>(self, output: T) -> RunOnce<T> {
+        let taken = self.slot.lock().take();
+        let Some(guard) = taken else {
+            return RunOnce::TimedOut;
+        };
+        self.cutter.abort();
+        crate::observe::run_once(guard.name(), "ran");
+        ended(guard, self.start, self.at_least).await;
+        RunOnce::Ran(output)
+    }
+}
+
+/// A job that ran to its end before `at_most`: keeps the name until `at_least` since `start`
+/// (the owner-checked TTL, renewal stopped), or releases it at once after `at_least`.
+async fn ended(guard: LockGuard, start: Instant, at_least: Duration) {
+    let raw = guard.name().to_owned();
+    let left = (start + at_least).saturating_duration_since(Instant::now());
+    if left >= Duration::from_millis(1) {
+        match guard.expire_after(left).await {
+            Ok(true) => {}
+            Ok(false) => log::warn!("run-once {raw} was no longer held when its job ended"),
+            Err(e) => log::warn!(
+                "keeping run-once {raw} until at_least failed ({e}); it ends when its TTL runs out"
+            ),
+        }
+    } else if let Err(e) = guard.unlock().await {
+        log::warn!("release of run-once {raw} after its job failed: {e}");
     }
 }
 

@@ -2,12 +2,13 @@
 //! (a run-once job, a leader's body), and [`assert_locked`], the check that code calls before a
 //! side effect (ShedLock's `LockAssert.assertLocked()`), through a task-local set by the recipe.
 
-use std::sync::Arc;
+use std::{cell::RefCell, sync::Arc, time::Duration};
 
 use crate::{
     error::{Error, Result},
     lock::{Guard, Kind},
     service::watchdog::{HoldState, LossSignal},
+    sync::expirable::PermitGuard,
 };
 
 /// What the code a recipe runs knows of the hold it runs under: its [`state`](Self::state),
@@ -36,6 +37,9 @@ pub struct HoldWatch {
     loss: Arc<LossSignal>,
     lock: Arc<str>,
     token: Option<u64>,
+    /// Lost when the recipe ended the hold under the code's feet (a blocking run-once job cut
+    /// at `at_most`): the hold's own signal is shared with its owner's other guards.
+    cut: Arc<LossSignal>,
 }
 
 impl std::fmt::Debug for HoldWatch {
@@ -50,11 +54,27 @@ impl std::fmt::Debug for HoldWatch {
 
 impl HoldWatch {
     pub(crate) fn of<K: Kind>(guard: &Guard<K>) -> Self {
+        Self::over(guard.loss_signal(), guard.name(), guard.token_value())
+    }
+
+    /// The view of a permit of a permit-expirable semaphore (`lock_name` is the semaphore's).
+    pub(crate) fn of_permit(permit: &PermitGuard) -> Self {
+        Self::over(permit.loss_signal(), permit.semaphore().name(), None)
+    }
+
+    fn over(loss: Arc<LossSignal>, lock: &str, token: Option<u64>) -> Self {
+        let never = crate::types::millis::later(tokio::time::Instant::now(), Duration::MAX);
         Self {
-            loss: guard.loss_signal(),
-            lock: guard.name().into(),
-            token: guard.token_value(),
+            loss,
+            lock: lock.into(),
+            token,
+            cut: LossSignal::new(never),
         }
+    }
+
+    /// The recipe ended the hold while its code runs: `Lost` for the code from now on.
+    pub(crate) fn cut(&self) {
+        self.cut.mark_lost();
     }
 
     /// The raw name of the lock the hold is of.
@@ -69,6 +89,9 @@ impl HoldWatch {
 
     /// Where the hold stands (as [`Guard::state`](crate::Guard::state)).
     pub fn state(&self) -> HoldState {
+        if self.cut.is_lost() {
+            return HoldState::Lost;
+        }
         self.loss.state()
     }
 
@@ -83,7 +106,10 @@ impl HoldWatch {
     /// # Cancel safety
     /// Cancel safe: dropping the future has no effect on the hold.
     pub async fn lost(&self) {
-        self.loss.wait_not_held().await
+        tokio::select! {
+            _ = self.loss.wait_not_held() => {}
+            _ = self.cut.wait_lost() => {}
+        }
     }
 
     /// `Ok(())` while the hold is [`Held`](HoldState::Held); else [`Error::LockLost`] (in doubt
@@ -107,6 +133,26 @@ tokio::task_local! {
     static CURRENT: HoldWatch;
 }
 
+std::thread_local! {
+    /// The hold of the recipe whose synchronous code this thread is running (the blocking
+    /// facade's run-once job).
+    static THREAD_CURRENT: RefCell<Option<HoldWatch>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread with `watch` as the hold [`assert_locked`] checks (a blocking job).
+pub(crate) fn scoped_on_thread<T>(watch: HoldWatch, f: impl FnOnce() -> T) -> T {
+    struct Reset(Option<HoldWatch>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            let before = self.0.take();
+            THREAD_CURRENT.with(|c| *c.borrow_mut() = before);
+        }
+    }
+    let before = THREAD_CURRENT.with(|c| c.borrow_mut().replace(watch));
+    let _reset = Reset(before);
+    f()
+}
+
 /// Runs `fut` with `watch` as the hold [`assert_locked`] checks.
 pub(crate) async fn scoped<F: std::future::Future>(watch: HoldWatch, fut: F) -> F::Output {
     CURRENT.scope(watch, fut).await
@@ -114,7 +160,8 @@ pub(crate) async fn scoped<F: std::future::Future>(watch: HoldWatch, fut: F) -> 
 
 /// ShedLock's `LockAssert.assertLocked()`: `Ok(())` when called from code a recipe runs (a
 /// [`run_once`](crate::Client::run_once) job, a `#[run_once]` function, a
-/// [`run_as_leader`](crate::Election::run_as_leader) body) while its hold is
+/// [`run_as_leader`](crate::Election::run_as_leader) body, a blocking
+/// [`run_once`](crate::blocking::Client::run_once) job on its thread) while its hold is
 /// [`Held`](HoldState::Held). The check follows the task that polls the code; a task that code
 /// spawns has no hold of its own: give it the [`HoldWatch`] instead.
 ///
@@ -133,9 +180,12 @@ pub fn assert_locked() -> Result<()> {
     CURRENT
         .try_with(HoldWatch::assert_locked)
         .unwrap_or_else(|_| {
-            Err(Error::NotHeld {
-                lock: String::new(),
-                owner: String::new(),
+            THREAD_CURRENT.with(|c| match &*c.borrow() {
+                Some(watch) => watch.assert_locked(),
+                None => Err(Error::NotHeld {
+                    lock: String::new(),
+                    owner: String::new(),
+                }),
             })
         })
 }

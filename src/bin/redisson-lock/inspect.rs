@@ -113,6 +113,19 @@ pub struct Permit {
     pub expires_ms: Option<i64>,
 }
 
+/// The leader of an election (a fenced lock held through `Client::get_election`, or by a
+/// Java `RFencedLock`): its owner field, its term (the token counter: the fencing token of the
+/// latest acquisition, the holder's) and the value it proclaimed in
+/// `redisson_lock_leader:{N}` (this crate's key; absent for a Java leader).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    pub holder: String,
+    pub client_id: String,
+    pub thread_id: String,
+    pub term: Option<i64>,
+    pub value: Option<String>,
+}
+
 /// The score of a permit acquired without a lease (sync protocol §3.1).
 const NO_LEASE: i64 = 922_337_203_685_477;
 
@@ -168,6 +181,10 @@ pub struct Inspection {
     pub permits: Vec<Permit>,
     /// The held values of a group multi-lock (kind `group`).
     pub values: Vec<GroupValue>,
+    /// Who leads, for a held fenced lock (an election's wire).
+    pub leader: Option<Leader>,
+    /// This machine's clock (epoch ms) when the inspection read the permits' leases.
+    pub now_ms: i64,
 }
 
 impl Inspection {
@@ -329,6 +346,7 @@ pub async fn inspect(redis: &Redis, name: &str) -> Result<Inspection> {
     } else {
         if out.token.is_some() {
             out.kind = "fenced";
+            out.leader = leader(redis, &b, &out).await?;
         }
         channels.push(format!("redisson_lock__channel:{b}"));
     }
@@ -337,6 +355,37 @@ pub async fn inspect(redis: &Redis, name: &str) -> Result<Inspection> {
     }
     out.channels = subscribers(redis, &channels).await?;
     Ok(out)
+}
+
+/// The leader of a held fenced lock, with the value it proclaimed (only if the proclamation
+/// names the current holder: an older leader's is stale).
+async fn leader(redis: &Redis, braced: &str, out: &Inspection) -> Result<Option<Leader>> {
+    let Some(h) = out.holders.first() else {
+        return Ok(None);
+    };
+    let proclaimed = cmd(
+        redis,
+        "HGETALL",
+        vec![format!("redisson_lock_leader:{braced}").into()],
+    )
+    .await?;
+    let fields: Vec<String> = proclaimed.into_array().iter().map(text).collect();
+    let get = |name: &str| {
+        fields
+            .chunks(2)
+            .find(|p| p.len() == 2 && p[0] == name)
+            .map(|p| p[1].clone())
+    };
+    let value = (get("holder").as_deref() == Some(h.field.as_str()))
+        .then(|| get("value"))
+        .flatten();
+    Ok(Some(Leader {
+        holder: h.field.clone(),
+        client_id: h.client_id.clone(),
+        thread_id: h.thread_id.clone(),
+        term: out.token,
+        value,
+    }))
 }
 
 /// A semaphore, a permit-expirable semaphore or a count-down latch named `name` (sync protocol
@@ -378,6 +427,9 @@ async fn inspect_synchronizer(
     let latch_channel = format!("redisson_countdownlatch__channel__{{{name}}}");
     if expirable {
         out.kind = "permit-expirable-semaphore";
+        out.now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
         let scores = cmd(
             redis,
             "ZRANGE",
@@ -545,9 +597,9 @@ fn render_synchronizer(i: &Inspection) -> String {
     if i.kind == "permit-expirable-semaphore" {
         let _ = writeln!(s, "acquired: {}", i.permits.len());
         for p in &i.permits {
-            let expires = p
-                .expires_ms
-                .map_or("never".to_owned(), |e| format!("{e} (epoch ms)"));
+            let expires = p.expires_ms.map_or("never".to_owned(), |e| {
+                format!("{e} (epoch ms, lease left {} ms)", e - i.now_ms)
+            });
             let _ = writeln!(s, "  {} expires {expires}", p.id);
         }
     }
@@ -619,6 +671,16 @@ pub fn render(i: &Inspection) -> String {
     if let Some(t) = i.token {
         let _ = writeln!(s, "token:   {t}");
     }
+    if let Some(l) = &i.leader {
+        let _ = writeln!(
+            s,
+            "leader:  client {} thread {} term {} proclaimed {}",
+            l.client_id,
+            l.thread_id,
+            json_opt(l.term),
+            l.value.as_deref().unwrap_or("-")
+        );
+    }
     let _ = writeln!(s, "subscribers: {}", i.subscribers());
     for (c, n) in &i.channels {
         let _ = writeln!(s, "  {c}: {n}");
@@ -689,9 +751,10 @@ pub fn render_json(i: &Inspection) -> String {
         .iter()
         .map(|p| {
             format!(
-                "{{\"id\":{},\"expires_ms\":{}}}",
+                "{{\"id\":{},\"expires_ms\":{},\"lease_left_ms\":{}}}",
                 json_str(&p.id),
-                json_opt(p.expires_ms)
+                json_opt(p.expires_ms),
+                json_opt(p.expires_ms.map(|e| e - i.now_ms))
             )
         })
         .collect();
@@ -709,8 +772,18 @@ pub fn render_json(i: &Inspection) -> String {
             )
         })
         .collect();
+    let leader = i.leader.as_ref().map_or("null".to_owned(), |l| {
+        format!(
+            "{{\"holder\":{},\"client_id\":{},\"thread_id\":{},\"term\":{},\"value\":{}}}",
+            json_str(&l.holder),
+            json_str(&l.client_id),
+            json_str(&l.thread_id),
+            json_opt(l.term),
+            l.value.as_deref().map_or("null".to_owned(), json_str)
+        )
+    });
     format!(
-        "{{\"name\":{},\"kind\":{},\"held\":{},\"ttl_ms\":{},\"mode\":{},\"holders\":[{}],\"queue\":[{}],\"token\":{},\"subscribers\":{},\"channels\":[{}],\"value\":{},\"permits\":[{}],\"values\":[{}]}}",
+        "{{\"name\":{},\"kind\":{},\"held\":{},\"ttl_ms\":{},\"mode\":{},\"holders\":[{}],\"queue\":[{}],\"token\":{},\"subscribers\":{},\"channels\":[{}],\"value\":{},\"permits\":[{}],\"values\":[{}],\"leader\":{}}}",
         json_str(&i.name),
         json_str(i.kind),
         i.exists,
@@ -723,7 +796,8 @@ pub fn render_json(i: &Inspection) -> String {
         channels.join(","),
         json_opt(i.value),
         permits.join(","),
-        values.join(",")
+        values.join(","),
+        leader
     )
 }
 

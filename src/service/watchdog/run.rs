@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use super::{
     loss::{valid_until, LossSignal},
-    shape::{renewal_call, RenewalShape},
+    shape::{renewal_call, Layout, RenewalShape},
     state::{HoldKey, WatchdogState},
 };
 use crate::{
@@ -227,6 +227,9 @@ pub(super) fn apply(
                 hold.renewals += 1;
                 hold.loss.extend(sent_at, valid_until);
                 crate::observe::renewed();
+                if item.shape.layout == Layout::PermitLease {
+                    crate::observe::permit_renewed();
+                }
             }
         }
     } else if let Some((_, hold)) = state
@@ -289,7 +292,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::conn::scripts::{tests::assert_matches_header, ScriptId};
-    use crate::service::watchdog::{shape::Layout, state::tests::state, state::Renewed};
+    use crate::service::watchdog::{state::tests::state, state::Renewed};
 
     pub(crate) fn item(name: &str, field: &str, shape: RenewalShape) -> Item {
         Item {

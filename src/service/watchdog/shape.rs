@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use fred::types::{Key, Value};
 
-use crate::conn::scripts::{ScriptCall, ScriptId};
+use crate::{
+    conn::scripts::{ScriptCall, ScriptId},
+    types::permit::PermitId,
+};
 
 /// How entries of a renewal call are laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -23,6 +26,11 @@ pub(crate) enum Layout {
     /// `KEYS += keys`, `ARGV += field, now (epoch ms), count, value…` (G-RENEW: a group
     /// multi-lock's deadlines are client-clock times).
     WithValues,
+    /// One entry per permit of a permit-expirable semaphore (PS-LEASE batched, Java's
+    /// `updateLeaseTime`): `KEYS += N, {N}:timeout, channel`, `ARGV += id (16 raw bytes, from
+    /// the hold's hex field), now + lease (epoch ms), now, publish command (the shape's one
+    /// value)`.
+    PermitLease,
 }
 
 /// How a lock kind's holds are renewed: the script, the lock's keys for one entry, the layout.
@@ -48,6 +56,15 @@ impl RenewalShape {
     }
 }
 
+/// A permit's hold field (its id as 32 hex characters) as the scripts take it: the 16 raw
+/// bytes (a field that is not an id is sent as it is, and renews nothing).
+fn permit_id_value(field: &str) -> Value {
+    match field.parse::<PermitId>() {
+        Ok(id) => Value::Bytes(fred::bytes::Bytes::copy_from_slice(id.as_bytes())),
+        Err(_) => Value::from(field),
+    }
+}
+
 /// Builds one renewal call over `entries` (all of one script and layout): each entry is a
 /// shape and the fields renewed under it (exactly one for [`Layout::PerHold`]).
 pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64) -> ScriptCall {
@@ -66,6 +83,17 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
                 args.extend(fields.iter().map(|f| Value::from(*f)));
                 args.push(Value::from(crate::types::clock::epoch_ms()));
                 args.push(Value::from(shape.values.len() as i64));
+                args.extend(shape.values.iter().map(|v| Value::from(v.as_str())));
+                continue;
+            }
+            Layout::PermitLease => {
+                debug_assert_eq!(fields.len(), 1, "one permit per entry");
+                let now = crate::types::clock::epoch_ms();
+                for field in fields {
+                    args.push(permit_id_value(field));
+                }
+                args.push(Value::from(now.saturating_add(lease_ms as i64)));
+                args.push(Value::from(now));
                 args.extend(shape.values.iter().map(|v| Value::from(v.as_str())));
                 continue;
             }

@@ -6,12 +6,13 @@
 
 use std::time::Duration;
 
-#[cfg(feature = "metrics")]
 use tokio::time::Instant;
 
 mod calls;
+mod watch;
 
 use calls::{decode_acquire, is_ok, Calls, Reply};
+use watch::{Life, Names, PermitWatch};
 
 use super::call::{flag, integer, run_synced, run_taking};
 use crate::{
@@ -21,7 +22,7 @@ use crate::{
         engine,
         waiter::{detach, Orphan, SleepOn, Step, Wait, Waiter, Won},
     },
-    service::pubsub::Reading,
+    service::{pubsub::Reading, watchdog::HoldState},
     types::{clock::epoch_ms, names, permit::PermitId},
 };
 
@@ -55,6 +56,9 @@ pub struct PermitExpirableSemaphore {
     name: String,
     timeouts: String,
     channel: String,
+    /// Permits acquired without a lease are renewed by the watchdog (`false`: they never
+    /// expire, Java's `acquire()` without lease).
+    watchdog: bool,
 }
 
 /// Redisson's name for [`PermitExpirableSemaphore`].
@@ -78,6 +82,7 @@ impl Client {
             timeouts: names::permit_timeouts(&name),
             channel: names::semaphore_channel(&name),
             name,
+            watchdog: true,
         }
     }
 }
@@ -86,6 +91,38 @@ impl PermitExpirableSemaphore {
     /// The raw name in Redis (after the name mapper): the key holding the available permits.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// This handle, with permits acquired without a lease that never expire (the no-lease
+    /// score, Java's `acquire()` without lease) instead of being renewed by the watchdog: such
+    /// a permit outlives a crashed holder until some client releases it by its id. Makes no
+    /// call.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let semaphore = client.get_permit_expirable_semaphore("licences").without_watchdog();
+    /// let id = semaphore.acquire(None).await?.keep(); // held until released by its id
+    /// semaphore.release(id).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn without_watchdog(mut self) -> Self {
+        self.watchdog = false;
+        self
+    }
+
+    /// `true` when permits this handle acquires without a lease are renewed by the watchdog
+    /// (the default; see [`without_watchdog`](Self::without_watchdog)).
+    pub fn is_watchdog(&self) -> bool {
+        self.watchdog
+    }
+
+    fn names(&self) -> Names<'_> {
+        Names {
+            name: &self.name,
+            timeouts: &self.timeouts,
+            channel: &self.channel,
+            publish: self.client.core().messaging().publish_command(),
+        }
     }
 
     fn calls(&self) -> Calls<'_> {
@@ -148,7 +185,28 @@ impl PermitExpirableSemaphore {
     }
 
     /// Acquires a permit, waiting without limit (Redisson `acquire(leaseTime)`). With a
-    /// `lease`, the permit expires that long after the attempt that took it; without, never.
+    /// `lease`, the permit expires that long after the attempt that took it. Without, the
+    /// client's watchdog keeps it alive: it is taken with a lease of
+    /// [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) and renewed every third
+    /// of it (PS-LEASE, Java's `updateLeaseTime`, batched with the lock renewals) for as long
+    /// as its guard lives, so a crashed holder's permit comes back one timeout later; a handle
+    /// made [`without_watchdog`](Self::without_watchdog) takes it for ever instead (Java's
+    /// `acquire()`).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// use redisson_lock::HoldState;
+    /// let semaphore = client.get_permit_expirable_semaphore("exports");
+    /// semaphore.try_set_permits(3).await?;
+    /// let permit = semaphore.acquire(None).await?; // renewed while `permit` lives
+    /// tokio::select! {
+    ///     _ = permit.lost() => { /* in doubt or lost: stop touching the resource */ }
+    ///     _ = async { /* the export */ } => {}
+    /// }
+    /// assert_ne!(permit.state(), HoldState::Lost);
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero lease (nothing sent); Redis and connection
@@ -199,7 +257,13 @@ impl PermitExpirableSemaphore {
         wait: Wait,
         lease: Option<Duration>,
     ) -> Result<Option<PermitGuard>> {
+        let life = match lease {
+            Some(l) => Life::Leased(l),
+            None if self.watchdog => Life::Watchdog,
+            None => Life::Forever,
+        };
         let lease_ms = match lease {
+            None if self.watchdog => Some(self.client.watchdog_ms().max(1)),
             None => None,
             Some(l) => match crate::types::millis::clamp_millis(l) {
                 0 => {
@@ -218,7 +282,18 @@ impl PermitExpirableSemaphore {
         };
         let outcome = watched.run(engine::acquire(&take, wait)).await;
         watched.finish(&outcome);
-        Ok(outcome?.map(|won| PermitGuard::new(self.clone(), won.take().id)))
+        Ok(outcome?.map(|won| {
+            let taken = won.take();
+            let watch = PermitWatch::start(
+                &self.client,
+                self.names(),
+                taken.id,
+                life,
+                taken.sent_at,
+                taken.now,
+            );
+            PermitGuard::new(self.clone(), taken.id, watch)
+        }))
     }
 
     /// PS-REL without the replica sync: `true` when a live permit was given back.
@@ -327,6 +402,9 @@ struct TakePermit<'a> {
 struct Taken {
     semaphore: PermitExpirableSemaphore,
     id: PermitId,
+    /// When the call that took it was sent (monotonic), and the epoch time (ms) it carried.
+    sent_at: Instant,
+    now: i64,
 }
 
 /// A permit taken for a caller that went away is released by its id.
@@ -369,6 +447,7 @@ impl Waiter for TakePermit<'_> {
                 }
             };
             let what = id.to_string();
+            let sent_at = Instant::now();
             let outcome = run_taking(&this.client, call, (&this.name, &what), deadline, is_ok, undo).await;
             match outcome {
                 Err(f) if f.sent && f.error.is_transient() => {
@@ -378,7 +457,12 @@ impl Waiter for TakePermit<'_> {
                 Err(f) => Err(f.error),
                 Ok(Err(e)) => Err(e),
                 Ok(Ok(value)) => Ok(match decode_acquire(&value, id, now, &this.name)? {
-                    Reply::Taken(id) => Step::Done(Won::new(Taken { semaphore: this, id })),
+                    Reply::Taken(id) => Step::Done(Won::new(Taken {
+                        semaphore: this,
+                        id,
+                        sent_at,
+                        now,
+                    })),
                     Reply::Busy(expires_in) => Step::Busy {
                         frees_in: Some(sleep_bound(expires_in, bound)),
                     },
@@ -412,10 +496,17 @@ fn sleep_bound(expires_in: Option<Duration>, bound: Duration) -> Duration {
 /// the background (drop never blocks); [`release`](Self::release) releases it and says how,
 /// [`keep`](Self::keep) leaves it acquired (for another process to release by its id, or to
 /// expire with its lease).
+///
+/// Like a lock guard it knows where its permit stands ([`state`](Self::state),
+/// [`lost`](Self::lost)): a watchdog permit whose renewal finds its id gone from
+/// `{N}:timeout` (released by its id elsewhere, reclaimed after a missed deadline, the keys
+/// deleted) is [`Lost`](HoldState::Lost), and any permit is
+/// [`InDoubt`](HoldState::InDoubt) from a connection event until it is confirmed.
 #[must_use = "dropping a PermitGuard releases its permit at once"]
 pub struct PermitGuard {
     semaphore: PermitExpirableSemaphore,
     id: PermitId,
+    watch: PermitWatch,
     armed: bool,
     #[cfg(feature = "metrics")]
     since: Instant,
@@ -431,11 +522,12 @@ impl std::fmt::Debug for PermitGuard {
 }
 
 impl PermitGuard {
-    fn new(semaphore: PermitExpirableSemaphore, id: PermitId) -> Self {
+    fn new(semaphore: PermitExpirableSemaphore, id: PermitId, watch: PermitWatch) -> Self {
         crate::observe::guard_opened(OBJECT);
         Self {
             semaphore,
             id,
+            watch,
             armed: true,
             #[cfg(feature = "metrics")]
             since: Instant::now(),
@@ -453,8 +545,53 @@ impl PermitGuard {
         &self.semaphore
     }
 
+    /// `true` when the watchdog renews the permit (acquired without a lease by a handle with
+    /// the watchdog on).
+    pub fn is_watchdog(&self) -> bool {
+        self.watch.life() == Life::Watchdog
+    }
+
+    /// Where the permit stands: [`Held`](HoldState::Held);
+    /// [`InDoubt`](HoldState::InDoubt) from the moment the connection to its node drops (or a
+    /// command to it times out) until a renewal (watchdog) or a look at its lease (leased) on
+    /// the new connection confirms it; or [`Lost`](HoldState::Lost) for good: its id was found
+    /// gone from the timeout set, or its deadline passed unrenewed (a leased permit's lease
+    /// ended). A permit without a lease and without watchdog is held until its guard goes.
+    ///
+    /// Deadlines are the acquirer's clock times on the wire (Redisson's rule): a client whose
+    /// clock runs ahead by more than the lease's drift may reclaim the permit earlier.
+    pub fn state(&self) -> HoldState {
+        self.watch.state()
+    }
+
+    /// `true` unless the permit is [`Held`](HoldState::Held).
+    pub fn is_lost(&self) -> bool {
+        self.state() != HoldState::Held
+    }
+
+    /// The instant (monotonic clock) until which the permit is known to be held, unless lost
+    /// earlier; the watchdog moves it forward at every renewal.
+    pub fn valid_until(&self) -> Instant {
+        self.watch.valid_until()
+    }
+
+    /// Resolves when the permit is lost or in doubt (when [`is_lost`](Self::is_lost) turns
+    /// `true`). Use it with `select!` to stop work that must not go on without the permit.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future has no effect on the permit.
+    pub async fn lost(&self) {
+        self.watch.not_held().await
+    }
+
+    /// The permit's loss signal, for code that watches it without owning the guard.
+    pub(crate) fn loss_signal(&self) -> std::sync::Arc<crate::service::watchdog::LossSignal> {
+        self.watch.loss_signal()
+    }
+
     fn close(&mut self) {
         self.armed = false;
+        self.watch.end(&self.semaphore.client);
         #[cfg(feature = "metrics")]
         crate::observe::guard_closed(OBJECT, self.since.elapsed());
         #[cfg(not(feature = "metrics"))]
@@ -476,7 +613,11 @@ impl PermitGuard {
         self.semaphore.try_release(self.id).await
     }
 
-    /// Leaves the permit acquired and returns its id (nothing is sent).
+    /// Leaves the permit acquired and returns its id (nothing is sent). A watchdog permit is no
+    /// longer renewed: it lives until its last renewal's lease runs out (at most
+    /// [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout)), unless released by
+    /// its id first; take it from a handle made
+    /// [`without_watchdog`](PermitExpirableSemaphore::without_watchdog) to keep it for ever.
     pub fn keep(mut self) -> PermitId {
         self.close();
         self.id
