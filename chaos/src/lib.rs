@@ -16,7 +16,7 @@
 //!
 //! | kind | fields | meaning |
 //! |---|---|---|
-//! | `B` | `<lock> <variant> [lease=<ms>] [nested=1] [side=java] [units=<unit>,...]` | an acquisition attempt begins: a leased hold (else the watchdog keeps it), the inner acquisition of a nested re-entry, a Java (Redisson) holder (else the crate's), what the hold occupies (else the lock, exclusively) |
+//! | `B` | `<lock> <variant> [lease=<ms>] [nested=1] [side=java] [at_least=<ms>] [units=<unit>,...]` | an acquisition attempt begins: a leased hold (else the watchdog keeps it), the inner acquisition of a nested re-entry, a Java (Redisson) holder (else the crate's), a run-once job's run with its `at_least` (see below), what the hold occupies (else the lock, exclusively) |
 //! | `A` | `<token or -> <deadline_ns> [<state>]` | acquired; the hold's validity deadline and state (`Held`, or `InDoubt` when taken across a connection loss or failover; absent in older histories: `Held`); a Java watchdog hold has no deadline (`u64::MAX`) |
 //! | `N` | `<kind>` | not acquired: `none` (the wait ran out) or an error kind |
 //! | `O` | `<state> <deadline_ns>` | the holder looked at its hold (`Held`, `InDoubt`, `Lost`) |
@@ -31,6 +31,18 @@
 //! value of a group lock), and `@r` for a shared hold (a reader: readers overlap each other, not
 //! a writer). A multi-lock's hold lists one unit per part. Two holds overlap when they share a
 //! unit and at least one of them holds it exclusively.
+//!
+//! # Run-once jobs
+//! A run of a run-once job (variant `run-once`) is a hold of the tick's name from the job's
+//! start (`A`) to its end (`E`): two runs of one tick whose jobs overlapped in time are an
+//! overlap, unannounced unless the earlier run had been told (in doubt or lost) before the later
+//! one started, or the later one started told. A run that started after another run of the
+//! same tick had ended is not an overlap (the two never ran at once), but it is a second run of
+//! the tick: [`Report::once_reruns`] counts it, and [`Report::once_early_reruns`] those of them
+//! that started before the earlier run's `at_least` (from its attempt's begin) had passed,
+//! while `run_once` keeps the name by its TTL. A rerun after `at_least` is ShedLock's semantics
+//! (a late instance of the tick runs it again); an early one needs the name gone (a fault that
+//! loses data, a deletion) or is a defect of the `at_least` rule.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -93,6 +105,8 @@ pub struct Attempt {
     /// The inner acquisition of a nested re-entry (`nested=1`: the same owner's outer hold
     /// of the lock is still open).
     pub nested: bool,
+    /// A run-once job's `at_least`, in ms (`at_least=<ms>`).
+    pub at_least_ms: Option<u64>,
     /// What the hold occupies; empty: the lock, exclusively.
     pub units: Vec<Unit>,
 }
@@ -505,6 +519,11 @@ pub struct Report {
     pub announced_examples: Vec<String>,
     /// A few token regressions, described.
     pub token_examples: Vec<String>,
+    /// Runs of a run-once job that started after another run of the same tick (name) had
+    /// ended: second runs that are no overlap (see the module's "Run-once jobs").
+    pub once_reruns: u64,
+    /// Of them, the ones that started before the earlier run's `at_least` had passed.
+    pub once_early_reruns: u64,
     /// The faults the overlaps were tied to (a copy of the input).
     pub faults: Vec<FaultSpan>,
 }
@@ -644,6 +663,12 @@ impl Report {
             " crate_ops_by_kind(acquired/told)={}",
             kinds.join(",")
         ));
+        if self.by_kind.contains_key("run-once") {
+            s.push_str(&format!(
+                " once_reruns(all/early)={}/{}",
+                self.once_reruns, self.once_early_reruns
+            ));
+        }
         let sides: Vec<String> = self
             .by_side
             .iter()
@@ -780,6 +805,9 @@ pub fn check_with<'a>(
                         Some(("lease", ms)) => a.lease_ms = Some(ms.parse().map_err(|_| bad())?),
                         Some(("side", side)) => a.java = side == "java",
                         Some(("nested", n)) => a.nested = n == "1",
+                        Some(("at_least", ms)) => {
+                            a.at_least_ms = Some(ms.parse().map_err(|_| bad())?)
+                        }
                         Some(("units", units)) => {
                             a.units = units
                                 .split(',')
@@ -914,6 +942,7 @@ pub fn check_with<'a>(
     for holds in by_lock.values_mut() {
         holds.sort_by_key(|a| (a.acquired, a.process, a.owner, a.seq));
         tokens(holds, faults, &mut report);
+        once_reruns(holds, &mut report);
     }
 
     // Recovery: from each fault's start to the crate's next acquisition (RedLock aside).
@@ -1124,6 +1153,27 @@ fn doubt_to_deadline(a: &Attempt) -> Option<(u64, u64, u64)> {
     match (doubt, a.end) {
         (Some((since, deadline)), Some(end)) if end >= deadline => Some((since, end, deadline)),
         _ => None,
+    }
+}
+
+/// Second runs of a run-once tick (the holds of one name, sorted by acquisition): a run that
+/// started after another run of the name had ended (see the module's "Run-once jobs").
+fn once_reruns(holds: &[&Attempt], report: &mut Report) {
+    for y in holds.iter().filter(|a| a.at_least_ms.is_some()) {
+        let Some(ty) = y.acquired else { continue };
+        let before: Vec<&&Attempt> = holds
+            .iter()
+            .filter(|x| x.key3() != y.key3() && x.end.is_some_and(|e| e <= ty))
+            .collect();
+        if before.is_empty() {
+            continue;
+        }
+        report.once_reruns += 1;
+        let early = before.iter().any(|x| {
+            let at_least = x.at_least_ms.unwrap_or(0).saturating_mul(1_000_000);
+            ty < x.begin.saturating_add(at_least)
+        });
+        report.once_early_reruns += u64::from(early);
     }
 }
 

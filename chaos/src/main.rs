@@ -198,7 +198,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub locks: u32,
     /// Kinds of owners, comma-separated: reentrant, fair, rw (readers and writers), fenced,
-    /// group, multi, redlock; the recipes: election, permit.
+    /// group, multi, redlock; the recipes: election, permit, run-once.
     #[arg(long, default_value = "reentrant,fair,rw,fenced,group,multi,redlock")]
     pub variants: String,
     /// Java worker processes (real Redisson through `compat-tests/java/LockPeer.java`) beside

@@ -2,14 +2,39 @@
 //! is a holder, its term the fencing token, so the checker's overlap and token rules say
 //! "never two leaders that both think they lead") and `permit` (a watchdog permit of a
 //! permit-expirable semaphore of one permit: "never more holders than permits who all think
-//! they hold"). Kept apart from `worker.rs`, which dispatches to it.
+//! they hold") and `run-once` (`Client::run_once` of the tick's name `chaos-once-<tick>`, see
+//! [`once_tick`]: a run is a hold of that name from the job's start to its end, so the
+//! overlap rules say "never two runs of one tick whose holders both thought they held"). Kept
+//! apart from `worker.rs`, which dispatches to it.
 
 use std::time::{Duration, Instant};
 
-use redisson_lock::{Client, HoldState, Leadership, PermitGuard};
+use redisson_lock::{Client, HoldState, HoldWatch, Leadership, PermitGuard};
 
 /// The recipe variants.
-pub const VARIANTS: [&str; 2] = ["election", "permit"];
+pub const VARIANTS: [&str; 3] = ["election", "permit", "run-once"];
+
+/// A run-once owner's tick, in ms of the shared monotonic clock (every worker process of the
+/// machine reads the same one): tick `T` is `[T, T + 1)` ticks of it, its job's name
+/// `chaos-once-<T>`.
+pub const ONCE_TICK_MS: u64 = 1000;
+/// A run's `at_least`: one tick. A run that begins within its tick keeps the name past the
+/// tick's end, so an owner that tries the tick within it finds the name held (a later try, a
+/// paused owner's, may legitimately run it again: see the checker's `once_reruns`).
+pub const ONCE_AT_LEAST: Duration = Duration::from_millis(ONCE_TICK_MS);
+/// A run's `at_most`: above the longest work (2.5 s), so a run is cut only when its work
+/// stalls.
+pub const ONCE_AT_MOST: Duration = Duration::from_millis(4000);
+
+/// The tick of `ns` (the shared clock, see [`ONCE_TICK_MS`]).
+pub fn once_tick(ns: u64) -> u64 {
+    ns / (ONCE_TICK_MS * 1_000_000)
+}
+
+/// The run-once name of tick `tick`.
+pub fn once_name(tick: u64) -> String {
+    format!("chaos-once-{tick}")
+}
 
 /// A hold of a recipe.
 pub enum RecipeHeld {
@@ -17,6 +42,8 @@ pub enum RecipeHeld {
     Leader(Leadership),
     /// Holding the one permit of a permit-expirable semaphore (renewed by the watchdog).
     Permit(PermitGuard),
+    /// Running a run-once job: the job's view of the hold (`run_once` releases it).
+    Run(HoldWatch),
 }
 
 impl RecipeHeld {
@@ -24,13 +51,17 @@ impl RecipeHeld {
         match self {
             RecipeHeld::Leader(l) => l.state(),
             RecipeHeld::Permit(p) => p.state(),
+            RecipeHeld::Run(w) => w.state(),
         }
     }
 
-    pub fn valid_until(&self) -> Instant {
+    /// The hold's validity deadline; none for a run-once job, which is told only its state
+    /// (the checker then excuses an overlap by the state alone).
+    pub fn valid_until(&self) -> Option<Instant> {
         match self {
-            RecipeHeld::Leader(l) => l.valid_until().into_std(),
-            RecipeHeld::Permit(p) => p.valid_until().into_std(),
+            RecipeHeld::Leader(l) => Some(l.valid_until().into_std()),
+            RecipeHeld::Permit(p) => Some(p.valid_until().into_std()),
+            RecipeHeld::Run(_) => None,
         }
     }
 
@@ -38,7 +69,7 @@ impl RecipeHeld {
     pub fn token(&self) -> Option<u64> {
         match self {
             RecipeHeld::Leader(l) => Some(l.term()),
-            RecipeHeld::Permit(_) => None,
+            RecipeHeld::Permit(_) | RecipeHeld::Run(_) => None,
         }
     }
 
@@ -47,6 +78,7 @@ impl RecipeHeld {
         match self {
             RecipeHeld::Leader(l) => l.lost().await,
             RecipeHeld::Permit(p) => p.lost().await,
+            RecipeHeld::Run(w) => w.lost().await,
         }
     }
 
@@ -58,6 +90,8 @@ impl RecipeHeld {
             // A permit found gone (released or reclaimed) gives back nothing: not an error of
             // the release, the loss was told.
             RecipeHeld::Permit(p) => p.release().await.map(drop).map_err(kind),
+            // `run_once` releases (or keeps until `at_least`) the name when the job ends.
+            RecipeHeld::Run(_) => Ok(()),
         }
     }
 }

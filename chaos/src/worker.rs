@@ -195,8 +195,10 @@ impl Held {
         }
     }
 
-    fn valid_until(&self) -> Instant {
-        match self {
+    /// The validity deadline in the history's clock; `u64::MAX` for a hold told no deadline
+    /// (a run-once job's).
+    fn deadline_ns(&self) -> u64 {
+        let at = match self {
             Held::One(g, _) => g.valid_until().into_std(),
             Held::Multi(g) => g
                 .parts()
@@ -205,8 +207,12 @@ impl Held {
                 .min()
                 .unwrap_or_else(Instant::now),
             Held::Red(g) => g.valid_until().into_std(),
-            Held::Recipe(r) => r.valid_until(),
-        }
+            Held::Recipe(r) => match r.valid_until() {
+                Some(at) => at,
+                None => return u64::MAX,
+            },
+        };
+        instant_ns(at)
     }
 
     fn token(&self) -> Option<u64> {
@@ -454,6 +460,8 @@ impl Owner_ {
     async fn run(mut self) {
         let owner = Owner::new();
         let names = lock_names(&self.kind, self.locks_per_variant);
+        // A run-once owner: the last tick it tried.
+        let mut last_tick = None;
         while !self.stop.load(Ordering::SeqCst) {
             let name = names[self.rng.below(names.len() as u64) as usize].clone();
             // One hold in three with a lease (4–7 s with the default 3 s watchdog: longer than
@@ -504,6 +512,7 @@ impl Owner_ {
                 "redlock" => self.redlock(name, owner, lease).await,
                 "election" => self.recipe(name, "election").await,
                 "permit" => self.recipe(name, "permit").await,
+                "run-once" => self.run_once(&mut last_tick).await,
                 _ => return,
             }
             // A short think time, so that waiters get their turn.
@@ -531,7 +540,7 @@ impl Owner_ {
                 let token = held
                     .token()
                     .map_or_else(|| "-".to_owned(), |t| t.to_string());
-                let deadline = instant_ns(held.valid_until());
+                let deadline = held.deadline_ns();
                 // The state it came back in: a hold taken across a connection loss or a
                 // failover starts in doubt, which tells its holder as much as `lost()` later
                 // would.
@@ -693,7 +702,7 @@ impl Owner_ {
             self.owner,
             outer_seq,
             now_ns(),
-            &format!("{:?} {}", held.state(), instant_ns(held.valid_until())),
+            &format!("{:?} {}", held.state(), held.deadline_ns()),
         );
         let Some((seq, Held::One(g, _))) = inner else {
             return;
@@ -742,7 +751,7 @@ impl Owner_ {
                 tokio::time::sleep(step.min(Duration::from_millis(50))).await;
             }
             let state = held.state();
-            let deadline = instant_ns(held.valid_until());
+            let deadline = held.deadline_ns();
             h.emit(
                 "O",
                 self.owner,
@@ -835,6 +844,82 @@ impl Owner_ {
         self.end(&a, seq, held).await;
     }
 
+    /// One run of a run-once job (`recipes.rs`): waits for the next tick this owner has not
+    /// tried (to a random time in its first half), then `run_once` of the tick's name. The run
+    /// is written as a hold of that name: `B` before `run_once`, `A` when the job starts (no
+    /// deadline: the job is told only its state), the job's looks, `E` when the job ends (or
+    /// is dropped at `at_most`), `R` when `run_once` returned (`ok`, or `TimedOut`); a skip is
+    /// `N none`. The name stays held after `E` until `at_least` (the key's TTL), which the
+    /// checker's `once_reruns` looks at.
+    async fn run_once(&mut self, last_tick: &mut Option<u64>) {
+        use crate::recipes::{once_name, once_tick, ONCE_AT_LEAST, ONCE_AT_MOST, ONCE_TICK_MS};
+        use redisson_lock::RunOnce;
+        let tick_ns = ONCE_TICK_MS * 1_000_000;
+        let now = now_ns();
+        let next = last_tick.map_or(once_tick(now), |l| (l + 1).max(once_tick(now)));
+        let at = next * tick_ns + self.rng.below(tick_ns / 2);
+        if at > now {
+            tokio::time::sleep(Duration::from_nanos(at - now)).await;
+        }
+        if self.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let tick = once_tick(now_ns());
+        *last_tick = Some(tick);
+        let a = Attempt {
+            name: once_name(tick),
+            variant: "run-once",
+            lease: None,
+            units: None,
+            nested: false,
+        };
+        let seq = self.next_seq();
+        let (h, owner, register) = (self.history.clone(), self.owner, self.register.clone());
+        h.emit(
+            "B",
+            owner,
+            seq,
+            now_ns(),
+            &format!("{} at_least={}", a.begin_line(), ONCE_AT_LEAST.as_millis()),
+        );
+        let ms = hold_ms(&mut self.rng);
+        let client = self.client.clone();
+        let name = a.name.clone();
+        let me = &mut *self;
+        let ran = client
+            .run_once(&a.name, ONCE_AT_LEAST, ONCE_AT_MOST, |watch| async move {
+                let held = Held::Recipe(crate::recipes::RecipeHeld::Run(watch));
+                let state = held.state();
+                h.emit(
+                    "A",
+                    owner,
+                    seq,
+                    now_ns(),
+                    &format!("- {} {state:?}", u64::MAX),
+                );
+                // `E` when the job ends, or when `run_once` drops it at `at_most`.
+                let end = EndMark(h.clone(), owner, seq);
+                register.enter(&name, owner, seq).await;
+                me.work(seq, &held, ms, false).await;
+                drop(end);
+                register.leave(&name, owner, seq).await;
+            })
+            .await;
+        let h = self.history.clone();
+        match ran {
+            Ok(RunOnce::Ran(())) => h.emit("R", owner, seq, now_ns(), "ok"),
+            Ok(RunOnce::TimedOut) => {
+                self.register.leave(&a.name, owner, seq).await;
+                h.emit("R", owner, seq, now_ns(), "TimedOut");
+            }
+            Ok(_) => h.emit("N", owner, seq, now_ns(), "none"),
+            Err(e) => {
+                h.emit("N", owner, seq, now_ns(), &format!("{:?}", e.kind()));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+
     /// A RedLock over the three independent nodes, with a lease.
     async fn redlock(&mut self, name: String, owner: Owner, lease: Option<Duration>) {
         let lease = lease.unwrap_or(Duration::from_millis(self.watchdog_ms));
@@ -871,6 +956,16 @@ impl Owner_ {
         let ms = hold_ms(&mut self.rng);
         self.work(seq, &held, ms, false).await;
         self.end(&a, seq, held).await;
+    }
+}
+
+/// Writes `E` for a hold when dropped: a run-once job's end, also when `run_once` drops the
+/// job at `at_most`.
+struct EndMark(History, u32, u64);
+
+impl Drop for EndMark {
+    fn drop(&mut self) {
+        self.0.emit("E", self.1, self.2, now_ns(), "");
     }
 }
 

@@ -718,3 +718,94 @@ fn crate_acquisitions_are_counted_by_kind_with_the_told_ones() {
     );
     assert!(check(["B 0 0 1 5 x reentrant nested=1 lease=5"], 1000).is_ok());
 }
+
+/// A run of the run-once job of `name` by `(process, owner, seq)`, as the worker writes it:
+/// attempt begun at `begin` ms (`at_least` 1 s), the job started at `start` ms (no deadline:
+/// the job is told only its state), an optional look `(at ms, state)`, the job ended at `end`.
+fn once_run(
+    (p, o, seq): (u32, u32, u64),
+    name: &str,
+    begin: u64,
+    start: u64,
+    look: Option<(u64, &str)>,
+    end: u64,
+) -> Vec<String> {
+    let mut v = vec![
+        format!(
+            "B {p} {o} {seq} {} {name} run-once at_least=1000",
+            begin * MS
+        ),
+        format!("A {p} {o} {seq} {} - {} Held", start * MS, u64::MAX),
+    ];
+    if let Some((at, state)) = look {
+        v.push(format!("O {p} {o} {seq} {} {state} {}", at * MS, u64::MAX));
+    }
+    v.push(format!("E {p} {o} {seq} {}", end * MS));
+    v.push(format!("R {p} {o} {seq} {} ok", (end + 1) * MS));
+    v
+}
+
+#[test]
+fn two_runs_of_one_tick_at_once_unannounced_are_counted() {
+    // p0 runs tick 7 from 100 to 900 ms, never told; p1 runs it too from 500 ms.
+    let mut h = once_run((0, 0, 1), "chaos-once-7", 99, 100, Some((300, "Held")), 900);
+    h.extend(once_run((1, 0, 1), "chaos-once-7", 499, 500, None, 600));
+    let r = run(&h);
+    assert_eq!(r.ops, 2);
+    assert_eq!(
+        (r.overlaps, r.unannounced, r.unannounced_crate),
+        (1, 1, 1),
+        "{}",
+        r.summary()
+    );
+    assert_eq!(r.by_variant.get("run-once"), Some(&(1, 1)));
+    assert_eq!(r.by_kind.get("run-once"), Some(&(2, 0)));
+    assert!(r.examples[0].contains("p0/o0/#1"), "{}", r.examples[0]);
+    // Runs at once are overlaps, not reruns.
+    assert_eq!((r.once_reruns, r.once_early_reruns), (0, 0));
+    assert!(r.summary().contains("once_reruns(all/early)=0/0"));
+}
+
+#[test]
+fn two_runs_of_one_tick_at_once_announced_are_excused() {
+    // The same, but p0's hold went in doubt at 300 ms, before p1's run started.
+    let mut h = once_run(
+        (0, 0, 1),
+        "chaos-once-7",
+        99,
+        100,
+        Some((300, "InDoubt")),
+        900,
+    );
+    h.extend(once_run((1, 0, 1), "chaos-once-7", 499, 500, None, 600));
+    let r = run(&h);
+    assert_eq!(
+        (r.overlaps, r.unannounced, r.unannounced_crate),
+        (1, 0, 0),
+        "{}",
+        r.summary()
+    );
+    // In doubt only after p1 started: it did not announce it.
+    let mut h = once_run((0, 0, 1), "chaos-once-7", 99, 100, Some((550, "Lost")), 900);
+    h.extend(once_run((1, 0, 1), "chaos-once-7", 499, 500, None, 600));
+    assert_eq!(run(&h).unannounced_crate, 1);
+}
+
+#[test]
+fn a_second_run_of_a_tick_after_the_first_ended_is_a_rerun_not_an_overlap() {
+    // p0 runs tick 7 from 100 to 200 ms (its name kept until 1099 ms by `at_least`); p1 runs
+    // it at 500 ms (early: the name should still have been held), p2 at 1500 ms (after it).
+    let mut h = once_run((0, 0, 1), "chaos-once-7", 99, 100, None, 200);
+    h.extend(once_run((1, 0, 1), "chaos-once-7", 499, 500, None, 600));
+    h.extend(once_run((2, 0, 1), "chaos-once-7", 1499, 1500, None, 1600));
+    // Another tick's run at once with p0's is no rerun and no overlap.
+    h.extend(once_run((3, 0, 1), "chaos-once-8", 149, 150, None, 160));
+    let r = run(&h);
+    assert_eq!((r.overlaps, r.unannounced), (0, 0), "{}", r.summary());
+    assert_eq!(
+        (r.once_reruns, r.once_early_reruns),
+        (2, 1),
+        "{}",
+        r.summary()
+    );
+}
