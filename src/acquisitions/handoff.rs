@@ -71,6 +71,11 @@ pub(crate) const CONTEST_WINS: u32 = 0;
 /// attempt: long enough for a waiter of another client woken by that message to have sent its
 /// attempt (a loopback round trip is well under 1 ms; this leaves room for a loaded machine).
 pub(crate) const STAND_BACK: Duration = Duration::from_millis(50);
+/// The longest stand-back: one that found no taker doubles (up to this) before the client
+/// takes itself for alone (see [`QUIET_START`]). A JVM's waiting thread, woken through netty
+/// and Redisson's latch, does not always attempt within [`STAND_BACK`] of the message; taking
+/// that for "nobody waits" gave the crate runs of 2, 4, 8, 16 holds beside real Java.
+pub(crate) const STAND_BACK_MAX: Duration = Duration::from_millis(400);
 /// How long a contest's head that stands back waits for the release's own unlock message before
 /// it counts [`STAND_BACK`] from then anyway (the message is never lost silently: a lag or a
 /// reconnect counts as a message too).
@@ -150,6 +155,10 @@ pub(crate) struct HandOff {
     others: Option<(bool, Instant)>,
     /// How long the next "nobody came" holds (see [`QUIET_START`]); zero: not set yet.
     quiet: Duration,
+    /// How long the head stands back in a contest: [`STAND_BACK`], doubled up to
+    /// [`STAND_BACK_MAX`] each time it found no taker; kept while other clients take their
+    /// turns, back to [`STAND_BACK`] once nobody else listens.
+    stand_back: Duration,
     /// The subscription's message count when the last local release began, and when it began
     /// (the run's age is judged then: the question, if any, was decided then).
     release_mark: Option<u64>,
@@ -175,6 +184,7 @@ impl HandOff {
             handed: false,
             others: None,
             quiet: Duration::ZERO,
+            stand_back: STAND_BACK,
             release_mark: None,
             release_began: None,
             contest: None,
@@ -263,6 +273,7 @@ impl HandOff {
                     // nothing is owed.
                     self.run_since = None;
                     self.owed = Duration::ZERO;
+                    self.stand_back = STAND_BACK;
                     true
                 } else {
                     false
@@ -311,6 +322,7 @@ impl HandOff {
             }
         }
         let policy_stands_back = matches!(self.policy, LocalHandOff::Bounded(_));
+        let stand_back = self.stand_back;
         let Some(contest) = self.contest.as_mut() else {
             return Plan::Attempt;
         };
@@ -330,7 +342,7 @@ impl HandOff {
                 return Plan::Defer(MESSAGE_WAIT - waited);
             }
         }
-        let until = *contest.seen.get_or_insert(now) + STAND_BACK;
+        let until = *contest.seen.get_or_insert(now) + stand_back;
         if until > now {
             return Plan::Defer(until - now);
         }
@@ -340,7 +352,11 @@ impl HandOff {
     /// The head's attempt found the lock busy while no owner of this line holds it: another
     /// client's owner has it, so a contest is over and no run goes on.
     pub(crate) fn busy(&mut self, now: Instant) {
-        self.away_since.get_or_insert(now);
+        // The other clients' turn began when this client gave the lock up: the release that
+        // started the contest, not the head's attempt after its stand-back (which would leave
+        // the stand-back out of their turn, and this client's next run one hold short).
+        let since = self.contest.map_or(now, |c| c.began.min(now));
+        self.away_since.get_or_insert(since);
         self.handed = false;
         self.contest = None;
         self.run_since = None;
@@ -360,9 +376,15 @@ impl HandOff {
         } else if let Some(contest) = &mut self.contest {
             if contest.seen.is_none() {
                 contest.wins += 1;
+            } else if self.stand_back < STAND_BACK_MAX {
+                // The head stood back and nobody took the lock: perhaps the other client's
+                // waiter is slower than that. Still a contest, standing back twice as long.
+                self.stand_back = (self.stand_back * 2).min(STAND_BACK_MAX);
+                contest.seen = None;
             } else {
-                // The head stood back and nobody took the lock: whoever listens does not wait
-                // for it. Alone for a while, then ask again.
+                // Nobody took the lock even after the longest stand-back: whoever listens does
+                // not wait for it. Alone for a while, then ask again.
+                self.stand_back = STAND_BACK;
                 let quiet = self.quiet.max(QUIET_START);
                 self.quiet = (quiet * 2).min(QUIET_MAX);
                 self.others = Some((false, now + quiet));
@@ -598,12 +620,26 @@ mod tests {
     #[test]
     fn when_nobody_takes_the_lock_from_a_head_standing_back_the_client_is_alone_a_while() {
         let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
-        let r = l.round(100 * MS, Some(true));
-        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
-        l.pass(STAND_BACK);
+        let mut r = l.round(100 * MS, Some(true));
+        // Each stand-back that finds no taker (the head's attempt after it wins) is followed
+        // by one twice as long, still in the contest (no hand-over), up to STAND_BACK_MAX.
+        let mut stand_back = STAND_BACK;
+        while stand_back < STAND_BACK_MAX {
+            assert_eq!(r.plan, Plan::Defer(stand_back));
+            l.pass(stand_back);
+            assert_eq!(l.plan(), Plan::Attempt);
+            r = l.round(60 * MS, None);
+            assert!(
+                !r.handed,
+                "still a contest after a {stand_back:?} stand-back"
+            );
+            stand_back = (stand_back * 2).min(STAND_BACK_MAX);
+        }
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK_MAX));
+        l.pass(STAND_BACK_MAX);
         assert_eq!(l.plan(), Plan::Attempt);
-        // Its attempt wins: the listener was no waiter. Hand-overs without a question for
-        // QUIET_START, then the question again.
+        // Even the longest found no taker: the listener was no waiter. Hand-overs without a
+        // question for QUIET_START, then the question again.
         let r = l.round(60 * MS, None);
         assert!(l.wins().is_none());
         assert!(!r.asked && r.handed, "alone for a while");
@@ -611,6 +647,36 @@ mod tests {
         assert!(r.asked, "asked again after {QUIET_START:?}");
         // The next stand-back without a taker keeps the client alone twice as long.
         assert_eq!(l.h.quiet, 2 * QUIET_START);
+    }
+
+    #[test]
+    fn a_remote_waiter_slower_than_the_stand_back_gets_a_longer_one_which_is_kept() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        let r = l.round(100 * MS, Some(true));
+        assert_eq!(r.plan, Plan::Defer(STAND_BACK));
+        l.pass(STAND_BACK);
+        // Nobody took it within 50 ms: the next stand-back is 100 ms ...
+        let r = l.round(100 * MS, None);
+        assert_eq!(r.plan, Plan::Defer(2 * STAND_BACK));
+        l.pass(80 * MS);
+        // ... within which the other client's owner takes the lock.
+        l.busy();
+        assert!(l.wins().is_none(), "the contest is over");
+        // This client's next turn ends in a contest standing back as long again.
+        l.pass(100 * MS);
+        let (_, r) = l.hand_overs_until_asked(100 * MS, Some(true));
+        assert_eq!(
+            r.plan,
+            Plan::Defer(2 * STAND_BACK),
+            "the longer stand-back is kept"
+        );
+        // Once nobody else listens it is back to STAND_BACK.
+        l.pass(2 * STAND_BACK);
+        l.busy();
+        l.pass(100 * MS);
+        let (_, r) = l.hand_overs_until_asked(100 * MS, Some(false));
+        assert!(r.handed);
+        assert_eq!(l.h.stand_back, STAND_BACK);
     }
 
     #[test]
@@ -627,8 +693,9 @@ mod tests {
         // asks at the first release past it.
         let (handed, r) = l.hand_overs_until_asked(100 * MS, Some(true));
         assert_eq!(
-            handed, 3,
-            "releases at 100..300 ms hand over (a next hold ends by 500 ms), the one at 400 \
+            handed, 4,
+            "their turn counts from this client's release (50 ms stand-back + 500 ms): \
+             releases at 100..400 ms hand over (a next hold ends by 550 ms), the one at 500 \
              ms asks"
         );
         assert!(!r.handed, "someone else listens: a contest");
