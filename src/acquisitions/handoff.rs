@@ -14,8 +14,8 @@
 //!   clients' last turn when that was longer, at most [`TURN_MAX`] (2 s). (Judged by when the
 //!   next hold would end, not when it starts: beside a client that takes one hold per turn,
 //!   a run that went on while it had lasted less than one hold took two.) The other clients' turn is measured from the head's
-//!   first attempt that found the lock busy with no local holder to this client's next
-//!   acquisition; it is forgotten once nobody else listens. Once the run has lasted its
+//!   release that started a contest (or the head's first attempt that found the lock busy
+//!   with no local holder, when there was no contest) to this client's next acquisition; it is forgotten once nobody else listens. Once the run has lasted its
 //!   length, the release asks whether another client listens on the lock's channel
 //!   (`PUBSUB NUMSUB`/`SHARDNUMSUB`, sent together with the release script, so no round trip
 //!   of its own; the answer is kept for one budget, so at most one question per budget).
@@ -35,15 +35,18 @@
 //!   netty and Redisson's latch loses every race on the release's own message to it, so
 //!   those races were two more local holds per Java hold, `ABBB` cycles, Java's share about a
 //!   quarter): it attempts only [`STAND_BACK`] after that message (a remote waiter woken by
-//!   it has sent its attempt by then), so another client gets the lock. If nobody takes it meanwhile (the
-//!   listener was no waiter, or the server could not tell), the client takes itself for alone
-//!   for [`QUIET_START`], doubling up to [`QUIET_MAX`] while that goes on.
+//!   it has sent its attempt by then), so another client gets the lock. If nobody takes it
+//!   meanwhile, the next stand-back is twice as long, up to [`STAND_BACK_MAX`] (a JVM's
+//!   waiting thread does not always attempt within 50 ms); the length is kept while other
+//!   clients take their turns. If nobody takes it even then (the listener was no waiter, or
+//!   the server could not tell), the client takes itself for alone for [`QUIET_START`],
+//!   doubling up to [`QUIET_MAX`] while that goes on.
 //! * Worst case, `Bounded(b)` with holds of `h`, for a waiter of another client that is
 //!   already subscribed: the hold in progress, the rest of the run (holds that start within
 //!   its length of its start, plus those that start within one budget of its subscribing,
 //!   while the last answer was still "nobody"), and then at most [`CONTEST_WINS`] holds won in
-//!   races, plus the hold taken when a stand-back found no taker (the remote waiter slower
-//!   than [`STAND_BACK`]: then the client takes itself for alone a while, below). When the
+//!   races, plus one hold per stand-back that found no taker (a remote waiter slower than
+//!   it: at most four, 50 to 400 ms, before the client takes itself for alone). When the
 //!   other clients' last turn was no longer than `b` (a waiter that takes one hold per turn,
 //!   with `h >= b`): 1 or 2 local holds in a row; with short holds, about `2b + h` of local
 //!   holds. After a longer turn of theirs, `t`: the holds that end within `min(t,
