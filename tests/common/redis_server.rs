@@ -49,6 +49,7 @@ impl RedisServer {
     /// Starts a server with extra `redis-server` arguments (e.g. `["--notify-keyspace-events", "Egx"]`).
     pub fn start_with(extra: &[&str]) -> Self {
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        sweep_stale_dirs();
         for _ in 0..20 {
             let port = free_port();
             if port == 6379 {
@@ -160,6 +161,34 @@ impl RedisServer {
         let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
         self.restart();
     }
+}
+
+/// Removes the working directories of servers started by test processes that are gone (a
+/// server shared for a whole test binary is never dropped, and a killed test drops nothing):
+/// once per process, before its first server.
+fn sweep_stale_dirs() {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(rest) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("redisson-lock-test-"))
+            else {
+                continue;
+            };
+            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+                continue;
+            };
+            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            if !alive {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    });
 }
 
 impl Drop for RedisServer {
