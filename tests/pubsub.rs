@@ -197,6 +197,24 @@ backend_tests!(
     a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound,
 );
 
+/// `ACL SETUSER u <args>`.
+fn acl_u(args: &[&str]) -> Vec<fred::types::Value> {
+    let mut v: Vec<fred::types::Value> = vec!["SETUSER".into(), "u".into()];
+    v.extend(args.iter().map(|a| fred::types::Value::from(*a)));
+    v
+}
+
+/// An admin connection to `s` and the URL of a user `u` (password `pw`) who may do anything,
+/// for tests that then take permissions away from it.
+async fn user_u(s: &RedisServer) -> (Admin, String) {
+    let admin = Admin::connect(&s.url()).await;
+    admin
+        .cmd("ACL", acl_u(&["on", ">pw", "~*", "&*", "+@all"]))
+        .await
+        .unwrap();
+    (admin, format!("redis://u:pw@127.0.0.1:{}", s.port()))
+}
+
 /// A re-subscription after a reconnect that fails (here: the user may not listen on the channel
 /// for a while, so the server refuses the `SUBSCRIBE`) is retried with back-off on the same
 /// latch: the waiter already asleep, and one that joins meanwhile, are woken by the next
@@ -204,17 +222,7 @@ backend_tests!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_next_release() {
     let s = RedisServer::start();
-    let admin = Admin::connect(&s.url()).await;
-    let acl = |args: &[&str]| {
-        let mut v: Vec<fred::types::Value> = vec!["SETUSER".into(), "u".into()];
-        v.extend(args.iter().map(|a| fred::types::Value::from(*a)));
-        v
-    };
-    admin
-        .cmd("ACL", acl(&["on", ">pw", "~*", "&*", "+@all"]))
-        .await
-        .unwrap();
-    let url = format!("redis://u:pw@127.0.0.1:{}", s.port());
+    let (admin, url) = user_u(&s).await;
     let client = Client::connect(&url, Config::default()).await.unwrap();
     let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
     let name = "resub:k";
@@ -233,7 +241,7 @@ async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_ne
     );
     // Redis 7 disconnects a subscriber from channels its user may no longer listen on; the
     // client reconnects and its re-subscription is refused.
-    admin.cmd("ACL", acl(&["resetchannels"])).await.unwrap();
+    admin.cmd("ACL", acl_u(&["resetchannels"])).await.unwrap();
     assert!(
         common::eventually(Duration::from_secs(5), || async {
             admin.numsub(&channel(name)).await == 0
@@ -248,7 +256,7 @@ async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_ne
         g.map(|g| (Instant::now(), g))
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    admin.cmd("ACL", acl(&["allchannels"])).await.unwrap();
+    admin.cmd("ACL", acl_u(&["allchannels"])).await.unwrap();
     assert!(
         common::eventually(Duration::from_secs(10), || async {
             admin.numsub(&channel(name)).await == 1
@@ -292,17 +300,7 @@ async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_ne
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resubscription_whose_permission_cannot_be_asked_is_retried_not_sent_blind() {
     let s = RedisServer::start();
-    let admin = Admin::connect(&s.url()).await;
-    let acl = |args: &[&str]| {
-        let mut v: Vec<fred::types::Value> = vec!["SETUSER".into(), "u".into()];
-        v.extend(args.iter().map(|a| fred::types::Value::from(*a)));
-        v
-    };
-    admin
-        .cmd("ACL", acl(&["on", ">pw", "~*", "&*", "+@all"]))
-        .await
-        .unwrap();
-    let url = format!("redis://u:pw@127.0.0.1:{}", s.port());
+    let (admin, url) = user_u(&s).await;
     let client = Client::connect(&url, Config::default()).await.unwrap();
     let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
     let name = "resub:blind";
@@ -326,7 +324,7 @@ async fn a_resubscription_whose_permission_cannot_be_asked_is_retried_not_sent_b
     admin
         .cmd(
             "ACL",
-            acl(&[
+            acl_u(&[
                 "resetchannels",
                 "-evalsha",
                 "-eval",
@@ -345,7 +343,7 @@ async fn a_resubscription_whose_permission_cannot_be_asked_is_retried_not_sent_b
     // Re-subscriptions meanwhile (one after the reconnect, then retries every 50 ms doubling).
     tokio::time::sleep(Duration::from_millis(1500)).await;
     admin
-        .cmd("ACL", acl(&["+@all", "allchannels"]))
+        .cmd("ACL", acl_u(&["+@all", "allchannels"]))
         .await
         .unwrap();
     assert!(

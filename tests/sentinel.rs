@@ -875,23 +875,7 @@ async fn sentinel_one_replica_lost_keeps_wanting_an_ack_and_a_promoted_lone_mast
     assert_eq!(new, replica_port);
     let switched = Instant::now();
     let failed_over = killed.elapsed();
-    let mut errors = Vec::new();
-    let g = loop {
-        match lock.try_lock().await {
-            Ok(Some(g)) => break g,
-            Ok(None) => panic!("nobody else holds it"),
-            Err(e) => {
-                not_readonly(&e);
-                errors.push(e.kind());
-                assert!(
-                    switched.elapsed() < Duration::from_secs(15),
-                    "no acquisition 15 s after the switch: {:?}",
-                    errors.iter().rev().take(5).collect::<Vec<_>>()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let (g, errors) = first_lock_after(&lock, switched, Duration::from_secs(15)).await;
     let first_ok = switched.elapsed();
     assert_eq!(
         set.data_cli(new, &["HGET", "sentinel:one-replica", &field]),
@@ -934,23 +918,7 @@ async fn sentinel_graceful_failover_of_one_master_and_one_replica_locks_within_s
     assert!(reply.contains("OK"), "SENTINEL FAILOVER: {reply}");
     let new = set.await_new_master(old, Duration::from_secs(30));
     let switched = Instant::now();
-    let mut errors = Vec::new();
-    let g = loop {
-        match lock.try_lock().await {
-            Ok(Some(g)) => break g,
-            Ok(None) => panic!("nobody else holds it"),
-            Err(e) => {
-                not_readonly(&e);
-                errors.push(e.kind());
-                assert!(
-                    switched.elapsed() < Duration::from_secs(30),
-                    "no acquisition 30 s after the switch: {:?}",
-                    errors.iter().rev().take(5).collect::<Vec<_>>()
-                );
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let (g, errors) = first_lock_after(&lock, switched, Duration::from_secs(30)).await;
     let first_ok = switched.elapsed();
     // The case under test: the old master had not become a replica yet when the client locked
     // (otherwise the window was missed and the test proves nothing).
@@ -977,6 +945,33 @@ async fn sentinel_graceful_failover_of_one_master_and_one_replica_locks_within_s
     );
     g.unlock().await.unwrap();
     client.shutdown().await;
+}
+
+/// The first `try_lock` of `lock` that succeeds after a failover switched at `switched`
+/// (retried every 100 ms; no error may be a READONLY), and the kinds of the errors before it;
+/// fails when `within` passes first.
+async fn first_lock_after<K: redisson_lock::Kind>(
+    lock: &redisson_lock::Lock<K>,
+    switched: Instant,
+    within: Duration,
+) -> (redisson_lock::Guard<K>, Vec<redisson_lock::ErrorKind>) {
+    let mut errors = Vec::new();
+    loop {
+        match lock.try_lock().await {
+            Ok(Some(g)) => return (g, errors),
+            Ok(None) => panic!("nobody else holds it"),
+            Err(e) => {
+                not_readonly(&e);
+                errors.push(e.kind());
+                assert!(
+                    switched.elapsed() < within,
+                    "no acquisition {within:?} after the switch: {:?}",
+                    errors.iter().rev().take(5).collect::<Vec<_>>()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 }
 
 /// One real master, named by two stand-in sentinels the test makes announce failover events
