@@ -489,3 +489,87 @@ async fn a_shard_that_refuses_its_resubscription_does_not_deafen_the_others() {
         let _ = RedisCluster::cmd(port, &["ACL", "DELUSER", user.as_str()]);
     }
 }
+
+/// A waiter whose attempt fails on a transient error (here a command timeout: the server is
+/// paused for writes) while its channel's re-subscription is refused keeps its place in the
+/// channel: the failed round does not leave the subscription and join it again (a new
+/// subscription made while the channel is refused fails outright, and the waiter with it).
+/// Once the channel may be listened on again, the waiter hears the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_failure_while_the_channel_is_refused_keeps_the_waiter_subscribed() {
+    let s = RedisServer::start();
+    let (admin, url) = user_u(&s).await;
+    let config = Config::default().timeout(Duration::from_millis(500));
+    let client = Client::connect(&url, config).await.unwrap();
+    let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let name = "resub:transient";
+    let guard = holder_client
+        .get_lock(name)
+        .lock_with_lease(Duration::from_secs(60))
+        .await
+        .unwrap();
+    let waiter = client.get_lock(name);
+    let mut waiter = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await
+    );
+    // Writes paused for longer than the waiter's command timeout: the attempt made when the
+    // reconnect wakes it times out.
+    admin
+        .cmd(
+            "CLIENT",
+            vec!["PAUSE".into(), "2000".into(), "WRITE".into()],
+        )
+        .await
+        .unwrap();
+    let acquire = fred::types::scripts::Script::from_lua(include_str!("../lua/lock_acquire.lua"));
+    let only_acquire = format!("+evalsha|{}", acquire.sha1());
+    admin
+        .cmd(
+            "ACL",
+            acl_u(&[
+                "resetchannels",
+                "-evalsha",
+                "-eval",
+                "-script",
+                &only_acquire,
+            ]),
+        )
+        .await
+        .unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin.numsub(&channel(name)).await == 0
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    assert!(
+        !waiter.is_finished(),
+        "the waiter gave up: {:?}",
+        (&mut waiter).await
+    );
+    admin
+        .cmd("ACL", acl_u(&["+@all", "allchannels"]))
+        .await
+        .unwrap();
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            admin.numsub(&channel(name)).await == 1
+        })
+        .await,
+        "subscribed again once allowed"
+    );
+    let released = Instant::now();
+    guard.unlock().await.unwrap();
+    let (at, g) = tokio::time::timeout(Duration::from_secs(5), &mut waiter)
+        .await
+        .expect("the waiter woken by the release, not by the lock's 60 s TTL")
+        .unwrap()
+        .unwrap();
+    assert!(at - released < Duration::from_secs(5));
+    g.unlock().await.unwrap();
+}

@@ -14,7 +14,9 @@
 //! * a round that failed on a transient error (a command timeout, a lost connection, an
 //!   ambiguous attempt, a subscription that could not be made) starts again after a growing
 //!   pause, within the deadline — unless an attempt failed and the waiter's attempts cannot be
-//!   repeated ([`Waiter::repeatable`]); only at the deadline is the last error returned;
+//!   repeated ([`Waiter::repeatable`]); only at the deadline is the last error returned. The
+//!   failed round's subscription is kept until the next one has joined it: the channel is not
+//!   left and subscribed anew (which could fail where the registry is retrying it);
 //! * a wait that ends without success runs the waiter's give-up clean-up ([`GiveUp`]).
 //!
 //! Cancel safety: the stretch of an attempt that may take something is never cut short
@@ -24,7 +26,7 @@
 //! runs in the background if the wait is dropped. So a dropped waiter leaves no subscription,
 //! no queue entry, no lock, no permit and no watchdog registration.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
@@ -32,7 +34,10 @@ use super::{
     sleep::{subscribed, wait_in_line, wait_on_wakeups, wait_with_backoff},
     waiter::{left, SleepOn, Step, Wait, Waiter, Won},
 };
-use crate::error::{Error, Result};
+use crate::{
+    error::{Error, Result},
+    service::pubsub,
+};
 
 /// The first pause after a transient failure of a wait (it doubles up to the configured retry
 /// delay).
@@ -97,8 +102,13 @@ async fn wait_until<W: Waiter>(
 ) -> Result<Option<Won<W::Won>>> {
     let max_pause = waiter.config().retry_delay.max(OUTAGE_PAUSE);
     let mut pause = OUTAGE_PAUSE;
+    // The last round's subscription, kept through the pause and into the next round (which
+    // joins it again before this is replaced): a failed round does not leave the channel. Left
+    // and joined again, a channel is subscribed anew, and a new subscription can fail where the
+    // existing one is being retried by the registry (a channel refused for a while).
+    let mut kept = None;
     loop {
-        let Failure { error, in_attempt } = match round(waiter, deadline).await {
+        let Failure { error, in_attempt } = match round(waiter, deadline, &mut kept).await {
             Ok(won) => return Ok(won),
             Err(failure) => failure,
         };
@@ -119,9 +129,11 @@ async fn wait_until<W: Waiter>(
 /// One round of a wait, top to bottom: the waiter's own first attempt (unless it queues
 /// without one), then its sleeping: back-off steps, the local wait line, or the channel's
 /// wake-ups, each attempt retried while unreplicated.
+/// The channel subscription it sleeps on is put in `kept` (see [`wait_until`]).
 async fn round<W: Waiter>(
     waiter: &W,
     deadline: Option<Instant>,
+    kept: &mut Option<Arc<pubsub::Subscription>>,
 ) -> std::result::Result<Option<Won<W::Won>>, Failure> {
     let wait = Wait::Until(deadline);
     let attempt = || async move {
@@ -144,16 +156,17 @@ async fn round<W: Waiter>(
     let client = waiter.client();
     if let Some(line) = waiter.wait_line() {
         let ticket = client.wait_lines().join(line, waiter.name(), &channel);
-        return wait_in_line(waiter, ticket, deadline, attempt).await;
+        return wait_in_line(waiter, ticket, deadline, kept, attempt).await;
     }
-    let subscription = client.pubsub().subscribe_as(&channel, reading);
+    let subscription = Arc::new(client.pubsub().subscribe_as(&channel, reading));
+    *kept = Some(subscription.clone());
     if !subscribed(waiter, &subscription, deadline).await? {
         return Ok(None);
     }
     // A lock without a TTL (only left behind by a foreign client), a semaphore without
     // permits: the watchdog timeout bounds the sleep instead of an endless wait.
     let fallback = waiter.config().lock_watchdog_timeout;
-    wait_on_wakeups(attempt, &subscription, deadline, fallback).await
+    wait_on_wakeups(attempt, &*subscription, deadline, fallback).await
 }
 
 /// One attempt, tried again while no replica acknowledges it (each was undone): after

@@ -122,11 +122,12 @@ where
 /// hand-over, or defer in a contest) and sleeps until a local hand-over, a message on the
 /// line's one subscription, or the bound the line gave (what a busy attempt said). The
 /// deadline rule is [`wait_on_wakeups`]'s; a failed subscription is an `E` made from its
-/// error.
+/// error. The line's subscription is put in `kept` (the engine keeps it for its next round).
 pub(crate) async fn wait_in_line<W, E, F, Fut>(
     waiter: &W,
     ticket: Ticket,
     deadline: Option<Instant>,
+    kept: &mut Option<std::sync::Arc<pubsub::Subscription>>,
     mut attempt: F,
 ) -> Result<Option<Won<W::Won>>, E>
 where
@@ -139,6 +140,7 @@ where
         return Ok(None);
     }
     let subscription = ticket.subscription(waiter.client().pubsub());
+    *kept = Some(subscription.clone());
     if !subscribed(waiter, &subscription, deadline).await? {
         return Ok(None);
     }
