@@ -214,6 +214,40 @@ pub use redisson_lock_macros::run_once;
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The guide's pages (`docs/*.md`), compiled as doc tests like the README: one item per page
+/// (`tests/docs_links.rs` checks that every page is listed here).
+#[cfg(doctest)]
+pub mod guide_doctests {
+    #[doc = include_str!("../docs/README.md")]
+    pub struct Index;
+    #[doc = include_str!("../docs/locks.md")]
+    pub struct Locks;
+    #[doc = include_str!("../docs/synchronizers.md")]
+    pub struct Synchronizers;
+    #[doc = include_str!("../docs/recipes.md")]
+    pub struct Recipes;
+    #[doc = include_str!("../docs/cluster.md")]
+    pub struct Cluster;
+    #[doc = include_str!("../docs/sentinel-tls.md")]
+    pub struct SentinelTls;
+    #[doc = include_str!("../docs/java.md")]
+    pub struct Java;
+    #[doc = include_str!("../docs/safety.md")]
+    pub struct Safety;
+    #[doc = include_str!("../docs/faults.md")]
+    pub struct Faults;
+    #[doc = include_str!("../docs/performance.md")]
+    pub struct Performance;
+    #[doc = include_str!("../docs/observability.md")]
+    pub struct Observability;
+    #[doc = include_str!("../docs/cli.md")]
+    pub struct Cli;
+    #[doc = include_str!("../docs/PROTOCOL.md")]
+    pub struct Protocol;
+    #[doc = include_str!("../docs/MSRV.md")]
+    pub struct Msrv;
+}
+
 /// Used by the code `#[locked]` generates; not part of the API.
 #[doc(hidden)]
 pub mod __private {

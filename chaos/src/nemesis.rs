@@ -1310,7 +1310,7 @@ async fn worker_ready(
     Ok(pids)
 }
 
-/// The table header and row of a run (README, "Safety under faults"): topology, nemesis,
+/// The table header and row of a run (docs/faults.md, "Measured runs"): topology, nemesis,
 /// length and seed, ops, overlaps, unannounced ones of a crate holder (those in a deletion's
 /// window apart), fenced writes refused, stale ones accepted, stuck waits, the longest wait. A
 /// mixed fleet's row counts per side: the crate's holders must always be told (0 unannounced
