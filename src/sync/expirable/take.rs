@@ -115,14 +115,19 @@ impl PermitExpirableSemaphore {
                 ms => Some(ms),
             },
         };
-        let watched =
-            crate::observe::Acquisition::start(OBJECT, &self.name, "", wait.remaining(), lease);
         let take = TakePermit {
             semaphore: self,
             lease_ms,
         };
-        let outcome = watched.run(engine::acquire(&take, wait)).await;
-        watched.finish(&outcome);
+        let outcome = crate::observe::Acquisition::watch(
+            OBJECT,
+            &self.name,
+            "",
+            wait.remaining(),
+            lease,
+            engine::acquire(&take, wait),
+        )
+        .await;
         Ok(outcome?.map(|won| {
             let taken = won.take();
             let watch = PermitWatch::start(
