@@ -34,8 +34,9 @@
 //!   ([`CONTEST_WINS`] is 0: it used to race twice first, and a Java waiter woken through
 //!   netty and the semaphore Redisson's lock entry waits on loses every race on the release's
 //!   own message to it, so those races were two more local holds per Java hold, `ABBB`
-//!   cycles, Java's share about a quarter): it attempts only [`STAND_BACK`] after that message (a remote waiter woken by
-//!   it has sent its attempt by then), so another client gets the lock. If nobody takes it
+//!   cycles, Java's share about a quarter): it attempts only [`STAND_BACK`] after that
+//!   message (a remote waiter woken by it has sent its attempt by then), so another client
+//!   gets the lock. If nobody takes it
 //!   meanwhile, the next stand-back is twice as long, up to [`STAND_BACK_MAX`] (a JVM's
 //!   waiting thread does not always attempt within 50 ms); the length is kept while other
 //!   clients take their turns. If nobody takes it even then (the listener was no waiter, or

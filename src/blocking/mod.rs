@@ -1,5 +1,5 @@
 //! The blocking API: the same locks for synchronous code. The owner of every acquisition is the
-//! calling OS thread ([`Owner::current_thread`](crate::Owner::current_thread)), exactly as in Java's synchronous API, so one
+//! calling OS thread ([`Owner::current_thread`]), exactly as in Java's synchronous API, so one
 //! lock handle can be shared by many threads (e.g. in an `Arc`) and each thread is its own
 //! owner.
 //!
@@ -11,7 +11,7 @@
 //! Every method that talks to Redis (and [`Client::connect`]) panics when called on a thread
 //! that is driving an async runtime (an async worker thread, or inside `block_on`), exactly as
 //! Tokio's own `block_on` does: blocking there would stall every task of that runtime. This is a
-//! programming error, not a condition to handle, so it is not an [`Error`](crate::Error). Dropping a blocking
+//! programming error, not a condition to handle, so it is not an [`Error`]. Dropping a blocking
 //! guard never panics (the release runs in the background).
 //!
 //! ```no_run
@@ -24,6 +24,9 @@
 //! guard.unlock()?;
 //! # Ok::<(), redisson_lock::Error>(())
 //! ```
+//!
+//! [`Owner::current_thread`]: crate::Owner::current_thread
+//! [`Error`]: crate::Error
 
 // The facade per family, one room each over the client and its runtime (`client`): the locks
 // (`lock`), the recipes (`recipes`: election, run-once), the permit-expirable semaphore

@@ -186,7 +186,7 @@ impl Config {
     /// script that acquired a lock, `WAIT <replicas> <replicas_sync_timeout>` runs on the same
     /// connection as the script; if no replica acknowledged the write in time, the acquisition
     /// is undone (the owner-checked release, so a re-entrant owner's count is back where it was)
-    /// and fails with [`Error::NotReplicated`](crate::Error::NotReplicated). No `WAIT` is sent to a master without replicas
+    /// and fails with [`Error::NotReplicated`]. No `WAIT` is sent to a master without replicas
     /// (a lone server), nor where the server does not know `WAIT`. The replica count is read
     /// from `INFO replication` and cached; it counts the replicas with `state=online` only (one
     /// still in its full sync cannot acknowledge).
@@ -194,6 +194,8 @@ impl Config {
     /// Standalone masters and Sentinel deployments only: on a Redis Cluster no `WAIT` is sent
     /// (README: safety). Unlike Redisson, `false` sends no `WAIT` at all (Redisson still waits,
     /// but never fails).
+    ///
+    /// [`Error::NotReplicated`]: crate::Error::NotReplicated
     #[must_use = "a Config builder method returns the changed Config"]
     pub fn check_lock_synced_replicas(mut self, on: bool) -> Self {
         self.check_lock_synced_replicas = on;
