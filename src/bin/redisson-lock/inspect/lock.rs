@@ -7,7 +7,7 @@ use fred::clients::Client as Redis;
 
 use super::{
     model::{is_group_field, parse_field, GroupValue, Holder, Inspection, Leader, Waiter},
-    redis::{braced, cmd, subscribers, text, Failure, Result, EXIT_ERROR},
+    redis::{braced, cmd, subscribers, text, ttl_ms, Failure, Result, EXIT_ERROR},
 };
 
 /// Reads everything about the lock whose raw name is `name`, a key of type `key_type`
@@ -33,11 +33,7 @@ pub async fn inspect(redis: &Redis, name: &str, key_type: &str) -> Result<Inspec
         }
     }
     if out.exists {
-        let pttl = cmd(redis, "PTTL", vec![name.into()])
-            .await?
-            .as_i64()
-            .unwrap_or(-2);
-        out.ttl_ms = (pttl >= 0).then_some(pttl);
+        out.ttl_ms = ttl_ms(redis, name).await?;
         let fields = cmd(redis, "HGETALL", vec![name.into()]).await?.into_array();
         let all: Vec<(String, String)> = fields
             .chunks(2)

@@ -55,6 +55,15 @@ pub async fn cmd(redis: &Redis, name: &'static str, args: Vec<Value>) -> Result<
         .map_err(Failure::redis)
 }
 
+/// The time to live of key `name` in milliseconds; `None` when it has no expiry (or is gone).
+pub async fn ttl_ms(redis: &Redis, name: &str) -> Result<Option<i64>> {
+    let pttl = cmd(redis, "PTTL", vec![name.into()])
+        .await?
+        .as_i64()
+        .unwrap_or(-2);
+    Ok((pttl >= 0).then_some(pttl))
+}
+
 /// The brace rule of every derived name: `{N}`, or `N` itself when it contains a `{`.
 pub fn braced(name: &str) -> String {
     if name.contains('{') {

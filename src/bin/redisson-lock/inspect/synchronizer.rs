@@ -5,7 +5,7 @@ use fred::{clients::Client as Redis, types::Value};
 
 use super::{
     model::{Inspection, Permit},
-    redis::{braced, cmd, subscribers, text, Result},
+    redis::{braced, cmd, subscribers, text, ttl_ms, Result},
 };
 
 /// The score of a permit acquired without a lease (sync protocol §3.1).
@@ -35,11 +35,7 @@ pub async fn inspect(redis: &Redis, name: &str, key_type: &str) -> Result<Option
         ..Default::default()
     };
     if out.exists {
-        let pttl = cmd(redis, "PTTL", vec![name.into()])
-            .await?
-            .as_i64()
-            .unwrap_or(-2);
-        out.ttl_ms = (pttl >= 0).then_some(pttl);
+        out.ttl_ms = ttl_ms(redis, name).await?;
     }
     let semaphore_channel = format!("redisson_sc:{b}");
     let latch_channel = format!("redisson_countdownlatch__channel__{{{name}}}");
