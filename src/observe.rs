@@ -127,8 +127,25 @@ pub(crate) struct Acquisition {
 }
 
 impl Acquisition {
+    /// Watches the acquisition `fut` from its start to its outcome (the one place an
+    /// acquisition, a lock's or a synchronizer's, is observed). Dropped before it ends, it
+    /// counts as cancelled.
+    pub(crate) async fn watch<T>(
+        kind: &'static str,
+        lock: &str,
+        owner: &str,
+        wait: Option<Duration>,
+        lease: Option<Duration>,
+        fut: impl std::future::Future<Output = Result<Option<T>>>,
+    ) -> Result<Option<T>> {
+        let watched = Self::start(kind, lock, owner, wait, lease);
+        let outcome = watched.run(fut).await;
+        watched.finish(&outcome);
+        outcome
+    }
+
     #[allow(unused_variables)]
-    pub(crate) fn start(
+    fn start(
         kind: &'static str,
         lock: &str,
         owner: &str,
@@ -159,7 +176,7 @@ impl Acquisition {
     }
 
     /// Runs `fut` inside the acquisition's span.
-    pub(crate) async fn run<F: std::future::Future>(&self, fut: F) -> F::Output {
+    async fn run<F: std::future::Future>(&self, fut: F) -> F::Output {
         #[cfg(feature = "tracing")]
         {
             use tracing::Instrument;
@@ -172,7 +189,7 @@ impl Acquisition {
     }
 
     /// Records how the acquisition ended.
-    pub(crate) fn finish<T>(mut self, result: &Result<Option<T>>) {
+    fn finish<T>(mut self, result: &Result<Option<T>>) {
         self.done = true;
         let outcome = match result {
             Ok(Some(_)) => "acquired",

@@ -32,10 +32,11 @@
 //!   long as the other side's, and no longer, give each side about half.
 //! * In a contest a release does not hand over, and the head stands back at once
 //!   ([`CONTEST_WINS`] is 0: it used to race twice first, and a Java waiter woken through
-//!   netty and Redisson's latch loses every race on the release's own message to it, so
-//!   those races were two more local holds per Java hold, `ABBB` cycles, Java's share about a
-//!   quarter): it attempts only [`STAND_BACK`] after that message (a remote waiter woken by
-//!   it has sent its attempt by then), so another client gets the lock. If nobody takes it
+//!   netty and the semaphore Redisson's lock entry waits on loses every race on the release's
+//!   own message to it, so those races were two more local holds per Java hold, `ABBB`
+//!   cycles, Java's share about a quarter): it attempts only [`STAND_BACK`] after that
+//!   message (a remote waiter woken by it has sent its attempt by then), so another client
+//!   gets the lock. If nobody takes it
 //!   meanwhile, the next stand-back is twice as long, up to [`STAND_BACK_MAX`] (a JVM's
 //!   waiting thread does not always attempt within 50 ms); the length is kept while other
 //!   clients take their turns. If nobody takes it even then (the listener was no waiter, or
@@ -76,8 +77,9 @@ pub(crate) const CONTEST_WINS: u32 = 0;
 pub(crate) const STAND_BACK: Duration = Duration::from_millis(50);
 /// The longest stand-back: one that found no taker doubles (up to this) before the client
 /// takes itself for alone (see [`QUIET_START`]). A JVM's waiting thread, woken through netty
-/// and Redisson's latch, does not always attempt within [`STAND_BACK`] of the message; taking
-/// that for "nobody waits" gave the crate runs of 2, 4, 8, 16 holds beside real Java.
+/// and the semaphore Redisson's lock entry waits on, does not always attempt within
+/// [`STAND_BACK`] of the message; taking that for "nobody waits" gave the crate runs of 2, 4,
+/// 8, 16 holds beside real Java.
 pub(crate) const STAND_BACK_MAX: Duration = Duration::from_millis(400);
 /// How long a contest's head that stands back waits for the release's own unlock message before
 /// it counts [`STAND_BACK`] from then anyway (the message is never lost silently: a lag or a

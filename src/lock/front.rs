@@ -162,11 +162,15 @@ impl Handle {
             queue_ms,
             ..self.hold(owner, lease_ms)
         };
-        let watch = Acquisition::start(self.kind, self.raw_name(), &claim.field, wait, lease);
-        let acquired = watch
-            .run(engine::acquire(&claim, Wait::at_most(wait)))
-            .await;
-        watch.finish(&acquired);
+        let acquired = Acquisition::watch(
+            self.kind,
+            self.raw_name(),
+            &claim.field,
+            wait,
+            lease,
+            engine::acquire(&claim, Wait::at_most(wait)),
+        )
+        .await;
         Ok(acquired?.map(|a| {
             if lease.is_some() {
                 self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);

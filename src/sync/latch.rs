@@ -176,15 +176,13 @@ impl CountDownLatch {
     }
 
     async fn wait_until(&self, wait: Wait) -> Result<bool> {
-        let watched = crate::observe::Acquisition::start(
+        let outcome = crate::observe::Acquisition::watch(
             "count_down_latch",
             &self.name,
             "",
             wait.remaining(),
             None,
-        );
-        let outcome = watched
-            .run(async {
+            async {
                 match engine::acquire(&Opening(self), wait).await? {
                     Some(open) => {
                         open.take();
@@ -194,9 +192,9 @@ impl CountDownLatch {
                     // The last look at the deadline, as Redisson's.
                     None => Ok((self.count().await? == 0).then_some(())),
                 }
-            })
-            .await;
-        watched.finish(&outcome);
+            },
+        )
+        .await;
         outcome.map(|o| o.is_some())
     }
 }

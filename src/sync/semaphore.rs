@@ -167,14 +167,19 @@ impl Semaphore {
         if permits == 0 {
             return Ok(true);
         }
-        let watched =
-            crate::observe::Acquisition::start(OBJECT, &self.name, "", wait.remaining(), None);
         let take = Take {
             semaphore: self,
             permits,
         };
-        let outcome = watched.run(engine::acquire(&take, wait)).await;
-        watched.finish(&outcome);
+        let outcome = crate::observe::Acquisition::watch(
+            OBJECT,
+            &self.name,
+            "",
+            wait.remaining(),
+            None,
+            engine::acquire(&take, wait),
+        )
+        .await;
         Ok(outcome?.map(Won::take).is_some())
     }
 

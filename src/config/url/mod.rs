@@ -25,23 +25,17 @@
 //! supported; a TLS scheme needs the crate feature `tls` and is refused without it (never
 //! silently connected in plain text).
 
+mod parts;
+mod scheme;
+
 use std::fmt;
 
 use fred::types::config::{Config as FredConfig, ServerConfig};
 
 use crate::error::{Error, Result};
-
-/// What kind of deployment a URL names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Deployment {
-    /// One server (Redisson `useSingleServer`); default port 6379.
-    Standalone,
-    /// Sentinel nodes that know the master of `service_name` (Redisson `useSentinelServers`);
-    /// default port 26379.
-    Sentinel,
-    /// Seed nodes of a Redis Cluster (Redisson `useClusterServers`); default port 6379.
-    Cluster,
-}
+use parts::Parts;
+use scheme::{refused_scheme, SCHEMES};
+pub(crate) use scheme::{without_tls, Deployment};
 
 /// One `host:port` as fred will resolve it. An IPv6 literal keeps its brackets (`[::1]`), which
 /// is the form fred passes to the resolver.
@@ -71,35 +65,6 @@ pub(crate) struct RedisUrl {
     has_password: bool,
 }
 
-/// The schemes fred 10.1 understands, lowercase, with what they mean.
-const SCHEMES: [(&str, Deployment, bool); 12] = [
-    ("redis", Deployment::Standalone, false),
-    ("rediss", Deployment::Standalone, true),
-    ("valkey", Deployment::Standalone, false),
-    ("valkeys", Deployment::Standalone, true),
-    ("redis-sentinel", Deployment::Sentinel, false),
-    ("rediss-sentinel", Deployment::Sentinel, true),
-    ("valkey-sentinel", Deployment::Sentinel, false),
-    ("valkeys-sentinel", Deployment::Sentinel, true),
-    ("redis-cluster", Deployment::Cluster, false),
-    ("rediss-cluster", Deployment::Cluster, true),
-    ("valkey-cluster", Deployment::Cluster, false),
-    ("valkeys-cluster", Deployment::Cluster, true),
-];
-
-/// The query parameters fred reads, per deployment (a standalone URL takes none).
-const CLUSTER_PARAMS: &[&str] = &["node"];
-const SENTINEL_PARAMS: &[&str] = &[
-    "node",
-    "sentinelServiceName",
-    "sentinelUsername",
-    "sentinelPassword",
-];
-
-fn invalid(message: String) -> Error {
-    Error::InvalidArgument(message)
-}
-
 impl RedisUrl {
     /// Checks `url` and summarises it. Errors are [`Error::InvalidArgument`] and name the scheme
     /// or the part that is wrong, never the password.
@@ -113,7 +78,7 @@ impl RedisUrl {
 
         let config = FredConfig::from_url(&without_tls(url)).map_err(|e| {
             let details = parts.without_secrets(explain(e.details()));
-            invalid(format!("invalid {scheme}:// URL: {details}"))
+            Error::InvalidArgument(format!("invalid {scheme}:// URL: {details}"))
         })?;
         let server = &config.server;
         let parsed_as = if server.is_centralized() {
@@ -126,7 +91,7 @@ impl RedisUrl {
             None
         };
         if parsed_as != Some(deployment) {
-            return Err(invalid(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{scheme}:// URL was not read as {deployment:?} by the connection library"
             )));
         }
@@ -145,7 +110,7 @@ impl RedisUrl {
         // fred lists the `node` parameters first and the URL's own host last.
         hosts.rotate_right(1);
         if let Some(zero) = hosts.iter().find(|h| h.port == 0) {
-            return Err(invalid(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{scheme}:// URL names port 0 (host {}), which is not a port",
                 zero.host
             )));
@@ -167,7 +132,7 @@ impl RedisUrl {
     pub(crate) fn check_supported(&self) -> Result<()> {
         let scheme = self.scheme;
         if self.tls && !cfg!(feature = "tls") {
-            return Err(invalid(format!(
+            return Err(Error::InvalidArgument(format!(
                 "{scheme}:// asks for TLS, but this build of redisson-lock lacks the `tls` \
                  feature (it will not connect in plain text instead)"
             )));
@@ -243,29 +208,6 @@ impl fmt::Display for RedisUrl {
     }
 }
 
-/// The same URL with its TLS scheme swapped for the plain one (`rediss-sentinel` →
-/// `redis-sentinel`), for fred's parser: with a TLS feature on, fred would otherwise build a
-/// default TLS connector (reading the platform's roots) just to parse. The crate sets the TLS
-/// connector itself from the scheme it checked.
-pub(crate) fn without_tls(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let lower = scheme.to_ascii_lowercase();
-            let plain = match lower.as_str() {
-                "rediss" => "redis",
-                "valkeys" => "valkey",
-                "rediss-sentinel" => "redis-sentinel",
-                "valkeys-sentinel" => "valkey-sentinel",
-                "rediss-cluster" => "redis-cluster",
-                "valkeys-cluster" => "valkey-cluster",
-                _ => return url.to_owned(),
-            };
-            format!("{plain}://{rest}")
-        }
-        None => url.to_owned(),
-    }
-}
-
 /// Plain words for the terse messages of fred's URL parser (the `url` crate's error names and
 /// fred's own texts); anything else is passed on as it is.
 fn explain(details: &str) -> &str {
@@ -282,161 +224,6 @@ fn explain(details: &str) -> &str {
         "Invalid database path." => "the path must be a single database number, e.g. /2",
         other => other,
     }
-}
-
-/// The error for a scheme outside [`SCHEMES`]. It names the scheme (never anything after `://`).
-fn refused_scheme(scheme: &str) -> Error {
-    let hint = if scheme.ends_with("+unix") {
-        "Unix sockets need fred's unix-sockets feature, which this crate does not enable"
-    } else {
-        "use redis:// (or rediss:// for TLS), as with Redisson"
-    };
-    invalid(format!("unsupported URL scheme '{scheme}://': {hint}"))
-}
-
-/// The raw pieces of a URL needed before and around fred's parse, split by hand so that a URL
-/// fred cannot parse still has its secrets known (to keep them out of error messages).
-struct Parts<'a> {
-    scheme: &'a str,
-    /// Between `://` and the first `/`, `?` or `#`.
-    authority: &'a str,
-    /// After the authority, before `?` or `#` (e.g. `/3`).
-    path: &'a str,
-    /// After `?`, before `#`.
-    query: Option<&'a str>,
-    has_fragment: bool,
-}
-
-impl<'a> Parts<'a> {
-    fn split(url: &'a str) -> Result<Parts<'a>> {
-        let Some((scheme, rest)) = url.split_once("://") else {
-            return Err(invalid(
-                "a Redis URL starts with a scheme and '://', e.g. redis://host:6379".into(),
-            ));
-        };
-        // RFC 3986: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ). Anything else before "://" is
-        // not a scheme and is not echoed (it could be part of a password).
-        let is_scheme = scheme
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic())
-            && scheme
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-        if !is_scheme {
-            return Err(invalid(
-                "the text before '://' is not a URL scheme; a Redis URL starts with redis://"
-                    .into(),
-            ));
-        }
-        let (rest, has_fragment) = match rest.split_once('#') {
-            Some((before, _)) => (before, true),
-            None => (rest, false),
-        };
-        let (rest, query) = match rest.split_once('?') {
-            Some((before, q)) => (before, Some(q)),
-            None => (rest, None),
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => rest.split_at(i),
-            None => (rest, ""),
-        };
-        Ok(Parts {
-            scheme,
-            authority,
-            path,
-            query,
-            has_fragment,
-        })
-    }
-
-    /// The password as written in the URL (still percent-encoded), if any.
-    fn raw_password(&self) -> Option<&'a str> {
-        let (userinfo, _) = self.authority.rsplit_once('@')?;
-        let (_, password) = userinfo.split_once(':')?;
-        (!password.is_empty()).then_some(password)
-    }
-
-    /// Checks what fred would silently ignore: a fragment, query parameters the deployment does
-    /// not read, a database on a cluster.
-    fn check_shape(&self, scheme: &str, deployment: Deployment) -> Result<()> {
-        if self.has_fragment {
-            return Err(invalid(format!(
-                "{scheme}:// URL has a '#' fragment; percent-encode '#' in a password as %23"
-            )));
-        }
-        let allowed = match deployment {
-            Deployment::Standalone => &[][..],
-            Deployment::Cluster => CLUSTER_PARAMS,
-            Deployment::Sentinel => SENTINEL_PARAMS,
-        };
-        for pair in self
-            .query
-            .unwrap_or("")
-            .split('&')
-            .filter(|p| !p.is_empty())
-        {
-            let key = percent_decode(pair.split_once('=').map_or(pair, |(k, _)| k));
-            if !allowed.contains(&key.as_str()) {
-                // Known names are echoed; an unknown one is not (it could be a secret).
-                let shown = if CLUSTER_PARAMS.contains(&key.as_str())
-                    || SENTINEL_PARAMS.contains(&key.as_str())
-                {
-                    format!("'{key}'")
-                } else {
-                    "an unknown query parameter".to_owned()
-                };
-                let takes = match deployment {
-                    Deployment::Standalone => "takes no query parameters".to_owned(),
-                    _ => format!("takes only {}", allowed.join(", ")),
-                };
-                return Err(invalid(format!(
-                    "{scheme}:// URL has {shown}; a {scheme}:// URL {takes} (a '?' in a \
-                     password must be percent-encoded as %3F)"
-                )));
-            }
-        }
-        if deployment == Deployment::Cluster && !self.path.trim_matches('/').is_empty() {
-            return Err(invalid(format!(
-                "{scheme}:// URL names a database; a Redis Cluster has only database 0"
-            )));
-        }
-        Ok(())
-    }
-
-    /// `details` unless it contains the password (as written or decoded), in which case a
-    /// neutral text replaces it.
-    fn without_secrets(&self, details: &str) -> String {
-        let leaks = self.raw_password().is_some_and(|raw| {
-            let decoded = percent_decode(raw);
-            details.contains(raw) || (!decoded.is_empty() && details.contains(decoded.as_str()))
-        });
-        if leaks {
-            "the parser's message is withheld because it contains the password".to_owned()
-        } else {
-            details.to_owned()
-        }
-    }
-}
-
-/// Percent-decoding, lossy on invalid UTF-8 (only used to compare and to name known keys).
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -737,13 +524,5 @@ mod tests {
         assert!(e.contains("nohostport"), "{e}");
         let e = err(&format!("redis-cluster://u:{SECRET}@h:7000?node={SECRET}"));
         assert!(e.contains("withheld"), "{e}");
-    }
-
-    #[test]
-    fn percent_decoding() {
-        assert_eq!(percent_decode("a%40b%3A"), "a@b:");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz%4"), "%zz%4");
-        assert_eq!(percent_decode("%C3%A9"), "é");
     }
 }

@@ -1,0 +1,98 @@
+//! The blocking client and the runtime it blocks the calling thread on; the factories of each
+//! family are in that family's room.
+
+use std::{future::Future, sync::Arc};
+
+use tokio::runtime::Runtime;
+
+use crate::{
+    error::{Error, Result},
+    Config,
+};
+
+#[derive(Debug)]
+pub(super) struct Rt(Option<Runtime>);
+
+impl Drop for Rt {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Rt {
+    /// Blocks the calling thread on the client's runtime. Tokio panics here when the calling
+    /// thread drives an async runtime (see the module's `# Panics`); a `spawn_blocking` thread
+    /// or a plain thread is fine. No check of our own: Tokio offers no way to tell a
+    /// `spawn_blocking` thread (allowed) from an async worker (not allowed) without trying.
+    pub(super) fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.0.as_ref().expect("runtime present").block_on(fut)
+    }
+}
+
+/// A blocking client. Cheap to clone.
+///
+/// ```no_run
+/// use redisson_lock::{blocking::Client, Config};
+/// let client = Client::connect("redis://127.0.0.1:6379", Config::default())?;
+/// let guard = client.get_lock("orders").lock()?;
+/// guard.unlock()?;
+/// client.shutdown();
+/// # Ok::<(), redisson_lock::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(super) inner: crate::Client,
+    pub(super) rt: Arc<Rt>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("blocking::Client")
+            .field("id", &self.inner.id())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects, starting the client's runtime (two worker threads).
+    ///
+    /// # Errors
+    /// As [`crate::Client::connect`].
+    ///
+    /// # Panics
+    /// On a thread that drives an async runtime (see the [module docs](super)).
+    pub fn connect(url: &str, config: Config) -> Result<Client> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("redisson-lock")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Connection(format!("cannot start runtime: {e}").into()))?;
+        let rt = Rt(Some(runtime));
+        let inner = rt.block_on(crate::Client::connect(url, config))?;
+        Ok(Client {
+            inner,
+            rt: Arc::new(rt),
+        })
+    }
+
+    /// The client id (`<client uuid>` of every owner field).
+    pub fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    /// The async client underneath (same connections, watchdog and subscriptions).
+    pub fn as_async(&self) -> &crate::Client {
+        &self.inner
+    }
+
+    /// Stops the watchdog and closes the connections without releasing anything.
+    ///
+    /// # Panics
+    /// On a thread that drives an async runtime (see the [module docs](super)).
+    pub fn shutdown(&self) {
+        self.rt.block_on(self.inner.shutdown())
+    }
+}
