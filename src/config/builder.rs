@@ -192,7 +192,7 @@ impl Config {
     /// still in its full sync cannot acknowledge).
     ///
     /// Standalone masters and Sentinel deployments only: on a Redis Cluster no `WAIT` is sent
-    /// (README: safety). Unlike Redisson, `false` sends no `WAIT` at all (Redisson still waits,
+    /// (docs/safety.md, "Replication"). Unlike Redisson, `false` sends no `WAIT` at all (Redisson still waits,
     /// but never fails).
     ///
     /// [`Error::NotReplicated`]: crate::Error::NotReplicated

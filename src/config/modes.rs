@@ -63,7 +63,7 @@ pub enum LocalHandOff {
     /// or as long as the other clients' last turn if that was longer (at most 2 s). The next
     /// local owner then races like everyone else, and after two such races won in a row stands
     /// back until another client has had the lock. The default, with 10 ms; the worst case in
-    /// holds is in README's Performance section.
+    /// holds is in docs/performance.md.
     Bounded(Duration),
     /// Always hand over locally, never ask who else listens: for a service that knows it is
     /// alone on its locks. Waiters of other clients may then wait as long as this client's

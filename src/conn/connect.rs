@@ -406,7 +406,7 @@ pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> 
         // Lock scripts are not idempotent: never let the transport re-send them.
         // Unlock has its own retry, made idempotent by the unlock receipt. On a cluster
         // fred counts following a MOVED/ASK redirection as an attempt, so it needs
-        // more than one to follow a failover or a slot migration (README: safety).
+        // more than one to follow a failover or a slot migration (docs/safety.md).
         c.max_command_attempts = if clustered { 3 } else { 1 };
         // The crate follows MOVED and ASK itself (see `asking`): fred refreshes its
         // slot table on a MOVED and fails the command, and never follows an ASK.

@@ -117,7 +117,7 @@ impl Guard<Fenced> {
     /// writes (a restart without persistence, `FLUSHALL`, a failover to a replica that had not
     /// received the last increments) restarts it lower, so a resource checking tokens should
     /// refuse a token lower than the highest it accepted *and* an equal one from another
-    /// writer (README: "Safety under faults").
+    /// writer (docs/faults.md).
     pub fn token(&self) -> u64 {
         self.token_value()
             .expect("the fenced acquire script always returns a token")
