@@ -3,7 +3,7 @@
 //! a restart that keeps the key brings it back to held; a frozen connection puts it in doubt at
 //! the renewal's timeout and loses it at the deadline. Real `redis-server` processes.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     collections::HashMap,

@@ -1,6 +1,7 @@
 //! Waiting without busy loops: the shared subscription, its barrier, cancellation and reconnects.
 
-mod common;
+use common::backend_tests;
+use redisson_lock_test_kit as common;
 
 use std::{sync::Arc, time::Duration};
 

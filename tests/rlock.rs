@@ -1,6 +1,7 @@
 //! Ports of Redisson's portable RedissonLockTest cases, plus ownership and mutual exclusion.
 
-mod common;
+use common::{acquire_with, backend_tests};
+use redisson_lock_test_kit as common;
 
 use std::{
     sync::{

@@ -3,7 +3,8 @@
 //! every sharded mode; waiters woken by the message that lets them through; the `Both` bridge
 //! between Redisson generations on a cluster; a seeded random sequence over three clients.
 
-mod common;
+use common::backend_tests;
+use redisson_lock_test_kit as common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

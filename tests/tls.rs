@@ -4,9 +4,8 @@
 //! with a typed error; mutual TLS. Run with `cargo test --features tls --test tls`.
 #![cfg(feature = "tls")]
 
-mod common;
-#[path = "common/tls.rs"]
-mod tls_rig;
+use common::tls as tls_rig;
+use redisson_lock_test_kit as common;
 
 use std::{process::Command, time::Duration};
 

@@ -14,23 +14,8 @@
 //! second-version check the same way. One Java process per server: a JVM takes about a second
 //! to start.
 
-#[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
-
-#[path = "../../tests/common/cluster.rs"]
-mod cluster;
-
-#[path = "../../tests/common/sentinel.rs"]
-mod sentinel;
-
-/// The path `sentinel.rs` expects its sibling at.
-mod common {
-    pub(crate) use super::redis_server;
-}
-
-#[path = "common/peer.rs"]
-mod peer;
-
+use compat_tests::peer;
+use redisson_lock_test_kit::{cluster, redis_server, sentinel};
 use std::{
     collections::{BTreeMap, HashMap},
     io::Write,

@@ -1,25 +1,12 @@
 //! Cross-process compatibility: `lock-peer` processes sharing locks through one Redis, driven by
 //! the line protocol of `shared/peer-protocol.md`.
 
-#[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
-
+use compat_tests::peer;
+use redisson_lock_test_kit::{cluster, proxy, redis_server, replica};
 use std::{
     io::Write,
     time::{Duration, Instant},
 };
-
-#[path = "common/peer.rs"]
-mod peer;
-
-#[path = "../../tests/common/proxy.rs"]
-mod proxy;
-
-#[path = "../../tests/common/cluster.rs"]
-mod cluster;
-
-#[path = "../../tests/common/replica.rs"]
-mod replica;
 
 use peer::{Peer, Reply};
 use proxy::Proxy;

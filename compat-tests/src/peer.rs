@@ -1,8 +1,7 @@
 //! The test side of the `lock-peer` line protocol (`shared/peer-protocol.md`): one process that
 //! speaks it (the crate's `lock-peer` or the Java driver over real Redisson), its replies
 //! claimed by thread and command; and [`hot_lock`], a fairness run of two peers on one lock.
-//! Shared by `cross_process.rs`, `beside_java.rs` and the bench (`examples/bench/`).
-#![allow(dead_code)]
+//! Shared by `cross_process.rs`, `beside_java.rs`, `recipes_java.rs` and the bench (`examples/bench/`).
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -12,7 +11,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use compat_tests::fairness::{Fairness, Hold};
+use crate::fairness::{Fairness, Hold};
 
 /// One `lock-peer` process.
 ///

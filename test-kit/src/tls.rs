@@ -1,6 +1,5 @@
 //! Test rig for TLS: a throwaway CA and certificates made with the `openssl` command line, and a
 //! TLS-only `redis-server` (`--port 0 --tls-port P`) on a free loopback port, stopped by PID.
-#![allow(dead_code)]
 
 use std::{
     net::TcpStream,
@@ -9,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::common::redis_server::free_port;
+use crate::redis_server::free_port;
 
 /// A directory of PEM files: `ca.crt`, `server.crt/key` (127.0.0.1 and localhost),
 /// `wrongname.crt/key` (only `wrong.example`), `expired.crt/key`, `node.crt/key` (server and

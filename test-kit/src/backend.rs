@@ -11,7 +11,7 @@ use fred::{
 };
 use redisson_lock::{Client, Config, ShardedSubscriptionMode};
 
-use super::{cluster::RedisCluster, Admin, Monitor, Recorder, RedisServer};
+use crate::{cluster::RedisCluster, Admin, Monitor, Recorder, RedisServer};
 
 /// Where a test runs.
 pub enum Backend {
@@ -183,7 +183,7 @@ macro_rules! backend_tests {
         $(
             mod $name {
                 use redisson_lock::ShardedSubscriptionMode as Mode;
-                use super::common::Backend;
+                use $crate::Backend;
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn standalone() {
@@ -216,7 +216,7 @@ macro_rules! backend_tests {
         $(
             mod $name {
                 use redisson_lock::ShardedSubscriptionMode as Mode;
-                use super::common::Backend;
+                use $crate::Backend;
 
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn standalone() {
