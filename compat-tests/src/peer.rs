@@ -79,12 +79,10 @@ fn thread_of(input: &[u8]) -> Option<String> {
 }
 
 impl Peer {
-    /// Starts the crate's `lock-peer` (of this test build) with `extra` options on `url`.
-    pub fn start(url: &str, extra: &[&str]) -> Peer {
-        // Cargo names the binary to integration tests only (the bench starts its own).
-        let Some(exe) = option_env!("CARGO_BIN_EXE_lock-peer") else {
-            panic!("Peer::start is for integration tests (the bench starts its own lock-peer)")
-        };
+    /// Starts the crate's `lock-peer` at `exe` with `extra` options on `url` (an integration
+    /// test passes `env!("CARGO_BIN_EXE_lock-peer")`, the binary of its own build, which Cargo
+    /// names to integration tests only; the bench starts its own).
+    pub fn start(exe: &str, url: &str, extra: &[&str]) -> Peer {
         let mut command = Command::new(exe);
         command.args(extra).arg(url);
         Peer::spawn(command)

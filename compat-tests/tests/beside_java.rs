@@ -34,6 +34,9 @@ use peer::hot_lock;
 use peer::{Peer, Reply};
 use redis_server::RedisServer;
 
+/// The crate's `lock-peer` of this test build.
+const LOCK_PEER: &str = env!("CARGO_BIN_EXE_lock-peer");
+
 const T: Duration = Duration::from_secs(20);
 /// The watchdog timeout of both peers: every watchdog-mode lock's TTL is at most this.
 const WD: i64 = 10_000;
@@ -344,7 +347,7 @@ impl<'a> Pair<'a> {
                 Some((parts.next()??, parts.next()??))
             })
             .unwrap_or_else(|| panic!("no version in {}", java.ready));
-        let rust = Peer::start(url, &flags);
+        let rust = Peer::start(LOCK_PEER, url, &flags);
         Pair {
             java,
             rust,
