@@ -5,7 +5,7 @@
 //! `tracing` events with the feature), nor in any error, `Config`, `Client` or `Credentials`
 //! `Debug`/`Display`. Every test name contains `secret`.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     fmt::Write as _,

@@ -4,12 +4,10 @@
 //! feature `tls`).
 #![cfg(feature = "cli")]
 
-mod common;
-#[path = "common/sentinel.rs"]
-mod sentinel_rig;
+use common::sentinel as sentinel_rig;
 #[cfg(feature = "tls")]
-#[path = "common/tls.rs"]
-mod tls_rig;
+use common::tls as tls_rig;
+use redisson_lock_test_kit as common;
 
 use std::{
     io::Write,

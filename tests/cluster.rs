@@ -2,7 +2,7 @@
 //! generations, the `Both` bridge, slot safety, one subscription per channel, per-slot renewal
 //! batches, and a lock across a failover, a slot migration and a killed master.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! failover, a slot migration and a killed master. Each assertion records an observed
 //! behaviour the cluster support relies on or has to work around (see the notes of each test).
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

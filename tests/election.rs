@@ -2,7 +2,7 @@
 //! that hands over and is observed at once, a leader whose key is deleted being lost (and
 //! `run_as_leader`'s body cancelled), terms that strictly increase, the proclamation.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     sync::{

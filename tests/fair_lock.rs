@@ -1,7 +1,8 @@
 //! Fair lock (protocol §7): wire state, FIFO hand-over, give-up clean-up, Redisson's portable
 //! RedissonFairLockTest cases.
 
-mod common;
+use common::{acquire_with, backend_tests};
+use redisson_lock_test_kit as common;
 
 use std::{sync::Arc, time::Duration};
 

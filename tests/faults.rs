@@ -1,7 +1,7 @@
-//! Crate-level fault tests through the loopback proxy of `tests/common/proxy.rs`, against real
+//! Crate-level fault tests through the loopback proxy of `test-kit/src/proxy.rs`, against real
 //! `redis-server` processes (fault catalogue S10–S13).
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

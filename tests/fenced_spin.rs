@@ -1,6 +1,7 @@
 //! Fenced lock (protocol §9) and spin lock (protocol §10).
 
-mod common;
+use common::{acquire_with, backend_tests};
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

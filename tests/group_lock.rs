@@ -3,7 +3,8 @@
 //! without partial writes, renewal of the whole set, waiters woken on the group's channel, and a
 //! simulated Java holder. Standalone and every cluster mode.
 
-mod common;
+use common::backend_tests;
+use redisson_lock_test_kit as common;
 
 use std::{collections::HashMap, time::Duration};
 

@@ -4,7 +4,8 @@
 //! (another crate client, or a simulated Java peer) is not starved by a client whose owners
 //! keep handing the lock to one another.
 
-mod common;
+use common::{acquire_with, backend_tests};
+use redisson_lock_test_kit as common;
 
 use std::{
     sync::{

@@ -3,7 +3,7 @@
 //! On a Redis Cluster (a 3+3 cluster per test: the tests change its settings and topology) the
 //! events come from every master, the lock's slot owner at the time, in every sharded mode.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! a restart that keeps the key brings it back to held; a frozen connection puts it in doubt at
 //! the renewal's timeout and loses it at the deadline. Real `redis-server` processes.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     collections::HashMap,
@@ -42,6 +42,38 @@ async fn acquire_soon(client: &Client, name: &str) -> (Instant, LockGuard) {
         assert!(Instant::now() < deadline, "never acquired {name}");
         tokio::time::sleep(20 * MS).await;
     }
+}
+
+/// The crash cycle of holds on an AOF server `s` (`--appendonly yes`): kill -9, every hold in
+/// doubt; a restart with the keys, every hold held again (confirmed by its renewal or check);
+/// kill -9 again, in doubt; the AOF wiped and a restart without the keys, every hold lost.
+/// `states` reads the holds' states.
+async fn crash_restart_with_then_without_the_keys(
+    s: &mut RedisServer,
+    states: impl Fn() -> Vec<HoldState>,
+) {
+    let all = |want: HoldState| {
+        let states = &states;
+        move || async move { states().iter().all(|&st| st == want) }
+    };
+    s.kill();
+    assert!(
+        eventually(T, all(HoldState::InDoubt)).await,
+        "{:?}",
+        states()
+    );
+    s.restart();
+    assert!(eventually(T, all(HoldState::Held)).await, "{:?}", states());
+
+    s.kill();
+    assert!(
+        eventually(T, all(HoldState::InDoubt)).await,
+        "{:?}",
+        states()
+    );
+    std::fs::remove_dir_all(s.dir().join("appendonlydir")).unwrap();
+    s.restart();
+    assert!(eventually(T, all(HoldState::Lost)).await, "{:?}", states());
 }
 
 // kill -9 and restart empty: the holder is told before the other client acquires.
@@ -235,26 +267,9 @@ async fn a_leased_hold_is_checked_after_the_reconnect() {
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
-    s.kill();
-    tokio::time::timeout(T, guard.lost()).await.unwrap();
-    assert_eq!(guard.state(), HoldState::InDoubt);
-    s.restart();
-    assert!(
-        eventually(T, || async { guard.state() == HoldState::Held }).await,
-        "{:?}",
-        guard.state()
-    );
-
-    // Without the key (the data is wiped while the client is away): lost.
-    s.kill();
-    tokio::time::timeout(T, guard.lost()).await.unwrap();
-    std::fs::remove_dir_all(s.dir().join("appendonlydir")).unwrap();
-    s.restart();
-    assert!(
-        eventually(T, || async { guard.state() == HoldState::Lost }).await,
-        "{:?}",
-        guard.state()
-    );
+    // Held again after a restart with the key; lost after one without it (the data is wiped
+    // while the client is away).
+    crash_restart_with_then_without_the_keys(&mut s, || vec![guard.state()]).await;
 }
 
 // A leased group multi-lock hold has no owner field in its hash: after a reconnect it is
@@ -271,25 +286,8 @@ async fn a_leased_group_hold_is_confirmed_by_its_values_after_the_reconnect() {
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
-    s.kill();
-    tokio::time::timeout(T, guard.lost()).await.unwrap();
-    assert_eq!(guard.state(), HoldState::InDoubt);
-    s.restart();
-    assert!(
-        eventually(T, || async { guard.state() == HoldState::Held }).await,
-        "{:?}",
-        guard.state()
-    );
-    // Without the hash (the data is wiped while the client is away): lost.
-    s.kill();
-    tokio::time::timeout(T, guard.lost()).await.unwrap();
-    std::fs::remove_dir_all(s.dir().join("appendonlydir")).unwrap();
-    s.restart();
-    assert!(
-        eventually(T, || async { guard.state() == HoldState::Lost }).await,
-        "{:?}",
-        guard.state()
-    );
+    // Held again after a restart with the hash; lost after one without it.
+    crash_restart_with_then_without_the_keys(&mut s, || vec![guard.state()]).await;
 }
 
 // Many holds across restarts without persistence: overlaps happen (the data is gone) but every
@@ -492,35 +490,6 @@ async fn every_kind_is_in_doubt_at_the_drop_and_decided_by_the_renewal_after_it(
             .unwrap()
             .erase(),
     ];
-    let states = |g: &[redisson_lock::AnyGuard]| g.iter().map(|g| g.state()).collect::<Vec<_>>();
-    let all = |want: HoldState| {
-        let guards = &guards;
-        move || async move { guards.iter().all(|g| g.state() == want) }
-    };
-    s.kill();
-    assert!(
-        eventually(T, all(HoldState::InDoubt)).await,
-        "{:?}",
-        states(&guards)
-    );
-    s.restart();
-    assert!(
-        eventually(T, all(HoldState::Held)).await,
-        "{:?}",
-        states(&guards)
-    );
-
-    s.kill();
-    assert!(
-        eventually(T, all(HoldState::InDoubt)).await,
-        "{:?}",
-        states(&guards)
-    );
-    std::fs::remove_dir_all(s.dir().join("appendonlydir")).unwrap();
-    s.restart();
-    assert!(
-        eventually(T, all(HoldState::Lost)).await,
-        "{:?}",
-        states(&guards)
-    );
+    crash_restart_with_then_without_the_keys(&mut s, || guards.iter().map(|g| g.state()).collect())
+        .await;
 }

@@ -1,6 +1,6 @@
 //! `#[locked(..)]` and the `Lock::run` helpers it expands to, against a real redis-server.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     sync::{

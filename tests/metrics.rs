@@ -2,7 +2,7 @@
 //! `metrics::Recorder` (one per test binary, so everything runs in one test function).
 #![cfg(feature = "metrics")]
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     collections::BTreeMap,

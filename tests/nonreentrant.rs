@@ -3,7 +3,8 @@
 //! `Error::Reentry` (no wait, no count of 2, no queue change), and the same lock on the wire
 //! as the reentrant / fair lock of the name. Standalone and every cluster mode.
 
-mod common;
+use common::backend_tests;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! with another lease, a stale guard of an earlier hold, a fair waiter cancelled during its
 //! give-up, and a local queue whose holder's field vanished.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

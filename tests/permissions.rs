@@ -1,7 +1,7 @@
 //! A Redis user without channel permissions (S22): waits and releases that need a channel are
 //! refused with `Error::PermissionDenied`, every time, and a refused release changes nothing.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

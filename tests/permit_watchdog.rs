@@ -5,7 +5,7 @@
 //! doubt while the connection is away. A permit with an explicit lease keeps its behaviour.
 //! Real `redis-server` processes.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     sync::Arc,

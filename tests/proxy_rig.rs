@@ -1,7 +1,7 @@
-//! The loopback proxy of `tests/common/proxy.rs`, tested against a real `redis-server` with raw
+//! The loopback proxy of `test-kit/src/proxy.rs`, tested against a real `redis-server` with raw
 //! fred clients (and raw RESP where byte-exactness matters), so fault tests can trust it.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

@@ -1,6 +1,7 @@
 //! Waiting without busy loops: the shared subscription, its barrier, cancellation and reconnects.
 
-mod common;
+use common::backend_tests;
+use redisson_lock_test_kit as common;
 
 use std::{sync::Arc, time::Duration};
 
@@ -191,11 +192,14 @@ async fn a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound(b: Back
 }
 
 backend_tests!(
-    every_waiter_is_woken_by_the_message_despite_an_immediate_unlock,
     a_thousand_waiters_share_one_subscription_and_dropped_waiters_leave_nothing,
     a_future_dropped_mid_acquire_never_leaves_a_lock_behind,
     a_waiter_that_misses_every_message_still_wakes_by_its_ttl_bound,
 );
+
+// The wake-up by the unlock message is about any deployment: also over TLS and through
+// Sentinel.
+backend_tests!(any: every_waiter_is_woken_by_the_message_despite_an_immediate_unlock);
 
 /// `ACL SETUSER u <args>`.
 fn acl_u(args: &[&str]) -> Vec<fred::types::Value> {

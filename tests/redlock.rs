@@ -1,7 +1,7 @@
 //! MultiLock and RedLock over independent redis-server processes (5 masters for RedLock),
 //! with nodes killed or frozen (SIGSTOP) by PID.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     sync::{

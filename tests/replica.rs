@@ -1,7 +1,7 @@
 //! Replica-synced acquisition (Redisson's `checkLockSyncedSlaves` / `slavesSyncTimeout`): a
 //! master with one replica that replicates through a proxy the test freezes.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

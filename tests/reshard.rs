@@ -1,7 +1,7 @@
 //! Live resharding on the 3+3 cluster: a lock whose slot is in its `ASK` phase (keys moved to
 //! the target, the slot still `MIGRATING`/`IMPORTING`) for longer than a renewal period.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

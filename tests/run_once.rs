@@ -3,7 +3,7 @@
 //! bounds checked), then another instance runs; `at_most` cuts the job; the job is told the
 //! moment its hold is lost.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,8 @@
 //! Read-write lock (protocol §8): wire state, timeout keys, messages, interop with simulated
 //! Java readers, Redisson's portable RedissonReadWriteLockTest cases.
 
-mod common;
+use common::{acquire_with, backend_tests};
+use redisson_lock_test_kit as common;
 
 use std::{
     sync::{

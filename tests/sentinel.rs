@@ -2,9 +2,8 @@
 //! a switch-over; a demoted master's READONLY never escapes as a lock error; sentinel and data
 //! node passwords. Run on their own with `cargo test --test sentinel`.
 
-mod common;
-#[path = "common/sentinel.rs"]
-mod sentinel_rig;
+use common::sentinel as sentinel_rig;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

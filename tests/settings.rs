@@ -3,7 +3,7 @@
 //! cancelled waiter's give-up, an ambiguous attempt's reconciliation) without a panic anywhere,
 //! in the caller or in a background task; a value it refuses is refused with a typed error.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{cell::Cell, sync::Once, time::Duration};
 

@@ -2,7 +2,7 @@
 //! the reconciliation of an ambiguous acquisition and the renewals of every other hold run on a
 //! healthy connection (fault catalogue S10, S14), through the loopback proxy.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

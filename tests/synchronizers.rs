@@ -3,7 +3,8 @@
 //! every sharded mode; waiters woken by the message that lets them through; the `Both` bridge
 //! between Redisson generations on a cluster; a seeded random sequence over three clients.
 
-mod common;
+use common::backend_tests;
+use redisson_lock_test_kit as common;
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -545,10 +546,13 @@ backend_tests!(
     semaphore_wire_state,
     permit_semaphore_wire_state,
     latch_wire_state,
-    semaphore_release_wakes_as_many_waiters_as_it_allows,
     latch_count_down_wakes_every_waiter,
     expired_permit_is_reclaimed_by_a_waiter,
 );
+
+// A semaphore's release waking its waiters is about any deployment: also over TLS and
+// through Sentinel.
+backend_tests!(any: semaphore_release_wakes_as_many_waiters_as_it_allows);
 
 /// On a cluster, Redisson 3.17 listens and publishes with `SUBSCRIBE`/`PUBLISH` and 3.22+ with
 /// `SSUBSCRIBE`/`SPUBLISH`, deaf to each other, and their semaphore and latch waiters have no

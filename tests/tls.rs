@@ -4,9 +4,8 @@
 //! with a typed error; mutual TLS. Run with `cargo test --features tls --test tls`.
 #![cfg(feature = "tls")]
 
-mod common;
-#[path = "common/tls.rs"]
-mod tls_rig;
+use common::tls as tls_rig;
+use redisson_lock_test_kit as common;
 
 use std::{process::Command, time::Duration};
 
@@ -14,12 +13,6 @@ use common::{woke_within, RedisServer};
 use redisson_lock::{Client, Config, ErrorKind, TlsSettings};
 use tls_rig::{Certs, TlsRedis};
 use tokio::time::Instant;
-
-fn tls_config(certs: &Certs) -> Config {
-    Config::default()
-        .connect_timeout(Duration::from_secs(5))
-        .tls(TlsSettings::new().ca_file(certs.path("ca.crt")))
-}
 
 /// A TLS server that logs (verbose) to a file, and a count of the handshakes it saw refused
 /// by the client's alert (`total_connections_received` counts only completed handshakes, so
@@ -47,17 +40,12 @@ fn logged_tls_server(certs: &Certs, cert: &str) -> (TlsRedis, impl Fn() -> usize
 async fn tls_lock_wait_and_wake_up() {
     let certs = Certs::make();
     let server = TlsRedis::start(&certs, "server", false, &[]);
-    let client = Client::connect(&server.url(), tls_config(&certs))
-        .await
-        .expect("TLS connect");
+    // A holder and, in another client (its own command and subscriber TLS connections), a waiter.
+    let (client, other) = certs.two_clients(&server).await;
     let lock = client.get_lock("tls:lock");
     let guard = lock.lock().await.unwrap();
     assert!(lock.is_locked().await.unwrap());
 
-    // A waiter in another client (its own command and subscriber TLS connections).
-    let other = Client::connect(&server.url(), tls_config(&certs))
-        .await
-        .unwrap();
     let waiter = {
         let lock = other.get_lock("tls:lock");
         tokio::spawn(async move {
@@ -111,7 +99,7 @@ async fn tls_wrong_server_name_fails_fast_unless_the_test_only_opt_out_is_set() 
     let certs = Certs::make();
     let (server, refused) = logged_tls_server(&certs, "wrongname");
     let t = Instant::now();
-    let err = Client::connect(&server.url(), tls_config(&certs))
+    let err = Client::connect(&server.url(), certs.config())
         .await
         .unwrap_err();
     let took = t.elapsed();
@@ -153,7 +141,7 @@ async fn tls_expired_server_certificate_fails_fast_with_a_tls_error_and_no_retry
     let certs = Certs::make();
     let (server, refused) = logged_tls_server(&certs, "expired");
     let t = Instant::now();
-    let err = Client::connect(&server.url(), tls_config(&certs))
+    let err = Client::connect(&server.url(), certs.config())
         .await
         .unwrap_err();
     let took = t.elapsed();
@@ -208,7 +196,7 @@ async fn tls_url_against_a_plain_server_never_sends_plaintext() {
     let plain = RedisServer::start();
     let url = format!("rediss://:tls-Secret-pw@127.0.0.1:{}", plain.port());
     let t = Instant::now();
-    let config = tls_config(&certs).connect_timeout(Duration::from_secs(2));
+    let config = certs.config().connect_timeout(Duration::from_secs(2));
     let err = Client::connect(&url, config).await.unwrap_err();
     // A plain server waits for a line end that a ClientHello never sends: the connect timeout
     // ends it.
@@ -239,7 +227,7 @@ async fn tls_url_against_a_plain_server_never_sends_plaintext() {
 async fn tls_mutual_needs_the_client_certificate() {
     let certs = Certs::make();
     let server = TlsRedis::start(&certs, "server", true, &[]);
-    let err = Client::connect(&server.url(), tls_config(&certs))
+    let err = Client::connect(&server.url(), certs.config())
         .await
         .unwrap_err();
     assert!(
@@ -304,11 +292,7 @@ async fn tls_lock_wait_wake(a: &Client, b: &Client, name: &str) {
 async fn tls_cluster_lock_wait_and_wake_up() {
     let certs = Certs::make();
     let cluster = tls_rig::TlsCluster::start(&certs);
-    let url = cluster.url();
-    let a = Client::connect(&url, tls_config(&certs))
-        .await
-        .expect("TLS cluster connect");
-    let b = Client::connect(&url, tls_config(&certs)).await.unwrap();
+    let (a, b) = certs.two_clients(&cluster).await;
     // Names on several slots, so more than one master is reached over TLS.
     for name in ["tls:cluster:a", "tls:cluster:b", "tls:cluster:c"] {
         tls_lock_wait_wake(&a, &b, name).await;
@@ -321,14 +305,7 @@ async fn tls_cluster_lock_wait_and_wake_up() {
 async fn tls_sentinel_lock_wait_and_wake_up() {
     let certs = Certs::make();
     let set = tls_rig::TlsSentinelSet::start(&certs);
-    let urls = set.sentinel_urls();
-    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let a = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
-        .await
-        .expect("TLS sentinel connect");
-    let b = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
-        .await
-        .unwrap();
+    let (a, b) = certs.two_clients(&set).await;
     tls_lock_wait_wake(&a, &b, "tls:sentinel").await;
     a.shutdown().await;
     b.shutdown().await;
@@ -340,37 +317,20 @@ async fn tls_sentinel_lock_wait_and_wake_up() {
 async fn tls_synchronizers_wait_and_wake_up() {
     let certs = Certs::make();
     let server = TlsRedis::start(&certs, "server", false, &[]);
-    let a = Client::connect(&server.url(), tls_config(&certs))
-        .await
-        .unwrap();
-    let b = Client::connect(&server.url(), tls_config(&certs))
-        .await
-        .unwrap();
+    let (a, b) = certs.two_clients(&server).await;
     common::synchronizers_wait_wake(&a, &b, "tls:sync", Duration::from_millis(500)).await;
     a.shutdown().await;
     b.shutdown().await;
 
     let set = tls_rig::TlsSentinelSet::start(&certs);
-    let urls = set.sentinel_urls();
-    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-    let a = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
-        .await
-        .unwrap();
-    let b = Client::connect_sentinel(tls_rig::TLS_MASTER_NAME, &urls, tls_config(&certs))
-        .await
-        .unwrap();
+    let (a, b) = certs.two_clients(&set).await;
     common::synchronizers_wait_wake(&a, &b, "tls:sentinel:sync", Duration::from_millis(500)).await;
     a.shutdown().await;
     b.shutdown().await;
     drop(set);
 
     let cluster = tls_rig::TlsCluster::start(&certs);
-    let a = Client::connect(&cluster.url(), tls_config(&certs))
-        .await
-        .unwrap();
-    let b = Client::connect(&cluster.url(), tls_config(&certs))
-        .await
-        .unwrap();
+    let (a, b) = certs.two_clients(&cluster).await;
     common::synchronizers_wait_wake(&a, &b, "tls:cluster:sync", Duration::from_millis(500)).await;
     a.shutdown().await;
     b.shutdown().await;
@@ -382,12 +342,7 @@ async fn tls_synchronizers_wait_and_wake_up() {
 async fn tls_non_reentrant_and_group_locks_wait_and_wake() {
     let certs = Certs::make();
     let server = TlsRedis::start(&certs, "server", false, &[]);
-    let a = Client::connect(&server.url(), tls_config(&certs))
-        .await
-        .unwrap();
-    let b = Client::connect(&server.url(), tls_config(&certs))
-        .await
-        .unwrap();
+    let (a, b) = certs.two_clients(&server).await;
     let nr = a.get_non_reentrant_lock("tls:nr");
     let g = nr.lock().await.unwrap();
     assert_eq!(nr.try_lock().await.unwrap_err().kind(), ErrorKind::Reentry);

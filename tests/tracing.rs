@@ -2,7 +2,7 @@
 //! and a `lock lost` event, read back through a recording subscriber.
 #![cfg(feature = "tracing")]
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::{
     collections::BTreeMap,

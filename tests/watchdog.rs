@@ -1,7 +1,8 @@
 //! The renewal service: keeps watchdog locks alive, stops at unlock, batches, reports loss.
 //! Ports Redisson's RedissonLockExpirationRenewalTest and the watchdog parts of RedissonLockTest.
 
-mod common;
+use common::backend_tests;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Raw Redis state and published messages after every RLock operation match the protocol spec
 //! (§4), and a simulated Java holder (raw commands) interoperates with the crate.
 
-mod common;
+use redisson_lock_test_kit as common;
 
 use std::time::Duration;
 

@@ -9,22 +9,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
-
-#[path = "../../tests/common/proxy.rs"]
-mod proxy;
-
-#[path = "../../tests/common/cluster.rs"]
-mod cluster;
-
-#[path = "../../tests/common/sentinel.rs"]
-mod sentinel;
-
-/// The path `sentinel.rs` expects its sibling at.
-mod common {
-    pub(crate) use super::redis_server;
-}
+use redisson_lock_test_kit::{cluster, proxy, redis_server, sentinel};
 
 mod java;
 mod nemesis;

@@ -3,17 +3,13 @@
 //! it: a Sentinel 1 + 1 run had a killed master come back with the data of its last full sync
 //! (8 s old), and a second failover a second later made it the master, handing out fencing
 //! tokens again with replica sync on.
-#![allow(dead_code)]
-
-#[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
 
 use std::{
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use redis_server::RedisServer;
+use redisson_lock_test_kit::RedisServer;
 
 fn cli(port: u16, args: &[&str]) -> String {
     let out = Command::new("redis-cli")

@@ -1,7 +1,7 @@
 //! What a contended run of two clients on one hot lock looked like: the measurement shared by
 //! the fairness test beside real Java (`tests/beside_java.rs`) and the bench's fairness
 //! section. The run itself (owners of two `lock-peer` processes looping lock → hold → unlock)
-//! is driven by `tests/common/peer.rs`'s `hot_lock`; this is what is read from its holds.
+//! is driven by `peer.rs`'s `hot_lock`; this is what is read from its holds.
 //!
 //! Definitions (times are the peers' `at=` stamps, the wall clock in ms):
 //! * A **hold** starts with an owner's `lock` reply and ends with its `unlock` reply.

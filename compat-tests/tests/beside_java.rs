@@ -14,23 +14,8 @@
 //! second-version check the same way. One Java process per server: a JVM takes about a second
 //! to start.
 
-#[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
-
-#[path = "../../tests/common/cluster.rs"]
-mod cluster;
-
-#[path = "../../tests/common/sentinel.rs"]
-mod sentinel;
-
-/// The path `sentinel.rs` expects its sibling at.
-mod common {
-    pub(crate) use super::redis_server;
-}
-
-#[path = "common/peer.rs"]
-mod peer;
-
+use compat_tests::peer;
+use redisson_lock_test_kit::{cluster, redis_server, sentinel};
 use std::{
     collections::{BTreeMap, HashMap},
     io::Write,
@@ -48,6 +33,9 @@ use compat_tests::java::{Java, CLASSPATH, CLASSPATH_ALT};
 use peer::hot_lock;
 use peer::{Peer, Reply};
 use redis_server::RedisServer;
+
+/// The crate's `lock-peer` of this test build.
+const LOCK_PEER: &str = env!("CARGO_BIN_EXE_lock-peer");
 
 const T: Duration = Duration::from_secs(20);
 /// The watchdog timeout of both peers: every watchdog-mode lock's TTL is at most this.
@@ -359,7 +347,7 @@ impl<'a> Pair<'a> {
                 Some((parts.next()??, parts.next()??))
             })
             .unwrap_or_else(|| panic!("no version in {}", java.ready));
-        let rust = Peer::start(url, &flags);
+        let rust = Peer::start(LOCK_PEER, url, &flags);
         Pair {
             java,
             rust,

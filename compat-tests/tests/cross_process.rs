@@ -1,37 +1,27 @@
 //! Cross-process compatibility: `lock-peer` processes sharing locks through one Redis, driven by
 //! the line protocol of `shared/peer-protocol.md`.
 
-#[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
-
+use compat_tests::peer;
+use redisson_lock_test_kit::{cluster, proxy, redis_server, replica};
 use std::{
     io::Write,
     time::{Duration, Instant},
 };
 
-#[path = "common/peer.rs"]
-mod peer;
-
-#[path = "../../tests/common/proxy.rs"]
-mod proxy;
-
-#[path = "../../tests/common/cluster.rs"]
-mod cluster;
-
-#[path = "../../tests/common/replica.rs"]
-mod replica;
-
 use peer::{Peer, Reply};
 use proxy::Proxy;
 use redis_server::RedisServer;
+
+/// The crate's `lock-peer` of this test build.
+const LOCK_PEER: &str = env!("CARGO_BIN_EXE_lock-peer");
 
 const T: Duration = Duration::from_secs(20);
 
 #[test]
 fn two_peers_exclude_each_other_and_an_unlock_wakes_the_other_by_its_message() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_ne!(a.id, b.id);
     assert_eq!(a.call("t1", "lock shared", T).value, "locked");
     assert_eq!(b.call("t1", "trylock shared", T).value, "false");
@@ -59,8 +49,8 @@ fn two_peers_exclude_each_other_and_an_unlock_wakes_the_other_by_its_message() {
 #[test]
 fn a_halted_holder_with_a_one_second_watchdog_frees_the_lock_within_about_a_second() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &["--watchdog-ms", "1000"]);
-    let mut b = Peer::start(&s.url(), &["--watchdog-ms", "1000"]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &["--watchdog-ms", "1000"]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &["--watchdog-ms", "1000"]);
     assert_eq!(a.call("t1", "lock crash", T).value, "locked");
     // Held across several renewal periods first.
     std::thread::sleep(Duration::from_millis(1500));
@@ -83,8 +73,8 @@ fn quit_releases_nothing_and_the_watchdog_lock_expires() {
         .unwrap();
     read_until_contains(&mut sub, "redisson_lock__channel:{q2}\r\n:2\r\n");
 
-    let mut a = Peer::start(&s.url(), &["--watchdog-ms", "800"]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &["--watchdog-ms", "800"]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "lock q", T).value, "locked");
     assert_eq!(a.call("t1", "lock q2 60000", T).value, "locked");
     assert_eq!(a.global("quit", T), "- quit OK");
@@ -122,7 +112,7 @@ fn read_until_contains(conn: &mut std::net::TcpStream, needle: &str) -> String {
 #[test]
 fn errors_use_the_protocol_kinds() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
     let r = a.call("t1", "unlock nothing", T);
     assert!(!r.ok);
     assert!(r.value.starts_with("NOT_HELD:"), "{r:?}");
@@ -141,7 +131,7 @@ fn errors_use_the_protocol_kinds() {
     assert_eq!(a.call("t2", "forceunlock k", T).value, "true");
     assert_eq!(a.call("t2", "forceunlock k", T).value, "false");
     // A string at the key: WRONG_TYPE, at once.
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     let _ = b.call("t1", "lock str 60000", T);
     // Make the key a string through raw RESP on the server.
     let mut conn = std::net::TcpStream::connect(("127.0.0.1", s.port())).unwrap();
@@ -156,8 +146,8 @@ fn errors_use_the_protocol_kinds() {
 #[test]
 fn await_waits_for_a_threads_queue_and_threads_do_not_block_each_other() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "lock busy", T).value, "locked");
     b.send("t1 lock busy"); // blocks t1 of b
     let other = b.call("t2", "islocked busy", T);
@@ -173,7 +163,7 @@ fn await_waits_for_a_threads_queue_and_threads_do_not_block_each_other() {
 #[test]
 fn bench_command_runs_every_mode() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
     for mode in [
         "uncontended 4 300",
         "contended 4 300",
@@ -216,8 +206,8 @@ fn raw_int(port: u16, command: &str) -> i64 {
 #[test]
 fn fair_lock_waiters_from_two_peers_acquire_in_exact_fifo_order() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("h", "flock q", T).value, "locked");
     // Six waiters alternating between the peers, each queued before the next arrives.
     let order = [
@@ -256,8 +246,8 @@ fn fair_lock_waiters_from_two_peers_acquire_in_exact_fifo_order() {
 #[test]
 fn readers_in_two_processes_share_and_a_waiting_writer_wakes_by_the_message() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "rlock doc", T).value, "locked");
     assert_eq!(b.call("t1", "rtrylock doc", T).value, "true");
     assert_eq!(b.call("t2", "wtrylock doc", T).value, "false");
@@ -282,8 +272,8 @@ fn readers_in_two_processes_share_and_a_waiting_writer_wakes_by_the_message() {
 #[test]
 fn fenced_tokens_strictly_increase_across_processes_and_reentries() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     let mut last = 0u64;
     for round in 0..4 {
         let (p, q) = if round % 2 == 0 {
@@ -305,8 +295,8 @@ fn fenced_tokens_strictly_increase_across_processes_and_reentries() {
 #[test]
 fn spin_lock_excludes_across_processes() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "spinlock sp", T).value, "locked");
     let r = b.call("t1", "spintrylock sp 300", T);
     assert_eq!(r.value, "false");
@@ -322,7 +312,7 @@ fn spin_lock_excludes_across_processes() {
 #[test]
 fn a_line_that_is_not_utf8_gets_err_invalid_and_reading_goes_on() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
     // A thread command: the thread's reply, in order with the thread's other replies.
     a.send("t1 sleep 100");
     a.send_bytes(b"t1 lock k\xff");
@@ -345,8 +335,8 @@ fn a_line_that_is_not_utf8_gets_err_invalid_and_reading_goes_on() {
 #[test]
 fn lost_and_validms_follow_the_holders_guard() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &["--watchdog-ms", "1000"]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &["--watchdog-ms", "1000"]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "lost l", T).value, "none");
     assert_eq!(a.call("t1", "validms l", T).value, "-1");
 
@@ -398,8 +388,8 @@ fn a_partitioned_holder_reports_lost_before_anyone_else_acquires() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let s = RedisServer::start();
     let proxy = rt.block_on(Proxy::start(s.port()));
-    let mut h = Peer::start(&proxy.url(), &["--watchdog-ms", "1000"]);
-    let mut c = Peer::start(&s.url(), &[]);
+    let mut h = Peer::start(LOCK_PEER, &proxy.url(), &["--watchdog-ms", "1000"]);
+    let mut c = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(h.call("t1", "lock p", T).value, "locked");
     assert_eq!(c.call("t1", "trylock p", T).value, "false");
 
@@ -434,8 +424,8 @@ fn peers_on_a_cluster_exclude_and_wake_each_other_in_every_mode() {
     let seeds = c.seed_urls().join(",");
     for mode in ["auto", "on", "off", "both"] {
         let flags = ["--cluster", "--sharded-pubsub", mode];
-        let mut a = Peer::start(&seeds, &flags);
-        let mut b = Peer::start(&seeds, &flags);
+        let mut a = Peer::start(LOCK_PEER, &seeds, &flags);
+        let mut b = Peer::start(LOCK_PEER, &seeds, &flags);
         for name in c.name_per_master(&format!("peer-{mode}-")) {
             assert_eq!(a.call("t1", &format!("lock {name}"), T).value, "locked");
             assert_eq!(b.call("t1", &format!("trylock {name}"), T).value, "false");
@@ -500,8 +490,8 @@ fn replica_sync_ms_fails_an_unacknowledged_acquisition_with_not_replicated() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let set = rt.block_on(replica::ReplicaSet::start());
     let port = set.master.port();
-    let mut synced = Peer::start(&set.url(), &["--replica-sync-ms", "300"]);
-    let mut off = Peer::start(&set.url(), &["--replica-sync-ms", "0"]);
+    let mut synced = Peer::start(LOCK_PEER, &set.url(), &["--replica-sync-ms", "300"]);
+    let mut off = Peer::start(LOCK_PEER, &set.url(), &["--replica-sync-ms", "0"]);
     assert_eq!(synced.call("t1", "trylock healthy", T).value, "true");
     assert_eq!(synced.call("t1", "unlock healthy", T).value, "unlocked");
     assert!(rt.block_on(replica::wait_calls(port)) >= 1);
@@ -552,8 +542,8 @@ fn after(later: &Reply, earlier: &Reply) -> i128 {
 #[test]
 fn two_peers_share_a_semaphore_and_a_release_wakes_the_other_within_300ms() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "semsetpermits s 2", T).value, "true");
     assert_eq!(b.call("t1", "semsetpermits s 5", T).value, "false");
     assert_eq!(a.call("t1", "semacquire s 2", T).value, "acquired");
@@ -586,8 +576,8 @@ fn two_peers_share_a_semaphore_and_a_release_wakes_the_other_within_300ms() {
 #[test]
 fn a_permit_acquired_by_one_peer_is_released_by_the_other_and_wakes_its_waiter() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "psemsetpermits p 1", T).value, "true");
     let id = a.call("t1", "psemacquire p", T).value;
     assert_eq!(id.len(), 32, "{id}");
@@ -629,8 +619,8 @@ fn a_permit_acquired_by_one_peer_is_released_by_the_other_and_wakes_its_waiter()
 #[test]
 fn an_expired_permit_is_reclaimed_by_the_other_peers_waiter_within_500ms() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "psemsetpermits e 1", T).value, "true");
     let lease = 800;
     let taken = a.call("t1", &format!("psemacquire e {lease}"), T);
@@ -652,8 +642,8 @@ fn an_expired_permit_is_reclaimed_by_the_other_peers_waiter_within_500ms() {
 #[test]
 fn a_count_down_by_one_peer_opens_the_other_peers_waiters_within_300ms() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "cdlsetcount l 2", T).value, "true");
     assert_eq!(b.call("t1", "cdlsetcount l 7", T).value, "false");
     assert_eq!(b.call("t1", "cdlcount l", T).value, "2");
@@ -684,7 +674,7 @@ fn replica_sync_undoes_an_unacknowledged_semaphore_acquisition() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let set = rt.block_on(replica::ReplicaSet::start());
     let port = set.master.port();
-    let mut synced = Peer::start(&set.url(), &["--replica-sync-ms", "300"]);
+    let mut synced = Peer::start(LOCK_PEER, &set.url(), &["--replica-sync-ms", "300"]);
     assert_eq!(synced.call("t1", "semsetpermits rs 2", T).value, "true");
     let waits = rt.block_on(replica::wait_calls(port));
     assert_eq!(synced.call("t1", "semtryacquire rs", T).value, "true");
@@ -731,9 +721,13 @@ fn cluster_listeners(c: &cluster::RedisCluster, channel: &str) -> (i64, i64) {
 fn on_a_cluster_a_both_peer_wakes_synchronizer_waiters_of_either_generation() {
     let c = cluster::RedisCluster::start();
     let seeds = c.seed_urls().join(",");
-    let mut bridge = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "both"]);
-    let mut classic = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "off"]);
-    let mut sharded = Peer::start(&seeds, &["--cluster", "--sharded-pubsub", "on"]);
+    let mut bridge = Peer::start(
+        LOCK_PEER,
+        &seeds,
+        &["--cluster", "--sharded-pubsub", "both"],
+    );
+    let mut classic = Peer::start(LOCK_PEER, &seeds, &["--cluster", "--sharded-pubsub", "off"]);
+    let mut sharded = Peer::start(LOCK_PEER, &seeds, &["--cluster", "--sharded-pubsub", "on"]);
     let both_listening = |channel: &str| {
         let deadline = Instant::now() + T;
         loop {
@@ -825,8 +819,8 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
 #[test]
 fn non_reentrant_locks_refuse_the_holder_and_wake_the_other_peer_within_300ms() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     for (prefix, name) in [("nr", "nr-x"), ("nrf", "nrf-x")] {
         assert_eq!(
             a.call("t1", &format!("{prefix}lock {name}"), T).value,
@@ -888,8 +882,8 @@ fn non_reentrant_locks_refuse_the_holder_and_wake_the_other_peer_within_300ms() 
 #[test]
 fn group_locks_across_processes_take_all_or_none_and_wake_within_300ms() {
     let s = RedisServer::start();
-    let mut a = Peer::start(&s.url(), &[]);
-    let mut b = Peer::start(&s.url(), &[]);
+    let mut a = Peer::start(LOCK_PEER, &s.url(), &[]);
+    let mut b = Peer::start(LOCK_PEER, &s.url(), &[]);
     assert_eq!(a.call("t1", "glock seats a,b", T).value, "locked");
     // Overlapping sets: nothing taken; disjoint: held at once by the other process.
     assert_eq!(b.call("t1", "gtrylock seats b,c", T).value, "false");
@@ -931,8 +925,8 @@ fn non_reentrant_and_group_locks_wake_across_processes_on_a_cluster_in_every_mod
     let seeds = c.seed_urls().join(",");
     for mode in ["auto", "on", "off", "both"] {
         let flags = ["--cluster", "--sharded-pubsub", mode];
-        let mut a = Peer::start(&seeds, &flags);
-        let mut b = Peer::start(&seeds, &flags);
+        let mut a = Peer::start(LOCK_PEER, &seeds, &flags);
+        let mut b = Peer::start(LOCK_PEER, &seeds, &flags);
         for name in c.name_per_master(&format!("nrg-{mode}-")) {
             for (hold, again, wait, release) in [
                 (

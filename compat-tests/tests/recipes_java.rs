@@ -7,15 +7,8 @@
 //! `REDISSON_CLASSPATH_ALT` when set (README, "Beside real Java Redisson"); without
 //! `REDISSON_CLASSPATH`, `REDISSON_SKIP_JAVA=1` skips on purpose.
 
-#[path = "../../tests/common/redis_server.rs"]
-mod redis_server;
-
-#[path = "../../tests/common/cluster.rs"]
-mod cluster;
-
-#[path = "common/peer.rs"]
-mod peer;
-
+use compat_tests::peer;
+use redisson_lock_test_kit::{cluster, redis_server};
 use std::{
     path::{Path, PathBuf},
     process::Command,

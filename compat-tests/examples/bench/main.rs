@@ -22,25 +22,12 @@
 //! lock-peer`; the bench builds it itself when run by `cargo run`), or the binary in
 //! `BENCH_PEER`.
 
-#[path = "../../../tests/common/redis_server.rs"]
-mod redis_server;
-
-#[path = "../../../tests/common/cluster.rs"]
-mod cluster;
-
-#[path = "../../../tests/common/proxy.rs"]
-mod proxy;
-
-#[path = "../../../tests/common/replica.rs"]
-mod replica;
-
-#[path = "../../tests/common/peer.rs"]
-mod peer;
-
 mod client;
 mod fairness;
 mod versus;
 
+use compat_tests::peer;
+use redisson_lock_test_kit::{cluster, redis_server, replica};
 use std::{
     alloc::{GlobalAlloc, Layout, System},
     path::PathBuf,

@@ -1,15 +1,16 @@
 //! Test rig for TLS: a throwaway CA and certificates made with the `openssl` command line, and a
 //! TLS-only `redis-server` (`--port 0 --tls-port P`) on a free loopback port, stopped by PID.
-#![allow(dead_code)]
 
 use std::{
+    future::Future,
     net::TcpStream,
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     time::{Duration, Instant},
 };
 
-use crate::common::redis_server::free_port;
+use crate::redis_server::free_port;
+use redisson_lock::{Client, Config, TlsSettings};
 
 /// A directory of PEM files: `ca.crt`, `server.crt/key` (127.0.0.1 and localhost),
 /// `wrongname.crt/key` (only `wrong.example`), `expired.crt/key`, `node.crt/key` (server and
@@ -205,6 +206,57 @@ impl Certs {
 
     pub fn pem(&self, file: &str) -> Vec<u8> {
         std::fs::read(self.path(file)).unwrap()
+    }
+
+    /// The crate configuration that trusts this CA (`ca.crt`), connecting within 5 s.
+    pub fn config(&self) -> Config {
+        Config::default()
+            .connect_timeout(Duration::from_secs(5))
+            .tls(TlsSettings::new().ca_file(self.path("ca.crt")))
+    }
+
+    /// Two clients of `deployment` with [`config`](Self::config), each with its own command and
+    /// subscriber TLS connections (a holder and a waiter).
+    pub async fn two_clients(&self, deployment: &impl TlsDeployment) -> (Client, Client) {
+        let a = deployment
+            .connect(self.config())
+            .await
+            .expect("TLS connect");
+        let b = deployment
+            .connect(self.config())
+            .await
+            .expect("TLS connect");
+        (a, b)
+    }
+}
+
+/// A TLS-only deployment a client connects to: a server, a Sentinel set or a cluster.
+pub trait TlsDeployment {
+    /// A client of this deployment with `config` (which must trust its CA).
+    fn connect(&self, config: Config) -> impl Future<Output = redisson_lock::Result<Client>>;
+}
+
+impl TlsDeployment for TlsRedis {
+    fn connect(&self, config: Config) -> impl Future<Output = redisson_lock::Result<Client>> {
+        let url = self.url();
+        async move { Client::connect(&url, config).await }
+    }
+}
+
+impl TlsDeployment for TlsCluster {
+    fn connect(&self, config: Config) -> impl Future<Output = redisson_lock::Result<Client>> {
+        let url = self.url();
+        async move { Client::connect(&url, config).await }
+    }
+}
+
+impl TlsDeployment for TlsSentinelSet {
+    fn connect(&self, config: Config) -> impl Future<Output = redisson_lock::Result<Client>> {
+        let urls = self.sentinel_urls();
+        async move {
+            let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+            Client::connect_sentinel(TLS_MASTER_NAME, &urls, config).await
+        }
     }
 }
 

@@ -2,15 +2,12 @@
 //! a loopback [`Proxy`], so the test can freeze the replication link (both directions: the
 //! write stream and the replica's acknowledgements). `SIGSTOP` of the replica would not do: it
 //! still receives into its socket buffer. Everything on free loopback ports, stopped by PID.
-//! Shared by the library's tests and the compat tests (included by path; it needs the
-//! `redis_server` and `proxy` modules beside it).
-#![allow(dead_code)]
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{proxy::Proxy, redis_server::RedisServer};
+use crate::{proxy::Proxy, redis_server::RedisServer};
 
 /// A master with one replica behind a proxy.
 pub struct ReplicaSet {

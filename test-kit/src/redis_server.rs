@@ -1,6 +1,4 @@
 //! Test rig: throwaway `redis-server` processes on free loopback ports, stopped by PID.
-//! Shared by the library's tests and the compat tests (included by path).
-#![allow(dead_code)]
 
 use std::{
     io::{Read, Write},

@@ -1,5 +1,21 @@
-//! Shared helpers of the integration tests.
-#![allow(dead_code)]
+//! The test kit of redisson-lock (workspace member `redisson-lock-test-kit`, not published):
+//! the rigs the crate's integration tests, the chaos runner and the compat tests share.
+//!
+//! * Servers, all on free loopback ports and stopped by PID: [`redis_server`] (a throwaway
+//!   standalone `redis-server`), [`replica`] (a master and a replica behind a proxy),
+//!   [`sentinel`] (one master, replicas and three sentinels), [`cluster`] (a 3+3 Redis
+//!   Cluster, owned or shared per test binary), [`tls`] (certificates and TLS-only servers,
+//!   Sentinel sets and clusters), [`fake_sentinel`] (a sentinel naming what the test sets).
+//! * [`proxy`]: a loopback TCP proxy for network faults (latency, freezes, lost replies, resets).
+//! * [`backend`]: one behavioural test on several deployments ([`backend_tests!`]).
+//! * Here: [`Admin`] (a raw connection that reads and writes as a Java client would),
+//!   [`Recorder`] (a raw subscriber), [`Monitor`] (`MONITOR` feeds), and the shared checks
+//!   ([`woke_within`], [`eventually`], [`assert_exclusive_increments`],
+//!   [`synchronizers_wait_wake`]).
+//!
+//! The crate's integration tests use it as a dev-dependency (`use redisson_lock_test_kit as
+//! common;`): it depends on `redisson-lock` itself, so they share one copy of the crate. The
+//! library's own unit tests (`src/`) must not use it: they would see a second copy.
 
 pub mod backend;
 pub mod cluster;
@@ -7,9 +23,11 @@ pub mod fake_sentinel;
 pub mod proxy;
 pub mod redis_server;
 pub mod replica;
+pub mod sentinel;
+pub mod tls;
 
-#[allow(unused_imports)]
 pub use backend::Backend;
+pub use redis_server::RedisServer;
 
 use std::{collections::HashMap, time::Duration};
 
@@ -18,9 +36,6 @@ use fred::{
     interfaces::{ClientLike, EventInterface, HashesInterface, KeysInterface, PubsubInterface},
     types::{config::Config as FredConfig, ClusterHash, CustomCommand, Value},
 };
-// Unused in the binaries that test only against a cluster.
-#[allow(unused_imports)]
-pub use redis_server::RedisServer;
 use tokio::sync::mpsc;
 
 /// Client config for tests: a short watchdog so expiry paths run in seconds.
@@ -337,7 +352,7 @@ macro_rules! acquire_with {
             let $l = lock.clone();
             Box::pin(async move { $body.await.map(|g| g.erase()) })
                 as futures::future::BoxFuture<'static, _>
-        }) as common::Acquire
+        }) as $crate::Acquire
     }};
 }
 

@@ -1,8 +1,7 @@
 //! The test side of the `lock-peer` line protocol (`shared/peer-protocol.md`): one process that
 //! speaks it (the crate's `lock-peer` or the Java driver over real Redisson), its replies
 //! claimed by thread and command; and [`hot_lock`], a fairness run of two peers on one lock.
-//! Shared by `cross_process.rs`, `beside_java.rs` and the bench (`examples/bench/`).
-#![allow(dead_code)]
+//! Shared by `cross_process.rs`, `beside_java.rs`, `recipes_java.rs` and the bench (`examples/bench/`).
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -12,7 +11,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use compat_tests::fairness::{Fairness, Hold};
+use crate::fairness::{Fairness, Hold};
 
 /// One `lock-peer` process.
 ///
@@ -80,12 +79,10 @@ fn thread_of(input: &[u8]) -> Option<String> {
 }
 
 impl Peer {
-    /// Starts the crate's `lock-peer` (of this test build) with `extra` options on `url`.
-    pub fn start(url: &str, extra: &[&str]) -> Peer {
-        // Cargo names the binary to integration tests only (the bench starts its own).
-        let Some(exe) = option_env!("CARGO_BIN_EXE_lock-peer") else {
-            panic!("Peer::start is for integration tests (the bench starts its own lock-peer)")
-        };
+    /// Starts the crate's `lock-peer` at `exe` with `extra` options on `url` (an integration
+    /// test passes `env!("CARGO_BIN_EXE_lock-peer")`, the binary of its own build, which Cargo
+    /// names to integration tests only; the bench starts its own).
+    pub fn start(exe: &str, url: &str, extra: &[&str]) -> Peer {
         let mut command = Command::new(exe);
         command.args(extra).arg(url);
         Peer::spawn(command)

@@ -2,7 +2,6 @@
 //! `repl-diskless-sync-delay 0`, ready when the master lists them all `state=online`) and three
 //! sentinels (`redis-server sentinel.conf --sentinel`, `down-after-milliseconds 1000`,
 //! `failover-timeout 3000`), all on free loopback ports and stopped by PID.
-#![allow(dead_code)]
 
 use std::{
     path::PathBuf,
@@ -10,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::common::redis_server::{free_port, RedisServer};
+use crate::redis_server::{free_port, RedisServer};
 
 pub const MASTER_NAME: &str = "mymaster";
 pub const DOWN_AFTER_MS: u64 = 1000;
@@ -205,7 +204,7 @@ impl SentinelSet {
                  sentinel parallel-syncs {MASTER_NAME} 2\n",
                 dir.display()
             );
-            if let Some(logs) = crate::common::redis_server::fixture_log_dir() {
+            if let Some(logs) = crate::redis_server::fixture_log_dir() {
                 conf.push_str(&format!(
                     "logfile {}\n",
                     logs.join(format!("sentinel-{port}.log")).display()

@@ -1,5 +1,6 @@
-//! One behavioural test, several deployments: a standalone server of its own, or the binary's
-//! shared 3+3 Redis Cluster in each sharded-pub/sub mode. `backend_tests!` turns an
+//! One behavioural test, several deployments: a standalone server of its own, the binary's
+//! shared 3+3 Redis Cluster in each sharded-pub/sub mode, and (for the tests that ask for them)
+//! a TLS-only server and a Sentinel set of their own. `backend_tests!` turns an
 //! `async fn name(b: Backend)` into one `#[tokio::test]` per deployment.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +12,12 @@ use fred::{
 };
 use redisson_lock::{Client, Config, ShardedSubscriptionMode};
 
-use super::{cluster::RedisCluster, Admin, Monitor, Recorder, RedisServer};
+use crate::{
+    cluster::RedisCluster,
+    sentinel::{SentinelSet, MASTER_NAME},
+    tls::{Certs, TlsDeployment, TlsRedis},
+    Admin, Monitor, Recorder, RedisServer,
+};
 
 /// Where a test runs.
 pub enum Backend {
@@ -19,6 +25,17 @@ pub enum Backend {
     Standalone(RedisServer),
     /// The binary's shared cluster, with the clients' sharded-subscription mode.
     Cluster(&'static RedisCluster, ShardedSubscriptionMode),
+    /// A server started for this test whose clients connect over TLS only (`rediss://`,
+    /// trusting the test CA); it also listens in plain text on `plain`, for the raw
+    /// connections ([`admin`](Self::admin), [`recorder`](Self::recorder), [`monitor`](Self::monitor)).
+    Tls {
+        server: TlsRedis,
+        plain: u16,
+        certs: Certs,
+    },
+    /// A Sentinel set started for this test (one master, one replica, three sentinels): clients
+    /// find the master through the sentinels, and their acquisitions wait for the replica.
+    Sentinel(SentinelSet),
 }
 
 static NEXT_NAME: AtomicUsize = AtomicUsize::new(0);
@@ -30,6 +47,21 @@ impl Backend {
 
     pub fn cluster(mode: ShardedSubscriptionMode) -> Backend {
         Backend::Cluster(RedisCluster::shared(), mode)
+    }
+
+    pub fn tls() -> Backend {
+        let certs = Certs::make();
+        let plain = crate::redis_server::free_port();
+        let server = TlsRedis::start(&certs, "server", false, &["--port", &plain.to_string()]);
+        Backend::Tls {
+            server,
+            plain,
+            certs,
+        }
+    }
+
+    pub fn sentinel() -> Backend {
+        Backend::Sentinel(SentinelSet::start_with_replicas(1))
     }
 
     pub fn is_cluster(&self) -> bool {
@@ -48,8 +80,9 @@ impl Backend {
     /// The crate configuration for this deployment (the sharded mode on a cluster).
     pub fn config(&self) -> Config {
         match self {
-            Backend::Standalone(_) => Config::default(),
+            Backend::Standalone(_) | Backend::Sentinel(_) => Config::default(),
             Backend::Cluster(_, mode) => Config::default().sharded_subscription_mode(*mode),
+            Backend::Tls { certs, .. } => certs.config(),
         }
     }
 
@@ -58,7 +91,7 @@ impl Backend {
     /// test's locks spread over the masters.
     pub fn name(&self, base: &str) -> String {
         match self {
-            Backend::Standalone(_) => base.to_owned(),
+            Backend::Standalone(_) | Backend::Tls { .. } | Backend::Sentinel(_) => base.to_owned(),
             Backend::Cluster(..) => {
                 format!("{base}-{}", NEXT_NAME.fetch_add(1, Ordering::Relaxed))
             }
@@ -69,7 +102,9 @@ impl Backend {
     /// standalone server, as many names for the one server). Unique like [`name`](Self::name).
     pub fn names_on_every_master(&self, base: &str, per_master: usize) -> Vec<String> {
         match self {
-            Backend::Standalone(_) => (0..3 * per_master).map(|i| format!("{base}-{i}")).collect(),
+            Backend::Standalone(_) | Backend::Tls { .. } | Backend::Sentinel(_) => {
+                (0..3 * per_master).map(|i| format!("{base}-{i}")).collect()
+            }
             Backend::Cluster(c, _) => {
                 let prefix = format!("{}-", self.name(base));
                 c.masters()
@@ -85,11 +120,24 @@ impl Backend {
         self.is_cluster().then(|| RedisCluster::slot(key))
     }
 
-    /// The URL a client connects with.
+    /// The URL of a plain-text connection to the deployment's data (on a Sentinel set, the
+    /// master at the start), for raw connections and for clients that bring their own config.
     pub fn url(&self) -> String {
         match self {
             Backend::Standalone(s) => s.url(),
             Backend::Cluster(c, _) => c.cluster_url(),
+            Backend::Tls { plain, .. } => format!("redis://127.0.0.1:{plain}"),
+            Backend::Sentinel(set) => format!("redis://127.0.0.1:{}", set.master_port()),
+        }
+    }
+
+    /// The port of the server that holds every key (`None` on a cluster).
+    fn data_port(&self) -> Option<u16> {
+        match self {
+            Backend::Standalone(s) => Some(s.port()),
+            Backend::Cluster(..) => None,
+            Backend::Tls { plain, .. } => Some(*plain),
+            Backend::Sentinel(set) => Some(set.master_port()),
         }
     }
 
@@ -101,6 +149,14 @@ impl Backend {
     pub async fn client_with(&self, config: Config) -> Client {
         match self {
             Backend::Standalone(s) => Client::connect(&s.url(), config).await.unwrap(),
+            Backend::Tls { server, .. } => server.connect(config).await.expect("TLS connect"),
+            Backend::Sentinel(set) => {
+                let urls = set.sentinel_urls();
+                let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+                Client::connect_sentinel(MASTER_NAME, &urls, config)
+                    .await
+                    .expect("connect through the sentinels")
+            }
             Backend::Cluster(c, _) => {
                 let seeds = c.seed_urls();
                 let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
@@ -128,17 +184,21 @@ impl Backend {
     /// `MONITOR` on the server that executes commands on `key` (the standalone server, or
     /// the master that owns the key's slot).
     pub fn monitor(&self, key: &str) -> Monitor {
-        match self {
-            Backend::Standalone(s) => Monitor::start(&[s.port()]),
-            Backend::Cluster(c, _) => Monitor::start(&[c.master_of_slot(RedisCluster::slot(key))]),
+        match (self, self.data_port()) {
+            (_, Some(port)) => Monitor::start(&[port]),
+            (Backend::Cluster(c, _), None) => {
+                Monitor::start(&[c.master_of_slot(RedisCluster::slot(key))])
+            }
+            _ => unreachable!("only a cluster has no one data port"),
         }
     }
 
     /// `MONITOR` on every server that owns slots (the standalone server, or every master).
     pub fn monitor_all(&self) -> Monitor {
-        match self {
-            Backend::Standalone(s) => Monitor::start(&[s.port()]),
-            Backend::Cluster(c, _) => Monitor::start(&c.masters()),
+        match (self, self.data_port()) {
+            (_, Some(port)) => Monitor::start(&[port]),
+            (Backend::Cluster(c, _), None) => Monitor::start(&c.masters()),
+            _ => unreachable!("only a cluster has no one data port"),
         }
     }
 
@@ -146,7 +206,9 @@ impl Backend {
     /// SHARDNUMSUB` on the owner, or `NUMSUB` summed over the nodes).
     pub async fn subscribers(&self, channel: &str) -> i64 {
         match self {
-            Backend::Standalone(_) => self.admin().await.numsub(channel).await,
+            Backend::Standalone(_) | Backend::Tls { .. } | Backend::Sentinel(_) => {
+                self.admin().await.numsub(channel).await
+            }
             Backend::Cluster(c, mode) => {
                 let classic: i64 = c
                     .live_ports()
@@ -176,68 +238,55 @@ impl Backend {
 
 /// One test per deployment for each `async fn name(b: Backend)`: `name::standalone`,
 /// `name::cluster_auto`, `name::cluster_on`, `name::cluster_off`; with `both:` first, also
-/// `name::cluster_both` (`SPUBLISH` and `PUBLISH`, listening on both).
+/// `name::cluster_both` (`SPUBLISH` and `PUBLISH`, listening on both); with `any:` first, also
+/// `name::tls` and `name::sentinel` (for a test about any deployment: each starts servers of
+/// its own, so keep these to a few short tests).
 #[macro_export]
 macro_rules! backend_tests {
     (both: $($name:ident),* $(,)?) => {
+        $( $crate::backend_tests!(@one $name, cluster_both: Backend::cluster(Mode::Both)); )*
+    };
+    (any: $($name:ident),* $(,)?) => {
         $(
-            mod $name {
-                use redisson_lock::ShardedSubscriptionMode as Mode;
-                use super::common::Backend;
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn standalone() {
-                    super::$name(Backend::standalone()).await
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn cluster_auto() {
-                    super::$name(Backend::cluster(Mode::Auto)).await
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn cluster_on() {
-                    super::$name(Backend::cluster(Mode::On)).await
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn cluster_off() {
-                    super::$name(Backend::cluster(Mode::Off)).await
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn cluster_both() {
-                    super::$name(Backend::cluster(Mode::Both)).await
-                }
-            }
+            $crate::backend_tests!(
+                @one $name, tls: Backend::tls(), sentinel: Backend::sentinel()
+            );
         )*
     };
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                use redisson_lock::ShardedSubscriptionMode as Mode;
-                use super::common::Backend;
+    (@one $name:ident $(, $extra:ident: $backend:expr)*) => {
+        mod $name {
+            use redisson_lock::ShardedSubscriptionMode as Mode;
+            use $crate::Backend;
 
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn standalone() {
-                    super::$name(Backend::standalone()).await
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn cluster_auto() {
-                    super::$name(Backend::cluster(Mode::Auto)).await
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn cluster_on() {
-                    super::$name(Backend::cluster(Mode::On)).await
-                }
-
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn cluster_off() {
-                    super::$name(Backend::cluster(Mode::Off)).await
-                }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn standalone() {
+                super::$name(Backend::standalone()).await
             }
-        )*
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster_auto() {
+                super::$name(Backend::cluster(Mode::Auto)).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster_on() {
+                super::$name(Backend::cluster(Mode::On)).await
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn cluster_off() {
+                super::$name(Backend::cluster(Mode::Off)).await
+            }
+
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $extra() {
+                    super::$name($backend).await
+                }
+            )*
+        }
+    };
+    ($($name:ident),* $(,)?) => {
+        $( $crate::backend_tests!(@one $name); )*
     };
 }

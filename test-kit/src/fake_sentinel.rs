@@ -8,7 +8,6 @@
 //! channel, as a sentinel announces a failover), `PING` answers `PONG`, anything else `OK`.
 //! Threads on a loopback listener, one per connection; stopped (listener and connections) when
 //! dropped.
-#![allow(dead_code)]
 
 use std::{
     collections::HashSet,

@@ -32,9 +32,7 @@
 //! to pick a particular reply.
 //!
 //! Every task runs on the Tokio runtime of the test; dropping the [`Proxy`] stops them all and
-//! closes the listener and every connection. Shared by the library's tests and the compat tests
-//! (included by path), so it depends on Tokio only.
-#![allow(dead_code)]
+//! closes the listener and every connection. It depends on Tokio only.
 
 use std::{
     sync::{Arc, Mutex},

@@ -20,7 +20,6 @@
 //! Nodes are named by their port. Helpers that wait return once every live node reports
 //! `cluster_state:ok`, all live nodes agree on the whole topology (`CLUSTER NODES`: roles,
 //! masters, slots, failed nodes) and every live replica's link is up (in sync).
-#![allow(dead_code)]
 
 use std::{
     collections::{BTreeMap, HashSet},
@@ -35,7 +34,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::redis_server::{free_port, ping};
+use crate::redis_server::{free_port, ping};
 
 /// `--cluster-node-timeout` of every node.
 pub const NODE_TIMEOUT_MS: u64 = 1000;
