@@ -303,69 +303,13 @@ async fn a_failed_resubscription_is_retried_and_its_sleeping_waiters_hear_the_ne
 /// subscribed and the waiter hear the release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resubscription_whose_permission_cannot_be_asked_is_retried_not_sent_blind() {
-    let s = RedisServer::start();
-    let (admin, url) = user_u(&s).await;
-    let client = Client::connect(&url, Config::default()).await.unwrap();
-    let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let name = "resub:blind";
-    let guard = holder_client
-        .get_lock(name)
-        .lock_with_lease(Duration::from_secs(60))
-        .await
-        .unwrap();
-    let waiter = client.get_lock(name);
-    let mut waiter = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            admin.numsub(&channel(name)).await == 1
-        })
-        .await
-    );
-    // The channel refused (the subscriber is disconnected) and every script but the lock's
-    // acquire refused with it: the waiter's attempts still run, the permission question fails.
-    let acquire = fred::types::scripts::Script::from_lua(include_str!("../lua/lock_acquire.lua"));
-    let only_acquire = format!("+evalsha|{}", acquire.sha1());
-    admin
-        .cmd(
-            "ACL",
-            acl_u(&[
-                "resetchannels",
-                "-evalsha",
-                "-eval",
-                "-script",
-                &only_acquire,
-            ]),
-        )
-        .await
-        .unwrap();
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            admin.numsub(&channel(name)).await == 0
-        })
-        .await
-    );
-    // Re-subscriptions meanwhile (one after the reconnect, then retries every 50 ms doubling).
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    admin
-        .cmd("ACL", acl_u(&["+@all", "allchannels"]))
-        .await
-        .unwrap();
-    assert!(
-        common::eventually(Duration::from_secs(10), || async {
-            admin.numsub(&channel(name)).await == 1
-        })
-        .await,
-        "subscribed again once allowed (a blind SUBSCRIBE refused unseen leaves it deaf)"
-    );
-    let released = Instant::now();
-    guard.unlock().await.unwrap();
-    let (at, g) = tokio::time::timeout(Duration::from_secs(5), &mut waiter)
-        .await
-        .expect("the waiter woken by the release, not by the lock's 60 s TTL")
-        .unwrap()
-        .unwrap();
-    assert!(at - released < Duration::from_secs(5));
-    g.unlock().await.unwrap();
+    refused_for_a_while(
+        Config::default(),
+        "resub:blind",
+        None,
+        Duration::from_millis(1500),
+    )
+    .await;
 }
 
 /// On a sharded cluster, a re-subscription is made per slot: a shard that refuses it (here its
@@ -501,12 +445,34 @@ async fn a_shard_that_refuses_its_resubscription_does_not_deafen_the_others() {
 /// Once the channel may be listened on again, the waiter hears the release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transient_failure_while_the_channel_is_refused_keeps_the_waiter_subscribed() {
+    // Writes paused for longer than the waiter's command timeout: the attempt made when the
+    // reconnect wakes it times out.
+    let config = Config::default().timeout(Duration::from_millis(500));
+    refused_for_a_while(
+        config,
+        "resub:transient",
+        Some(Duration::from_millis(2000)),
+        Duration::from_millis(3000),
+    )
+    .await;
+}
+
+/// A waiter of a client of user `u` (made with `config`) on `name`, held for 60 s by another
+/// client; then the channel is refused (its subscriber disconnected) and every script but the
+/// lock's acquire refused with it, so the waiter's attempts still run while the permission
+/// question fails. Writes are first paused for `pause_writes`, if given. After `window` the
+/// waiter must still wait; then everything is allowed again, and the channel must be
+/// subscribed again and the waiter hear the release (not the lock's 60 s TTL).
+async fn refused_for_a_while(
+    config: Config,
+    name: &str,
+    pause_writes: Option<Duration>,
+    window: Duration,
+) {
     let s = RedisServer::start();
     let (admin, url) = user_u(&s).await;
-    let config = Config::default().timeout(Duration::from_millis(500));
     let client = Client::connect(&url, config).await.unwrap();
     let holder_client = Client::connect(&s.url(), Config::default()).await.unwrap();
-    let name = "resub:transient";
     let guard = holder_client
         .get_lock(name)
         .lock_with_lease(Duration::from_secs(60))
@@ -520,15 +486,13 @@ async fn a_transient_failure_while_the_channel_is_refused_keeps_the_waiter_subsc
         })
         .await
     );
-    // Writes paused for longer than the waiter's command timeout: the attempt made when the
-    // reconnect wakes it times out.
-    admin
-        .cmd(
-            "CLIENT",
-            vec!["PAUSE".into(), "2000".into(), "WRITE".into()],
-        )
-        .await
-        .unwrap();
+    if let Some(pause) = pause_writes {
+        let ms = pause.as_millis().to_string();
+        admin
+            .cmd("CLIENT", vec!["PAUSE".into(), ms.into(), "WRITE".into()])
+            .await
+            .unwrap();
+    }
     let acquire = fred::types::scripts::Script::from_lua(include_str!("../lua/lock_acquire.lua"));
     let only_acquire = format!("+evalsha|{}", acquire.sha1());
     admin
@@ -550,7 +514,8 @@ async fn a_transient_failure_while_the_channel_is_refused_keeps_the_waiter_subsc
         })
         .await
     );
-    tokio::time::sleep(Duration::from_millis(3000)).await;
+    // Re-subscriptions meanwhile (one after the reconnect, then retries every 50 ms doubling).
+    tokio::time::sleep(window).await;
     assert!(
         !waiter.is_finished(),
         "the waiter gave up: {:?}",
@@ -565,7 +530,7 @@ async fn a_transient_failure_while_the_channel_is_refused_keeps_the_waiter_subsc
             admin.numsub(&channel(name)).await == 1
         })
         .await,
-        "subscribed again once allowed"
+        "subscribed again once allowed (a blind SUBSCRIBE refused unseen leaves it deaf)"
     );
     let released = Instant::now();
     guard.unlock().await.unwrap();
