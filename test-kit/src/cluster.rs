@@ -311,19 +311,7 @@ impl Node {
 
     /// Waits until the freshly spawned server answers PING; false if it exited (port taken).
     fn came_up(child: &mut Child, port: u16) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return false;
-            }
-            if ping(port) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
+        crate::redis_server::came_up(child, || ping(port))
     }
 }
 

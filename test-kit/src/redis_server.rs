@@ -92,20 +92,12 @@ impl RedisServer {
             Ok(c) => c,
             Err(e) => panic!("cannot run redis-server: {e} (run scripts/test.sh to install it)"),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                return false; // e.g. port taken in the meantime
-            }
-            if ping(self.port) {
-                self.child = Some(child);
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        let port = self.port;
+        if !came_up(&mut child, || ping(port)) {
+            return false; // e.g. port taken in the meantime
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        false
+        self.child = Some(child);
+        true
     }
 
     /// `redis://127.0.0.1:<port>`
@@ -203,4 +195,23 @@ pub fn fixture_log_dir() -> Option<std::path::PathBuf> {
     let dir = std::path::PathBuf::from(std::env::var_os("REDIS_FIXTURE_LOGS")?);
     std::fs::create_dir_all(&dir).ok()?;
     Some(dir)
+}
+
+/// Waits up to 10 s for a freshly spawned server or sentinel to be `up` (answer PING, accept
+/// a connection). `false` when it exited first (e.g. its port was taken meanwhile) or never came
+/// up; then it has been stopped and reaped. Every rig starts its processes through this.
+pub fn came_up(child: &mut Child, mut up: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if up() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    false
 }

@@ -225,22 +225,13 @@ impl SentinelSet {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("run redis-server --sentinel");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let mut up = false;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
+            let up = crate::redis_server::came_up(&mut child, || {
                 let pong = match &auth.sentinel {
                     Some(p) => cli_auth(port, "default", p, &["PING"]),
                     None => cli(port, &["PING"]),
                 };
-                if pong == "PONG" {
-                    up = true;
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+                pong == "PONG"
+            });
             if up {
                 return SentinelProcess {
                     child: Some(child),
@@ -248,8 +239,6 @@ impl SentinelSet {
                     dir,
                 };
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         panic!("could not start a sentinel");
     }

@@ -302,27 +302,15 @@ impl TlsRedis {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("run redis-server");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            let mut up = false;
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    up = true;
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            if up {
+            if crate::redis_server::came_up(&mut child, || {
+                TcpStream::connect(("127.0.0.1", port)).is_ok()
+            }) {
                 return TlsRedis {
                     child: Some(child),
                     port,
                     dir,
                 };
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         panic!("could not start a TLS redis-server");
     }
@@ -552,21 +540,14 @@ impl TlsSentinelSet {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("run redis-server --sentinel");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break;
-                }
-                if tls_cli(certs, port, &["PING"]).contains("PONG") {
-                    return TlsSentinelProcess {
-                        child: Some(child),
-                        port,
-                    };
-                }
-                std::thread::sleep(Duration::from_millis(20));
+            if crate::redis_server::came_up(&mut child, || {
+                tls_cli(certs, port, &["PING"]).contains("PONG")
+            }) {
+                return TlsSentinelProcess {
+                    child: Some(child),
+                    port,
+                };
             }
-            let _ = child.kill();
-            let _ = child.wait();
         }
         panic!("could not start a TLS sentinel");
     }
