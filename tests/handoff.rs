@@ -561,6 +561,77 @@ async fn alone_the_local_hand_off_is_used_without_a_question_per_hand_over(b: Ba
     }
 }
 
+/// A local hand-over costs one round trip, not two: the head's attempt is sent right behind
+/// the release on the command connection, without waiting for the release's reply. With every
+/// reply and message delayed by one second from the unlock on, the server shows the head
+/// holding the lock well before the release's reply (or its unlock message) could have reached
+/// the client; the head has the lock one delay after the unlock began, not two.
+#[tokio::test]
+async fn the_head_attempts_behind_a_local_release_before_its_reply_is_back() {
+    const T: Duration = Duration::from_secs(10);
+    const DELAY: Duration = Duration::from_secs(1);
+    let s = common::RedisServer::start();
+    let admin = common::Admin::connect(&s.url()).await;
+    let proxy = common::proxy::Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), common::config())
+        .await
+        .unwrap();
+    let n = "t:handoff-pipelined";
+    let holder = client.get_lock(n);
+    let first = holder.lock().await.unwrap();
+    let probe = client.get_lock(n);
+    let head = client.get_lock(n);
+    let head_field = head.owner_field().to_owned();
+    let waiting = tokio::spawn(async move {
+        let g = head.lock().await.unwrap();
+        (g, Instant::now())
+    });
+    until_waiters(&probe, 1).await;
+    let before = client.stats();
+
+    proxy.set_latency(common::proxy::Direction::Downstream, DELAY);
+    let began = Instant::now();
+    let unlock = tokio::spawn(async move { first.unlock().await });
+    // Nothing the server says reaches the client before `began + DELAY`: a head that waited
+    // for the release's reply or its message could not have attempted yet.
+    let followed = common::eventually(DELAY / 2, || async {
+        let fields = admin.hgetall(n).await;
+        fields.len() == 1 && fields.get(&head_field).map(String::as_str) == Some("1")
+    })
+    .await;
+    let seen = admin.hgetall(n).await;
+    let within_half = began.elapsed() < DELAY;
+    assert!(
+        followed && within_half,
+        "the head's attempt ran before the release's reply came back; the lock's hash was \
+         {seen:?} {:?} after the unlock began",
+        began.elapsed()
+    );
+    assert_eq!(
+        tokio::time::timeout(T, unlock)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+        redisson_lock::UnlockOutcome::Released
+    );
+    let (guard, acquired_at) = tokio::time::timeout(T, waiting).await.unwrap().unwrap();
+    let took = acquired_at - began;
+    assert!(
+        took < DELAY * 3 / 2,
+        "the head had the lock {took:?} after the unlock began: two delayed round trips"
+    );
+    assert_eq!(
+        client.stats().local_hand_overs - before.local_hand_overs,
+        1,
+        "one local hand-over"
+    );
+    proxy.set_latency(common::proxy::Direction::Downstream, Duration::ZERO);
+    assert!(matches!(guard.state(), redisson_lock::HoldState::Held));
+    guard.unlock().await.unwrap();
+    assert!(!admin.exists(n).await, "the head's unlock freed the lock");
+}
+
 backend_tests!(
     a_java_waiter_sees_a_bounded_local_run_with_200ms_critical_sections,
     a_java_waiter_sees_a_bounded_local_run_with_short_critical_sections,

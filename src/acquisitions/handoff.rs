@@ -178,6 +178,18 @@ pub(crate) struct HandOff {
     owed: Duration,
 }
 
+/// What a release that freed the lock does while someone waits in line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// The run goes on: the lock goes to the head.
+    HandOver,
+    /// The run has lasted its length but nobody else listens: a new run starts, the lock
+    /// goes to the head.
+    NewRun,
+    /// The local owners contest the lock with the other clients.
+    Contest,
+}
+
 impl HandOff {
     /// A line with no holder, no run and no contest, under `policy`.
     pub(crate) fn new(policy: LocalHandOff) -> Self {
@@ -261,29 +273,17 @@ impl HandOff {
         if !head {
             return Released::Idle;
         }
-        let hand_over = match self.policy {
-            LocalHandOff::Unbounded => true,
-            LocalHandOff::Off => false,
-            LocalHandOff::Bounded(budget) => {
-                let turn = self.turn(budget);
-                // Another hold as long as the last would still end within the turn.
-                let last = self.last_hold;
-                let within = |at: Instant| began.saturating_duration_since(at) + last < turn;
-                if self.contest.is_some() {
-                    false
-                } else if self.run_since.is_none_or(within) {
-                    true
-                } else if matches!(self.others, Some((false, until)) if until > began) {
-                    // Nobody else listens: a new run starts with the next acquisition, and
-                    // nothing is owed.
-                    self.run_since = None;
-                    self.owed = Duration::ZERO;
-                    self.stand_back = STAND_BACK;
-                    true
-                } else {
-                    false
-                }
+        let hand_over = match self.verdict(began) {
+            Verdict::HandOver => true,
+            Verdict::NewRun => {
+                // Nobody else listens: a new run starts with the next acquisition, and
+                // nothing is owed.
+                self.run_since = None;
+                self.owed = Duration::ZERO;
+                self.stand_back = STAND_BACK;
+                true
             }
+            Verdict::Contest => false,
         };
         self.handed = hand_over;
         if hand_over {
@@ -297,6 +297,38 @@ impl HandOff {
             seen: None,
         });
         Released::Contested
+    }
+
+    /// What the policy makes of a release that began at `began` and freed the lock while
+    /// someone waits in line (pure: [`HandOff::released`] applies it).
+    fn verdict(&self, began: Instant) -> Verdict {
+        match self.policy {
+            LocalHandOff::Unbounded => Verdict::HandOver,
+            LocalHandOff::Off => Verdict::Contest,
+            LocalHandOff::Bounded(budget) => {
+                let turn = self.turn(budget);
+                // Another hold as long as the last would still end within the turn.
+                let last = self.last_hold;
+                let within = |at: Instant| began.saturating_duration_since(at) + last < turn;
+                if self.contest.is_some() {
+                    Verdict::Contest
+                } else if self.run_since.is_none_or(within) {
+                    Verdict::HandOver
+                } else if matches!(self.others, Some((false, until)) if until > began) {
+                    Verdict::NewRun
+                } else {
+                    Verdict::Contest
+                }
+            }
+        }
+    }
+
+    /// Whether the release under way, should it free the lock, hands it to the head (pure):
+    /// the release may then tell the head before its reply is back (see
+    /// `WaitLines::hand_over_early`).
+    pub(crate) fn hands_over(&self, now: Instant) -> bool {
+        let began = self.release_began.unwrap_or(now);
+        !matches!(self.verdict(began), Verdict::Contest)
     }
 
     /// The line emptied: no release's message is awaited any more.
@@ -459,9 +491,15 @@ mod tests {
             self.h.acquired(self.now, self.now + 30_000 * MS);
             self.pass(hold);
             let asked = self.h.releasing(self.now, None, true);
+            // What a release may tell the head before its reply (no question asked with it)
+            // is what its end decides.
+            let early = (!asked && others.is_none()).then(|| self.h.hands_over(self.now));
             let released = self.h.released(self.now, true, others, true);
             let handed = released == Released::HandedOver;
             assert_eq!(self.h.handed, handed);
+            if let Some(early) = early {
+                assert_eq!(early, handed, "hands_over agrees with released");
+            }
             Round {
                 plan: self.plan(),
                 handed,

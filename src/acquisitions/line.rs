@@ -215,6 +215,39 @@ impl WaitLines {
         }
     }
 
+    /// A local owner's release of the lock, one that frees it if its count was right, has been
+    /// handed to the connection (a command sent later on the same connection runs after it).
+    /// When the policy would hand the lock to the head ([`HandOff::hands_over`]), the head is
+    /// told now rather than when the release's reply is back: its attempt then follows the
+    /// release on the connection, one round trip per hand-over instead of two. An attempt that
+    /// overtakes the release anyway only finds the lock busy and waits for the unlock message,
+    /// as any waiter. `true`: handed over; this was the release's [`released`](Self::released),
+    /// which must not be reported again.
+    pub(crate) fn hand_over_early(&self, line: WaitLine, name: &str) -> bool {
+        if self.live.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let map = self.map.lock();
+        let Some(queue) = map.get(&Key::new(line, name)).cloned() else {
+            return false;
+        };
+        let mut st = queue.state.lock();
+        let Some(head) = st.waiters.front().map(|(_, notify)| notify.clone()) else {
+            return false;
+        };
+        let now = Instant::now();
+        if !st.hand_off.hands_over(now) {
+            return false;
+        }
+        let outcome = st.hand_off.released(now, true, None, true);
+        debug_assert!(matches!(outcome, Released::HandedOver));
+        self.hand_overs.fetch_add(1, Ordering::Relaxed);
+        drop(st);
+        drop(map);
+        head.notify_one();
+        true
+    }
+
     /// Releases that handed the lock over locally so far.
     pub(crate) fn hand_overs(&self) -> u64 {
         self.hand_overs.load(Ordering::Relaxed)

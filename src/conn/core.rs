@@ -154,6 +154,13 @@ impl Core {
         &self.permissions
     }
 
+    /// `true` when an acquisition sent now goes on the command connection behind the commands
+    /// already handed to it (so it runs after them on the server): no failover holds
+    /// commands back, and no replica sync sends it on a connection of its own.
+    pub(crate) fn acquisitions_follow(&self) -> bool {
+        !*self.failover.borrow() && self.replicas.on_shared_connection(&self.redis)
+    }
+
     /// `true` on a Redis Cluster.
     pub(crate) fn is_clustered(&self) -> bool {
         self.clustered

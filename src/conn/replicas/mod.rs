@@ -211,6 +211,25 @@ impl ReplicaSync {
             .ok_or(())
     }
 
+    /// `true` when an acquisition sent now would run on the shared command connection, not
+    /// on a connection of its own: replica sync is off, or unsupported, or the standalone or
+    /// Sentinel master had no replica when last read (a cluster's masters are not looked up
+    /// here: `false` while sync is on).
+    pub(crate) fn on_shared_connection(&self, shared: &FredClient) -> bool {
+        if !self.enabled {
+            return true;
+        }
+        let state = self.state.lock();
+        if state.unsupported {
+            return true;
+        }
+        if self.clustered {
+            return false;
+        }
+        let master = shared.sentinel_primary();
+        matches!(state.counts.get(&master), Some((0, _)))
+    }
+
     /// Options that send a command to `master` (on a cluster) with `timeout`.
     fn options(&self, master: &Master, timeout: Option<Duration>) -> Options {
         Options {

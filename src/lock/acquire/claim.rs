@@ -100,6 +100,8 @@ impl Claim {
             (Some(tag), _) => self.client.wait_lines().releasing(tag, self.name()),
             (None, _) => None,
         };
+        // Whether the head was told before the release's reply (see `hands_over_early`).
+        let mut told = false;
         let (outcome, others) = match ask {
             // Sent together: the question costs no round trip of its own.
             Some(channel) => {
@@ -108,6 +110,23 @@ impl Claim {
                     self.client.core().others_listen(&channel)
                 );
                 (outcome, Some(others))
+            }
+            None if self.hands_over_early(entry.known()) => {
+                let mut release = std::pin::pin!(self.release_once());
+                match futures::poll!(release.as_mut()) {
+                    std::task::Poll::Ready(outcome) => (outcome, None),
+                    // Written to the connection: the head may attempt behind it now.
+                    std::task::Poll::Pending => {
+                        let tag = self.proto.wait_line();
+                        if tag.is_some_and(|tag| {
+                            self.client.wait_lines().hand_over_early(tag, self.name())
+                        }) {
+                            tell_queue.armed = false;
+                            told = true;
+                        }
+                        (release.await, None)
+                    }
+                }
             }
             None => (self.release_once().await, None),
         };
@@ -118,7 +137,7 @@ impl Claim {
             _ => Known::Unknown,
         });
         drop(entry);
-        if let Some(tag) = self.proto.wait_line() {
+        if let (Some(tag), false) = (self.proto.wait_line(), told) {
             // The next local waiter tries at once, without waiting for the unlock message.
             let freed = !matches!(outcome, Ok(Release::StillHeld));
             self.client
@@ -126,6 +145,17 @@ impl Claim {
                 .released(tag, self.name(), freed, others);
         }
         outcome
+    }
+
+    /// Whether this release may tell the local wait line's head before its reply is back
+    /// (see `WaitLines::hand_over_early`): it frees the lock (this owner's count is known to
+    /// be one), and the head's attempt would go on the connection this release goes on, after
+    /// it (`Core::acquisitions_follow`: no failover holding commands, no replica-synced
+    /// acquisition on a connection of its own).
+    fn hands_over_early(&self, known: Known) -> bool {
+        known == Known::Count(1)
+            && self.proto.wait_line().is_some()
+            && self.client.core().acquisitions_follow()
     }
 
     /// Every guard of this owner on this lock learns that a call sent at `sent_at` set the
