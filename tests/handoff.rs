@@ -632,6 +632,77 @@ async fn the_head_attempts_behind_a_local_release_before_its_reply_is_back() {
     assert!(!admin.exists(n).await, "the head's unlock freed the lock");
 }
 
+/// Where a replica-synced acquisition goes on a connection of its own (the master has a
+/// replica, replica sync on), the head's attempt could overtake the release on the server:
+/// the head is told only when the release's reply is back, as before. With every reply
+/// delayed by one second, the head has not attempted 0.6 s after the unlock began; it gets the
+/// lock by a local hand-over after that, and no contest started.
+#[tokio::test]
+async fn with_replica_sync_on_its_own_connection_the_head_waits_for_the_release_reply() {
+    const T: Duration = Duration::from_secs(10);
+    const DELAY: Duration = Duration::from_secs(1);
+    let set = common::replica::ReplicaSet::start_direct().await;
+    let admin = common::Admin::connect(&set.url()).await;
+    let proxy = common::proxy::Proxy::start(set.master.port()).await;
+    let client = Client::connect(
+        &proxy.url(),
+        common::config().check_lock_synced_replicas(true),
+    )
+    .await
+    .unwrap();
+    let n = "t:handoff-synced";
+    let holder = client.get_lock(n);
+    let first = holder.lock().await.unwrap();
+    let probe = client.get_lock(n);
+    let head = client.get_lock(n);
+    let head_field = head.owner_field().to_owned();
+    let holder_field = holder.owner_field().to_owned();
+    let waiting = tokio::spawn(async move { head.lock().await.unwrap() });
+    until_waiters(&probe, 1).await;
+    let before = client.stats();
+
+    proxy.set_latency(common::proxy::Direction::Downstream, DELAY);
+    let began = Instant::now();
+    let unlock = tokio::spawn(async move { first.unlock().await });
+    assert!(
+        common::eventually(T, || async {
+            !admin.hgetall(n).await.contains_key(&holder_field)
+        })
+        .await,
+        "the release ran"
+    );
+    // The release's reply reaches the client at `began + DELAY` at the earliest.
+    tokio::time::sleep_until(began + DELAY * 6 / 10).await;
+    let seen = admin.hgetall(n).await;
+    assert!(
+        seen.is_empty(),
+        "the head attempted before the release's reply was back: {seen:?}"
+    );
+    assert_eq!(
+        tokio::time::timeout(T, unlock)
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap(),
+        redisson_lock::UnlockOutcome::Released
+    );
+    let guard = tokio::time::timeout(T, waiting).await.unwrap().unwrap();
+    assert_eq!(
+        admin.hgetall(n).await.get(&head_field).map(String::as_str),
+        Some("1"),
+        "the head holds the lock"
+    );
+    let after = client.stats();
+    assert_eq!(after.local_hand_overs - before.local_hand_overs, 1);
+    assert_eq!(
+        after.hand_off_contests, before.hand_off_contests,
+        "no contest"
+    );
+    proxy.set_latency(common::proxy::Direction::Downstream, Duration::ZERO);
+    guard.unlock().await.unwrap();
+    assert!(!admin.exists(n).await, "the head's unlock freed the lock");
+}
+
 backend_tests!(
     a_java_waiter_sees_a_bounded_local_run_with_200ms_critical_sections,
     a_java_waiter_sees_a_bounded_local_run_with_short_critical_sections,
