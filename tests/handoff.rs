@@ -561,6 +561,35 @@ async fn alone_the_local_hand_off_is_used_without_a_question_per_hand_over(b: Ba
     }
 }
 
+/// One owner of `client` holding the lock `n` and another queued behind it (the line's head):
+/// the holder's guard, the holder's and the head's owner fields, the head's acquisition (its
+/// guard and when it got it) and the client's stats once the head is in line.
+async fn a_holder_and_a_head(
+    client: &Client,
+    n: &str,
+) -> (
+    redisson_lock::Guard<redisson_lock::Reentrant>,
+    String,
+    String,
+    tokio::task::JoinHandle<(redisson_lock::Guard<redisson_lock::Reentrant>, Instant)>,
+    redisson_lock::Stats,
+) {
+    let holder = client.get_lock(n);
+    let first = holder.lock().await.unwrap();
+    let probe = client.get_lock(n);
+    let head = client.get_lock(n);
+    let fields = (
+        holder.owner_field().to_owned(),
+        head.owner_field().to_owned(),
+    );
+    let waiting = tokio::spawn(async move {
+        let g = head.lock().await.unwrap();
+        (g, Instant::now())
+    });
+    until_waiters(&probe, 1).await;
+    (first, fields.0, fields.1, waiting, client.stats())
+}
+
 /// A local hand-over costs one round trip, not two: the head's attempt is sent right behind
 /// the release on the command connection, without waiting for the release's reply. With every
 /// reply and message delayed by one second from the unlock on, the server shows the head
@@ -577,17 +606,7 @@ async fn the_head_attempts_behind_a_local_release_before_its_reply_is_back() {
         .await
         .unwrap();
     let n = "t:handoff-pipelined";
-    let holder = client.get_lock(n);
-    let first = holder.lock().await.unwrap();
-    let probe = client.get_lock(n);
-    let head = client.get_lock(n);
-    let head_field = head.owner_field().to_owned();
-    let waiting = tokio::spawn(async move {
-        let g = head.lock().await.unwrap();
-        (g, Instant::now())
-    });
-    until_waiters(&probe, 1).await;
-    let before = client.stats();
+    let (first, _, head_field, waiting, before) = a_holder_and_a_head(&client, n).await;
 
     proxy.set_latency(common::proxy::Direction::Downstream, DELAY);
     let began = Instant::now();
@@ -651,15 +670,7 @@ async fn with_replica_sync_on_its_own_connection_the_head_waits_for_the_release_
     .await
     .unwrap();
     let n = "t:handoff-synced";
-    let holder = client.get_lock(n);
-    let first = holder.lock().await.unwrap();
-    let probe = client.get_lock(n);
-    let head = client.get_lock(n);
-    let head_field = head.owner_field().to_owned();
-    let holder_field = holder.owner_field().to_owned();
-    let waiting = tokio::spawn(async move { head.lock().await.unwrap() });
-    until_waiters(&probe, 1).await;
-    let before = client.stats();
+    let (first, holder_field, head_field, waiting, before) = a_holder_and_a_head(&client, n).await;
 
     proxy.set_latency(common::proxy::Direction::Downstream, DELAY);
     let began = Instant::now();
@@ -686,7 +697,7 @@ async fn with_replica_sync_on_its_own_connection_the_head_waits_for_the_release_
             .unwrap(),
         redisson_lock::UnlockOutcome::Released
     );
-    let guard = tokio::time::timeout(T, waiting).await.unwrap().unwrap();
+    let (guard, _) = tokio::time::timeout(T, waiting).await.unwrap().unwrap();
     assert_eq!(
         admin.hgetall(n).await.get(&head_field).map(String::as_str),
         Some("1"),
