@@ -568,10 +568,10 @@ async fn a_holder_and_a_head(
     client: &Client,
     n: &str,
 ) -> (
-    redisson_lock::Guard<redisson_lock::Reentrant>,
+    HeadGuard,
     String,
     String,
-    tokio::task::JoinHandle<(redisson_lock::Guard<redisson_lock::Reentrant>, Instant)>,
+    tokio::task::JoinHandle<(HeadGuard, Instant)>,
     redisson_lock::Stats,
 ) {
     let holder = client.get_lock(n);
@@ -590,6 +590,27 @@ async fn a_holder_and_a_head(
     (first, fields.0, fields.1, waiting, client.stats())
 }
 
+type HeadGuard = redisson_lock::Guard<redisson_lock::Reentrant>;
+
+/// The holder's unlock (`unlock`) released the lock, and the head got it: its guard and when.
+async fn released_to_the_head(
+    unlock: tokio::task::JoinHandle<redisson_lock::Result<redisson_lock::UnlockOutcome>>,
+    waiting: tokio::task::JoinHandle<(HeadGuard, Instant)>,
+) -> (HeadGuard, Instant) {
+    const T: Duration = Duration::from_secs(10);
+    let outcome = tokio::time::timeout(T, unlock)
+        .await
+        .expect("unlock within 10 s");
+    assert_eq!(
+        outcome.unwrap().unwrap(),
+        redisson_lock::UnlockOutcome::Released
+    );
+    tokio::time::timeout(T, waiting)
+        .await
+        .expect("the head acquired within 10 s")
+        .unwrap()
+}
+
 /// A local hand-over costs one round trip, not two: the head's attempt is sent right behind
 /// the release on the command connection, without waiting for the release's reply. With every
 /// reply and message delayed by one second from the unlock on, the server shows the head
@@ -597,7 +618,6 @@ async fn a_holder_and_a_head(
 /// the client; the head has the lock one delay after the unlock began, not two.
 #[tokio::test]
 async fn the_head_attempts_behind_a_local_release_before_its_reply_is_back() {
-    const T: Duration = Duration::from_secs(10);
     const DELAY: Duration = Duration::from_secs(1);
     let s = common::RedisServer::start();
     let admin = common::Admin::connect(&s.url()).await;
@@ -626,15 +646,7 @@ async fn the_head_attempts_behind_a_local_release_before_its_reply_is_back() {
          {seen:?} {:?} after the unlock began",
         began.elapsed()
     );
-    assert_eq!(
-        tokio::time::timeout(T, unlock)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap(),
-        redisson_lock::UnlockOutcome::Released
-    );
-    let (guard, acquired_at) = tokio::time::timeout(T, waiting).await.unwrap().unwrap();
+    let (guard, acquired_at) = released_to_the_head(unlock, waiting).await;
     let took = acquired_at - began;
     assert!(
         took < DELAY * 3 / 2,
@@ -689,15 +701,7 @@ async fn with_replica_sync_on_its_own_connection_the_head_waits_for_the_release_
         seen.is_empty(),
         "the head attempted before the release's reply was back: {seen:?}"
     );
-    assert_eq!(
-        tokio::time::timeout(T, unlock)
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap(),
-        redisson_lock::UnlockOutcome::Released
-    );
-    let (guard, _) = tokio::time::timeout(T, waiting).await.unwrap().unwrap();
+    let (guard, _) = released_to_the_head(unlock, waiting).await;
     assert_eq!(
         admin.hgetall(n).await.get(&head_field).map(String::as_str),
         Some("1"),
