@@ -35,7 +35,10 @@ local function take_if_free(lock, queue, timeouts, field, lease, wait)
   end
   if redis.call('hexists', lock, field) == 1 then
     redis.call('hincrby', lock, field, 1)
-    redis.call('pexpire', lock, lease)
+    -- A re-entry never lowers the TTL (as L-ACQ).
+    if redis.call('pttl', lock) < tonumber(lease) then
+      redis.call('pexpire', lock, lease)
+    end
     return true
   end
   return false

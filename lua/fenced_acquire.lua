@@ -8,7 +8,10 @@ local held_by_caller = redis.call('hexists', KEYS[1], ARGV[2]) == 1
 if held_by_caller or redis.call('exists', KEYS[1]) == 0 then
   local token = redis.call('incr', KEYS[2])
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
+  -- A re-entry never lowers the TTL (as L-ACQ).
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+    redis.call('pexpire', KEYS[1], ARGV[1])
+  end
   return {1, token}
 end
 return {0, redis.call('pttl', KEYS[1])}

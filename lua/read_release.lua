@@ -23,7 +23,24 @@ local left = redis.call('hincrby', lock, ARGV[2], -1)
 if left == 0 then
   redis.call('hdel', lock, ARGV[2])
 end
-redis.call('del', own .. ':' .. (left + 1))
+-- The hold whose timeout key ends first goes: the newest key (left + 1) is deleted after its
+-- TTL moved to that one, so the keys left are the longest (a reader's holds of different
+-- leases, released in any order, never leave the hash shorter than one that remains).
+local top = own .. ':' .. (left + 1)
+local first, first_ttl = nil, redis.call('pttl', top)
+for k = 1, left do
+  local ttl = redis.call('pttl', own .. ':' .. k)
+  if ttl >= 0 and (first_ttl < 0 or ttl < first_ttl) then
+    first, first_ttl = own .. ':' .. k, ttl
+  end
+end
+if first then
+  local top_ttl = redis.call('pttl', top)
+  if top_ttl > 0 then
+    redis.call('pexpire', first, string.format('%d', top_ttl))
+  end
+end
+redis.call('del', top)
 if redis.call('hlen', lock) > 1 then
   local longest = -3
   for _, field in ipairs(redis.call('hkeys', lock)) do
@@ -36,7 +53,7 @@ if redis.call('hlen', lock) > 1 then
     end
   end
   if longest > 0 then
-    redis.call('pexpire', lock, longest)
+    redis.call('pexpire', lock, string.format('%d', longest))
     redis.call('set', latch, '0', 'px', ARGV[4])
     return 0
   end

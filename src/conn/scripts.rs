@@ -61,10 +61,14 @@ scripts! {
     Release => notifying!("lock_release.lua"),
     /// L-FORCE (§4.4).
     ForceUnlock => notifying!("lock_force_unlock.lua"),
-    /// L-RENEW (§5.2).
+    /// L-RENEW (§5.2), raising the TTL only.
     Renew => include_str!("../../lua/lock_renew.lua"),
-    /// R-RENEW (§5.2).
+    /// L-SET: L-RENEW's call setting an exact TTL (an explicit, owner-checked set).
+    SetTtl => include_str!("../../lua/lock_set_ttl.lua"),
+    /// R-RENEW (§5.2), raising TTLs only.
     ReadRenew => include_str!("../../lua/read_renew.lua"),
+    /// R-SET: R-RENEW's call setting a reader's exact TTL (an explicit, owner-checked set).
+    ReadSetTtl => include_str!("../../lua/read_set_ttl.lua"),
     /// Fenced acquisition with token (§9).
     FencedAcquire => include_str!("../../lua/fenced_acquire.lua"),
     /// Spin release, no publish (§10).

@@ -147,10 +147,35 @@ impl Handle {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> Result<Option<Held>> {
+        self.acquire_for(owner, lease, None, wait).await
+    }
+
+    /// Acquires as `owner` in watchdog mode with a TTL of at least `at_least` from the start
+    /// (a run-once job's): renewed while its guard lasts, and held until `at_least` even if
+    /// nothing renews it (renewals only ever raise a TTL).
+    pub(crate) async fn acquire_at_least(
+        &self,
+        owner: Owner,
+        at_least: Duration,
+        wait: Option<Duration>,
+    ) -> Result<Option<Held>> {
+        self.acquire_for(owner, None, Some(at_least), wait).await
+    }
+
+    async fn acquire_for(
+        &self,
+        owner: Owner,
+        lease: Option<Duration>,
+        at_least: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<Held>> {
         self.check()?;
         let lease_ms = match lease {
             Some(l) => lease_millis(l)?,
-            None => self.client.watchdog_ms(),
+            None => match at_least {
+                Some(floor) => clamp_millis(floor).max(self.client.watchdog_ms()),
+                None => self.client.watchdog_ms(),
+            },
         };
         // A queueing kind waits in line for the caller's wait time, else the configured
         // per-waiter timeout (Redisson's threadWaitTime).
@@ -183,7 +208,7 @@ impl Handle {
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
         let claim = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client.watchdog().deregister(&claim.key(), None);
+        self.client.watchdog().let_go(&claim.key(), None);
         let outcome = claim.release().await?.outcome(claim.name(), &claim.field)?;
         if outcome == UnlockOutcome::Released {
             self.internal_lease_ms
@@ -355,6 +380,21 @@ impl<K: Kind> Lock<K> {
         // its worker thread's 2 MiB. One allocation per acquisition.
         Box::pin(async move {
             let held = handle.acquire_as(handle.owner, lease, wait).await?;
+            Ok(held.map(Guard::new))
+        })
+    }
+
+    /// One attempt in watchdog mode with a TTL of at least `at_least` (a run-once job's; see
+    /// [`Handle::acquire_at_least`]).
+    pub(crate) fn try_lock_at_least(
+        &self,
+        at_least: Duration,
+    ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
+        let handle = self.handle.clone();
+        Box::pin(async move {
+            let held = handle
+                .acquire_at_least(handle.owner, at_least, Some(Duration::ZERO))
+                .await?;
             Ok(held.map(Guard::new))
         })
     }

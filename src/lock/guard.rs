@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    service::watchdog::{valid_until, HoldState, LossSignal},
+    service::watchdog::{HoldState, LossSignal, Registration, Upkeep},
     types::owner::Owner,
 };
 
@@ -35,10 +35,12 @@ use crate::{
 /// [`state`](Self::state), [`is_lost`](Self::is_lost) and [`lost`](Self::lost). A hold is
 /// *lost* for a watchdog lock when renewal finds the lock gone, or when the watchdog could not
 /// renew it before its deadline (last successful acquire/renew send time + timeout − drift);
-/// for a leased lock, when the lease (minus drift) has run out. A later call of the same owner
-/// on the same lock that sets the key's TTL (a re-entry or partial release with a shorter
-/// lease) brings every one of its guards' deadlines closer, never further; a watchdog hold is
-/// then renewed at once. A hold is *in doubt* from the moment the connection to the lock's
+/// for a leased lock, when the lease (minus drift) has run out. Every guard of one owner's hold
+/// of one lock (its re-entries, watchdog and leased alike) shares that hold's state and
+/// deadline, as the key in Redis does: the hold lives as long as its longest part, is renewed
+/// while a part without a lease remains, and a partial release sets the deadline to what the
+/// parts left need (the guide's `docs/locks.md`, "One owner, two
+/// lease modes"). A hold is *in doubt* from the moment the connection to the lock's
 /// node drops or a command to it times out (the node may have restarted without its data, or
 /// failed over), until a renewal sent on the new connection confirms the owner (a leased hold:
 /// the owner's field is found after the reconnect). `lost()` fires and `is_lost()` answers
@@ -80,10 +82,10 @@ pub(crate) struct Held {
     claim: Claim,
     owner: Owner,
     watchdog: bool,
-    /// The epoch of this guard's watchdog registration (watchdog mode).
-    registration: u64,
+    /// The guard's parts of its owner's hold, and the hold's loss signal (shared by every guard
+    /// of that hold).
+    registration: Registration,
     token: Option<u64>,
-    loss: Arc<LossSignal>,
     armed: bool,
     /// The kind's name and when the hold began, for observability.
     kind: &'static str,
@@ -91,6 +93,9 @@ pub(crate) struct Held {
 }
 
 impl Held {
+    /// The hold an acquisition made: a part without a lease (`watchdog`: renewed while it
+    /// lasts), a leased part, or both when a watchdog acquisition set a TTL longer than the
+    /// watchdog timeout (a run-once job's `at_least`: the key's TTL is a promise too).
     pub(crate) fn new(
         acquired: Acquired,
         owner: Owner,
@@ -104,25 +109,15 @@ impl Held {
         } = acquired;
         let key = claim.key();
         let wd = claim.client.watchdog();
-        let (loss, registration) = if watchdog {
-            let r = wd.register(
-                &key,
-                claim.proto.renewal(),
-                claim.proto.wait_line(),
-                sent_at,
-            );
-            (r.loss, r.epoch)
-        } else {
-            // Followed until the guard goes, so its owner's later calls that set the lock's TTL
-            // (a shorter re-entry, a partial release) move its deadline.
-            let loss = LossSignal::new(valid_until(sent_at, Duration::from_millis(claim.lease_ms)));
-            wd.track_leased(&key, &loss);
-            if let Some(count) = claim.proto.hold_count(&claim.field) {
-                wd.confirm_leased_with(&key, count);
-            }
-            (loss, 0)
+        let ttl = Duration::from_millis(claim.lease_ms);
+        let lease = (!watchdog || ttl > claim.client.config().lock_watchdog_timeout).then_some(ttl);
+        let upkeep = Upkeep {
+            shape: claim.proto.renewal(),
+            queue: claim.proto.wait_line(),
+            presence: claim.proto.hold_count(&claim.field),
         };
-        wd.doubted_since(&key, &loss, sent_at, !watchdog);
+        let registration = wd.register(&key, upkeep, sent_at, watchdog, lease);
+        wd.doubted_since(&key, &registration.loss, sent_at);
         crate::observe::guard_opened(kind);
         Self {
             claim,
@@ -130,23 +125,31 @@ impl Held {
             watchdog,
             registration,
             token,
-            loss,
             armed: true,
             kind,
             since: Instant::now(),
         }
     }
 
-    /// Stops renewal and returns the hold for a release the caller makes.
+    /// Lets this guard's parts go and returns the hold for a release the caller makes.
     fn take(&mut self) -> Claim {
-        self.armed = false;
-        if self.watchdog {
+        self.disarm();
+        self.claim.clone()
+    }
+
+    /// Lets this guard's parts go without a release (idempotent).
+    fn disarm(&mut self) {
+        if std::mem::take(&mut self.armed) {
+            let r = &self.registration;
             self.claim
                 .client
                 .watchdog()
-                .deregister(&self.claim.key(), Some(self.registration));
+                .let_go(&self.claim.key(), Some((r.epoch, r.parts)));
         }
-        self.claim.clone()
+    }
+
+    fn loss(&self) -> &Arc<LossSignal> {
+        &self.registration.loss
     }
 }
 
@@ -157,15 +160,9 @@ impl Drop for Held {
             let claim = self.take();
             // A hold known gone is not released: the owner's count in Redis is that of a later
             // acquisition now.
-            if !self.loss.is_gone() {
+            if !self.loss().is_gone() {
                 claim.release_in_background();
             }
-        }
-        if !self.watchdog {
-            self.claim
-                .client
-                .watchdog()
-                .untrack_leased(&self.claim.key(), &self.loss);
         }
     }
 }
@@ -235,13 +232,13 @@ impl<K: Kind> Guard<K> {
     /// # Ok(()) }
     /// ```
     pub fn state(&self) -> HoldState {
-        self.held.loss.state()
+        self.held.loss().state()
     }
 
     /// The instant (monotonic clock) until which the lock is known to be held, unless lost
     /// earlier. The watchdog moves it forward at every renewal.
     pub fn valid_until(&self) -> Instant {
-        self.held.loss.deadline()
+        self.held.loss().deadline()
     }
 
     /// Resolves when the lock is lost or in doubt (when [`is_lost`](Self::is_lost) turns
@@ -250,7 +247,7 @@ impl<K: Kind> Guard<K> {
     /// # Cancel safety
     /// Cancel safe: dropping the future has no effect on the lock.
     pub async fn lost(&self) {
-        self.held.loss.wait_not_held().await
+        self.held.loss().wait_not_held().await
     }
 
     /// Releases this hold and reports the outcome. Watchdog renewal for this hold stops
@@ -267,7 +264,7 @@ impl<K: Kind> Guard<K> {
     /// no longer renewed either way, so it ends at the latest when its TTL runs out.
     pub async fn unlock(mut self) -> Result<UnlockOutcome> {
         let claim = self.held.take();
-        let outcome = if self.held.loss.is_gone() {
+        let outcome = if self.held.loss().is_gone() {
             // Renewal found this hold gone: a release would take a later hold of its owner.
             Release::NotHeld
         } else {
@@ -281,6 +278,8 @@ impl<K: Kind> Guard<K> {
     /// ([`Lock::unlock`](crate::Lock::unlock)) or it is force-unlocked. This is the Java style of
     /// `lock()` … `unlock()`.
     pub fn keep(mut self) {
+        // Its parts stay registered: a part without a lease is renewed, a leased one counts
+        // until its end.
         self.held.armed = false;
     }
 
@@ -301,7 +300,7 @@ impl<K: Kind> Guard<K> {
     /// `Held` while a plain leased guard taken at the same moment was `InDoubt` (issue 29).
     pub(crate) async fn rearm_lease(&mut self, lease: Duration) -> Result<()> {
         if !self.renew(lease).await? {
-            self.held.loss.mark_lost();
+            self.held.loss().mark_lost();
             return Err(Error::LockLost {
                 lock: self.name().to_owned(),
             });
@@ -310,18 +309,14 @@ impl<K: Kind> Guard<K> {
         Ok(())
     }
 
-    /// Owner-checked renewal to `lease` from now (a RedLock's extension, a multi-lock part set
-    /// to its lease). A leased hold's
-    /// deadline moves with it (never back), so the part does not count as lost at its old one.
+    /// Owner-checked set of the lock's TTL to exactly `lease` from now (a RedLock's extension,
+    /// a multi-lock part set to its lease): every guard of the owner's hold follows it, and this
+    /// guard's leased part now ends then.
     pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
-        let sent_at = Instant::now();
-        let renewed = self.held.claim.renew(lease).await?;
-        if renewed && !self.held.watchdog {
-            self.held
-                .loss
-                .renewed_to(Instant::now(), valid_until(sent_at, lease));
-        }
-        Ok(renewed)
+        self.held
+            .claim
+            .set_ttl(lease, self.held.registration.parts.lease)
+            .await
     }
 
     pub(crate) fn token_value(&self) -> Option<u64> {
@@ -331,19 +326,31 @@ impl<K: Kind> Guard<K> {
     /// The hold's loss signal, for code that watches the hold without owning the guard (the
     /// recipes' [`HoldWatch`](crate::HoldWatch)).
     pub(crate) fn loss_signal(&self) -> Arc<LossSignal> {
-        self.held.loss.clone()
+        self.held.loss().clone()
     }
 
-    /// Ends the guard without releasing the hold: stops its renewal, then sets the key's TTL to
-    /// `ttl` from now if this owner still holds it (the kind's owner-checked renewal script), so
-    /// the lock stays held until then even if this process dies (a run-once job's `at_least`).
-    /// `Ok(false)`: the owner no longer held it (nothing was changed).
-    pub(crate) async fn expire_after(mut self, ttl: Duration) -> Result<bool> {
-        let hold = self.held.take();
-        if self.held.loss.is_gone() {
+    /// Ends the guard without releasing the hold, keeping it until `until` (a run-once job's
+    /// `at_least`, taken with a TTL that covers it): its renewal stops, and the key's TTL is
+    /// set (owner-checked) to what is left until then, so the lock frees at `until` rather than
+    /// at the last renewal's end. Returns at once without a call when the hold is known gone
+    /// or `until` has passed (then the hold is released).
+    ///
+    /// Whatever happens to the call (an error, the future dropped), the hold is no longer
+    /// renewed and nothing releases it: the key's TTL set by the acquisition covers `until`
+    /// (renewals only ever raise a TTL), so the lock is free at `until` or, when the last
+    /// renewal reached further, at that renewal's end.
+    pub(crate) async fn keep_until(mut self, until: Instant) -> Result<bool> {
+        let left = until.saturating_duration_since(Instant::now());
+        if left < Duration::from_millis(1) {
+            return self.unlock().await.map(|_| true);
+        }
+        let claim = self.held.claim.clone();
+        let part = self.held.registration.parts.lease;
+        self.held.disarm();
+        if self.held.loss().is_gone() {
             return Ok(false);
         }
-        hold.renew(ttl).await
+        claim.set_ttl(left, part).await
     }
 }
 

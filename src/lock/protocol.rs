@@ -241,13 +241,9 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     fn wait_line(&self) -> Option<WaitLine> {
         None
     }
-    /// `true` (the default) when a re-entry sets the lock's TTL to its own lease, which may
-    /// bring the end of the owner's other holds closer; `false` when it only lengthens it.
-    fn reentry_sets_ttl(&self) -> bool {
-        true
-    }
-    /// `true` (the default) when a partial release sets the lock's TTL to the releasing hold's
-    /// lease; `false` when the TTL follows the holds that remain.
+    /// `true` (the default) when a partial release sets the lock's TTL to the lease it is given
+    /// (what the owner's remaining parts need); `false` when the TTL follows the holds that
+    /// remain by itself (a read hold's timeout keys, a group's values).
     fn partial_release_sets_ttl(&self) -> bool {
         true
     }

@@ -53,18 +53,22 @@ impl Client {
     ///
     /// * If another instance (Rust, or Java holding the `RLock` `name`) holds the name, returns
     ///   [`RunOnce::Skipped`] at once (one attempt, no wait).
-    /// * Otherwise runs `job` under the watchdog for at most `at_most` from the start: at
+    /// * Otherwise takes the name with a TTL of at least `at_least` (at least the watchdog
+    ///   timeout) and runs `job` under the watchdog for at most `at_most` from the start: at
     ///   `at_most` the job's future is dropped, the name released and [`RunOnce::TimedOut`]
     ///   returned. The job gets a [`HoldWatch`] that tells it the moment the hold is in doubt
     ///   or lost (it is not cancelled then: it decides), and
     ///   [`assert_locked`](crate::assert_locked) works inside it.
-    /// * When the job ends before `at_least` has passed since the start, the name stays held
-    ///   until then: the renewal stops and the key's TTL is set (owner-checked) to what is left,
-    ///   so the guarantee holds even if this process dies right after. After `at_least`, the
-    ///   name is released at once.
+    /// * **`at_least` is kept whatever ends the run**: the job's end, a panic, this future
+    ///   dropped, a dropped connection, the process dying, a Redis restart with persistence.
+    ///   The key's TTL covers `at_least` from the acquisition on (renewals only ever raise a
+    ///   TTL); when the run ends early, the renewal stops and the TTL is set (owner-checked) to
+    ///   what is left, so the name frees at `at_least` (if that call fails, at the latest
+    ///   renewal's end: later, never sooner). After `at_least`, the name is released at once.
     ///
-    /// A process that dies *during* the job stops renewing it: the name is free again within
-    /// [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout).
+    /// A process that dies *during* the job stops renewing it: the name is free again at
+    /// `at_least` or one [`lock_watchdog_timeout`](crate::Config::lock_watchdog_timeout) after
+    /// the last renewal, whichever is later.
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
@@ -92,8 +96,9 @@ impl Client {
     /// not returned: the job's work is done.
     ///
     /// # Cancel safety
-    /// Dropping the future while the job runs drops the job and releases the name in the
-    /// background (`at_least` is not kept then).
+    /// Dropping the future while the job runs drops the job; the name is kept until
+    /// `at_least` (released then, or at once when `at_least` has passed) by a task of the
+    /// client, as when the job ends.
     pub async fn run_once<F, Fut, T>(
         &self,
         name: &str,
@@ -105,70 +110,128 @@ impl Client {
         F: FnOnce(HoldWatch) -> Fut,
         Fut: Future<Output = T>,
     {
+        let Some((ending, watch, start)) = self.run_once_take(name, at_least, at_most).await?
+        else {
+            return Ok(RunOnce::Skipped);
+        };
+        let ran = tokio::time::timeout_at(start + at_most, scoped(watch.clone(), job(watch))).await;
+        let raw = ending.name().to_owned();
+        let outcome = match ran {
+            Ok(output) => {
+                crate::observe::run_once(&raw, "ran");
+                RunOnce::Ran(output)
+            }
+            Err(_) => {
+                crate::observe::run_once(&raw, "timed_out");
+                RunOnce::TimedOut
+            }
+        };
+        ending.finish().await;
+        Ok(outcome)
+    }
+
+    /// Checks the bounds and takes the name for a run-once (`None`: skipped).
+    async fn run_once_take(
+        &self,
+        name: &str,
+        at_least: Duration,
+        at_most: Duration,
+    ) -> Result<Option<(Ending, HoldWatch, Instant)>> {
         check(name, at_least, at_most)?;
         let start = Instant::now();
         let lock = self.get_lock(name);
-        let Some(guard) = lock.try_lock().await? else {
+        let Some(guard) = lock.try_lock_at_least(at_least).await? else {
             crate::observe::run_once(lock.raw_name(), "skipped");
-            return Ok(RunOnce::Skipped);
+            return Ok(None);
         };
         let watch = HoldWatch::of(&guard);
-        let ran = tokio::time::timeout_at(start + at_most, scoped(watch.clone(), job(watch))).await;
-        let raw = guard.name().to_owned();
-        let Ok(output) = ran else {
-            crate::observe::run_once(&raw, "timed_out");
-            if let Err(e) = guard.unlock().await {
-                log::warn!("release of run-once {raw} after at_most failed: {e}");
-            }
-            return Ok(RunOnce::TimedOut);
+        let ending = Ending {
+            guard: Some(guard),
+            until: start + at_least,
+            client: self.clone(),
         };
-        crate::observe::run_once(&raw, "ran");
-        ended(guard, start, at_least).await;
-        Ok(RunOnce::Ran(output))
+        Ok(Some((ending, watch, start)))
     }
 
     /// The first half of a run-once whose job runs elsewhere (the blocking facade's, on the
     /// calling thread): checks the bounds, takes the name (`None`: skipped) and arms the cut at
-    /// `at_most`. Finish with [`Begun::finish`].
+    /// `at_most`. Finish with [`Begun::finish`]; a `Begun` dropped without it (the job
+    /// panicked) ends the hold as the job's end does.
     pub(crate) async fn run_once_begin(
         &self,
         name: &str,
         at_least: Duration,
         at_most: Duration,
     ) -> Result<Option<Begun>> {
-        check(name, at_least, at_most)?;
-        let start = Instant::now();
-        let lock = self.get_lock(name);
-        let Some(guard) = lock.try_lock().await? else {
-            crate::observe::run_once(lock.raw_name(), "skipped");
+        let Some((ending, watch, start)) = self.run_once_take(name, at_least, at_most).await?
+        else {
             return Ok(None);
         };
-        let watch = HoldWatch::of(&guard);
-        let slot = Arc::new(Mutex::new(Some(guard)));
+        let slot = Arc::new(Mutex::new(Some(ending)));
         let cutter = self.spawn({
             let slot = slot.clone();
             let watch = watch.clone();
             async move {
                 tokio::time::sleep_until(start + at_most).await;
-                // Whoever takes the guard first decides: the job's end, or this cut.
-                let Some(guard) = slot.lock().take() else {
+                // Whoever takes the hold first decides: the job's end, or this cut.
+                let Some(ending) = slot.lock().take() else {
                     return;
                 };
-                let raw = guard.name().to_owned();
-                crate::observe::run_once(&raw, "timed_out");
+                crate::observe::run_once(ending.name(), "timed_out");
                 watch.cut();
-                if let Err(e) = guard.unlock().await {
-                    log::warn!("release of run-once {raw} at at_most failed: {e}");
-                }
+                ending.finish().await;
             }
         });
         Ok(Some(Begun {
             slot,
             watch,
-            start,
-            at_least,
             cutter,
         }))
+    }
+}
+
+/// The end of a run-once's hold, whatever ends the run: kept until `until` (its `at_least`) by
+/// the key's TTL, released at once after it. It runs on the client's runtime, so a caller that
+/// goes away meanwhile (a dropped future, a panic) ends nothing early: dropped unfinished, it
+/// hands the end to the client.
+struct Ending {
+    guard: Option<LockGuard>,
+    until: Instant,
+    client: Client,
+}
+
+impl Ending {
+    fn name(&self) -> &str {
+        self.guard.as_ref().map_or("", |g| g.name())
+    }
+
+    /// Ends the hold and waits for it (the waiting may be cancelled: the end goes on).
+    async fn finish(mut self) {
+        if let Some(end) = self.hand_over() {
+            let _ = end.await;
+        }
+    }
+
+    fn hand_over(&mut self) -> Option<tokio::task::JoinHandle<()>> {
+        let guard = self.guard.take()?;
+        let until = self.until;
+        Some(self.client.spawn(async move {
+            let raw = guard.name().to_owned();
+            match guard.keep_until(until).await {
+                Ok(true) => {}
+                Ok(false) => log::warn!("run-once {raw} was no longer held when its job ended"),
+                Err(e) => log::warn!(
+                    "keeping run-once {raw} until at_least failed ({e}); it ends when its TTL \
+                     runs out"
+                ),
+            }
+        }))
+    }
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        drop(self.hand_over());
     }
 }
 
@@ -177,10 +240,8 @@ impl Client {
 /// marks the job's [`HoldWatch`] lost (a running synchronous job cannot be stopped; it sees
 /// `Lost`, and [`assert_locked`](crate::assert_locked) fails from then on).
 pub(crate) struct Begun {
-    slot: Arc<Mutex<Option<LockGuard>>>,
+    slot: Arc<Mutex<Option<Ending>>>,
     watch: HoldWatch,
-    start: Instant,
-    at_least: Duration,
     cutter: tokio::task::JoinHandle<()>,
 }
 
@@ -195,31 +256,25 @@ impl Begun {
     /// rule of [`Client::run_once`] and [`RunOnce::Ran`].
     pub(crate) async fn finish<T>(self, output: T) -> RunOnce<T> {
         let taken = self.slot.lock().take();
-        let Some(guard) = taken else {
+        let Some(ending) = taken else {
             return RunOnce::TimedOut;
         };
         self.cutter.abort();
-        crate::observe::run_once(guard.name(), "ran");
-        ended(guard, self.start, self.at_least).await;
+        crate::observe::run_once(ending.name(), "ran");
+        ending.finish().await;
         RunOnce::Ran(output)
     }
 }
 
-/// A job that ran to its end before `at_most`: keeps the name until `at_least` since `start`
-/// (the owner-checked TTL, renewal stopped), or releases it at once after `at_least`.
-async fn ended(guard: LockGuard, start: Instant, at_least: Duration) {
-    let raw = guard.name().to_owned();
-    let left = (start + at_least).saturating_duration_since(Instant::now());
-    if left >= Duration::from_millis(1) {
-        match guard.expire_after(left).await {
-            Ok(true) => {}
-            Ok(false) => log::warn!("run-once {raw} was no longer held when its job ended"),
-            Err(e) => log::warn!(
-                "keeping run-once {raw} until at_least failed ({e}); it ends when its TTL runs out"
-            ),
+impl Drop for Begun {
+    /// Dropped without [`finish`](Self::finish) (the job panicked): the hold ends as at the
+    /// job's end (kept until `at_least`), not at `at_most`.
+    fn drop(&mut self) {
+        if let Some(ending) = self.slot.lock().take() {
+            self.cutter.abort();
+            crate::observe::run_once(ending.name(), "ended");
+            drop(ending);
         }
-    } else if let Err(e) = guard.unlock().await {
-        log::warn!("release of run-once {raw} after its job failed: {e}");
     }
 }
 

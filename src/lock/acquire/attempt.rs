@@ -150,7 +150,6 @@ impl Claim {
         if let Ok((_, Synced::Missing { wanted, acked })) = &outcome {
             // Acquired, but no replica acknowledged: undone while the entry is held.
             let (wanted, acked) = (*wanted, *acked);
-            self.reentered(before, sent_at);
             self.undo_unreplicated(entry, before, sent_at, abandoned)
                 .await;
             return Err(Error::NotReplicated {
@@ -171,7 +170,6 @@ impl Claim {
             Acquire::Acquired { token } => {
                 debug_assert!(!matches!(synced, Synced::Missing { .. }));
                 entry.set(Known::Count(before + 1));
-                self.reentered(before, sent_at);
                 Step::Done(Won::new(Acquired {
                     claim: self.clone(),
                     sent_at,
@@ -230,8 +228,6 @@ impl Claim {
         sent_at: Instant,
         release: Option<InFlight>,
     ) {
-        // The script may have run: a re-entry it made set the TTL.
-        self.reentered(before, sent_at);
         let claim = self.clone();
         let expires = crate::types::millis::later(sent_at, Duration::from_millis(claim.lease_ms));
         drop(self.client.spawn(async move {

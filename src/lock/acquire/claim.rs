@@ -18,7 +18,7 @@ use crate::{
     acquisitions::ledger::Known,
     client::Client,
     error::{Error, Result},
-    service::watchdog::{renewal_call, HoldKey},
+    service::watchdog::{renewal_call, HoldKey, TtlSet},
     types::names,
 };
 
@@ -92,7 +92,9 @@ impl Claim {
             claim: self,
             armed: self.proto.wait_line().is_some(),
         };
-        let mut entry = self.client.ledgers().enter(self.key(), self.lease_ms).await;
+        // The entry must outlive the TTL the release may re-arm (what the parts left need).
+        let lasts = crate::types::millis::clamp_millis(self.lease_left()).max(self.lease_ms);
+        let mut entry = self.client.ledgers().enter(self.key(), lasts).await;
         // A release that may free the lock tells the local queue first (its hand-off policy
         // may want to know, with this very release, whether another client listens).
         let ask = match (self.proto.wait_line(), entry.known()) {
@@ -159,44 +161,56 @@ impl Claim {
     }
 
     /// Every guard of this owner on this lock learns that a call sent at `sent_at` set the
-    /// lock's TTL to this hold's lease (see `Watchdog::ttl_set`).
-    fn ttl_set(&self, sent_at: Instant, lease: Duration) {
+    /// lock's TTL to `lease` (see `Watchdog::ttl_set`).
+    fn ttl_set(&self, sent_at: Instant, lease: Duration, set: TtlSet) {
         self.client
             .watchdog()
-            .ttl_set(&self.key(), sent_at, lease, Instant::now());
+            .ttl_set(&self.key(), sent_at, lease, Instant::now(), set);
     }
 
-    /// An attempt sent at `sent_at` re-entered (or may have) a hold of this owner, whose count
-    /// was `before`: where the kind's re-entry sets the TTL, the owner's guards learn it.
-    pub(super) fn reentered(&self, before: u64, sent_at: Instant) {
-        if before > 0 && self.proto.reentry_sets_ttl() {
-            self.ttl_set(sent_at, Duration::from_millis(self.lease_ms));
-        }
+    /// The TTL a partial release re-arms: what the parts of this owner's hold that remain need
+    /// (the watchdog timeout while one without a lease remains, else the latest lease's end;
+    /// the hold lives as long as its longest part), or this claim's own lease when no part is
+    /// known (nothing of the hold is registered: an acquisition undone, a release by a handle
+    /// whose guards are gone).
+    fn lease_left(&self) -> Duration {
+        let wd = self.client.watchdog();
+        wd.need(&self.key())
+            .ttl(self.client.config().lock_watchdog_timeout, Instant::now())
+            .map_or(Duration::from_millis(self.lease_ms), |d| {
+                d.max(Duration::from_millis(1))
+            })
     }
 
     /// The release call itself (the caller holds the owner's ledger entry). A partial release
-    /// (or one that may have run) re-arms the TTL to this hold's lease: the owner's guards
-    /// learn it.
+    /// (or one that may have run) re-arms the TTL to what the owner's remaining parts need: the
+    /// owner's guards learn it.
     pub(super) async fn release_once(&self) -> Result<Release> {
+        let lease = self.lease_left();
         let sent_at = Instant::now();
-        let outcome = self.release_call().await;
-        if matches!(outcome, Ok(Release::StillHeld) | Err(_))
-            && self.proto.partial_release_sets_ttl()
-        {
-            self.ttl_set(sent_at, Duration::from_millis(self.lease_ms));
+        let outcome = self.release_call(lease).await;
+        if self.proto.partial_release_sets_ttl() {
+            match outcome {
+                Ok(Release::StillHeld) => {
+                    self.ttl_set(sent_at, lease, TtlSet::Exactly { part: None })
+                }
+                Err(_) => self.ttl_set(sent_at, lease, TtlSet::AtMost),
+                _ => {}
+            }
         }
         outcome
     }
 
-    async fn release_call(&self) -> Result<Release> {
+    async fn release_call(&self, lease: Duration) -> Result<Release> {
         let core = self.client.core();
         let config = core.config();
         let receipt = names::unlock_receipt(self.name(), &names::request_id());
+        let lease_ms = crate::types::millis::clamp_millis(lease);
         let mut tries = 0;
         let reply = loop {
             let call = self.proto.release(ReleaseRequest {
                 field: &self.field,
-                lease_ms: self.lease_ms,
+                lease_ms,
                 receipt: &receipt,
                 receipt_px_ms: config.receipt_px_ms(),
                 publish: core.messaging().publish_command(),
@@ -229,22 +243,24 @@ impl Claim {
         }));
     }
 
-    /// Owner-checked renewal: sets the TTL to `lease` where this owner still holds the lock
-    /// (the same call the watchdog batches). `Ok(false)`: the hold is gone.
-    pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
+    /// Owner-checked set of the TTL to exactly `lease` from now where this owner still holds
+    /// the lock (the kind's renewal entry, in its exact form: L-SET, R-SET). `Ok(false)`: the
+    /// hold is gone (nothing changed). On success every guard of the owner's hold learns it;
+    /// `part`, the leased part of the guard that asked, now ends then.
+    pub(crate) async fn set_ttl(&self, lease: Duration, part: Option<u64>) -> Result<bool> {
         let lease_ms = crate::types::millis::lease_millis(lease)?;
-        let shape = self.proto.renewal();
+        let shape = self.proto.renewal().exact();
         let call = renewal_call(&[(&shape, vec![&*self.field])], lease_ms);
         let sent_at = Instant::now();
         // The owner's ledger entry must outlive the TTL this call may set (even without reply).
         let until = crate::types::millis::later(sent_at, lease);
         self.client.ledgers().extend(&self.key(), until);
         let flags = self.client.core().run_flags(call, self.name()).await?;
-        let renewed = flags.first() == Some(&1);
-        if renewed {
-            self.ttl_set(sent_at, lease);
+        let set = flags.first() == Some(&1);
+        if set {
+            self.ttl_set(sent_at, lease, TtlSet::Exactly { part });
         }
-        Ok(renewed)
+        Ok(set)
     }
 }
 

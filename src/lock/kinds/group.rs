@@ -124,11 +124,6 @@ impl Protocol for GroupProtocol {
         Sleep::Channel(self.channel.clone())
     }
 
-    /// A re-entry only raises deadlines and the TTL.
-    fn reentry_sets_ttl(&self) -> bool {
-        false
-    }
-
     /// A partial release only raises deadlines and the TTL.
     fn partial_release_sets_ttl(&self) -> bool {
         false

@@ -181,12 +181,8 @@ impl Protocol for ReadProtocol {
         )
     }
 
-    /// A read hold lives by its own timeout key: a re-entry only lengthens the hash's TTL, and
-    /// a partial release sets it to the longest hold left.
-    fn reentry_sets_ttl(&self) -> bool {
-        false
-    }
-
+    /// A read hold lives by its own timeout key: a partial release sets the hash's TTL to the
+    /// longest hold left.
     fn partial_release_sets_ttl(&self) -> bool {
         false
     }
@@ -252,11 +248,6 @@ impl Protocol for WriteProtocol {
             &self.0.channel,
             req,
         )
-    }
-
-    /// A write re-entry adds its lease to the TTL left (W-ACQ): it never shortens it.
-    fn reentry_sets_ttl(&self) -> bool {
-        false
     }
 
     fn renewal(&self) -> RenewalShape {

@@ -48,7 +48,7 @@ fn renew_doubted_now(state: &WatchdogState) {
     if state
         .holds
         .iter()
-        .any(|h| h.value().loss.state() == HoldState::InDoubt)
+        .any(|h| h.value().is_renewed() && h.value().loss.state() == HoldState::InDoubt)
     {
         state.urgent.notify_one();
     }
@@ -70,30 +70,18 @@ fn doubt_where(state: &WatchdogState, affected: impl Fn(&str) -> bool, why: &'st
             crate::observe::lock_in_doubt(&key.name, &key.field, why);
         }
     }
-    for entry in state.leased.iter() {
-        let key = entry.key();
-        if !affected(&key.name) {
-            continue;
-        }
-        for loss in entry.value() {
-            if loss.doubt(epoch) {
-                crate::observe::lock_in_doubt(&key.name, &key.field, why);
-            }
-        }
-    }
 }
 
 /// A hold whose acquisition was sent at `sent_at` and registered just now: if a connection
 /// event put holds in doubt since it was sent (the reply came, then the connection dropped,
-/// before the guard existed), the hold starts in doubt, and is renewed (watchdog) or checked
-/// (leased) at once.
+/// before the guard existed), the hold starts in doubt, and is renewed (a renewed hold) or
+/// checked (a leased one) at once.
 pub(super) fn doubted_since(
     core: &Weak<Core>,
     state: &Arc<WatchdogState>,
     key: &HoldKey,
     loss: &Arc<LossSignal>,
     sent_at: Instant,
-    leased: bool,
 ) {
     let doubts = &state.doubts;
     let failover = doubts.failover.load(Ordering::Acquire);
@@ -103,13 +91,10 @@ pub(super) fn doubted_since(
     if loss.doubt(doubts.next()) {
         crate::observe::lock_in_doubt(&key.name, &key.field, "connection lost while acquiring");
     }
-    if leased {
-        let Some(core) = core.upgrade() else {
-            return;
-        };
-        check_leased(&core, state, key.clone());
-    } else {
+    if state.holds.get(key).is_some_and(|h| h.is_renewed()) {
         state.urgent.notify_one();
+    } else if let Some(core) = core.upgrade() {
+        check_leased(&core, state, key.clone());
     }
 }
 
@@ -198,13 +183,13 @@ fn routing_changed(core: &Arc<Core>, state: &Arc<WatchdogState>) {
 }
 
 /// Decides the holds in doubt now (after a reconnect, a failover's end, a slot's move): a
-/// renewal run at once for the watchdog holds, and the check of each leased hold in doubt.
+/// renewal run at once for the renewed holds, and the check of each leased hold in doubt.
 pub(super) fn decide_doubted(core: &Arc<Core>, state: &Arc<WatchdogState>) {
     renew_doubted_now(state);
     let doubted: Vec<HoldKey> = state
-        .leased
+        .holds
         .iter()
-        .filter(|e| e.value().iter().any(|l| l.state() == HoldState::InDoubt))
+        .filter(|e| !e.value().is_renewed() && e.value().loss.state() == HoldState::InDoubt)
         .map(|e| e.key().clone())
         .collect();
     for key in doubted {
@@ -231,27 +216,28 @@ fn check_begins(state: &WatchdogState, key: &HoldKey) -> bool {
 /// or asks after the check is gone (and starts one); never neither.
 fn check_ends(state: &WatchdogState, key: &HoldKey) -> bool {
     let mut checking = state.doubts.checking.lock();
-    if !doubted_leases(state, key).is_empty() {
+    if doubted_lease(state, key).is_some() {
         return false;
     }
     checking.remove(key);
     true
 }
 
-/// The leased holds of `key` now in doubt.
-fn doubted_leases(state: &WatchdogState, key: &HoldKey) -> Vec<Arc<LossSignal>> {
-    state.leased.get(key).map_or_else(Vec::new, |e| {
-        e.value()
-            .iter()
-            .filter(|l| l.state() == HoldState::InDoubt)
-            .cloned()
-            .collect()
+/// The hold `key` if it is in doubt with no renewal to decide it (leased parts only), with how
+/// it is confirmed.
+fn doubted_lease(
+    state: &WatchdogState,
+    key: &HoldKey,
+) -> Option<(Arc<LossSignal>, Option<crate::conn::scripts::ScriptCall>)> {
+    state.holds.get(key).and_then(|hold| {
+        (!hold.is_renewed() && hold.loss.state() == HoldState::InDoubt)
+            .then(|| (hold.loss.clone(), hold.presence.clone()))
     })
 }
 
-/// Checks one owner's leased holds of one lock in doubt after a reconnect: the owner's field
-/// present confirms them, absent loses them; an error is retried until none is in doubt any
-/// more (their deadlines pass at the latest).
+/// Checks one owner's leased hold of one lock in doubt after a reconnect: the owner's field
+/// present confirms it, absent loses it; an error is retried until it is no longer in doubt
+/// (its deadline passes at the latest).
 async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey) {
     let retry = core
         .config()
@@ -259,15 +245,13 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
         .max(std::time::Duration::from_millis(10));
     let (name, field) = (&key.name, &key.field);
     loop {
-        let doubted = doubted_leases(&state, &key);
-        if doubted.is_empty() {
+        let Some((loss, count)) = doubted_lease(&state, &key) else {
             if check_ends(&state, &key) {
                 return;
             }
             continue;
-        }
+        };
         let sent_epoch = state.doubts.current();
-        let count = state.presence.get(&key).map(|c| c.clone());
         let present = match count {
             None => core.has_field(name, field).await,
             Some(call) => core
@@ -277,28 +261,23 @@ async fn verify_leased(core: Arc<Core>, state: Arc<WatchdogState>, key: HoldKey)
         };
         match present {
             Ok(true) => {
-                for loss in &doubted {
-                    if loss.confirm(sent_epoch) {
-                        crate::observe::lock_confirmed(name, field);
-                    }
+                if loss.confirm(sent_epoch) {
+                    crate::observe::lock_confirmed(name, field);
                 }
-                if doubted.iter().any(|l| l.state() == HoldState::InDoubt) {
+                if loss.state() == HoldState::InDoubt {
                     // A newer doubt began while the check was in flight: check again.
                     tokio::time::sleep(retry).await;
                 }
             }
             Ok(false) => {
-                for loss in &doubted {
-                    if !loss.is_lost() {
-                        crate::observe::lock_lost(name, field, "gone after a reconnect");
-                    }
-                    loss.mark_lost();
+                if !loss.is_lost() {
+                    crate::observe::lock_lost(name, field, "gone after a reconnect");
                 }
+                loss.mark_lost();
             }
             Err(_) => {
-                let deadline = doubted.iter().map(|l| l.deadline()).min();
                 let next = Instant::now() + retry;
-                tokio::time::sleep_until(deadline.map_or(next, |d| d.min(next))).await;
+                tokio::time::sleep_until(loss.deadline().min(next)).await;
             }
         }
     }
@@ -362,7 +341,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::service::watchdog::state::Doubts;
+    use crate::service::watchdog::state::{tests::hold, Doubts};
 
     #[tokio::test(start_paused = true)]
     async fn a_doubt_clears_only_by_a_renewal_sent_after_it_began() {
@@ -426,9 +405,10 @@ mod tests {
     async fn during_a_failover_nothing_confirms_a_hold_and_after_it_a_later_renewal_does() {
         let state = Arc::new(crate::service::watchdog::state::tests::state());
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
-        state.leased.insert(
+        let ends = Instant::now() + Duration::from_secs(30);
+        state.holds.insert(
             HoldKey::new("b".into(), "f".into(), Arc::from([])),
-            vec![leased.clone()],
+            hold("b", 0, &[ends], leased.clone(), 1),
         );
         let holds = FailoverHolds {
             core: Weak::new(),
@@ -468,10 +448,13 @@ mod tests {
         let state = crate::service::watchdog::state::tests::state();
         let key = HoldKey::new("b".into(), "f".into(), Arc::from([]));
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
-        state.leased.insert(key.clone(), vec![leased.clone()]);
+        let ends = Instant::now() + Duration::from_secs(30);
+        state
+            .holds
+            .insert(key.clone(), hold("b", 0, &[ends], leased.clone(), 1));
         assert!(check_begins(&state, &key), "the first check starts");
         // The running check looks: nothing in doubt, it is about to end.
-        assert!(doubted_leases(&state, &key).is_empty());
+        assert!(doubted_lease(&state, &key).is_none());
         // A reconnect now: the hold is in doubt, and a check is asked for.
         assert!(leased.doubt(state.doubts.next()));
         let started = check_begins(&state, &key);
@@ -481,9 +464,8 @@ mod tests {
             "the doubt is left unchecked until the deadline: no new check, and the running one ended"
         );
         if !ended {
-            assert_eq!(
-                doubted_leases(&state, &key).len(),
-                1,
+            assert!(
+                doubted_lease(&state, &key).is_some(),
                 "the running check goes on"
             );
             leased.confirm(state.doubts.current());
@@ -504,20 +486,13 @@ mod tests {
         let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.holds.insert(
             HoldKey::new("a".into(), "f".into(), Arc::from([])),
-            crate::service::watchdog::state::Renewed {
-                count: 1,
-                shape: crate::service::watchdog::shape::RenewalShape::per_hold("a"),
-                queue: None,
-                last_sent: Instant::now(),
-                epoch: 1,
-                renewals: 0,
-                loss: renewed.clone(),
-            },
+            hold("a", 1, &[], renewed.clone(), 1),
         );
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
-        state.leased.insert(
+        let ends = Instant::now() + Duration::from_secs(30);
+        state.holds.insert(
             HoldKey::new("b".into(), "f".into(), Arc::from([])),
-            vec![leased.clone()],
+            hold("b", 0, &[ends], leased.clone(), 1),
         );
         doubt_where(&state, |name| name != "b", "test");
         assert_eq!(renewed.state(), HoldState::InDoubt);

@@ -143,8 +143,9 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
     failed
 }
 
-/// Takes the holds due: drops (and reports lost) those whose deadline has passed, skips those
-/// that reached `max_renewals` (they stay registered until their deadline passes).
+/// Takes the holds due: forgets (and reports lost) those whose deadline has passed, skips those
+/// that reached `max_renewals` (they stay registered until their deadline passes) and those with
+/// no part to renew (leased: they end with their leases).
 fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Vec<Item> {
     let mut items = Vec::with_capacity(state.holds.len());
     let mut expired = Vec::new();
@@ -152,7 +153,7 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
         let hold = entry.value();
         if hold.loss.deadline() <= now || hold.loss.is_lost() {
             expired.push((entry.key().clone(), hold.epoch));
-        } else if max_renewals.is_none_or(|m| hold.renewals < m) {
+        } else if hold.is_renewed() && max_renewals.is_none_or(|m| hold.renewals < m) {
             items.push(Item {
                 key: entry.key().clone(),
                 shape: hold.shape.clone(),
@@ -163,7 +164,9 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
     }
     for (key, epoch) in expired {
         if let Some((_, hold)) = state.holds.remove_if(&key, |_, h| h.epoch == epoch) {
-            crate::observe::lock_lost(&key.name, &key.field, "not renewed before its deadline");
+            if hold.is_renewed() {
+                crate::observe::lock_lost(&key.name, &key.field, "not renewed before its deadline");
+            }
             hold.loss.mark_lost();
         }
     }
@@ -292,7 +295,7 @@ pub(crate) mod tests {
 
     use super::*;
     use crate::conn::scripts::{tests::assert_matches_header, ScriptId};
-    use crate::service::watchdog::{state::tests::state, state::Renewed};
+    use crate::service::watchdog::{state::tests::state, state::Hold};
 
     pub(crate) fn item(name: &str, field: &str, shape: RenewalShape) -> Item {
         Item {
@@ -404,10 +407,13 @@ pub(crate) mod tests {
         let add = |name: &str, deadline: Instant, renewals: u64| {
             state.holds.insert(
                 HoldKey::new(name.into(), "f".into(), Arc::from([])),
-                Renewed {
-                    count: 1,
+                Hold {
+                    renewed: 1,
+                    leases: Vec::new(),
+                    leased: false,
                     shape: RenewalShape::per_hold(name),
                     queue: None,
+                    presence: None,
                     last_sent: now,
                     epoch: 1,
                     renewals,
@@ -431,10 +437,13 @@ pub(crate) mod tests {
         let loss = LossSignal::new(Instant::now() + Duration::from_secs(1));
         state.holds.insert(
             key.clone(),
-            Renewed {
-                count: 1,
+            Hold {
+                renewed: 1,
+                leases: Vec::new(),
+                leased: false,
                 shape: RenewalShape::per_hold("n"),
                 queue: None,
+                presence: None,
                 last_sent: Instant::now(),
                 epoch: 7,
                 renewals: 0,

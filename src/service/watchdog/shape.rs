@@ -45,6 +45,21 @@ pub(crate) struct RenewalShape {
 }
 
 impl RenewalShape {
+    /// The same entry for an explicit, owner-checked set of an exact TTL: L-SET for L-RENEW's,
+    /// R-SET for R-RENEW's (the periodic renewal only ever raises a TTL). A group's and a
+    /// permit's entries are their holds' own deadlines: their shape is its own exact form.
+    pub(crate) fn exact(&self) -> Self {
+        let script = match self.script {
+            ScriptId::Renew => ScriptId::SetTtl,
+            ScriptId::ReadRenew => ScriptId::ReadSetTtl,
+            other => other,
+        };
+        Self {
+            script,
+            ..self.clone()
+        }
+    }
+
     /// One entry per hold with the lock's hash as its only key (L-RENEW).
     pub(crate) fn per_hold(name: &str) -> Self {
         Self {

@@ -1,6 +1,6 @@
-//! The state the watchdog's rooms share, below all of them: the renewed holds ([`Renewed`], by
-//! [`HoldKey`]), the leased ones, the requests for a run at once, and the connection doubts'
-//! bookkeeping ([`Doubts`]). The handle (`mod.rs`) registers into it, the renewal run
+//! The state the watchdog's rooms share, below all of them: the holds ([`Hold`], by
+//! [`HoldKey`]: every owner's hold of every lock a guard stands for, with its parts, renewed or
+//! leased), the requests for a run at once, and the connection doubts' bookkeeping ([`Doubts`]). The handle (`mod.rs`) registers into it, the renewal run
 //! (`run.rs`) and the doubt listener (`doubt.rs`) read and change it; none of them imports
 //! another.
 
@@ -42,13 +42,25 @@ impl HoldKey {
     }
 }
 
-/// A hold the watchdog renews: one owner's hold of one lock (not the acquisition's `Claim`),
-/// with the count of registrations sharing it.
-pub(super) struct Renewed {
-    pub(super) count: u32,
+/// One owner's hold of one lock as this client keeps it: the parts its guards stand for (every
+/// acquisition is a part, a re-entry too), the one loss signal all of them watch, and how the
+/// watchdog renews it while a part without a lease remains. In Redis the parts are one field,
+/// one count and one TTL: the hold lives as long as its longest part.
+pub(super) struct Hold {
+    /// The parts acquired without a lease: while there is one, the watchdog renews the hold.
+    pub(super) renewed: u32,
+    /// The leased parts: (part id, when its TTL ends: its acquisition's send time + its lease).
+    pub(super) leases: Vec<(u64, Instant)>,
+    /// A part with a lease was registered here once (the key's TTL then follows the parts, not
+    /// the watchdog alone: see [`Need`]).
+    pub(super) leased: bool,
     pub(super) shape: RenewalShape,
     /// The kind's local wait line, told when renewal finds the hold gone.
     pub(super) queue: Option<crate::types::line::WaitLine>,
+    /// How the hold is confirmed after a reconnect when no renewal runs for it and its kind has
+    /// no owner field in the lock's hash (a group multi-lock, a permit): a call answering the
+    /// hold count. `None`: `HEXISTS <lock> <field>`.
+    pub(super) presence: Option<ScriptCall>,
     /// When the latest acquisition registered here was sent.
     pub(super) last_sent: Instant,
     pub(super) epoch: u64,
@@ -56,20 +68,61 @@ pub(super) struct Renewed {
     pub(super) loss: Arc<LossSignal>,
 }
 
+impl Hold {
+    /// `true` while a part without a lease remains (the watchdog renews the hold).
+    pub(super) fn is_renewed(&self) -> bool {
+        self.renewed > 0
+    }
+
+    /// What the parts still need of the key's TTL.
+    pub(super) fn need(&self) -> Need {
+        Need {
+            renewed: self.is_renewed(),
+            until: self.leases.iter().map(|&(_, ends)| ends).max(),
+            leased: self.leased,
+        }
+    }
+
+    /// `true` when no part is left.
+    pub(super) fn is_empty(&self) -> bool {
+        self.renewed == 0 && self.leases.is_empty()
+    }
+}
+
+/// What the parts of one owner's hold still need of the key's TTL (a release that leaves some
+/// sets the TTL to it): the watchdog timeout while a part without a lease remains, the latest
+/// end of the leased parts, whichever is longer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Need {
+    /// A part without a lease remains.
+    pub(crate) renewed: bool,
+    /// The latest end of the leased parts that remain.
+    pub(crate) until: Option<Instant>,
+    /// The hold had a leased part at some time.
+    pub(crate) leased: bool,
+}
+
+impl Need {
+    /// The TTL the parts need as of `now` (`None`: no part is known).
+    pub(crate) fn ttl(
+        &self,
+        timeout: std::time::Duration,
+        now: Instant,
+    ) -> Option<std::time::Duration> {
+        let renewed = self.renewed.then_some(timeout);
+        let leased = self.until.map(|ends| ends.saturating_duration_since(now));
+        renewed.max(leased)
+    }
+}
+
 /// What the watchdog calls when it finds a hold gone whose kind has a local wait line:
 /// `(lock name, wait line)`, so the line's head attempts at once.
 pub(crate) type OnGone = Box<dyn Fn(&str, crate::types::line::WaitLine) + Send + Sync>;
 
-/// What the watchdog keeps: the renewed holds, the leased ones, the doubts.
+/// What the watchdog keeps: the holds, the doubts.
 pub(crate) struct WatchdogState {
-    pub(super) holds: DashMap<HoldKey, Renewed>,
-    /// The loss signals of the leased guards (no renewal) of each owner on each lock, told when
-    /// a call of that owner sets the lock's TTL.
-    pub(super) leased: DashMap<HoldKey, Vec<Arc<LossSignal>>>,
-    /// How the leased holds of a (lock, owner) are confirmed after a reconnect when their kind
-    /// has no owner field in the lock's hash (a group multi-lock): a call answering the hold
-    /// count. Absent: `HEXISTS <lock> <field>`.
-    pub(super) presence: DashMap<HoldKey, ScriptCall>,
+    /// Every hold a guard of this client stands for, renewed or leased.
+    pub(super) holds: DashMap<HoldKey, Hold>,
     pub(super) wake: Notify,
     /// A hold's deadline came closer than the next regular run: run now.
     pub(super) urgent: Notify,
@@ -85,8 +138,6 @@ impl WatchdogState {
     pub(super) fn new(on_gone: OnGone) -> Self {
         Self {
             holds: DashMap::new(),
-            leased: DashMap::new(),
-            presence: DashMap::new(),
             wake: Notify::new(),
             urgent: Notify::new(),
             next_epoch: AtomicU64::new(1),
@@ -102,8 +153,8 @@ impl WatchdogState {
 pub(crate) struct Doubts {
     /// The last doubt epoch taken (0: none yet).
     epoch: AtomicU64,
-    /// The (lock, owner) pairs of leased holds whose check is running (one at a time, however
-    /// many reconnects ask). The leased holds themselves are the watchdog's `leased` registry.
+    /// The (lock, owner) pairs of holds no renewal confirms (leased only) whose check is running
+    /// (one at a time, however many reconnects ask).
     pub(super) checking: Mutex<HashSet<HoldKey>>,
     /// The cluster routing as last seen (to tell which slots a dropped or removed node served).
     pub(super) routing: Mutex<Option<ClusterRouting>>,
@@ -138,5 +189,32 @@ pub(crate) mod tests {
     /// A state whose found-gone callback does nothing.
     pub(crate) fn state() -> WatchdogState {
         WatchdogState::new(Box::new(|_, _| {}))
+    }
+
+    /// A hold of the lock `name` with `renewed` parts without a lease and one leased part per
+    /// end in `leases`, watched by `loss`, in registration `epoch`.
+    pub(crate) fn hold(
+        name: &str,
+        renewed: u32,
+        leases: &[Instant],
+        loss: Arc<LossSignal>,
+        epoch: u64,
+    ) -> Hold {
+        Hold {
+            renewed,
+            leases: leases
+                .iter()
+                .enumerate()
+                .map(|(i, &e)| (i as u64 + 100, e))
+                .collect(),
+            leased: !leases.is_empty(),
+            shape: RenewalShape::per_hold(name),
+            queue: None,
+            presence: None,
+            last_sent: Instant::now(),
+            epoch,
+            renewals: 0,
+            loss,
+        }
     }
 }

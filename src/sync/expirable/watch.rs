@@ -17,7 +17,9 @@ use super::calls::NO_LEASE;
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
-    service::watchdog::{valid_until, HoldKey, HoldState, Layout, LossSignal, RenewalShape},
+    service::watchdog::{
+        HoldKey, HoldState, Layout, LossSignal, Registration, RenewalShape, Upkeep,
+    },
     types::permit::PermitId,
 };
 
@@ -46,10 +48,8 @@ pub(super) struct PermitWatch {
     key: HoldKey,
     loss: Arc<LossSignal>,
     life: Life,
-    /// The watchdog registration's epoch (watchdog permits), until [`end`](Self::end).
-    registration: Option<u64>,
-    /// Followed as a leased hold (its doubts checked after a reconnect), until `end`.
-    tracked: bool,
+    /// The watchdog registration (renewed or leased permits), until [`end`](Self::end).
+    registration: Option<Registration>,
 }
 
 /// The renewal shape of a permit: PS-LEASE over the semaphore's three keys.
@@ -99,32 +99,33 @@ impl PermitWatch {
     ) -> Self {
         let key = HoldKey::new(names.name.into(), id.to_string().into(), Arc::from([]));
         let wd = client.watchdog();
-        let (loss, registration, tracked) = match life {
+        let upkeep = || Upkeep {
+            shape: renewal_shape(names),
+            queue: None,
+            presence: Some(lease_left_call(names, id, now_ms)),
+        };
+        let (loss, registration) = match life {
             Life::Watchdog => {
-                let r = wd.register(&key, renewal_shape(names), None, sent_at);
-                (r.loss, Some(r.epoch), false)
+                let r = wd.register(&key, upkeep(), sent_at, true, None);
+                (r.loss.clone(), Some(r))
             }
             Life::Leased(lease) => {
-                let loss = LossSignal::new(valid_until(sent_at, lease));
-                wd.track_leased(&key, &loss);
-                wd.confirm_leased_with(&key, lease_left_call(names, id, now_ms));
-                (loss, None, true)
+                let r = wd.register(&key, upkeep(), sent_at, false, Some(lease));
+                (r.loss.clone(), Some(r))
             }
             Life::Forever => (
                 LossSignal::new(crate::types::millis::later(sent_at, Duration::MAX)),
                 None,
-                false,
             ),
         };
         if life != Life::Forever {
-            wd.doubted_since(&key, &loss, sent_at, tracked);
+            wd.doubted_since(&key, &loss, sent_at);
         }
         Self {
             key,
             loss,
             life,
             registration,
-            tracked,
         }
     }
 
@@ -156,12 +157,10 @@ impl PermitWatch {
     /// Stops renewing and following the permit (idempotent): before its release, or when it
     /// is kept (a watchdog permit then lives until its last renewal's deadline).
     pub(super) fn end(&mut self, client: &Client) {
-        let wd = client.watchdog();
-        if let Some(epoch) = self.registration.take() {
-            wd.deregister(&self.key, Some(epoch));
-        }
-        if std::mem::take(&mut self.tracked) {
-            wd.untrack_leased(&self.key, &self.loss);
+        if let Some(r) = self.registration.take() {
+            client
+                .watchdog()
+                .let_go(&self.key, Some((r.epoch, r.parts)));
         }
     }
 }
