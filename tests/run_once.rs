@@ -310,3 +310,219 @@ fn the_blocking_facade_runs_skips_keeps_at_least_and_cuts_the_hold_at_at_most() 
     });
     assert_eq!(outcome.unwrap(), RunOnce::TimedOut);
 }
+
+// ---------------------------------------------------------------------------------------------
+// `at_least` longer than the watchdog timeout, across faults (issue 38, finding 3): the name is
+// never free for a second instance before `at_least`, whatever ends the first run.
+
+const AT_LEAST: Duration = Duration::from_secs(5);
+
+/// A client with a 1 s watchdog (renewals every 333 ms): `at_least` is five timeouts.
+fn short_watchdog() -> Config {
+    Config::default().lock_watchdog_timeout(Duration::from_secs(1))
+}
+
+/// While `at_least` from `start` lasts (less a margin for the clock), every run of `name` by
+/// `other` is skipped; after it, one runs within two seconds.
+async fn skipped_until_at_least_then_runs(other: &Client, name: &str, start: Instant) {
+    let margin = Duration::from_millis(300);
+    while Instant::now() + margin < start + AT_LEAST {
+        let at = start.elapsed();
+        let outcome = other
+            .run_once(name, Duration::ZERO, Duration::from_secs(5), |_| async {})
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            RunOnce::Skipped,
+            "a second run {at:?} after the first began, inside at_least ({AT_LEAST:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let deadline = start + AT_LEAST + Duration::from_secs(2);
+    loop {
+        let outcome = other
+            .run_once(name, Duration::ZERO, Duration::from_secs(5), |_| async {})
+            .await
+            .unwrap();
+        if outcome == RunOnce::Ran(()) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still held {:?} after at_least",
+            start.elapsed() - AT_LEAST
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The job ends after several renewals and the connection drops at that moment, refused for
+/// longer than the command timeout: the TTL set at the end fails. The name stays held until
+/// `at_least` (the acquisition's TTL covered it; renewals never lowered it), where it used to
+/// end one watchdog timeout after the last renewal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_least_is_kept_when_the_connection_drops_as_the_job_ends() {
+    let server = RedisServer::start();
+    let proxy = std::sync::Arc::new(common::proxy::Proxy::start(server.port()).await);
+    let a = Client::connect(
+        &proxy.url(),
+        short_watchdog()
+            .timeout(Duration::from_millis(500))
+            .retry_attempts(1),
+    )
+    .await
+    .unwrap();
+    let b = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let job = {
+        let proxy = proxy.clone();
+        move |_| async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            proxy.refuse(true).await;
+            proxy.reset();
+        }
+    };
+    let ran = a
+        .run_once("drop-at-end", AT_LEAST, Duration::from_secs(30), job)
+        .await
+        .unwrap();
+    assert_eq!(ran, RunOnce::Ran(()));
+    skipped_until_at_least_then_runs(&b, "drop-at-end", start).await;
+    proxy.refuse(false).await;
+}
+
+/// The job ends as the server goes down, and it comes back from its AOF 1.5 s later (the TTL
+/// set at the end fails meanwhile): the key comes back with the TTL the acquisition gave it, so
+/// the name is held until `at_least` (it used to come back with the last renewal's, already
+/// past).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_least_is_kept_across_a_restart_with_persistence() {
+    let server = std::sync::Arc::new(parking_lot::Mutex::new(RedisServer::start_with(&[
+        "--appendonly",
+        "yes",
+        "--appendfsync",
+        "always",
+    ])));
+    let url = server.lock().url();
+    let a = Client::connect(
+        &url,
+        short_watchdog()
+            .timeout(Duration::from_millis(500))
+            .retry_attempts(1),
+    )
+    .await
+    .unwrap();
+    let start = Instant::now();
+    let job = {
+        let server = server.clone();
+        move |_| async move {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            server.lock().kill();
+            tokio::task::spawn_blocking(move || {
+                std::thread::sleep(Duration::from_millis(1500));
+                server.lock().restart()
+            });
+        }
+    };
+    let ran = a
+        .run_once("restart-at-end", AT_LEAST, Duration::from_secs(30), job)
+        .await
+        .unwrap();
+    assert_eq!(ran, RunOnce::Ran(()));
+    let port = server.lock().port();
+    let up = Instant::now() + Duration::from_secs(10);
+    while !common::redis_server::ping(port) {
+        assert!(Instant::now() < up, "the server did not come back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let b = Client::connect(&url, Config::default()).await.unwrap();
+    skipped_until_at_least_then_runs(&b, "restart-at-end", start).await;
+}
+
+/// The run's future is dropped while its job runs: the job is dropped, and the name is kept
+/// until `at_least` (it used to be released at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_least_is_kept_when_the_run_is_dropped() {
+    let server = RedisServer::start();
+    let a = Client::connect(&server.url(), short_watchdog())
+        .await
+        .unwrap();
+    let b = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let (began_tx, began) = tokio::sync::oneshot::channel();
+    let start = Instant::now();
+    let run = a.run_once(
+        "dropped",
+        AT_LEAST,
+        Duration::from_secs(30),
+        |_| async move {
+            began_tx.send(()).unwrap();
+            std::future::pending::<()>().await
+        },
+    );
+    tokio::select! {
+        _ = run => panic!("the job never ends"),
+        _ = began => {}
+    }
+    skipped_until_at_least_then_runs(&b, "dropped", start).await;
+}
+
+/// A blocking job that panics: the panic reaches the caller, and the name is kept until
+/// `at_least`, then free (it used to stay held and renewed until `at_most`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_blocking_job_keeps_at_least_and_frees_the_name_after_it() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let start = Instant::now();
+    // The client lives on (as in a service): only the panic ends the run.
+    let (a, panicked) = tokio::task::spawn_blocking(move || {
+        let a = redisson_lock::blocking::Client::connect(&url, short_watchdog()).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            a.run_once("panics", AT_LEAST, Duration::from_secs(60), |_| {
+                std::thread::sleep(Duration::from_millis(500));
+                panic!("the job fails")
+            })
+        }))
+        .is_err();
+        (a, panicked)
+    })
+    .await
+    .unwrap();
+    assert!(panicked, "the panic reaches the caller");
+    let b = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    skipped_until_at_least_then_runs(&b, "panics", start).await;
+    tokio::task::spawn_blocking(move || drop(a)).await.unwrap();
+}
+
+/// On every deployment: a job that spans several renewals of a 1 s watchdog and ends early
+/// keeps its name until `at_least` (five timeouts), then another instance runs it.
+async fn a_long_at_least_holds_the_name_until_then(b: common::Backend) {
+    let name = b.name("once:long");
+    let a = b
+        .client_with(b.config().lock_watchdog_timeout(Duration::from_secs(1)))
+        .await;
+    let other = b.client().await;
+    let start = Instant::now();
+    let ran = a
+        .run_once(
+            &name,
+            AT_LEAST,
+            Duration::from_secs(30),
+            |hold| async move {
+                tokio::time::sleep(Duration::from_millis(1500)).await;
+                hold.assert_locked().unwrap();
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(ran, RunOnce::Ran(()));
+    skipped_until_at_least_then_runs(&other, &name, start).await;
+}
+
+common::backend_tests!(any: a_long_at_least_holds_the_name_until_then);
