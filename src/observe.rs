@@ -269,7 +269,7 @@ pub(crate) fn synchronizer(object: &'static str, name: &str, op: &'static str) {
 }
 
 /// An election `name` changed for one of this client's campaigns: `event` is `elected`,
-/// `resigned` or `lost`.
+/// `resigned`, `in_doubt` (the body stopped while the term is in doubt) or `lost`.
 #[allow(unused_variables)]
 pub(crate) fn election(name: &str, event: &'static str) {
     #[cfg(feature = "metrics")]
@@ -280,7 +280,8 @@ pub(crate) fn election(name: &str, event: &'static str) {
     log::debug!("election {name}: {event}");
 }
 
-/// A run-once call on `name` ended: `outcome` is `ran`, `skipped` or `timed_out`.
+/// A run-once call on `name` ended: `outcome` is `ran`, `skipped`, `timed_out` or `ended` (a
+/// blocking job that panicked).
 #[allow(unused_variables)]
 pub(crate) fn run_once(name: &str, outcome: &'static str) {
     #[cfg(feature = "metrics")]

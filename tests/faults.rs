@@ -349,3 +349,86 @@ async fn s13_high_latency_causes_no_false_loss_and_waits_end_on_time() {
         wait + rtt
     );
 }
+
+// S10 for a permit (issue 38, finding 5): an acquisition of a permit-expirable semaphore whose
+// reply never came is ambiguous, and its permit is released by its id. A copy of that
+// acquisition may still run after the release (sent late, re-sent after a reconnect): its
+// permit must not be kept, for ever when it has no lease.
+
+fn contains(data: &[u8], part: &[u8]) -> bool {
+    data.windows(part.len()).any(|w| w == part)
+}
+
+/// Sends `request` (raw RESP) on a connection of its own to the server at `port` and reads the
+/// reply: a late copy of a call the client sent.
+async fn replay(port: u16, request: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    conn.write_all(request).await.unwrap();
+    let mut reply = vec![0; 512];
+    let n = tokio::time::timeout(T, conn.read(&mut reply))
+        .await
+        .expect("a reply")
+        .unwrap();
+    reply.truncate(n);
+    reply
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s10_a_permit_taken_by_a_late_copy_of_a_lost_acquisition_is_given_back() {
+    use common::proxy::Direction;
+    let s = RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    // A call's timeout and retries end within 0.6 s; a late copy is looked for during the 3 s
+    // watchdog timeout.
+    let config = fast()
+        .retry_attempts(1)
+        .lock_watchdog_timeout(Duration::from_secs(3));
+    let client = Client::connect(&proxy.url(), config).await.unwrap();
+    let other = Client::connect(&s.url(), common::config()).await.unwrap();
+    let sem = client.get_permit_expirable_semaphore("late");
+    let theirs = other.get_permit_expirable_semaphore("late");
+    assert!(sem.try_set_permits(1).await.unwrap());
+    // The acquisition script is loaded on the server (a late copy runs as EVALSHA).
+    sem.try_acquire(None)
+        .await
+        .unwrap()
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+
+    let held = proxy.hold_next(
+        Direction::Upstream,
+        Some(Box::new(|d: &[u8]| {
+            contains(d, b"EVALSHA") && contains(d, b"late")
+        })),
+    );
+    let sent = tokio::time::Instant::now();
+    let err = sem.try_acquire(None).await.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Ambiguous, "{err}");
+    let request = held.wait_caught(T).await.expect("the acquisition was held");
+    // Lost with its connection: the client's release by id finds nothing.
+    held.discard();
+    proxy.reset();
+    tokio::time::sleep_until(sent + Duration::from_millis(1500)).await;
+    assert_eq!(theirs.available_permits().await.unwrap(), 1);
+
+    // A copy of the acquisition runs now.
+    let reply = replay(s.port(), &request).await;
+    assert!(!reply.starts_with(b"-"), "the late copy ran: {reply:?}");
+    assert_eq!(
+        theirs.available_permits().await.unwrap(),
+        0,
+        "the late copy took the permit"
+    );
+    assert!(
+        common::eventually(T, || async {
+            theirs.available_permits().await.unwrap() == 1
+        })
+        .await,
+        "the permit the late copy took is given back"
+    );
+}

@@ -1237,3 +1237,64 @@ async fn sentinel_a_promoted_master_wants_an_ack_while_a_live_replica_is_not_att
     g.unlock().await.unwrap();
     client.shutdown().await;
 }
+
+/// Issue 38, finding 4: a failover under way keeps every hold in doubt, a new one too, while
+/// the client's connections still reach the master being replaced. `run_as_leader` waits in
+/// its term (the body stopped) instead of campaigning again at round-trip speed (each campaign
+/// a new term, an unlock message to every campaigner and watcher), and once the failover is
+/// given up and the hold confirmed, the body starts again in the same term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_run_as_leader_waits_out_a_failover_in_its_term() {
+    let rig = Announced::start().await;
+    let (tx, mut starts) = tokio::sync::mpsc::unbounded_channel();
+    let election = rig.client.get_election("sentinel:leader");
+    let task = tokio::spawn(async move {
+        let _ = election
+            .run_as_leader(move |hold| {
+                let tx = tx.clone();
+                async move {
+                    tx.send(hold.token().expect("a term")).unwrap();
+                    std::future::pending::<Result<(), Error>>().await
+                }
+            })
+            .await;
+    });
+    let term = next_start(&mut starts).await;
+    let spent = || -> u64 {
+        sentinel_rig::cli(
+            rig.server.port(),
+            &["GET", "redisson_lock_token:{sentinel:leader}"],
+        )
+        .parse()
+        .expect("a token counter")
+    };
+    rig.begin();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        spent(),
+        term,
+        "terms spent while the failover was under way"
+    );
+    assert!(starts.try_recv().is_err(), "the body ran while in doubt");
+
+    assert_eq!(
+        rig.leader
+            .publish("-failover-abort-not-elected", &rig.about_master()),
+        1
+    );
+    assert_eq!(
+        next_start(&mut starts).await,
+        term,
+        "the same term, confirmed"
+    );
+    assert_eq!(spent(), term);
+    task.abort();
+    rig.client.shutdown().await;
+}
+
+async fn next_start(starts: &mut tokio::sync::mpsc::UnboundedReceiver<u64>) -> u64 {
+    tokio::time::timeout(Duration::from_secs(10), starts.recv())
+        .await
+        .expect("the body started in time")
+        .expect("the leader task is alive")
+}

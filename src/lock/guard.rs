@@ -250,6 +250,17 @@ impl<K: Kind> Guard<K> {
         self.held.loss().wait_not_held().await
     }
 
+    /// Resolves once the hold is not [`InDoubt`](HoldState::InDoubt), with its state:
+    /// [`Held`](HoldState::Held) (confirmed, or never in doubt) or [`Lost`](HoldState::Lost).
+    /// A holder that paused its work when the hold went in doubt waits here to resume or to
+    /// give up.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future has no effect on the lock.
+    pub async fn settled(&self) -> HoldState {
+        self.held.loss().wait_settled().await
+    }
+
     /// Releases this hold and reports the outcome. Watchdog renewal for this hold stops
     /// whatever the outcome.
     ///

@@ -272,10 +272,14 @@ impl Election {
     }
 
     /// Keeps campaigning and runs `body` while this instance leads: the body's future is
-    /// dropped the moment leadership is in doubt or lost, and the campaign starts again; when
-    /// the body ends, the leadership is resigned and the body's result returned. The body gets
-    /// the [`HoldWatch`] of its term (its [`token`](HoldWatch::token) is the term, for fencing
-    /// writes), and [`assert_locked`](crate::assert_locked) works inside it.
+    /// dropped the moment leadership is in doubt or lost. A term in doubt is kept: the body
+    /// starts again in the same term once the hold is confirmed, and a new campaign begins only
+    /// once it is lost (after a growing pause when terms keep ending within a watchdog timeout,
+    /// so a failover that leaves every new hold in doubt spends a bounded number of terms and
+    /// never spins). When the body ends, the leadership is resigned and the body's result
+    /// returned. The body gets the [`HoldWatch`] of its term (its [`token`](HoldWatch::token) is
+    /// the term, for fencing writes), and [`assert_locked`](crate::assert_locked) works inside
+    /// it.
     ///
     /// ```no_run
     /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
@@ -303,39 +307,79 @@ impl Election {
         Fut: Future<Output = std::result::Result<T, E>>,
         E: From<Error>,
     {
+        let timeout = self.client.config().lock_watchdog_timeout;
+        let mut pause = TermPause::new(timeout);
         loop {
             let leadership = self.campaign().await.map_err(E::from)?;
-            let watch = leadership.watch();
-            let run = scoped(watch.clone(), body(watch));
-            let outcome = {
-                let lost = leadership.lost();
-                tokio::pin!(lost, run);
-                tokio::select! {
-                    biased;
-                    () = &mut lost => None,
-                    result = &mut run => Some(result),
-                }
-                // The body's future is dropped here, before the leadership.
-            };
-            match outcome {
-                Some(result) => {
+            let began = tokio::time::Instant::now();
+            // The term: the body runs while it is held, waits while it is in doubt.
+            while leadership.settled().await == HoldState::Held {
+                let watch = leadership.watch();
+                let run = scoped(watch.clone(), body(watch));
+                let outcome = {
+                    let lost = leadership.lost();
+                    tokio::pin!(lost, run);
+                    tokio::select! {
+                        biased;
+                        () = &mut lost => None,
+                        result = &mut run => Some(result),
+                    }
+                    // The body's future is dropped here, before the leadership.
+                };
+                if let Some(result) = outcome {
                     if let Err(e) = leadership.resign().await {
                         log::warn!("resigning {} after the body ended failed: {e}", self.raw);
                     }
                     return result;
                 }
-                None => {
-                    log::info!(
-                        "leadership of {} in term {} is {:?}: body cancelled, campaigning again",
-                        self.raw,
-                        leadership.term(),
-                        leadership.state()
-                    );
-                    crate::observe::election(&self.raw, "lost");
-                    drop(leadership);
-                }
+                log::info!(
+                    "leadership of {} in term {} is {:?}: body stopped until it is settled",
+                    self.raw,
+                    leadership.term(),
+                    leadership.state()
+                );
+                crate::observe::election(&self.raw, "in_doubt");
             }
+            log::info!(
+                "leadership of {} in term {} is lost: campaigning again",
+                self.raw,
+                leadership.term()
+            );
+            crate::observe::election(&self.raw, "lost");
+            drop(leadership);
+            tokio::time::sleep(pause.after(began.elapsed())).await;
         }
+    }
+}
+
+/// The pause before a new campaign after a term was lost: none after a term that lasted a
+/// watchdog timeout or more; after shorter ones, a pause that starts at [`TermPause::FIRST`]
+/// and doubles up to the watchdog timeout while terms keep ending that soon (each campaign
+/// takes a fencing token and its release wakes every campaigner and watcher).
+struct TermPause {
+    next: Duration,
+    max: Duration,
+}
+
+impl TermPause {
+    const FIRST: Duration = Duration::from_millis(50);
+
+    fn new(max: Duration) -> Self {
+        Self {
+            next: Self::FIRST,
+            max: max.max(Self::FIRST),
+        }
+    }
+
+    /// The pause after a term that lasted `lasted`.
+    fn after(&mut self, lasted: Duration) -> Duration {
+        if lasted >= self.max {
+            self.next = Self::FIRST;
+            return Duration::ZERO;
+        }
+        let pause = self.next;
+        self.next = (self.next * 2).min(self.max);
+        pause
     }
 }
 
@@ -381,6 +425,15 @@ impl Leadership {
     /// Cancel safe.
     pub async fn lost(&self) {
         self.guard.lost().await
+    }
+
+    /// Resolves once the leadership is not in doubt, with its state: [`Held`](HoldState::Held)
+    /// (confirmed: lead again) or [`Lost`](HoldState::Lost) (campaign again).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future has no effect on the leadership.
+    pub async fn settled(&self) -> HoldState {
+        self.guard.settled().await
     }
 
     /// An owned view of the hold, for tasks the leader spawns.
@@ -469,6 +522,9 @@ impl LeaderWatch {
     /// next call.
     pub async fn next(&mut self) -> Option<Result<Option<Leader>>> {
         loop {
+            if self.election.client.is_closed() {
+                return None;
+            }
             match self.election.leader().await {
                 Ok(now) => {
                     if self.last.as_ref() != Some(&now) {
@@ -478,6 +534,7 @@ impl LeaderWatch {
                     }
                 }
                 Err(Error::Shutdown) => return None,
+                Err(_) if self.election.client.is_closed() => return None,
                 Err(e) => return Some(Err(e)),
             }
             let step = self.step;
@@ -536,6 +593,30 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terms_that_end_soon_pause_the_campaign_longer_each_time_and_a_long_one_resets_it() {
+        let timeout = Duration::from_secs(3);
+        let mut pause = TermPause::new(timeout);
+        let soon = Duration::from_millis(5);
+        let pauses: Vec<Duration> = (0..8).map(|_| pause.after(soon)).collect();
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(
+            pauses,
+            [
+                ms(50),
+                ms(100),
+                ms(200),
+                ms(400),
+                ms(800),
+                ms(1600),
+                ms(3000),
+                ms(3000)
+            ]
+        );
+        assert_eq!(pause.after(timeout), Duration::ZERO, "a term that held");
+        assert_eq!(pause.after(soon), ms(50), "starts over");
+    }
 
     #[test]
     fn the_proclamation_key_shares_the_locks_slot() {

@@ -212,6 +212,24 @@ impl LossSignal {
         false
     }
 
+    /// Resolves once the hold is not in doubt (held, confirmed, or lost), with that state.
+    pub(crate) async fn wait_settled(&self) -> HoldState {
+        loop {
+            let notified = self.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let state = self.state();
+            if state != HoldState::InDoubt {
+                return state;
+            }
+            let deadline = self.deadline();
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep_until(deadline) => {}
+            }
+        }
+    }
+
     /// Resolves once the hold is no longer [`HoldState::Held`] (in doubt or lost).
     pub(crate) async fn wait_not_held(&self) {
         loop {

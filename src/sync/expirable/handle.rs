@@ -10,6 +10,12 @@ use crate::{
     types::{clock::epoch_ms, names, permit::PermitId},
 };
 
+/// How long after it was sent a copy of a call may still run, as far as this client knows: the
+/// unlock receipt's life (a call's timeout and retries), and at least the watchdog timeout.
+pub(crate) fn late_horizon(config: &crate::config::Config) -> std::time::Duration {
+    std::time::Duration::from_millis(config.receipt_px_ms()).max(config.lock_watchdog_timeout)
+}
+
 /// The object kind in logs and metrics.
 pub(super) const OBJECT: &str = "permit_semaphore";
 
@@ -198,6 +204,35 @@ impl PermitExpirableSemaphore {
                     }
                     Ok(_) => return,
                 }
+            }
+        }));
+    }
+
+    /// The permit `id` may have been taken by an acquisition sent at `sent_at` whose reply was
+    /// lost: it is released by its id in the background, and looked for again until no copy of
+    /// that acquisition can still run (one sent late, re-sent after a reconnect, or run after
+    /// a command that timed out on a connection that stayed open): at `sent_at` + `d`, `2d`,
+    /// `4d`... (`d` the retry delay) up to the horizon ([`late_horizon`]), with a last look at
+    /// the horizon. A release that finds the permit gives it back; one that finds nothing
+    /// changes nothing, so looking again is harmless.
+    pub(crate) fn release_taken_late(&self, id: PermitId, sent_at: tokio::time::Instant) {
+        let this = self.clone();
+        drop(self.client.spawn(async move {
+            let config = this.client.config();
+            let horizon = sent_at + late_horizon(config);
+            let mut pause = config.retry_delay.max(std::time::Duration::from_millis(10));
+            loop {
+                match this.try_release(id).await {
+                    Ok(true) => crate::observe::late_acquisition(&this.name, &id.to_string()),
+                    Ok(false) => {}
+                    Err(e) => log::debug!("looking for permit {id} of {} failed: {e}", this.name),
+                }
+                let now = tokio::time::Instant::now();
+                if now >= horizon || this.client.is_closed() {
+                    return;
+                }
+                tokio::time::sleep_until((now + pause).min(horizon)).await;
+                pause = pause.saturating_mul(2);
             }
         }));
     }

@@ -182,7 +182,8 @@ impl Waiter for TakePermit<'_> {
 
     /// One PS-ACQ, never cut short ([`detach`]): a permit taken but acknowledged by no replica
     /// is released ([`Error::NotReplicated`]); one whose reply was lost is released in the
-    /// background ([`Error::Ambiguous`]). A busy attempt's sleep is the sooner of the earliest
+    /// background by its id, and looked for again until no late copy of the acquisition can
+    /// run ([`Error::Ambiguous`]; see `release_taken_late`). A busy attempt's sleep is the sooner of the earliest
     /// permit's expiry and the watchdog timeout (see [`sleep_bound`]).
     async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
         let (this, lease_ms) = (self.semaphore.clone(), self.lease_ms);
@@ -203,7 +204,7 @@ impl Waiter for TakePermit<'_> {
             let outcome = run_taking(&this.client, call, (&this.name, &what), deadline, is_ok, undo).await;
             match outcome {
                 Err(f) if f.sent && f.error.is_transient() => {
-                    this.release_in_background(id);
+                    this.release_taken_late(id, sent_at);
                     Err(f.error.into_ambiguous(&this.name))
                 }
                 Err(f) => Err(f.error),
