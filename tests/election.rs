@@ -369,3 +369,20 @@ async fn run_as_leader_spends_one_term_when_a_restart_loses_its_hold() {
     task.abort();
     client.shutdown().await;
 }
+
+/// Issue 38, finding 5: a watch of a client that was shut down ends (`None`), as documented,
+/// instead of answering errors for ever to a consumer that keeps asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_watch_ends_once_its_client_is_shut_down() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let mut watch = client.get_election("ends").observe().await.unwrap();
+    assert_eq!(next(&mut watch).await, None, "nobody leads");
+    client.shutdown().await;
+    let ended = timeout(Duration::from_secs(5), watch.next())
+        .await
+        .expect("an answer in time");
+    assert!(ended.is_none(), "the watch ends: {ended:?}");
+}
