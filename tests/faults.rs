@@ -388,7 +388,10 @@ async fn s10_a_permit_taken_by_a_late_copy_of_a_lost_acquisition_is_given_back()
         .lock_watchdog_timeout(Duration::from_secs(3));
     let client = Client::connect(&proxy.url(), config).await.unwrap();
     let other = Client::connect(&s.url(), common::config()).await.unwrap();
-    let sem = client.get_permit_expirable_semaphore("late");
+    // Java's never-expiring permit: no lease, no watchdog (a late copy's permit stays for ever).
+    let sem = client
+        .get_permit_expirable_semaphore("late")
+        .without_watchdog();
     let theirs = other.get_permit_expirable_semaphore("late");
     assert!(sem.try_set_permits(1).await.unwrap());
     // The acquisition script is loaded on the server (a late copy runs as EVALSHA).
@@ -406,14 +409,19 @@ async fn s10_a_permit_taken_by_a_late_copy_of_a_lost_acquisition_is_given_back()
             contains(d, b"EVALSHA") && contains(d, b"late")
         })),
     );
-    let sent = tokio::time::Instant::now();
+    let monitor = common::Monitor::start(&[s.port()]);
+    let calls = || monitor.count_where("evalsha", |args| args.contains("\"{late}:timeout\""));
+    let before = calls().await;
     let err = sem.try_acquire(None).await.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Ambiguous, "{err}");
     let request = held.wait_caught(T).await.expect("the acquisition was held");
     // Lost with its connection: the client's release by id finds nothing.
     held.discard();
     proxy.reset();
-    tokio::time::sleep_until(sent + Duration::from_millis(1500)).await;
+    assert!(
+        common::eventually(T, || async { calls().await > before }).await,
+        "the client released the permit by its id"
+    );
     assert_eq!(theirs.available_permits().await.unwrap(), 1);
 
     // A copy of the acquisition runs now.

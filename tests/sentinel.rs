@@ -1298,3 +1298,61 @@ async fn next_start(starts: &mut tokio::sync::mpsc::UnboundedReceiver<u64>) -> u
         .expect("the body started in time")
         .expect("the leader task is alive")
 }
+
+/// A real failover (the master killed, a replica promoted): the leader's term is in doubt from
+/// the kill, its body stops, and it starts again once: in the same term when the new master has
+/// the hold (it was replicated before the kill), and the terms spent stay bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_run_as_leader_across_a_master_kill_spends_no_term() {
+    let mut set = SentinelSet::start();
+    let config = config().lock_watchdog_timeout(Duration::from_secs(12));
+    let client = connect(&set, config).await;
+    let (tx, mut starts) = tokio::sync::mpsc::unbounded_channel();
+    let election = client.get_election("sentinel:elect");
+    let task = tokio::spawn(async move {
+        let _ = election
+            .run_as_leader(move |hold| {
+                let tx = tx.clone();
+                async move {
+                    tx.send(hold.token().expect("a term")).unwrap();
+                    std::future::pending::<Result<(), Error>>().await
+                }
+            })
+            .await;
+    });
+    let term = next_start(&mut starts).await;
+    let old = set.master_port();
+    let replicas: Vec<u16> = set
+        .servers
+        .iter()
+        .flatten()
+        .map(|s| s.port())
+        .filter(|&p| p != old)
+        .collect();
+    sentinel_rig::wait_for("the hold replicated", Duration::from_secs(10), || {
+        replicas
+            .iter()
+            .all(|&p| set.data_cli(p, &["EXISTS", "sentinel:elect"]).trim() == "1")
+    });
+    set.kill_port(old);
+    let new = set.await_new_master(old, Duration::from_secs(30));
+    let again = tokio::time::timeout(Duration::from_secs(30), starts.recv())
+        .await
+        .expect("the body started again after the failover")
+        .unwrap();
+    assert_eq!(again, term, "the same term, confirmed on the new master");
+    let spent: u64 = set
+        .data_cli(new, &["GET", "redisson_lock_token:{sentinel:elect}"])
+        .trim()
+        .parse()
+        .expect("a token counter");
+    assert_eq!(spent, term, "no term spent across the failover");
+    assert!(
+        tokio::time::timeout(Duration::from_secs(2), starts.recv())
+            .await
+            .is_err(),
+        "the body started once more, not twice"
+    );
+    task.abort();
+    client.shutdown().await;
+}
