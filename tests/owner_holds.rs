@@ -84,34 +84,42 @@ async fn a_shorter_leased_re_entry_does_not_let_a_watchdog_hold_expire() {
     assert!(!admin.exists("reentry:wd").await);
 }
 
-/// Item 1: a leased hold (20 s) re-entered with a 1 s lease: the key then lives 1 s, and the
-/// outer guard must know it (its deadline comes closer), not report the lock valid for 20 s.
+/// Item 1, as issue 38 settled it: a leased hold (20 s) re-entered with a 1 s lease keeps the
+/// longer part (the key lives 20 s, and both guards say so); releasing the longer part sets the
+/// TTL to what the shorter has left, and the guard left knows it: lost when the key expires,
+/// not valid for 20 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_shorter_leased_re_entry_moves_the_outer_leased_deadline_closer() {
+async fn a_shorter_leased_re_entry_keeps_the_longer_part_until_it_is_released() {
     let (_s, c, admin) = standalone(Config::default()).await;
     let lock = c.get_lock("reentry:leased");
     let outer = leased(&lock, Duration::from_secs(20)).await;
     let inner = leased(&lock, SECOND).await;
-    let after = Instant::now();
     assert!(
-        outer.valid_until() <= after + SECOND,
-        "the outer guard claims the lock {:?} past the inner lease",
-        outer.valid_until() - (after + SECOND)
+        admin.pttl("reentry:leased").await > 19_000,
+        "the longer part's TTL"
     );
-    assert_eq!(inner.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    let far = Instant::now() + Duration::from_secs(19);
+    assert!(outer.valid_until() > far && inner.valid_until() > far);
+    let released = Instant::now();
+    assert_eq!(outer.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert!(
+        inner.valid_until() <= released + SECOND,
+        "the guard left claims the lock {:?} past its lease",
+        inner.valid_until() - (released + SECOND)
+    );
     assert!(
         common::eventually(Duration::from_secs(5), || async {
             !admin.exists("reentry:leased").await
         })
         .await,
-        "the key expires with the 1 s TTL the last calls set"
+        "the key expires with what the 1 s part had left"
     );
     assert!(
-        outer.is_lost(),
-        "the key is gone but the outer guard says held until {:?} from now",
-        outer.valid_until() - Instant::now()
+        inner.is_lost(),
+        "the key is gone but the guard says held until {:?} from now",
+        inner.valid_until() - Instant::now()
     );
-    tokio::time::timeout(Duration::from_millis(100), outer.lost())
+    tokio::time::timeout(Duration::from_millis(100), inner.lost())
         .await
         .expect("lost() resolved");
 }
