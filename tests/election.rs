@@ -278,34 +278,6 @@ fn the_blocking_facade_campaigns_proclaims_and_resigns() {
 // run_as_leader under faults (issue 38, finding 4): the body stops while the term is in doubt
 // and starts again in the same term once it is confirmed; a new term only after a loss.
 
-/// Every start of a `run_as_leader` body: the term it started in.
-type Starts = tokio::sync::mpsc::UnboundedReceiver<u64>;
-
-/// Runs `election.run_as_leader` in a task whose body reports its term at each start, then
-/// waits until it is polled (never ends on its own).
-fn lead(election: redisson_lock::Election) -> (tokio::task::JoinHandle<()>, Starts) {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let task = tokio::spawn(async move {
-        let _ = election
-            .run_as_leader(move |hold| {
-                let tx = tx.clone();
-                async move {
-                    tx.send(hold.token().expect("a term")).unwrap();
-                    std::future::pending::<Result<(), redisson_lock::Error>>().await
-                }
-            })
-            .await;
-    });
-    (task, rx)
-}
-
-async fn next_start(starts: &mut Starts, within: Duration) -> u64 {
-    timeout(within, starts.recv())
-        .await
-        .expect("the body started in time")
-        .expect("the leader task is alive")
-}
-
 /// The election's token counter: the terms spent so far.
 fn terms_spent(port: u16, election: &str) -> u64 {
     common::sentinel::cli(
@@ -326,19 +298,17 @@ async fn run_as_leader_keeps_its_term_across_a_restart_with_persistence() {
     let client = Client::connect(&server.url(), short_watchdog())
         .await
         .unwrap();
-    let (task, mut starts) = lead(client.get_election("kept"));
-    let term = next_start(&mut starts, Duration::from_secs(5)).await;
+    let mut leading = common::Leading::start(client.get_election("kept"));
+    let term = leading.next_start(Duration::from_secs(5)).await;
     server.restart();
-    let again = next_start(&mut starts, Duration::from_secs(10)).await;
+    let again = leading.next_start(Duration::from_secs(10)).await;
     assert_eq!(again, term, "the body starts again in the same term");
     assert_eq!(terms_spent(server.port(), "kept"), term, "no term spent");
     assert!(
-        timeout(Duration::from_secs(2), starts.recv())
-            .await
-            .is_err(),
+        !leading.starts_within(Duration::from_secs(2)).await,
         "the body started once more, not twice"
     );
-    task.abort();
+    drop(leading);
     client.shutdown().await;
 }
 
@@ -349,16 +319,14 @@ async fn run_as_leader_spends_one_term_when_a_restart_loses_its_hold() {
     let client = Client::connect(&server.url(), short_watchdog())
         .await
         .unwrap();
-    let (task, mut starts) = lead(client.get_election("wiped"));
-    let term = next_start(&mut starts, Duration::from_secs(5)).await;
+    let mut leading = common::Leading::start(client.get_election("wiped"));
+    let term = leading.next_start(Duration::from_secs(5)).await;
     server.restart_empty();
     // The token counter went with the data: the new term counts from 1 again.
-    let next = next_start(&mut starts, Duration::from_secs(10)).await;
+    let next = leading.next_start(Duration::from_secs(10)).await;
     assert_eq!((term, next), (1, 1));
     assert!(
-        timeout(Duration::from_secs(2), starts.recv())
-            .await
-            .is_err(),
+        !leading.starts_within(Duration::from_secs(2)).await,
         "one new term"
     );
     assert_eq!(
@@ -366,7 +334,7 @@ async fn run_as_leader_spends_one_term_when_a_restart_loses_its_hold() {
         1,
         "one term spent since the wipe"
     );
-    task.abort();
+    drop(leading);
     client.shutdown().await;
 }
 

@@ -1246,20 +1246,8 @@ async fn sentinel_a_promoted_master_wants_an_ack_while_a_live_replica_is_not_att
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_run_as_leader_waits_out_a_failover_in_its_term() {
     let rig = Announced::start().await;
-    let (tx, mut starts) = tokio::sync::mpsc::unbounded_channel();
-    let election = rig.client.get_election("sentinel:leader");
-    let task = tokio::spawn(async move {
-        let _ = election
-            .run_as_leader(move |hold| {
-                let tx = tx.clone();
-                async move {
-                    tx.send(hold.token().expect("a term")).unwrap();
-                    std::future::pending::<Result<(), Error>>().await
-                }
-            })
-            .await;
-    });
-    let term = next_start(&mut starts).await;
+    let mut leading = common::Leading::start(rig.client.get_election("sentinel:leader"));
+    let term = leading.next_start(Duration::from_secs(10)).await;
     let spent = || -> u64 {
         sentinel_rig::cli(
             rig.server.port(),
@@ -1275,7 +1263,10 @@ async fn sentinel_run_as_leader_waits_out_a_failover_in_its_term() {
         term,
         "terms spent while the failover was under way"
     );
-    assert!(starts.try_recv().is_err(), "the body ran while in doubt");
+    assert!(
+        !leading.starts_within(Duration::ZERO).await,
+        "the body ran while in doubt"
+    );
 
     assert_eq!(
         rig.leader
@@ -1283,20 +1274,13 @@ async fn sentinel_run_as_leader_waits_out_a_failover_in_its_term() {
         1
     );
     assert_eq!(
-        next_start(&mut starts).await,
+        leading.next_start(Duration::from_secs(10)).await,
         term,
         "the same term, confirmed"
     );
     assert_eq!(spent(), term);
-    task.abort();
+    drop(leading);
     rig.client.shutdown().await;
-}
-
-async fn next_start(starts: &mut tokio::sync::mpsc::UnboundedReceiver<u64>) -> u64 {
-    tokio::time::timeout(Duration::from_secs(10), starts.recv())
-        .await
-        .expect("the body started in time")
-        .expect("the leader task is alive")
 }
 
 /// A real failover (the master killed, a replica promoted): the leader's term is in doubt from
@@ -1307,20 +1291,8 @@ async fn sentinel_run_as_leader_across_a_master_kill_spends_no_term() {
     let mut set = SentinelSet::start();
     let config = config().lock_watchdog_timeout(Duration::from_secs(12));
     let client = connect(&set, config).await;
-    let (tx, mut starts) = tokio::sync::mpsc::unbounded_channel();
-    let election = client.get_election("sentinel:elect");
-    let task = tokio::spawn(async move {
-        let _ = election
-            .run_as_leader(move |hold| {
-                let tx = tx.clone();
-                async move {
-                    tx.send(hold.token().expect("a term")).unwrap();
-                    std::future::pending::<Result<(), Error>>().await
-                }
-            })
-            .await;
-    });
-    let term = next_start(&mut starts).await;
+    let mut leading = common::Leading::start(client.get_election("sentinel:elect"));
+    let term = leading.next_start(Duration::from_secs(10)).await;
     let old = set.master_port();
     let replicas: Vec<u16> = set
         .servers
@@ -1336,10 +1308,7 @@ async fn sentinel_run_as_leader_across_a_master_kill_spends_no_term() {
     });
     set.kill_port(old);
     let new = set.await_new_master(old, Duration::from_secs(30));
-    let again = tokio::time::timeout(Duration::from_secs(30), starts.recv())
-        .await
-        .expect("the body started again after the failover")
-        .unwrap();
+    let again = leading.next_start(Duration::from_secs(30)).await;
     assert_eq!(again, term, "the same term, confirmed on the new master");
     let spent: u64 = set
         .data_cli(new, &["GET", "redisson_lock_token:{sentinel:elect}"])
@@ -1348,11 +1317,9 @@ async fn sentinel_run_as_leader_across_a_master_kill_spends_no_term() {
         .expect("a token counter");
     assert_eq!(spent, term, "no term spent across the failover");
     assert!(
-        tokio::time::timeout(Duration::from_secs(2), starts.recv())
-            .await
-            .is_err(),
+        !leading.starts_within(Duration::from_secs(2)).await,
         "the body started once more, not twice"
     );
-    task.abort();
+    drop(leading);
     client.shutdown().await;
 }

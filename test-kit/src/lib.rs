@@ -11,7 +11,8 @@
 //! * Here: [`Admin`] (a raw connection that reads and writes as a Java client would),
 //!   [`Recorder`] (a raw subscriber), [`Monitor`] (`MONITOR` feeds), and the shared checks
 //!   ([`woke_within`], [`eventually`], [`assert_exclusive_increments`],
-//!   [`synchronizers_wait_wake`]).
+//!   [`synchronizers_wait_wake`]), and [`Leading`] (a `run_as_leader` whose body reports the
+//!   term of each start).
 //!
 //! The crate's integration tests use it as a dev-dependency (`use redisson_lock_test_kit as
 //! common;`): it depends on `redisson-lock` itself, so they share one copy of the crate. The
@@ -525,4 +526,50 @@ pub async fn synchronizers_wait_wake(
     let opened = Instant::now();
     a.get_count_down_latch(&cdl).count_down().await.unwrap();
     woke_within(waiter, opened, bound).await;
+}
+
+/// A `run_as_leader` of an election in a task of its own, whose body reports the term it
+/// started in at each start and then runs until it is dropped (never ends on its own).
+pub struct Leading {
+    task: tokio::task::JoinHandle<()>,
+    starts: mpsc::UnboundedReceiver<u64>,
+}
+
+impl Leading {
+    pub fn start(election: redisson_lock::Election) -> Leading {
+        let (tx, starts) = mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            let _ = election
+                .run_as_leader(move |hold| {
+                    let tx = tx.clone();
+                    async move {
+                        tx.send(hold.token().expect("a term")).unwrap();
+                        std::future::pending::<Result<(), redisson_lock::Error>>().await
+                    }
+                })
+                .await;
+        });
+        Leading { task, starts }
+    }
+
+    /// The term of the body's next start, within `within`.
+    pub async fn next_start(&mut self, within: Duration) -> u64 {
+        tokio::time::timeout(within, self.starts.recv())
+            .await
+            .expect("the body started in time")
+            .expect("the leader task is alive")
+    }
+
+    /// `true` if the body starts again within `within`.
+    pub async fn starts_within(&mut self, within: Duration) -> bool {
+        tokio::time::timeout(within, self.starts.recv())
+            .await
+            .is_ok()
+    }
+}
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
