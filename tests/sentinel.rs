@@ -418,20 +418,7 @@ async fn sentinel_a_hold_is_in_doubt_from_the_master_kill_until_the_new_master_c
     let guard = lock.lock().await.expect("lock");
     let old = set.master_port();
     // The hold reached the replicas before the kill (so the new master has it).
-    let replicas: Vec<u16> = set
-        .servers
-        .iter()
-        .flatten()
-        .map(|s| s.port())
-        .filter(|&p| p != old)
-        .collect();
-    sentinel_rig::wait_for("the hold replicated", Duration::from_secs(10), || {
-        replicas.iter().all(|&p| {
-            set.data_cli(p, &["HEXISTS", "sentinel:doubt", &field])
-                .trim()
-                == "1"
-        })
-    });
+    replicated(&set, &["HEXISTS", "sentinel:doubt", &field]);
     assert_eq!(guard.state(), HoldState::Held);
 
     set.kill_port(old);
@@ -1294,18 +1281,7 @@ async fn sentinel_run_as_leader_across_a_master_kill_spends_no_term() {
     let mut leading = common::Leading::start(client.get_election("sentinel:elect"));
     let term = leading.next_start(Duration::from_secs(10)).await;
     let old = set.master_port();
-    let replicas: Vec<u16> = set
-        .servers
-        .iter()
-        .flatten()
-        .map(|s| s.port())
-        .filter(|&p| p != old)
-        .collect();
-    sentinel_rig::wait_for("the hold replicated", Duration::from_secs(10), || {
-        replicas
-            .iter()
-            .all(|&p| set.data_cli(p, &["EXISTS", "sentinel:elect"]).trim() == "1")
-    });
+    replicated(&set, &["EXISTS", "sentinel:elect"]);
     set.kill_port(old);
     let new = set.await_new_master(old, Duration::from_secs(30));
     let again = leading.next_start(Duration::from_secs(30)).await;
@@ -1322,4 +1298,21 @@ async fn sentinel_run_as_leader_across_a_master_kill_spends_no_term() {
     );
     drop(leading);
     client.shutdown().await;
+}
+
+/// Waits (at most 10 s) until every replica of the current master answers `1` to `query`.
+fn replicated(set: &SentinelSet, query: &[&str]) {
+    let old = set.master_port();
+    let replicas: Vec<u16> = set
+        .servers
+        .iter()
+        .flatten()
+        .map(|s| s.port())
+        .filter(|&p| p != old)
+        .collect();
+    sentinel_rig::wait_for("replicated", Duration::from_secs(10), || {
+        replicas
+            .iter()
+            .all(|&p| set.data_cli(p, query).trim() == "1")
+    });
 }
