@@ -196,6 +196,10 @@ enum Cmd {
         owner: usize,
         ask: bool,
     },
+    /// Who holds the lock (`HKEYS`).
+    Holder {
+        owner: usize,
+    },
     Subscribe,
     Unsubscribe,
 }
@@ -206,6 +210,7 @@ enum Answer {
     Acquired { owner: usize },
     Busy { owner: usize },
     Released { owner: usize, others: Option<u32> },
+    Holder { owner: usize, holder: Option<usize> },
     Subscribed,
 }
 
@@ -498,6 +503,10 @@ impl Sim {
                 }
                 self.reply(p, Answer::Released { owner, others });
             }
+            Cmd::Holder { owner } => {
+                let holder = self.holder.map(|(q, _)| q);
+                self.reply(p, Answer::Holder { owner, holder });
+            }
             Cmd::Subscribe => {
                 self.subscribed[p] = true;
                 self.reply(p, Answer::Subscribed);
@@ -717,11 +726,31 @@ impl Sim {
                 let now = self.at();
                 let st = self.cs(p);
                 if st.line.front() == Some(&owner) && st.head == Head::Busy {
-                    st.hand_off.as_mut().expect("a line").busy(now);
+                    let messages = st.messages;
+                    let hand_off = st.hand_off.as_mut().expect("a line");
+                    if hand_off.asks_holder() {
+                        // `wait_in_line` asks who holds before it sleeps.
+                        self.send(p, Cmd::Holder { owner });
+                        return;
+                    }
+                    hand_off.busy(now, None, messages);
                     self.head_sleeps(p, Duration::from_micros(TTL));
                 } else {
                     // An owner's own first attempt found it busy: it joins the line.
                     self.join(p, owner);
+                }
+            }
+            Answer::Holder { owner, holder } => {
+                let now = self.at();
+                let st = self.cs(p);
+                if st.line.front() == Some(&owner) && st.head == Head::Busy {
+                    let messages = st.messages;
+                    st.hand_off.as_mut().expect("a line").busy(
+                        now,
+                        holder.map(|q| q as u64),
+                        messages,
+                    );
+                    self.head_sleeps(p, Duration::from_micros(TTL));
                 }
             }
             Answer::Released { owner, others } => {
@@ -731,7 +760,7 @@ impl Sim {
                     let st = self.cs(p);
                     let head = !st.line.is_empty();
                     if let Some(hand_off) = st.hand_off.as_mut() {
-                        match hand_off.released(now, true, others.map(|n| n > 0), head) {
+                        match hand_off.released(now, true, others, head) {
                             Released::Kept => {}
                             Released::Idle => st.hand_off = None,
                             Released::HandedOver | Released::Contested => self.notify_head(p),
@@ -839,6 +868,7 @@ impl Sim {
                     self.schedule(TTL, Event::JavaTimeout { p, owner, gen });
                 }
             }
+            Answer::Holder { .. } => unreachable!("Java asks nobody who holds"),
             Answer::Subscribed => {
                 let st = self.js(p);
                 st.subscribing = false;
@@ -886,7 +916,9 @@ mod tests {
 
     use super::*;
 
-    /// Fleets of 2 to 4 processes, at least one of the crate, each with 2 to 4 owners (one owner has no local line to
+    /// Fleets of 2 to 4 processes, at least one of the crate (the JVMs of a fleet alike, as one
+    /// service's instances are, in delays and threads: a faster JVM keeps the lock from a slower one, whoever else is
+    /// there), each with 2 to 4 owners (one owner has no local line to
     /// hand over in: it races as a Redisson thread does) and
     /// its own delays within the measured ranges (and beyond: slower crates, quicker and
     /// slower JVMs), holds of 20 to 150 ms (each process within 20 % of the fleet's), 40 s.
@@ -896,45 +928,50 @@ mod tests {
             2usize..=4,
             0.8f64..1.2,
             (0.2f64..1.0, 0.5f64..3.0),
-            (2.0f64..5.0, 2.0f64..12.0),
-            (1.5f64..4.0, 2.0f64..8.0),
         );
         (
             proptest::collection::vec(process, 2..=4),
             20.0f64..150.0,
             30u64..150,
+            (
+                (2.0f64..5.0, 2.0f64..12.0),
+                (1.5f64..4.0, 2.0f64..8.0),
+                2usize..=4,
+            ),
             any::<u64>(),
         )
-            .prop_map(|(procs, hold_ms, one_way, seed)| {
-                let mut processes: Vec<Process> = procs
-                    .into_iter()
-                    .map(|(java, owners, scale, crate_react, java_react, relock)| {
-                        let hold = hold_ms * scale;
-                        if java {
-                            Process {
-                                react: Delay::ms(java_react.0, java_react.0 + java_react.1),
-                                relock: Delay::ms(relock.0, relock.0 + relock.1),
-                                ..Process::java_side(owners, hold)
+            .prop_map(
+                |(procs, hold_ms, one_way, (java_react, relock, threads), seed)| {
+                    let mut processes: Vec<Process> = procs
+                        .into_iter()
+                        .map(|(java, owners, scale, crate_react)| {
+                            let hold = hold_ms * scale;
+                            if java {
+                                Process {
+                                    react: Delay::ms(java_react.0, java_react.0 + java_react.1),
+                                    relock: Delay::ms(relock.0, relock.0 + relock.1),
+                                    ..Process::java_side(threads, hold)
+                                }
+                            } else {
+                                Process {
+                                    react: Delay::ms(crate_react.0, crate_react.0 + crate_react.1),
+                                    ..Process::crate_side(owners, hold)
+                                }
                             }
-                        } else {
-                            Process {
-                                react: Delay::ms(crate_react.0, crate_react.0 + crate_react.1),
-                                ..Process::crate_side(owners, hold)
-                            }
-                        }
-                    })
-                    .collect();
-                if processes.iter().all(|p| p.runs == Runs::Java) {
-                    processes[0] = Process::crate_side(processes[0].owners, hold_ms);
-                }
-                Fleet {
-                    processes,
-                    policy: LocalHandOff::default(),
-                    one_way,
-                    seconds: 40,
-                    seed,
-                }
-            })
+                        })
+                        .collect();
+                    if processes.iter().all(|p| p.runs == Runs::Java) {
+                        processes[0] = Process::crate_side(processes[0].owners, hold_ms);
+                    }
+                    Fleet {
+                        processes,
+                        policy: LocalHandOff::default(),
+                        one_way,
+                        seconds: 40,
+                        seed,
+                    }
+                },
+            )
     }
 
     fn config(cases: u32) -> ProptestConfig {
@@ -976,8 +1013,6 @@ mod tests {
         /// Every process of a fleet, crate or Java, gets at least 0.6 / P of the holds while
         /// all wait (P processes).
         #[test]
-        #[ignore = "today's policy fails it: beside two crate processes a JVM gets about a hold in a hundred, \
-                    and of three crate processes one gets 5 % (the next commit changes the policy)"]
         fn every_process_of_a_fleet_gets_its_share(fleet in fleets()) {
             let o = simulate(fleet.clone());
             let floor = 0.6 / fleet.processes.len() as f64;
@@ -1001,16 +1036,25 @@ mod tests {
         }
     }
 
-    /// The model against what was measured beside real Redisson 3.52 (issues 30 and 39):
-    /// beside one JVM the crate's process and Java share about evenly; two crate processes
-    /// starve one JVM (a hold in a hundred).
+    /// The issue's fleets, 3 owners each, 50 and 100 ms holds: beside one JVM the crate's
+    /// process and Java still share about evenly (the policy of before measured 0.49 here, and
+    /// 0.45-0.49 beside real Redisson); two or three crate processes no longer starve a JVM
+    /// (before: 0.015 and 0); every process of every fleet gets at least 0.6 / P.
     #[test]
-    fn the_model_matches_the_fleets_measured_with_todays_policy() {
-        for seed in 1..=5 {
-            let o = simulate(fleet(1, 1, 3, 50.0, seed));
-            assert!(o.smallest_share() >= 0.40, "1 + 1: {o:?}");
+    fn the_issues_fleets_share_the_lock() {
+        for hold in [50.0, 100.0] {
+            for seed in 1..=3 {
+                let o = simulate(fleet(1, 1, 3, hold, seed));
+                assert!(o.smallest_share() >= 0.45, "1 + 1: {o:?}");
+                for (crates, javas) in [(2, 1), (3, 1), (2, 2), (1, 2), (2, 0), (3, 0), (4, 0)] {
+                    let o = simulate(fleet(crates, javas, 3, hold, seed));
+                    let floor = 0.6 / (crates + javas) as f64;
+                    assert!(
+                        o.smallest_share() >= floor,
+                        "{crates} + {javas}, {hold} ms: {o:?}"
+                    );
+                }
+            }
         }
-        let o = simulate(fleet(2, 1, 3, 50.0, 1));
-        assert!(o.share(2) < 0.05, "2 + 1: {o:?}");
     }
 }
