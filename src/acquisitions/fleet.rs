@@ -559,16 +559,7 @@ impl Sim {
     fn head_starts(&mut self, p: usize) {
         let st = self.cs(p);
         if st.messages.is_some() {
-            st.head = Head::Waking;
-            let gen = st.gen;
-            self.schedule(
-                10,
-                Event::HeadWakes {
-                    p,
-                    gen,
-                    by_message: false,
-                },
-            );
+            self.wake_head(p, 10, false);
         } else if !st.subscribing {
             st.subscribing = true;
             st.head = Head::Idle;
@@ -599,6 +590,15 @@ impl Sim {
         }
     }
 
+    /// Wakes the head after `after` (a new `gen`: an earlier wake-up or bound is void).
+    fn wake_head(&mut self, p: usize, after: Us, by_message: bool) {
+        let st = self.cs(p);
+        st.gen += 1;
+        st.head = Head::Waking;
+        let gen = st.gen;
+        self.schedule(after, Event::HeadWakes { p, gen, by_message });
+    }
+
     /// The head sleeps until notified, a message, or `bound` (a wake-up of its `gen`; an
     /// earlier one makes a new `gen` and voids the bound's).
     fn head_sleeps(&mut self, p: usize, bound: Duration) {
@@ -614,8 +614,7 @@ impl Sim {
         };
         match woken {
             Some(by_message) => {
-                st.head = Head::Waking;
-                self.schedule(10, Event::HeadWakes { p, gen, by_message });
+                self.wake_head(p, 10, by_message);
             }
             None => {
                 st.head = Head::Asleep;
@@ -640,17 +639,7 @@ impl Sim {
         }
         match st.head {
             Head::Asleep => {
-                st.gen += 1;
-                st.head = Head::Waking;
-                let gen = st.gen;
-                self.schedule(
-                    10,
-                    Event::HeadWakes {
-                        p,
-                        gen,
-                        by_message: false,
-                    },
-                );
+                self.wake_head(p, 10, false);
             }
             _ => st.notify_permit = true,
         }
@@ -668,17 +657,7 @@ impl Sim {
         *m += 1;
         match st.head {
             Head::Asleep if !st.line.is_empty() => {
-                st.gen += 1;
-                st.head = Head::Waking;
-                let gen = st.gen;
-                self.schedule(
-                    react,
-                    Event::HeadWakes {
-                        p,
-                        gen,
-                        by_message: true,
-                    },
-                );
+                self.wake_head(p, react, true);
             }
             _ => st.sub_permit = true,
         }
@@ -692,16 +671,7 @@ impl Sim {
                 st.messages = Some(0);
                 st.sub_permit = false;
                 if !st.line.is_empty() {
-                    st.head = Head::Waking;
-                    let gen = st.gen;
-                    self.schedule(
-                        10,
-                        Event::HeadWakes {
-                            p,
-                            gen,
-                            by_message: false,
-                        },
-                    );
+                    self.wake_head(p, 10, false);
                 } else {
                     // Nobody waits any more: the subscription goes.
                     st.messages = None;
