@@ -132,11 +132,7 @@ fn run_part(
     runtime.block_on(async {
         let _: i64 = redis.del(vec![ORDER, STAMP]).await.unwrap();
     });
-    let names: &[&str] = if java {
-        &["A", "B", "J"]
-    } else {
-        &["A", "B"]
-    };
+    let names: &[&str] = if java { &["A", "B", "J"] } else { &["A", "B"] };
     let java_order = Arc::new(Mutex::new(Vec::new()));
     let mut started = Vec::new();
     for name in names {
