@@ -91,7 +91,7 @@ impl Delay {
 
     fn draw(self, rng: &mut Rng) -> Us {
         let d = rng.between(self.lo, self.hi);
-        if rng.next() % 20 == 0 {
+        if rng.next().is_multiple_of(20) {
             d + rng.between(0, 3 * self.hi)
         } else {
             d
