@@ -12,8 +12,11 @@
 //!    turns (a client's local hand-off is bounded while another client waits, see
 //!    `Config::local_hand_off`) instead of one taking every round first.
 //! 3. When `DEMO_JAVA_CLASSPATH` is set (the class path of Redisson and of the driver's classes;
-//!    `scripts/demo.sh` sets it from `REDISSON_CLASSPATH`): the same beside a Java process whose
-//!    three threads loop over Redisson's `RLock` (`compat-tests/java/LockPeer.java`).
+//!    `scripts/demo.sh` sets it from `REDISSON_CLASSPATH`): two processes of this crate beside a
+//!    Java process whose three threads loop over Redisson's `RLock`
+//!    (`compat-tests/java/LockPeer.java`): all three take turns (a client's contest lasts until
+//!    every other client waiting has had the lock, see `Config::local_hand_off`), where before
+//!    the two Rust processes passed the lock between them and the Java one waited.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -70,7 +73,7 @@ fn main() {
     match std::env::var("DEMO_JAVA_CLASSPATH") {
         Ok(classpath) if !classpath.trim().is_empty() => {
             println!(
-                "3. a process of this crate (A) beside a Java process over real Redisson (J), {WORKERS} workers each:"
+                "3. two processes of this crate (A, B) beside a Java process over real Redisson (J), {WORKERS} workers each:"
             );
             let order = run_part(&runtime, &redis, &url, true);
             print_order(&order);
@@ -129,7 +132,7 @@ fn run_part(
     runtime.block_on(async {
         let _: i64 = redis.del(vec![ORDER, STAMP]).await.unwrap();
     });
-    let names: &[&str] = if java { &["A", "J"] } else { &["A", "B"] };
+    let names: &[&str] = if java { &["A", "B", "J"] } else { &["A", "B"] };
     let java_order = Arc::new(Mutex::new(Vec::new()));
     let mut started = Vec::new();
     for name in names {
@@ -256,11 +259,21 @@ fn print_order(order: &[String]) {
             longest = current;
         }
     }
+    let mut per: Vec<(&str, usize)> = Vec::new();
+    for p in order {
+        match per.iter_mut().find(|(who, _)| *who == p.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => per.push((p.as_str(), 1)),
+        }
+    }
+    per.sort();
+    let per: Vec<String> = per.iter().map(|(who, n)| format!("{who} {n}")).collect();
     println!(
-        "   order in which the processes got the lock: {} (longest run: {} x process {})",
+        "   order in which the processes got the lock: {} (longest run: {} x process {}; holds per process: {})",
         order.join(" "),
         longest.1,
-        longest.0
+        longest.0,
+        per.join(", ")
     );
 }
 

@@ -43,7 +43,7 @@ HINTS = {
     "redisson-lock --test tls": 21,
     "redisson-lock --test cluster": 18,
     "compat-tests --test cross_process": 17,
-    "compat-tests --test beside_java": 18,
+    "compat-tests --test beside_java": 70,
     "workspace --doc": 30,
 }
 

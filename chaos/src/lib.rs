@@ -543,6 +543,15 @@ impl Report {
         self.owner_ops.values().copied().min().unwrap_or(0)
     }
 
+    /// Acquisitions per process (the sum over its owners), by process number.
+    pub fn process_ops(&self) -> BTreeMap<u32, u64> {
+        let mut per = BTreeMap::new();
+        for (&(process, _), &n) in &self.owner_ops {
+            *per.entry(process).or_default() += n;
+        }
+        per
+    }
+
     /// Overlaps per fault they are tied to (one entry per fault name, in order of first
     /// appearance; `-`: before any fault).
     pub fn by_fault(&self) -> Vec<FaultTally> {

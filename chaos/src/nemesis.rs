@@ -1315,7 +1315,8 @@ async fn worker_ready(
 /// window apart), fenced writes refused, stale ones accepted, stuck waits, the longest wait. A
 /// mixed fleet's row counts per side: the crate's holders must always be told (0 unannounced
 /// with a crate holder first), and the crate must never break a Java hold (0 unexplained with a
-/// Java holder first and a crate holder after it); Java holders are never told.
+/// Java holder first and a crate holder after it); Java holders are never told. It also gives
+/// the holds of each process (crate processes first, then Java), so a starved process shows.
 fn table_row(args: &RunArgs, nemesis: &str, seed: u64, r: &Report) -> (String, String) {
     let topology = format!(
         "{}{}",
@@ -1362,8 +1363,17 @@ fn table_row(args: &RunArgs, nemesis: &str, seed: u64, r: &Report) -> (String, S
         );
         return (header.to_owned(), row);
     }
+    let per_process = r.process_ops();
+    let holds = |range: std::ops::Range<u32>| -> String {
+        range
+            .map(|p| per_process.get(&p).copied().unwrap_or(0).to_string())
+            .collect::<Vec<_>>()
+            .join(" / ")
+    };
+    let crates = args.processes;
+    let workers = crates + args.java;
     let header = "| topology (crate + Java workers) | nemesis | length, seed | ops: crate + Java \
-                  (ops/s) | crate holder first: overlaps | of them unannounced | Java holder \
+                  (ops/s) | holds per process: crate; Java | crate holder first: overlaps | of them unannounced | Java holder \
                   first: overlaps (crate / Java after it) | of them unannounced | the crate broke \
                   a Java hold | fenced rejected / writes | stale accepted | stuck | max wait |";
     let (cc, cj, jc, jj) = (
@@ -1373,14 +1383,16 @@ fn table_row(args: &RunArgs, nemesis: &str, seed: u64, r: &Report) -> (String, S
         side("java>java"),
     );
     let row = format!(
-        "| {topology} ({} + {}) | {nemesis} | {} s, seed {seed} | {} + {} ({:.1}/s) | {} | \
-         **{}**{} | {} / {} | {} | **{}** |{tail}",
+        "| {topology} ({} + {}) | {nemesis} | {} s, seed {seed} | {} + {} ({:.1}/s) | {}; {} | \
+         {} | **{}**{} | {} / {} | {} | **{}** |{tail}",
         args.processes,
         args.java,
         args.duration,
         r.ops_by_side.get("crate").copied().unwrap_or(0),
         r.ops_by_side.get("java").copied().unwrap_or(0),
         r.ops_per_s(),
+        holds(0..crates),
+        holds(crates..workers),
         cc.all + cj.all,
         r.unannounced_crate,
         window(cc.in_deletion_window + cj.in_deletion_window),

@@ -809,3 +809,13 @@ fn a_second_run_of_a_tick_after_the_first_ended_is_a_rerun_not_an_overlap() {
         r.summary()
     );
 }
+
+#[test]
+fn a_report_sums_the_holds_of_each_process_over_its_owners() {
+    let mut r = redisson_lock_chaos::Report::default();
+    r.owner_ops.insert((0, 1), 5);
+    r.owner_ops.insert((0, 2), 7);
+    r.owner_ops.insert((2, 1), 1);
+    let per: Vec<(u32, u64)> = r.process_ops().into_iter().collect();
+    assert_eq!(per, vec![(0, 12), (2, 1)]);
+}

@@ -1,13 +1,14 @@
-//! What a contended run of two clients on one hot lock looked like: the measurement shared by
-//! the fairness test beside real Java (`tests/beside_java.rs`) and the bench's fairness
-//! section. The run itself (owners of two `lock-peer` processes looping lock → hold → unlock)
-//! is driven by `peer.rs`'s `hot_lock`; this is what is read from its holds.
+//! What a contended run of clients on one hot lock looked like: the measurement shared by the
+//! fairness tests beside real Java (`tests/beside_java.rs`) and the bench's fairness section.
+//! The run itself (owners of two or more `lock-peer` processes looping lock → hold → unlock)
+//! is driven by `peer.rs`'s `hot_lock` and `fleet_on_hot_lock`; this is what is read from its
+//! holds: [`Fairness`] for two sides, [`FleetShares`] for a fleet of any size.
 //!
 //! Definitions (times are the peers' `at=` stamps, the wall clock in ms):
 //! * A **hold** starts with an owner's `lock` reply and ends with its `unlock` reply.
-//! * **While both wait**: from the first hold to the last hold taken while both sides still had
-//!   rounds to go (the first side to finish takes its last hold there). Each side's count of
-//!   holds in that stretch, and the **smaller side's share** of them.
+//! * **While both wait** (all, in a fleet): from the first hold to the last hold taken while
+//!   every side still had rounds to go (the first side to finish takes its last hold there).
+//!   Each side's count of holds in that stretch, and the **smaller side's share** of them.
 //! * An owner's **wait** for one acquisition lasts from its previous release (or the start of
 //!   the run, for its first acquisition) to its acquisition; it is counted in **holds waited**:
 //!   the holds, of either side, that began within it. A side's **longest wait** is the most
@@ -44,32 +45,38 @@ pub struct Fairness {
     pub longest_run: [usize; 2],
 }
 
-impl Fairness {
-    /// Reads a run from its holds (in any order); `started`: when the owners were told to
-    /// start (ms since the epoch).
-    pub fn of(mut holds: Vec<Hold>, started: u128) -> Fairness {
+/// What one run of a fleet of `P` processes (sides) on one hot lock looked like (definitions:
+/// the module doc).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FleetShares {
+    /// The holds in acquisition order, one letter per side (`A` side 0, `B` side 1, ...).
+    pub order: String,
+    /// Per side: holds while all waited.
+    pub while_all: Vec<usize>,
+    /// Per side: the longest wait of one acquisition, in holds waited.
+    pub longest_wait: Vec<usize>,
+}
+
+impl FleetShares {
+    /// Reads a run of `sides` sides from its holds (in any order); `started`: when the owners
+    /// were told to start (ms since the epoch).
+    pub fn of(mut holds: Vec<Hold>, started: u128, sides: usize) -> FleetShares {
         holds.sort_by_key(|h| h.at);
         let order: String = holds
             .iter()
-            .map(|h| if h.side == 0 { 'A' } else { 'B' })
+            .map(|h| char::from(b'A' + h.side as u8))
             .collect();
-        // Both sides wait until the first side to finish takes its last hold.
-        let last = |side: usize| holds.iter().rposition(|h| h.side == side);
-        let end = match (last(0), last(1)) {
-            (Some(a), Some(b)) => a.min(b) + 1,
-            // One side took nothing: it waited all along.
-            _ => holds.len(),
-        };
-        let mut while_both = [0usize; 2];
+        // All sides wait until the first side to finish takes its last hold; a side that took
+        // nothing waited all along.
+        let end = (0..sides)
+            .map(|side| holds.iter().rposition(|h| h.side == side))
+            .try_fold(holds.len(), |end, last| last.map(|l| end.min(l + 1)))
+            .unwrap_or(holds.len());
+        let mut while_all = vec![0usize; sides];
         for h in &holds[..end] {
-            while_both[h.side] += 1;
+            while_all[h.side] += 1;
         }
-        let smaller_share = if end == 0 {
-            0.0
-        } else {
-            *while_both.iter().min().unwrap() as f64 / end as f64
-        };
-        let mut longest_wait = [0usize; 2];
+        let mut longest_wait = vec![0usize; sides];
         let mut since: std::collections::HashMap<(usize, usize), u128> = Default::default();
         for (i, h) in holds.iter().enumerate() {
             let from = since.get(&(h.side, h.owner)).copied().unwrap_or(started);
@@ -77,15 +84,73 @@ impl Fairness {
             longest_wait[h.side] = longest_wait[h.side].max(waited);
             since.insert((h.side, h.owner), h.released);
         }
+        FleetShares {
+            order,
+            while_all,
+            longest_wait,
+        }
+    }
+
+    /// Side `side`'s share of the holds while all waited (0 to 1).
+    pub fn share(&self, side: usize) -> f64 {
+        let total: usize = self.while_all.iter().sum();
+        self.while_all[side] as f64 / total.max(1) as f64
+    }
+
+    /// The smallest share of any side.
+    pub fn smallest_share(&self) -> f64 {
+        (0..self.while_all.len())
+            .map(|side| self.share(side))
+            .fold(f64::INFINITY, f64::min)
+    }
+}
+
+impl fmt::Display for FleetShares {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sides: Vec<String> = (0..self.while_all.len())
+            .map(|s| {
+                format!(
+                    "{} {} ({:.2}, longest wait {})",
+                    char::from(b'A' + s as u8),
+                    self.while_all[s],
+                    self.share(s),
+                    self.longest_wait[s]
+                )
+            })
+            .collect();
+        write!(
+            f,
+            "while all waited {}; order {}",
+            sides.join(" / "),
+            self.order
+        )
+    }
+}
+
+impl Fairness {
+    /// Reads a run from its holds (in any order); `started`: when the owners were told to
+    /// start (ms since the epoch).
+    pub fn of(holds: Vec<Hold>, started: u128) -> Fairness {
+        let fleet = FleetShares::of(holds, started, 2);
+        let while_both = [fleet.while_all[0], fleet.while_all[1]];
+        let total = while_both[0] + while_both[1];
+        let smaller_share = if total == 0 {
+            0.0
+        } else {
+            *while_both.iter().min().unwrap() as f64 / total as f64
+        };
+        let longest_wait = [fleet.longest_wait[0], fleet.longest_wait[1]];
+        let FleetShares { order, .. } = fleet;
         let mut longest_run = [0usize; 2];
-        let mut current = (usize::MAX, 0usize);
-        for h in &holds {
-            current = if current.0 == h.side {
-                (h.side, current.1 + 1)
+        let mut current = (' ', 0usize);
+        for c in order.chars() {
+            current = if current.0 == c {
+                (c, current.1 + 1)
             } else {
-                (h.side, 1)
+                (c, 1)
             };
-            longest_run[h.side] = longest_run[h.side].max(current.1);
+            let side = usize::from(c == 'B');
+            longest_run[side] = longest_run[side].max(current.1);
         }
         Fairness {
             order,
@@ -187,6 +252,35 @@ mod tests {
         assert_eq!(f.longest_run, [4, 2]);
         // B2 waited from the start through the first seven holds.
         assert_eq!(f.longest_wait[1], 7);
+    }
+
+    #[test]
+    fn a_fleet_counts_every_side_while_all_wait() {
+        // Three sides: C's last hold is the fifth; A and B go on after it.
+        let holds: Vec<Hold> = [(0, 1), (1, 1), (2, 1), (0, 2), (2, 2), (0, 1), (1, 1)]
+            .iter()
+            .enumerate()
+            .map(|(i, &(side, owner))| {
+                let at = 100 + i as u128 * 10;
+                Hold {
+                    at,
+                    released: at + 10,
+                    side,
+                    owner,
+                }
+            })
+            .collect();
+        let f = FleetShares::of(holds, 100, 3);
+        assert_eq!(f.order, "ABCACAB");
+        assert_eq!(f.while_all, vec![2, 1, 2]);
+        assert!((f.smallest_share() - 0.2).abs() < 1e-9);
+        // B1 waited from its release (120) through C1, A2, C2, A1 (they began at 120..150);
+        // C2 from the start through A1, B1, C1, A2.
+        assert_eq!(f.longest_wait, vec![4, 4, 4]);
+        // A side that never held: no share, and the whole run was "while all waited".
+        let f = FleetShares::of(run(&[('A', 1), ('B', 1)], 10), 100, 3);
+        assert_eq!(f.while_all, vec![1, 1, 0]);
+        assert_eq!(f.smallest_share(), 0.0);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The test side of the `lock-peer` line protocol (`shared/peer-protocol.md`): one process that
 //! speaks it (the crate's `lock-peer` or the Java driver over real Redisson), its replies
-//! claimed by thread and command; and [`hot_lock`], a fairness run of two peers on one lock.
+//! claimed by thread and command; and [`hot_lock`], a fairness run of two peers on one lock
+//! ([`fleet_on_hot_lock`]: of any number).
 //! Shared by `cross_process.rs`, `beside_java.rs`, `recipes_java.rs` and the bench (`examples/bench/`).
 
 use std::{
@@ -11,7 +12,7 @@ use std::{
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
-use crate::fairness::{Fairness, Hold};
+use crate::fairness::{Fairness, FleetShares, Hold};
 
 /// One `lock-peer` process.
 ///
@@ -291,11 +292,8 @@ fn now_ms() -> u128 {
 }
 
 /// A fairness run on one hot lock: `owners` owners (threads `h1`, `h2`, ...) in each of `a` and
-/// `b` loop `rounds` times on the lock `name`: lock, hold for `hold_ms`, unlock, with no pause
-/// between an unlock and the next lock (each thread runs its next command at once, as a Java
-/// thread looping over `lock(); try { work } finally { unlock(); }` does). All of `a`'s
-/// commands go out first (the start order), then `b`'s; returns when every owner is done.
-/// What it measures: [`Fairness`] (its module doc defines each figure).
+/// `b` loop `rounds` times on the lock `name` (see [`fleet_on_hot_lock`]; `a`'s commands go
+/// out first). What it measures: [`Fairness`] (its module doc defines each figure).
 pub fn hot_lock(
     a: &mut Peer,
     b: &mut Peer,
@@ -304,7 +302,38 @@ pub fn hot_lock(
     rounds: usize,
     hold_ms: u64,
 ) -> Fairness {
-    for peer in [&mut *a, &mut *b] {
+    let (holds, started) = holds_on_hot_lock(&mut [a, b], name, owners, rounds, hold_ms);
+    Fairness::of(holds, started)
+}
+
+/// A fairness run of a fleet on one hot lock: `owners` owners (threads `h1`, `h2`, ...) in
+/// each of `peers` loop `rounds` times on the lock `name`: lock, hold for `hold_ms`, unlock,
+/// with no pause between an unlock and the next lock (each thread runs its next command at
+/// once, as a Java thread looping over `lock(); try { work } finally { unlock(); }` does).
+/// The peers' commands go out in their order (the start order); returns when every owner is
+/// done. What it measures: [`FleetShares`] (the module doc of `fairness` defines each figure).
+pub fn fleet_on_hot_lock(
+    peers: &mut [&mut Peer],
+    name: &str,
+    owners: usize,
+    rounds: usize,
+    hold_ms: u64,
+) -> FleetShares {
+    let sides = peers.len();
+    let (holds, started) = holds_on_hot_lock(peers, name, owners, rounds, hold_ms);
+    FleetShares::of(holds, started, sides)
+}
+
+/// The holds of a run on one hot lock (see [`fleet_on_hot_lock`]), each side the index of its
+/// peer, and when the owners were told to start.
+fn holds_on_hot_lock(
+    peers: &mut [&mut Peer],
+    name: &str,
+    owners: usize,
+    rounds: usize,
+    hold_ms: u64,
+) -> (Vec<Hold>, u128) {
+    for peer in peers.iter_mut() {
         let mut script = Vec::new();
         for _ in 0..rounds {
             for o in 1..=owners {
@@ -317,9 +346,10 @@ pub fn hot_lock(
         peer.send_lines(&script);
     }
     let started = now_ms();
-    let patience = Duration::from_millis(hold_ms * (2 * owners * rounds) as u64 * 4 + 20_000);
+    let all = (peers.len() * owners * rounds) as u64;
+    let patience = Duration::from_millis(hold_ms * all * 4 + 20_000);
     let mut holds = Vec::new();
-    for (side, peer) in [&mut *a, &mut *b].into_iter().enumerate() {
+    for (side, peer) in peers.iter_mut().enumerate() {
         for o in 1..=owners {
             let thread = format!("h{o}");
             for _ in 0..rounds {
@@ -337,5 +367,5 @@ pub fn hot_lock(
             }
         }
     }
-    Fairness::of(holds, started)
+    (holds, started)
 }

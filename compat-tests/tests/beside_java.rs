@@ -1030,6 +1030,14 @@ fn a_second_redisson_version_shares_every_kind_on_a_cluster() {
 
 // ---- Fairness beside real Java -----------------------------------------------------------
 
+/// A number from the environment variable `var` (a measurement's knob), else `default`.
+fn knob(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The `lock-peer` of the fairness test: `FAIR_PEER` (any build, e.g. the release one), else the
 /// test build's. Fairness beside Java is a race between the crate's reaction to a release and
 /// Java's, so it needs a peer whose I/O path runs at speed: the workspace's `Cargo.toml`
@@ -1068,12 +1076,6 @@ fn java_gets_a_fair_share_of_a_hot_lock_beside_the_crate() {
         return;
     };
     // For measurements: FAIR_ROUNDS and FAIR_HOLD_MS change the 32 rounds of 50 ms.
-    let knob = |var: &str, default: u64| {
-        std::env::var(var)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
-    };
     let (owners, rounds, hold_ms) = (
         3,
         knob("FAIR_ROUNDS", 32) as usize,
@@ -1118,4 +1120,134 @@ fn java_gets_a_fair_share_of_a_hot_lock_beside_the_crate() {
             run.longest_wait[java_side]
         );
     }
+}
+
+/// A fleet's processes, crate (`c`) and Java (`j`), by index into the test's processes.
+struct Shape {
+    crates: usize,
+    javas: usize,
+    hold_ms: u64,
+}
+
+/// Fleets of several crate and Java processes on one hot lock (3 owners each, 10 rounds, 50 ms
+/// holds; 2 crate + 1 Java with 100 ms holds too): 2 crate + 1 Java, 3 + 1, 2 + 2, 1 + 2, and
+/// 3 crate processes alone. While all wait (P processes): the Java processes together get at
+/// least half their fair share (0.5 × Java processes / P), every Java process at least a
+/// quarter of its own (0.25 / P), every crate process at least 0.4 / P. The issue's goal for
+/// the bench's 40 rounds is 0.6 / P for each; over 10 rounds two JVMs of one fleet split their
+/// side unevenly (0.12 and 0.42 of the holds beside two crate processes, both JVMs alike):
+/// Redisson's releasing thread keeps the lock from the other JVM, whoever else is there.
+///
+/// The policy of before issue 39 fails it on the Java side: beside two or three crate
+/// processes a JVM got one hold in a hundred (0.006-0.011 over 30-45 s runs in the issue; here
+/// 0.00-0.03, and 0.07 for the second JVM beside one crate process), each crate process
+/// reacting to an unlock message faster than a JVM's waiting thread and ending its contest as
+/// soon as the other crate process had the lock. Today's passed 19 of 19 runs (5 beside two
+/// busy loops), each bound met with at least 1.88x its floor in the worst run: docs/java.md.
+/// `FLEET_ROUNDS` changes the 10 rounds (for measurements). The Java processes run real
+/// Redisson (`REDISSON_CLASSPATH`); the crate's are the test build's `lock-peer` (see
+/// [`fairness_peer`]).
+#[test]
+fn every_process_of_a_fleet_gets_its_turn_beside_java() {
+    let Some(java) = redisson(
+        CLASSPATH,
+        "every_process_of_a_fleet_gets_its_turn_beside_java",
+    ) else {
+        return;
+    };
+    let (owners, rounds) = (3, knob("FLEET_ROUNDS", 10) as usize);
+    let s = RedisServer::start();
+    let flags = ["--watchdog-ms", "10000"];
+    let crate_peer = || {
+        let mut command = Command::new(fairness_peer());
+        command.args(flags).arg(s.url());
+        Peer::spawn(command)
+    };
+    let mut crates: Vec<Peer> = (0..3).map(|_| crate_peer()).collect();
+    let mut javas: Vec<Peer> = (0..2).map(|_| start_java(java, &s.url(), &flags)).collect();
+    // The JVMs' JIT and every connection warm, uncounted: a JVM warmer than the other
+    // reacts sooner and keeps the lock from it, whoever else is there. The fleets with one
+    // JVM take them in turn.
+    {
+        let mut all: Vec<&mut Peer> = crates.iter_mut().chain(javas.iter_mut()).collect();
+        let _ = peer::fleet_on_hot_lock(&mut all, "fleet-warm", owners, 3, 20);
+        let mut jvms: Vec<&mut Peer> = javas.iter_mut().collect();
+        let _ = peer::fleet_on_hot_lock(&mut jvms, "fleet-warm-java", owners, 60, 2);
+    }
+    let shapes = [
+        Shape {
+            crates: 2,
+            javas: 1,
+            hold_ms: 50,
+        },
+        Shape {
+            crates: 3,
+            javas: 1,
+            hold_ms: 50,
+        },
+        Shape {
+            crates: 2,
+            javas: 2,
+            hold_ms: 50,
+        },
+        Shape {
+            crates: 1,
+            javas: 2,
+            hold_ms: 50,
+        },
+        Shape {
+            crates: 3,
+            javas: 0,
+            hold_ms: 50,
+        },
+        Shape {
+            crates: 2,
+            javas: 1,
+            hold_ms: 100,
+        },
+    ];
+    let mut failures = Vec::new();
+    for (i, shape) in shapes.iter().enumerate() {
+        javas.rotate_left(1);
+        let mut fleet: Vec<&mut Peer> = crates
+            .iter_mut()
+            .take(shape.crates)
+            .chain(javas.iter_mut().take(shape.javas))
+            .collect();
+        let p = fleet.len();
+        let f = peer::fleet_on_hot_lock(
+            &mut fleet,
+            &format!("fleet-{i}"),
+            owners,
+            rounds,
+            shape.hold_ms,
+        );
+        let label = format!(
+            "{} crate + {} Java, {} ms holds",
+            shape.crates, shape.javas, shape.hold_ms
+        );
+        eprintln!("{label} (Java last): {f}");
+        let java_side: f64 = (shape.crates..p).map(|side| f.share(side)).sum();
+        let side_floor = 0.5 * shape.javas as f64 / p as f64;
+        if java_side < side_floor {
+            failures.push(format!(
+                "{label}: the Java processes got {java_side:.3} < {side_floor:.3} of the holds: {f}"
+            ));
+        }
+        for side in 0..p {
+            let (what, floor) = if side < shape.crates {
+                ("crate", 0.4 / p as f64)
+            } else {
+                ("Java", 0.25 / p as f64)
+            };
+            if f.share(side) < floor {
+                failures.push(format!(
+                    "{label}: process {} ({what}) got {:.3} < {floor:.3} of the holds: {f}",
+                    char::from(b'A' + side as u8),
+                    f.share(side)
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
 }

@@ -42,6 +42,20 @@
 //!   clients take their turns. If nobody takes it even then (the listener was no waiter, or
 //!   the server could not tell), the client takes itself for alone for [`QUIET_START`],
 //!   doubling up to [`QUIET_MAX`] while that goes on.
+//! * Among several other clients (the answer to "who else listens" counts them), a contest
+//!   lasts until each of them has had the lock since this client's turn ended, not only the
+//!   first: each attempt of the head that finds the lock busy asks who holds it (`HKEYS`: the
+//!   holder's client id, in the field's name; a read, after the attempt, only then), and the
+//!   head stands back again after the next unlock message until every listener was seen
+//!   holding. Else two crate processes would take turns with each other and leave a JVM
+//!   nothing (each reacts to an unlock message faster than a JVM's waiting thread, and its
+//!   contest ended as soon as the other crate process had the lock). The contest also ends
+//!   when a holder has the lock a second time after another (the listener not seen does not
+//!   wait), when one holder has had it twice as long as this client's turn (two clients each
+//!   standing back for the other would leave it to a third), when the holder is unknown, or
+//!   after [`TURN_MAX`]. The time away is then shared among the others: this client's next
+//!   turn is as long as one of theirs, not all of them together.
+//!   `fleet.rs` simulates fleets of crate and Java processes under this policy.
 //! * Worst case, `Bounded(b)` with holds of `h`, for a waiter of another client that is
 //!   already subscribed: the hold in progress, the rest of the run (holds that start within
 //!   its length of its start, plus those that start within one budget of its subscribing,
@@ -124,19 +138,37 @@ pub(crate) enum Released {
     Contested,
 }
 
-/// The run ended while another client waits: the head races like everyone else until another
-/// client's owner has had the lock.
-#[derive(Debug, Clone, Copy)]
+/// The run ended while another client waits: the head stands back until every other client
+/// that listens has had the lock (or one had it twice, or [`TURN_MAX`] passed).
+#[derive(Debug, Clone)]
 struct Contest {
     /// A head that stands back counts from the message after this one in the subscription's
-    /// count (the last local release's own message; `None`: unknown, count from now).
+    /// count (the last local release's own message, or the last message before the head's
+    /// attempt found another client holding; `None`: unknown, count from now).
     after: Option<u64>,
-    /// When that release was seen (bounds the wait for its message).
+    /// When that release was seen (this client's turn ended then: the other clients' turn
+    /// counts from it).
     began: Instant,
+    /// Since when the head waits for that message (bounds the wait: [`MESSAGE_WAIT`]).
+    waiting: Instant,
+    /// When the contest first began (bounds it: [`TURN_MAX`]).
+    opened: Instant,
     /// Races the head won in a row.
     wins: u32,
-    /// When the head, standing back, first saw the release's message.
+    /// When the head, standing back, first saw the message it waited for.
     seen: Option<Instant>,
+    /// How many other clients listened on the lock's channel when it began (at least 1).
+    others: u32,
+    /// The other clients seen holding the lock since it began (first seen first), the last
+    /// one seen, and since when it has been seen holding (its turn: from the sample that
+    /// first saw it, or from the contest's start for the first one).
+    held: Vec<u64>,
+    last: Option<u64>,
+    streak: Instant,
+    /// How long this client's turn that ended the contest lasted: one holder seen holding
+    /// twice as long has had its turn (two clients each waiting for the other, standing
+    /// back, would otherwise leave the lock to a third until [`TURN_MAX`]).
+    mine: Duration,
 }
 
 /// The hand-off state of one lock's wait line. `messages` arguments are the count of unlock
@@ -155,9 +187,9 @@ pub(crate) struct HandOff {
     last_hold: Duration,
     /// The last release handed over: the head's next acquisition continues the run.
     handed: bool,
-    /// The last answer to "does another client listen on the lock's channel?", and until
+    /// The last answer to "how many other clients listen on the lock's channel?", and until
     /// when it holds.
-    others: Option<(bool, Instant)>,
+    others: Option<(u32, Instant)>,
     /// How long the next "nobody came" holds (see [`QUIET_START`]); zero: not set yet.
     quiet: Duration,
     /// How long the head stands back in a contest: [`STAND_BACK`], doubled up to
@@ -174,8 +206,12 @@ pub(crate) struct HandOff {
     /// found it busy with no local holder; `None`: not since this client last had it).
     away_since: Option<Instant>,
     /// How long the other clients' last turn lasted (from `away_since` to this client's next
-    /// acquisition; zero once nobody else listens): see [`HandOff::turn`].
+    /// acquisition, shared among `sharing`; zero once nobody else listens): see
+    /// [`HandOff::turn`].
     owed: Duration,
+    /// Among how many other clients the time away is shared: the most of the other clients
+    /// that listened and of those seen holding in the last contest (1 without one).
+    sharing: u32,
 }
 
 /// What a release that freed the lock does while someone waits in line.
@@ -207,6 +243,7 @@ impl HandOff {
             contest: None,
             away_since: None,
             owed: Duration::ZERO,
+            sharing: 1,
         }
     }
 
@@ -249,14 +286,14 @@ impl HandOff {
     }
 
     /// A local release ended; `freed`: the lock may be free now (released, not held, or an
-    /// error); `others`: the answer to "does another client listen?" asked with it; `head`:
-    /// someone waits in line. Hands the lock to the head, or starts (or goes on with) a
-    /// contest, as the policy says.
+    /// error); `others`: the answer to "how many other clients listen?" asked with it (1 when
+    /// the server cannot tell); `head`: someone waits in line. Hands the lock to the head, or
+    /// starts (or goes on with) a contest, as the policy says.
     pub(crate) fn released(
         &mut self,
         now: Instant,
         freed: bool,
-        others: Option<bool>,
+        others: Option<u32>,
         head: bool,
     ) -> Released {
         if !freed {
@@ -280,6 +317,7 @@ impl HandOff {
                 // nothing is owed.
                 self.run_since = None;
                 self.owed = Duration::ZERO;
+                self.sharing = 1;
                 self.stand_back = STAND_BACK;
                 true
             }
@@ -289,12 +327,44 @@ impl HandOff {
         if hand_over {
             return Released::HandedOver;
         }
-        let wins = self.contest.map_or(0, |c| c.wins);
-        self.contest = Some(Contest {
-            after: mark,
-            began: now,
-            wins,
-            seen: None,
+        // How many others wait their turn: the answer asked with this release, else the last
+        // one while it holds, else at least one.
+        let listening = others
+            .or(self
+                .others
+                .filter(|&(_, until)| until > began)
+                .map(|(n, _)| n))
+            .unwrap_or(1)
+            .max(1);
+        self.contest = Some(match self.contest.take() {
+            // Still the same contest (the head took the lock after standing back: nobody else
+            // did): who was seen holding still had the lock.
+            Some(c) => Contest {
+                after: mark,
+                began: now,
+                waiting: now,
+                seen: None,
+                others: c.others.max(listening),
+                ..c
+            },
+            None => Contest {
+                after: mark,
+                began: now,
+                waiting: now,
+                opened: now,
+                wins: 0,
+                seen: None,
+                others: listening,
+                held: Vec::new(),
+                last: None,
+                streak: now,
+                mine: self
+                    .run_since
+                    .map_or(self.last_hold, |since| {
+                        began.saturating_duration_since(since)
+                    })
+                    .max(self.last_hold),
+            },
         });
         Released::Contested
     }
@@ -314,7 +384,7 @@ impl HandOff {
                     Verdict::Contest
                 } else if self.run_since.is_none_or(within) {
                     Verdict::HandOver
-                } else if matches!(self.others, Some((false, until)) if until > began) {
+                } else if matches!(self.others, Some((0, until)) if until > began) {
                     Verdict::NewRun
                 } else {
                     Verdict::Contest
@@ -373,7 +443,7 @@ impl HandOff {
         }
         // Standing back: not before the release's own message (a waiter of another client
         // woken by it has sent its attempt by [`STAND_BACK`] after it).
-        let waited = now.saturating_duration_since(contest.began);
+        let waited = now.saturating_duration_since(contest.waiting);
         if let (Some(after), Some(count)) = (contest.after, messages) {
             if count <= after && waited < MESSAGE_WAIT {
                 return Plan::Defer(MESSAGE_WAIT - waited);
@@ -386,18 +456,54 @@ impl HandOff {
         Plan::Attempt
     }
 
+    /// Whether the head, when its attempt finds the lock busy, is to say who holds it (see
+    /// [`busy`](Self::busy)): in a contest with more than one other client listening.
+    pub(crate) fn asks_holder(&self) -> bool {
+        self.contest.as_ref().is_some_and(|c| c.others > 1)
+    }
+
     /// The head's attempt found the lock busy while no owner of this line holds it: another
-    /// client's owner has it, so a contest is over and no run goes on.
-    pub(crate) fn busy(&mut self, now: Instant) {
+    /// client's owner has it (`holder`: which client, when the head asked, see
+    /// [`asks_holder`](Self::asks_holder); `messages`: the subscription's count then). No run
+    /// goes on. A contest is over once every other client that listened has had the lock
+    /// since it began, one of them has had it a second time (after another), [`TURN_MAX`] has
+    /// passed, or the holder is unknown; until then the head stands back after each unlock
+    /// message, as after its own release.
+    pub(crate) fn busy(&mut self, now: Instant, holder: Option<u64>, messages: Option<u64>) {
         // The other clients' turn began when this client gave the lock up: the release that
         // started the contest, not the head's attempt after its stand-back (which would leave
         // the stand-back out of their turn, and this client's next run one hold short).
-        let since = self.contest.map_or(now, |c| c.began.min(now));
+        let since = self.contest.as_ref().map_or(now, |c| c.began.min(now));
         self.away_since.get_or_insert(since);
         self.handed = false;
-        self.contest = None;
         self.run_since = None;
         self.quiet = Duration::ZERO;
+        let Some(mut contest) = self.contest.take() else {
+            return;
+        };
+        if let Some(holder) = holder {
+            let again =
+                contest.last.is_some_and(|last| last != holder) && contest.held.contains(&holder);
+            if !contest.held.contains(&holder) {
+                contest.held.push(holder);
+            }
+            if contest.last.is_some_and(|last| last != holder) {
+                contest.streak = now;
+            }
+            let everyone = contest.held.len() >= contest.others as usize;
+            let its_turn = now.saturating_duration_since(contest.streak) >= 2 * contest.mine;
+            let long = now.saturating_duration_since(contest.opened) >= TURN_MAX;
+            if !(everyone || again || its_turn || long) {
+                // Others still wait their turn: stand back again after the next message.
+                contest.last = Some(holder);
+                contest.after = messages;
+                contest.waiting = now;
+                contest.seen = None;
+                self.contest = Some(contest);
+                return;
+            }
+        }
+        self.sharing = contest.others.max(contest.held.len() as u32).max(1);
     }
 
     /// The head acquired the lock, its hold lasting at least until `until`. A hand-over goes on
@@ -406,7 +512,9 @@ impl HandOff {
     pub(crate) fn acquired(&mut self, now: Instant, until: Instant) {
         self.holder = Some((until, now));
         if let Some(since) = self.away_since.take() {
-            self.owed = now.saturating_duration_since(since);
+            // Shared among the other clients that took their turns meanwhile: each of them
+            // is owed about one turn of this client.
+            self.owed = now.saturating_duration_since(since) / self.sharing.max(1);
         }
         if std::mem::take(&mut self.handed) {
             self.run_since.get_or_insert(now);
@@ -424,8 +532,9 @@ impl HandOff {
                 self.stand_back = STAND_BACK;
                 let quiet = self.quiet.max(QUIET_START);
                 self.quiet = (quiet * 2).min(QUIET_MAX);
-                self.others = Some((false, now + quiet));
+                self.others = Some((0, now + quiet));
                 self.owed = Duration::ZERO;
+                self.sharing = 1;
                 self.contest = None;
                 self.run_since = Some(now);
             }
@@ -483,10 +592,10 @@ mod tests {
         }
 
         fn busy(&mut self) {
-            self.h.busy(self.now);
+            self.h.busy(self.now, None, None);
         }
 
-        fn round(&mut self, hold: Duration, others: Option<bool>) -> Round {
+        fn round(&mut self, hold: Duration, others: Option<u32>) -> Round {
             assert_ne!(self.plan(), Plan::Wait(30_000 * MS), "nobody local holds");
             self.h.acquired(self.now, self.now + 30_000 * MS);
             self.pass(hold);
@@ -512,7 +621,7 @@ mod tests {
         fn hand_overs_until_asked(
             &mut self,
             hold: Duration,
-            others: Option<bool>,
+            others: Option<u32>,
         ) -> (usize, Round) {
             let mut handed = 0;
             loop {
@@ -526,7 +635,7 @@ mod tests {
         }
 
         fn wins(&self) -> Option<u32> {
-            self.h.contest.map(|c| c.wins)
+            self.h.contest.as_ref().map(|c| c.wins)
         }
     }
 
@@ -603,7 +712,7 @@ mod tests {
         // A race won (the head's own attempt), then the answer "nobody else": a new run of
         // hand-overs, and no question for another budget.
         l.busy();
-        let r = l.round(20 * MS, Some(false));
+        let r = l.round(20 * MS, Some(0));
         assert!(r.asked && r.handed);
         assert!(l.wins().is_none());
         let r = l.round(MS, None);
@@ -615,7 +724,7 @@ mod tests {
     fn while_another_client_listens_a_spent_run_turns_into_a_contest_that_stands_back() {
         let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
         // A 100 ms hold spends the run at once; someone else listens.
-        let r = l.round(100 * MS, Some(true));
+        let r = l.round(100 * MS, Some(1));
         assert!(r.asked);
         assert!(
             !r.handed,
@@ -645,7 +754,7 @@ mod tests {
         l.pass(100 * MS);
         assert!(l.h.releasing(l.now, Some(7), true), "a spent run asks");
         assert_eq!(
-            l.h.released(l.now, true, Some(true), true),
+            l.h.released(l.now, true, Some(1), true),
             Released::Contested
         );
         assert_eq!(l.wins(), Some(CONTEST_WINS));
@@ -663,7 +772,7 @@ mod tests {
     #[test]
     fn when_nobody_takes_the_lock_from_a_head_standing_back_the_client_is_alone_a_while() {
         let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
-        let mut r = l.round(100 * MS, Some(true));
+        let mut r = l.round(100 * MS, Some(1));
         // Each stand-back that finds no taker (the head's attempt after it wins) is followed
         // by one twice as long, still in the contest (no hand-over), up to STAND_BACK_MAX.
         let mut stand_back = STAND_BACK;
@@ -695,7 +804,7 @@ mod tests {
     #[test]
     fn a_remote_waiter_slower_than_the_stand_back_gets_a_longer_one_which_is_kept() {
         let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
-        let r = l.round(100 * MS, Some(true));
+        let r = l.round(100 * MS, Some(1));
         assert_eq!(r.plan, Plan::Defer(STAND_BACK));
         l.pass(STAND_BACK);
         // Nobody took it within 50 ms: the next stand-back is 100 ms ...
@@ -707,7 +816,7 @@ mod tests {
         assert!(l.wins().is_none(), "the contest is over");
         // This client's next turn ends in a contest standing back as long again.
         l.pass(100 * MS);
-        let (_, r) = l.hand_overs_until_asked(100 * MS, Some(true));
+        let (_, r) = l.hand_overs_until_asked(100 * MS, Some(1));
         assert_eq!(
             r.plan,
             Plan::Defer(2 * STAND_BACK),
@@ -717,7 +826,7 @@ mod tests {
         l.pass(2 * STAND_BACK);
         l.busy();
         l.pass(100 * MS);
-        let (_, r) = l.hand_overs_until_asked(100 * MS, Some(false));
+        let (_, r) = l.hand_overs_until_asked(100 * MS, Some(0));
         assert!(r.handed);
         assert_eq!(l.h.stand_back, STAND_BACK);
     }
@@ -727,14 +836,14 @@ mod tests {
         let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
         // A spent run while someone else listens: a contest; the head's race finds the lock
         // busy (another client's owner has it) and it keeps it 500 ms.
-        let r = l.round(100 * MS, Some(true));
+        let r = l.round(100 * MS, Some(1));
         assert_eq!(r.plan, Plan::Defer(STAND_BACK));
         l.pass(STAND_BACK);
         l.busy();
         l.pass(500 * MS);
         // This client's turn then hands over for as long (holds starting before 500 ms), and
         // asks at the first release past it.
-        let (handed, r) = l.hand_overs_until_asked(100 * MS, Some(true));
+        let (handed, r) = l.hand_overs_until_asked(100 * MS, Some(1));
         assert_eq!(
             handed, 4,
             "their turn counts from this client's release (50 ms stand-back + 500 ms): \
@@ -748,7 +857,7 @@ mod tests {
         l.pass(STAND_BACK);
         l.busy();
         l.pass(5_000 * MS);
-        let (handed, r) = l.hand_overs_until_asked(100 * MS, Some(false));
+        let (handed, r) = l.hand_overs_until_asked(100 * MS, Some(0));
         assert_eq!(handed, 18, "holds ending within {TURN_MAX:?}");
         // Nobody else listens any more: nothing is owed, runs are the budget's again.
         assert!(r.handed);
@@ -758,6 +867,105 @@ mod tests {
             "{handed}: back to a run of about the 10 ms budget (not {TURN_MAX:?}) once the \
              answer went stale"
         );
+    }
+
+    /// A spent run's release while `others` other clients listen: a contest; the head's
+    /// stand-back attempt after its message finds the lock busy.
+    fn contest_among(l: &mut Line, others: u32) {
+        let r = l.round(100 * MS, Some(others));
+        assert!(r.asked && !r.handed);
+        assert_eq!(l.h.asks_holder(), others > 1);
+        l.pass(STAND_BACK);
+        assert_eq!(l.plan(), Plan::Attempt);
+    }
+
+    #[test]
+    fn among_several_others_the_contest_lasts_until_each_has_had_the_lock() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        contest_among(&mut l, 2);
+        // Client 7 holds: one of two seen; the head stands back again after the next message.
+        l.h.busy(l.now, Some(7), Some(3));
+        assert!(
+            l.wins().is_some(),
+            "one other client of two has had the lock"
+        );
+        assert_eq!(l.h.plan(l.now, Some(3)), Plan::Defer(MESSAGE_WAIT));
+        l.pass(10 * MS);
+        assert_eq!(l.h.plan(l.now, Some(4)), Plan::Defer(STAND_BACK));
+        l.pass(STAND_BACK);
+        assert_eq!(l.h.plan(l.now, Some(4)), Plan::Attempt);
+        // Still client 7 (the same turn): the contest goes on.
+        l.h.busy(l.now, Some(7), Some(4));
+        assert!(l.wins().is_some());
+        // Client 9: both have had the lock since this client's turn: the head races again,
+        // and the time away is shared between the two.
+        l.pass(STAND_BACK);
+        l.h.busy(l.now, Some(9), Some(5));
+        assert!(l.wins().is_none(), "every other client has had the lock");
+        assert_eq!(l.plan(), Plan::Attempt);
+        l.pass(40 * MS);
+        l.h.acquired(l.now, l.now + 30_000 * MS);
+        assert_eq!(l.h.owed, (STAND_BACK * 3 + 10 * MS + 40 * MS) / 2);
+    }
+
+    #[test]
+    fn a_contest_among_several_ends_when_one_of_them_has_the_lock_a_second_time() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        contest_among(&mut l, 3);
+        l.h.busy(l.now, Some(7), Some(1));
+        l.pass(STAND_BACK);
+        l.h.busy(l.now, Some(9), Some(2));
+        assert!(l.wins().is_some(), "two of three");
+        l.pass(STAND_BACK);
+        l.h.busy(l.now, Some(7), Some(3));
+        assert!(
+            l.wins().is_none(),
+            "client 7 had it again: the third listener does not wait for it"
+        );
+    }
+
+    #[test]
+    fn a_contest_among_several_ends_once_one_holder_has_had_twice_this_clients_turn() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        // This client's turn: one 100 ms hold.
+        contest_among(&mut l, 2);
+        let began = l.now - STAND_BACK;
+        while l.now - began < 200 * MS {
+            l.h.busy(l.now, Some(7), None);
+            assert!(
+                l.wins().is_some(),
+                "client 7's turn has lasted less than 200 ms"
+            );
+            l.pass(STAND_BACK);
+        }
+        l.h.busy(l.now, Some(7), None);
+        assert!(
+            l.wins().is_none(),
+            "200 ms of client 7: the other listener is standing back too, or not waiting"
+        );
+    }
+
+    #[test]
+    fn a_contest_among_several_ends_without_a_holder_or_after_the_longest_turn() {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        contest_among(&mut l, 2);
+        l.h.busy(l.now, None, None);
+        assert!(
+            l.wins().is_none(),
+            "who holds is unknown: as with one other"
+        );
+        // A contest among 200 others, a new holder each time: over after TURN_MAX.
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        contest_among(&mut l, 200);
+        let opened = l.now - STAND_BACK;
+        let mut client = 0;
+        while l.wins().is_some() {
+            client += 1;
+            l.pass(STAND_BACK);
+            l.h.busy(l.now, Some(client), None);
+        }
+        assert!(l.now - opened >= TURN_MAX, "{client} holders seen");
+        assert!(client < 200);
     }
 
     #[test]

@@ -182,10 +182,10 @@ impl WaitLines {
     }
 
     /// A local release of the lock; `freed`: the lock may be free now (released, not held, or
-    /// an error); `others`: the answer to "does another client listen?" asked with it. Wakes
+    /// an error); `others`: the answer to "how many other clients listen?" asked with it. Wakes
     /// the head when the policy hands the lock over or contests it; ends a queue nobody waits
     /// in any more.
-    pub(crate) fn released(&self, line: WaitLine, name: &str, freed: bool, others: Option<bool>) {
+    pub(crate) fn released(&self, line: WaitLine, name: &str, freed: bool, others: Option<u32>) {
         if self.live.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -347,10 +347,23 @@ impl Ticket {
         self.next(false)
     }
 
-    /// The head's attempt found the lock busy while no owner of this queue holds it (see
-    /// [`HandOff::busy`]).
-    pub(crate) fn busy(&self) {
-        self.queue.state.lock().hand_off.busy(Instant::now());
+    /// Whether the head is to say who holds the lock when its attempt finds it busy (see
+    /// [`HandOff::asks_holder`]).
+    pub(crate) fn asks_holder(&self) -> bool {
+        self.queue.state.lock().hand_off.asks_holder()
+    }
+
+    /// The head's attempt found the lock busy while no owner of this queue holds it;
+    /// `holder`: the holding client's id, when known (see [`HandOff::busy`]).
+    pub(crate) fn busy(&self, holder: Option<&str>) {
+        let holder = holder.map(|id| {
+            let mut h = std::hash::DefaultHasher::new();
+            std::hash::Hash::hash(id, &mut h);
+            std::hash::Hasher::finish(&h)
+        });
+        let mut st = self.queue.state.lock();
+        let messages = st.messages();
+        st.hand_off.busy(Instant::now(), holder, messages);
     }
 
     /// The head acquired the lock, its hold lasting at least until `until`; it leaves the
@@ -538,7 +551,7 @@ mod tests {
             third.plan()
         });
         tokio::task::yield_now().await;
-        q.released(LOCK, "n", true, Some(true));
+        q.released(LOCK, "n", true, Some(1));
         assert_eq!(
             woken.await.unwrap(),
             Plan::Defer(crate::acquisitions::handoff::STAND_BACK)

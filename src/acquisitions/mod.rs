@@ -3,6 +3,8 @@
 //! wait lines ([`line`](mod@line)) and their hand-off policy ([`handoff`]). Nothing here sends a
 //! command: holds and the engine (`lock::acquire`) act, and tell this state what happened.
 
+#[cfg(test)]
+mod fleet;
 pub(crate) mod handoff;
 pub(crate) mod ledger;
 pub(crate) mod line;

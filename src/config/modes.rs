@@ -60,10 +60,12 @@ pub enum LocalHandOff {
     /// Local hand-overs while no other client waits; while one does (a subscriber on the lock's
     /// channel beyond this client, `PUBSUB NUMSUB`/`SHARDNUMSUB`, asked at most once per budget
     /// together with a release), a run of local hand-overs ends once it has lasted this long,
-    /// or as long as the other clients' last turn if that was longer (at most 2 s). The next
-    /// local owner then races like everyone else, and after two such races won in a row stands
-    /// back until another client has had the lock. The default, with 10 ms; the worst case in
-    /// holds is in docs/performance.md.
+    /// or as long as one other client's last turn if that was longer (at most 2 s). The next
+    /// local owner then stands back (attempts 50 ms after the release's unlock message) until
+    /// every other client that listens has had the lock (the holder's client id is read when
+    /// an attempt finds the lock busy), so that a fleet of several processes, Java ones among
+    /// them, takes turns. The default, with 10 ms; the worst case in holds and the fleets
+    /// measured beside real Redisson are in docs/performance.md.
     Bounded(Duration),
     /// Always hand over locally, never ask who else listens: for a service that knows it is
     /// alone on its locks. Waiters of other clients may then wait as long as this client's

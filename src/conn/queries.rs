@@ -44,35 +44,43 @@ impl Core {
         self.query("HEXISTS", &[name, field], name).await
     }
 
-    /// `true` when some connection other than this client's subscriber listens on `channel`
-    /// (`PUBSUB NUMSUB` / `SHARDNUMSUB`, whichever this client listens with; this client
-    /// counts once per way it listens). When the server cannot tell — classic pub/sub on a
-    /// cluster counts one node only, or the command is refused — the answer is `true`: the
-    /// caller then gives others their chance rather than risk starving them.
-    pub(crate) async fn others_listen(&self, channel: &str) -> bool {
+    /// How many connections other than this client's subscriber listen on `channel` (`PUBSUB
+    /// NUMSUB` / `SHARDNUMSUB`, whichever this client listens with; this client counts once
+    /// per way it listens; with both, the larger count of the others). When the server
+    /// cannot tell — classic pub/sub on a cluster counts one node only, or the command is
+    /// refused — the answer is 1: the caller then gives others their chance rather than risk
+    /// starving them.
+    pub(crate) async fn others_listening(&self, channel: &str) -> u32 {
         if self.is_clustered() && self.messaging().classic {
-            return true;
+            return 1;
         }
         let count = |reply: std::result::Result<Vec<Value>, fred::error::Error>| {
             reply.ok().and_then(|v| v.get(1).and_then(Value::as_i64))
         };
-        let mut total = 0;
-        let mut own = 0;
+        // This client is one of the listeners of each way it listens with.
+        let mut others = 0;
         if self.messaging().classic {
             match count(self.redis().pubsub_numsub(channel).await) {
-                Some(n) => total += n,
-                None => return true,
+                Some(n) => others = others.max(n - 1),
+                None => return 1,
             }
-            own += 1;
         }
         if self.messaging().sharded {
             match count(self.redis().pubsub_shardnumsub(channel).await) {
-                Some(n) => total += n,
-                None => return true,
+                Some(n) => others = others.max(n - 1),
+                None => return 1,
             }
-            own += 1;
         }
-        total > own
+        u32::try_from(others.max(0)).unwrap_or(u32::MAX)
+    }
+
+    /// The client id of a holder of the lock hash `name` (`HKEYS`: the first field of the
+    /// form `<client id>:<thread id>...`), `None` when nobody holds it.
+    pub(crate) async fn holder_of(&self, name: &str) -> Result<Option<String>> {
+        let fields: Vec<String> = self.query("HKEYS", &[name], name).await?;
+        Ok(fields
+            .iter()
+            .find_map(|f| f.split_once(':').map(|(id, _)| id.to_owned())))
     }
 
     /// The first of `channels` that no connection listens on, as the server counts them

@@ -28,10 +28,26 @@
 //! ready-to-paste table with the issue's goals (30: the smaller side's share ≥ 0.40 median and
 //! ≥ 0.35 in every run; Java's longest wait ≤ 1.25× its longest beside Java; crate beside crate
 //! ≥ 0.40). The processes live for the whole section (a JVM takes a second to start).
+//!
+//! **The fleets** (issue 39), after the pairs, same holds and runs: 2 crate + 1 Java, 3 + 1,
+//! 2 + 2 and 1 + 2 processes for each Redisson version, the all-Java fleets of 3 and 4
+//! processes of that version as references, and the all-crate fleets of 3 and 4; 3 owners per
+//! process, `BENCH_FAIR_ROUNDS` rounds each (`fleet_on_hot_lock`; the Java processes of a
+//! version take turns being first). Read from each run: every process's share of the holds
+//! while all wait, and each process's longest wait in holds. Printed per fleet: each process's
+//! share (median over the runs, smallest–largest), and for each Java process of a mixed fleet
+//! its longest wait ÷ the longest wait of any process in the all-Java fleet of the same size
+//! in the same run (median over the runs). The goals (issue 39): every process of a mixed
+//! fleet ≥ 0.6 / P (P processes) median, every run within 20 % of it; that ratio ≤ 1.25×;
+//! every process of an all-crate fleet ≥ 0.6 / P. `BENCH_FAIR_PAIRS=0` skips the pairs,
+//! `BENCH_FAIR_FLEETS=0` the fleets.
 
 use std::{process::Command, time::Duration};
 
-use compat_tests::{fairness::Fairness, java::version_of};
+use compat_tests::{
+    fairness::{Fairness, FleetShares},
+    java::version_of,
+};
 
 use crate::{env_or, javas, jvm_options, load, lock_peer, median, peer, server_url, spread};
 
@@ -155,9 +171,45 @@ fn run_section() {
         pairs.len(),
         load()
     );
+    if env_or("BENCH_FAIR_PAIRS", 1u32) != 0 {
+        pairs_section(&mut procs, &pairs, &versions, &holds, runs, rounds);
+    }
+    if env_or("BENCH_FAIR_FLEETS", 1u32) != 0 {
+        // Two more crate processes, and two more JVMs of each version, beside the pairs'.
+        let mut crates = vec![0, 1];
+        let mut jvms: Vec<Vec<usize>> = Vec::new();
+        for _ in 0..2 {
+            crates.push(procs.len());
+            procs.push(crate_peer());
+        }
+        for (v, java) in javas.iter().enumerate() {
+            let first = 2 + 2 * v;
+            let mut of_version = vec![first, first + 1];
+            for _ in 0..2 {
+                of_version.push(procs.len());
+                procs.push(peer::Peer::spawn(java.command(&jvm, &url, &[])));
+            }
+            jvms.push(of_version);
+        }
+        fleets_section(&mut procs, &crates, &jvms, &versions, &holds, runs, rounds);
+    }
+    for p in procs.iter_mut() {
+        let _ = p.global("quit", Duration::from_secs(30));
+    }
+}
+
+/// The pairs: every run of every pair, then the pooled figures (see the module doc).
+fn pairs_section(
+    procs: &mut [peer::Peer],
+    pairs: &[Pair],
+    versions: &[String],
+    holds: &[u64],
+    runs: usize,
+    rounds: usize,
+) {
     // Warm-up: one short run of each pair, uncounted.
     for (i, p) in pairs.iter().enumerate() {
-        let (a, b) = two(&mut procs, p.a, p.b);
+        let (a, b) = two(procs, p.a, p.b);
         let _ = peer::hot_lock(a, b, &format!("bench:fair:warm:{i}"), OWNERS, 5, 20);
     }
     let stamp = crate::epoch_ms() as u64;
@@ -170,7 +222,7 @@ fn run_section() {
                 load()
             );
             for (i, p) in pairs.iter().enumerate() {
-                let (a, b) = two(&mut procs, p.a, p.b);
+                let (a, b) = two(procs, p.a, p.b);
                 let name = format!("bench:fair:{stamp}:{hold}:{run}:{i}");
                 let f = peer::hot_lock(a, b, &name, OWNERS, rounds, hold);
                 println!(
@@ -189,10 +241,7 @@ fn run_section() {
             }
         }
     }
-    pooled(&holds, &pairs, &versions, &all);
-    for p in procs.iter_mut() {
-        let _ = p.global("quit", Duration::from_secs(30));
-    }
+    pooled(holds, pairs, versions, &all);
 }
 
 fn range(values: &[f64], show: impl Fn(f64) -> String) -> String {
@@ -305,5 +354,173 @@ fn pooled(holds: &[u64], pairs: &[Pair], versions: &[String], all: &[Vec<Vec<Fai
     println!();
     for l in table {
         println!("{l}");
+    }
+}
+
+/// Disjoint peers of `procs`, in the order of `idx`.
+fn pick<'a>(procs: &'a mut [peer::Peer], idx: &[usize]) -> Vec<&'a mut peer::Peer> {
+    let mut slots: Vec<Option<&mut peer::Peer>> = procs.iter_mut().map(Some).collect();
+    idx.iter()
+        .map(|&i| slots[i].take().expect("distinct processes"))
+        .collect()
+}
+
+/// One fleet of the section: its crate processes, and its Java processes of one version.
+struct Shape {
+    crates: usize,
+    javas: usize,
+    /// The version's index (`None`: no Java).
+    version: Option<usize>,
+}
+
+impl Shape {
+    fn label(&self, versions: &[String]) -> String {
+        match self.version {
+            None => format!("{} crate", self.crates),
+            Some(v) if self.crates == 0 => format!("{} × {} (reference)", self.javas, versions[v]),
+            Some(v) => format!("{} crate + {} × {}", self.crates, self.javas, versions[v]),
+        }
+    }
+}
+
+/// The fleets (see the module doc).
+fn fleets_section(
+    procs: &mut [peer::Peer],
+    crates: &[usize],
+    jvms: &[Vec<usize>],
+    versions: &[String],
+    holds: &[u64],
+    runs: usize,
+    rounds: usize,
+) {
+    println!();
+    println!("== fairness: fleets of crate and Java processes, 3 owners each, on one hot lock ==");
+    let mut shapes = Vec::new();
+    for v in 0..jvms.len() {
+        for (crates, javas) in [(2, 1), (3, 1), (2, 2), (1, 2), (0, 3), (0, 4)] {
+            shapes.push(Shape {
+                crates,
+                javas,
+                version: Some(v),
+            });
+        }
+    }
+    for crates in [3, 4] {
+        shapes.push(Shape {
+            crates,
+            javas: 0,
+            version: None,
+        });
+    }
+    // Warm-up: every process in one short fleet per version (the JVMs' JIT), uncounted.
+    for (v, of_version) in jvms.iter().enumerate() {
+        let idx: Vec<usize> = crates.iter().chain(of_version).copied().collect();
+        let mut fleet = pick(procs, &idx);
+        let _ =
+            peer::fleet_on_hot_lock(&mut fleet, &format!("bench:fleet:warm:{v}"), OWNERS, 5, 20);
+    }
+    let stamp = crate::epoch_ms() as u64;
+    let mut all: Vec<Vec<Vec<FleetShares>>> = vec![vec![Vec::new(); shapes.len()]; holds.len()];
+    for (h, &hold) in holds.iter().enumerate() {
+        for run in 0..runs {
+            println!(
+                "  fleets, hold {hold} ms, run {}/{runs} (load average {}):",
+                run + 1,
+                load()
+            );
+            for (i, shape) in shapes.iter().enumerate() {
+                let mut idx: Vec<usize> = crates[..shape.crates].to_vec();
+                if let Some(v) = shape.version {
+                    // The version's JVMs take turns being first.
+                    let n = jvms[v].len();
+                    idx.extend((0..shape.javas).map(|k| jvms[v][(run + k) % n]));
+                }
+                let mut fleet = pick(procs, &idx);
+                let name = format!("bench:fleet:{stamp}:{hold}:{run}:{i}");
+                let f = peer::fleet_on_hot_lock(&mut fleet, &name, OWNERS, rounds, hold);
+                println!("    {:<36} {f}", shape.label(versions));
+                all[h][i].push(f);
+            }
+        }
+    }
+    fleets_pooled(holds, &shapes, versions, &all);
+}
+
+fn fleets_pooled(
+    holds: &[u64],
+    shapes: &[Shape],
+    versions: &[String],
+    all: &[Vec<Vec<FleetShares>>],
+) {
+    println!();
+    println!(
+        "  fleets, all runs together (median, smallest–largest over the runs; goals of issue 39: \
+         every process ≥ 0.6 / P median and every run ≥ 80 % of it; a Java process's longest \
+         wait ≤ 1.25× the longest of the all-Java fleet of the same size in the same run):"
+    );
+    println!();
+    println!("| hold | fleet | share of each process: median (runs); crate first, Java last | smallest median ÷ (0.6 / P) | Java's longest wait ÷ all-Java's, median (runs) | goals met |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (h, hold) in holds.iter().enumerate() {
+        for (i, shape) in shapes.iter().enumerate() {
+            let runs = &all[h][i];
+            let p = shape.crates + shape.javas;
+            let floor = 0.6 / p as f64;
+            let mut cells = Vec::new();
+            let mut smallest = f64::INFINITY;
+            let mut every_run = true;
+            for side in 0..p {
+                let shares: Vec<f64> = runs.iter().map(|f| f.share(side)).collect();
+                smallest = smallest.min(median(&shares));
+                every_run &= spread(&shares).0 >= 0.8 * floor;
+                let who = if side < shape.crates { "crate" } else { "Java" };
+                cells.push(format!("{who} {}", range(&shares, |x| format!("{x:.2}"))));
+            }
+            // The all-Java fleet of the same size and version, run by run.
+            let reference = shape.version.and_then(|v| {
+                shapes
+                    .iter()
+                    .position(|o| o.version == Some(v) && o.crates == 0 && o.javas == p)
+            });
+            let ratio = match reference {
+                Some(r) if shape.crates > 0 && shape.javas > 0 => {
+                    let ratios: Vec<f64> = runs
+                        .iter()
+                        .zip(&all[h][r])
+                        .map(|(f, jf)| {
+                            let java = (shape.crates..p)
+                                .map(|s| f.longest_wait[s])
+                                .max()
+                                .unwrap_or(0);
+                            let alone = jf.longest_wait.iter().copied().max().unwrap_or(0);
+                            java as f64 / alone.max(1) as f64
+                        })
+                        .collect();
+                    Some(ratios)
+                }
+                _ => None,
+            };
+            let reference_fleet = shape.version.is_some() && shape.crates == 0;
+            let goals = if reference_fleet {
+                "(reference)".to_owned()
+            } else {
+                let share_ok = smallest >= floor && every_run;
+                let mut g = format!("share {}", if share_ok { "yes" } else { "no" });
+                if let Some(r) = &ratio {
+                    g.push_str(&format!(
+                        ", wait {}",
+                        if median(r) <= 1.25 { "yes" } else { "no" }
+                    ));
+                }
+                g
+            };
+            println!(
+                "| {hold} ms | {} | {} | {:.2} | {} | {goals} |",
+                shape.label(versions),
+                cells.join("; "),
+                smallest / floor,
+                ratio.map_or("-".to_owned(), |r| range(&r, |x| format!("{x:.2}×"))),
+            );
+        }
     }
 }

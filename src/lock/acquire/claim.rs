@@ -109,7 +109,7 @@ impl Claim {
             Some(channel) => {
                 let (outcome, others) = futures::join!(
                     self.release_once(),
-                    self.client.core().others_listen(&channel)
+                    self.client.core().others_listening(&channel)
                 );
                 (outcome, Some(others))
             }

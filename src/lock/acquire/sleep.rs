@@ -155,7 +155,15 @@ where
                     return Ok(Some(won));
                 }
                 Step::Busy { frees_in } => {
-                    ticket.busy();
+                    // In a contest among several other clients the line counts who has had
+                    // the lock: one query, while the messages wait as permits.
+                    let holder = if ticket.asks_holder() {
+                        let core = waiter.client().core();
+                        core.holder_of(waiter.name()).await.ok().flatten()
+                    } else {
+                        None
+                    };
+                    ticket.busy(holder.as_deref());
                     frees_in.unwrap_or(fallback)
                 }
             },
