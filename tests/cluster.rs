@@ -87,7 +87,7 @@ async fn java_release_wakes(mode: Mode, sharded_java: bool) {
         );
         let released = Instant::now();
         admin.java_release(&name).await;
-        let g = woke_within(task, released, Duration::from_millis(100)).await;
+        let g = woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
         g.unlock().await.unwrap();
     }
 }

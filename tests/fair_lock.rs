@@ -98,7 +98,7 @@ async fn queue_deadlines_and_per_waiter_hand_over_follow_the_spec(b: Backend) {
 
     let released = Instant::now();
     assert_eq!(g.unlock().await.unwrap(), UnlockOutcome::Released);
-    let got = common::woke_within(task, released, Duration::from_millis(100)).await;
+    let got = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
     assert!(got.is_some());
     // Only the head's own channel got the message; the RLock channel is not used.
     assert_eq!(
@@ -136,7 +136,7 @@ async fn a_simulated_java_holder_hands_over_on_the_waiters_channel(b: Backend) {
     admin
         .java_publish(&format!("redisson_lock__channel:{{{n}}}:{wf}"), "0")
         .await;
-    let _g = common::woke_within(task, released, Duration::from_millis(100)).await;
+    let _g = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
 }
 
 async fn waiters_acquire_in_arrival_order(b: Backend) {

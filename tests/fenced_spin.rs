@@ -207,7 +207,7 @@ async fn a_simulated_java_holder_blocks_the_fenced_lock_and_its_release_wakes_it
     tokio::time::sleep(Duration::from_millis(100)).await;
     let released = Instant::now();
     admin.java_release(&fenced).await;
-    let g = common::woke_within(task, released, Duration::from_millis(100)).await;
+    let g = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
     assert_eq!(g.token(), 1);
 }
 

@@ -180,7 +180,7 @@ async fn a_group_waiter_wakes_on_the_release(b: Backend) {
     );
     let released = Instant::now();
     ga.unlock().await.unwrap();
-    let got = common::woke_within(task, released, Duration::from_millis(300)).await;
+    let got = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
     got.expect("acquired").unlock().await.unwrap();
 }
 

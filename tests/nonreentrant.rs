@@ -131,7 +131,7 @@ async fn a_non_reentrant_waiter_wakes_on_the_release(b: Backend) {
     );
     let released = Instant::now();
     g.unlock().await.unwrap();
-    let got = common::woke_within(task, released, Duration::from_millis(300)).await;
+    let got = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
     assert!(got.is_some());
 }
 
@@ -203,7 +203,7 @@ async fn every_non_reentrant_fair_step_leaves_the_spec_state(b: Backend) {
     // The release hands over on the head's own channel only.
     let released = Instant::now();
     assert_eq!(g.unlock().await.unwrap(), UnlockOutcome::Released);
-    let got = common::woke_within(task, released, Duration::from_millis(300)).await;
+    let got = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
     let got = got.expect("acquired");
     assert_eq!(
         rec.drain(Duration::from_millis(300)).await,

@@ -124,7 +124,7 @@ async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last
     assert_eq!(client.stats().channel_waiters(&chan(&n)), 1);
     let released = Instant::now();
     gb.unlock().await.unwrap();
-    let _w = common::woke_within(task, released, Duration::from_millis(100)).await;
+    let _w = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
 }
 
 async fn a_write_release_wakes_every_waiting_reader_at_once(b: Backend) {
@@ -249,7 +249,7 @@ async fn a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it(b: B
     let released = Instant::now();
     let _: i64 = admin.redis.del(&n).await.unwrap();
     admin.java_publish(&chan(&n), "0").await;
-    let _g = common::woke_within(task, released, Duration::from_millis(100)).await;
+    let _g = common::woke_within(task, released, common::WOKEN_BY_MESSAGE).await;
 }
 
 async fn write_then_read_then_write_release_downgrades_without_a_message(b: Backend) {

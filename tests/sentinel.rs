@@ -27,7 +27,7 @@ async fn connect(set: &SentinelSet, config: Config) -> Client {
         .expect("connect through the sentinels")
 }
 
-/// A holder in `a`, a waiter in `b`; the waiter must wake within 100 ms of the release.
+/// A holder in `a`, a waiter in `b`; the waiter must be woken by the release.
 async fn lock_wait_wake(a: &Client, b: &Client, name: &str) -> Duration {
     let guard = a.get_lock(name).lock().await.expect("lock");
     let waiter = {
@@ -49,7 +49,7 @@ async fn lock_wait_wake(a: &Client, b: &Client, name: &str) -> Duration {
     );
     let released = Instant::now();
     guard.unlock().await.expect("unlock");
-    let g = woke_within(waiter, released, Duration::from_millis(100)).await;
+    let g = woke_within(waiter, released, common::WOKEN_BY_MESSAGE).await;
     let woke = released.elapsed();
     g.expect("the waiter acquired").unlock().await.unwrap();
     woke
@@ -721,7 +721,7 @@ async fn sentinel_non_reentrant_and_group_locks_wake_sync_and_report_events() {
     );
     let released = Instant::now();
     g.unlock().await.unwrap();
-    let got = woke_within(waiter, released, Duration::from_millis(300)).await;
+    let got = woke_within(waiter, released, common::WOKEN_BY_MESSAGE).await;
     assert_eq!(
         tokio::time::timeout(Duration::from_secs(5), events.next())
             .await
@@ -785,7 +785,7 @@ async fn sentinel_non_reentrant_and_group_locks_wake_sync_and_report_events() {
     );
     let released = Instant::now();
     g.unlock().await.unwrap();
-    let got = woke_within(waiter, released, Duration::from_millis(300)).await;
+    let got = woke_within(waiter, released, common::WOKEN_BY_MESSAGE).await;
     got.unwrap().unlock().await.unwrap();
     a.shutdown().await;
     b.shutdown().await;

@@ -57,7 +57,7 @@ async fn tls_lock_wait_and_wake_up() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let released = Instant::now();
     guard.unlock().await.unwrap();
-    let g = woke_within(waiter, released, Duration::from_millis(500)).await;
+    let g = woke_within(waiter, released, common::WOKEN_BY_MESSAGE).await;
     assert!(g.is_some(), "the waiter got the lock");
     drop(g);
     client.shutdown().await;
@@ -362,7 +362,7 @@ async fn tls_non_reentrant_and_group_locks_wait_and_wake() {
     );
     let released = Instant::now();
     g.unlock().await.unwrap();
-    woke_within(waiter, released, Duration::from_millis(300))
+    woke_within(waiter, released, common::WOKEN_BY_MESSAGE)
         .await
         .unwrap()
         .unlock()
@@ -389,7 +389,7 @@ async fn tls_non_reentrant_and_group_locks_wait_and_wake() {
     );
     let released = Instant::now();
     g.unlock().await.unwrap();
-    woke_within(waiter, released, Duration::from_millis(300))
+    woke_within(waiter, released, common::WOKEN_BY_MESSAGE)
         .await
         .unwrap()
         .unlock()

@@ -191,7 +191,7 @@ async fn simulated_java_holder_blocks_and_its_release_wakes_the_waiter_within_10
 
     let released = Instant::now();
     admin.java_release(name).await;
-    let guard = common::woke_within(waiter, released, Duration::from_millis(100)).await;
+    let guard = common::woke_within(waiter, released, common::WOKEN_BY_MESSAGE).await;
     assert_eq!(
         admin.hgetall(name).await,
         [(guard.owner_field().to_string(), "1".to_string())].into()
