@@ -23,17 +23,17 @@
 //!
 //! Keys deleted, and a Java neighbour: 10 s of `DEL`s of held lock keys (connections kept),
 //! with a worker of real Redisson (the Java driver) beside the crate's two when
-//! `REDISSON_CLASSPATH` is set (else without it, and a line starting with `SKIPPED` says so):
-//! every crate holder whose key was deleted must be told within the deletion window, and the
-//! crate must never take a lock a Java holder holds (no overlap with a Java holder first that a
-//! deletion does not explain).
+//! `REDISSON_CLASSPATH` is set (else without it, and a `SKIPPED part of` line says so, see
+//! `redisson_lock_test_kit::skip`): every crate holder whose key was deleted must be told within
+//! the deletion window, and the crate must never take a lock a Java holder holds (no overlap with
+//! a Java holder first that a deletion does not explain).
 //!
 //! Nothing here depends on the machine's speed: overlaps the holder was told about are allowed
 //! under faults, the stuck bound is the wait plus two leases plus 20 s, the told window is a
 //! lease and a command timeout (the longest seen: 0.1 s), and the bounds on the number of
 //! acquisitions are a small fraction of what a loaded machine does.
 
-use std::{io::Write, process::Command};
+use std::process::Command;
 
 /// A finished run: its output and the `key=value` fields of its `result` line.
 struct Run {
@@ -291,11 +291,11 @@ fn deleted_keys_tell_their_crate_holders_and_java_holds_are_never_taken() {
     let classpath = std::env::var("REDISSON_CLASSPATH").unwrap_or_default();
     let java = !classpath.trim().is_empty();
     if !java {
-        // Past the harness's capture: seen even when the test passes.
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED the Java worker of chaos/tests/smoke.rs: no REDISSON_CLASSPATH (README, \
-             \"Beside real Java Redisson\"); the key deletions run without it"
+        redisson_lock_test_kit::skip::part(
+            "deleted_keys_tell_their_crate_holders_and_java_holds_are_never_taken",
+            "the Java worker",
+            "no REDISSON_CLASSPATH (README, \"Beside real Java Redisson\"); the key deletions \
+             run without it",
         );
     }
     let mut args = vec![
