@@ -426,7 +426,9 @@ impl Faults {
     /// (see [`FaultSpan`]: a client pause speaks only for its process's holders, a deletion
     /// only for its key):
     /// - news from the earlier holder's state ([`News::Told`]): a fault that can cause
-    ///   overlaps, under way when the news came or ended at most the told window before;
+    ///   overlaps, under way at some time from when the news came to `t`, or ended at most the
+    ///   told window before the news (a hold in doubt since a fault that keeps the data, a
+    ///   restart from the AOF, can be lost to one that comes while it is still in doubt);
     /// - news from its deadline alone ([`News::Deadline`]): the same, and one that can stall
     ///   renewals: the deadline passed unrenewed because of it;
     /// - news from the later holder's own acquisition ([`News::Born`]): such a fault of the
@@ -462,7 +464,7 @@ impl Faults {
             f.can_overlap
                 && match news {
                     None => during(f, t, t, self.window_ns) && of(f, x),
-                    Some(News::Told(at)) => during(f, at, at, w) && of(f, x),
+                    Some(News::Told(at)) => during(f, at, t, w) && of(f, x),
                     Some(News::Deadline(at)) => f.stalls && during(f, at, at, w) && of(f, x),
                     Some(News::Born { begin, deadline }) => {
                         (f.stalls || !deadline) && during(f, begin, t, w) && of(f, y)

@@ -319,6 +319,32 @@ fn each_overlap_is_tied_to_the_fault_that_explains_its_news() {
         .map(|o| (o.at / MS, o.explained))
         .collect();
     assert_eq!(tied, vec![(3300, false), (3500, true)], "{}", r.summary());
+    // In doubt since a restart from the AOF (it cannot make holds overlap) at 1000 ms, still in
+    // doubt when the data is lost at 1500 ms, overlapped at 2000 ms: explained by the loss.
+    let restarts = Faults {
+        spans: vec![
+            fault("kill-persist", 900, 1100, false, false),
+            fault("kill-wipe", 1500, 1600, true, true),
+        ],
+        ..faults.clone()
+    };
+    let mut h = hold(0, 0, 1, "a", 100, 9000, 5000);
+    h.push(format!("T 0 0 1 {} InDoubt", 1000 * MS));
+    h.extend(hold(1, 0, 1, "a", 2000, 5000, 2100));
+    let r = run_with(&h, &restarts);
+    assert_eq!(
+        (r.overlap_list[0].fault, r.overlap_list[0].explained),
+        (Some(1), true)
+    );
+    // Without the loss, the restart alone explains nothing.
+    let r = run_with(
+        &h,
+        &Faults {
+            spans: restarts.spans[..1].to_vec(),
+            ..faults.clone()
+        },
+    );
+    assert_eq!(r.unexplained, 1);
     // A run of news: in doubt at 1800 ms, held again at 1900 ms, lost at 3200 ms: the news of
     // the overlap is the last run's (3200 ms), which no fault explains.
     let mut h = hold(0, 0, 1, "a", 100, 9000, 5000);
