@@ -1544,7 +1544,7 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     // How long after a fault's end a holder can still learn of it: a renewal sent during it
     // times out a command timeout later, the first renewal after it finds a lost field within
     // a renewal period and a command timeout, a resumed process sees its deadline passed at
-    // once; a lease of slack for a loaded machine (the longest measured: 0.1 s).
+    // once; a lease of slack for a loaded machine (the longest seen in the smoke run: 55 ms).
     let told_window_ms = args.watchdog_ms + args.timeout_ms;
     let _ = writeln!(log, "# told_window_ms {told_window_ms}");
     let start = Instant::now();

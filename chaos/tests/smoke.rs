@@ -30,7 +30,7 @@
 //!
 //! Nothing here depends on the machine's speed: overlaps the holder was told about are allowed
 //! under faults, the stuck bound is the wait plus two leases plus 20 s, the told window is a
-//! lease and a command timeout (the longest seen: 0.1 s), and the bounds on the number of
+//! lease and a command timeout (the longest seen: 55 ms), and the bounds on the number of
 //! acquisitions are a small fraction of what a loaded machine does.
 
 use std::process::Command;
