@@ -14,8 +14,12 @@ targets overlap.
    `TEST_JOBS` at a time (default 3), longest first (by the durations of the last run on this
    machine, kept in target/test-durations.json, or by the hints below on a fresh checkout).
 4. Prints one line per finished target, the whole output of a failed one, and a summary that
-   counts passed, failed, ignored and skipped tests (a line `SKIPPED:` in a target's output,
-   e.g. the cross-language tests without Java, is counted and repeated at the end).
+   counts passed, failed, ignored and skipped tests, and skipped parts of tests. A test that
+   cannot run here says so with `redisson_lock_test_kit::skip` (test-kit/src/skip.rs), past
+   the harness's capture: a line `SKIPPED test <name>: <why>` (e.g. the cross-language tests
+   without Java) makes it a skipped test, not a passed one (the harness counts it passed);
+   `SKIPPED part of <name> (<what>): <why>` a skipped part of a test that ran. Every such line
+   is repeated at the end.
 
 Exit status: 0 when every target passed.
 """
@@ -30,6 +34,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The lines of test-kit/src/skip.rs.
+SKIP_TEST = re.compile(r"^SKIPPED test (\S+): ")
 DURATIONS = os.path.join(ROOT, "target", "test-durations.json")
 # Seconds, as measured on 2 cores; used only to order targets when no measurement is kept.
 HINTS = {
@@ -112,6 +118,25 @@ def load_durations():
         return {}
 
 
+def tally(text):
+    """The counts of one target's output: [passed, failed, ignored, skipped tests, skipped
+    parts], and its SKIPPED lines. A test that said `SKIPPED test <name>` and passed is counted
+    as skipped, not passed (one that failed after it stays failed); a SKIPPED line of another
+    form is a skipped part."""
+    counts = [0, 0, 0, 0, 0]
+    for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
+        for i in range(3):
+            counts[i] += int(m.group(i + 1))
+    lines = [l.strip() for l in text.splitlines() if l.lstrip().startswith("SKIPPED")]
+    failed = set(re.findall(r"^---- (\S+) stdout ----", text, re.M))
+    tests = {m.group(1) for m in map(SKIP_TEST.match, lines) if m}
+    skipped = len(tests - failed)
+    counts[0] = max(0, counts[0] - skipped)
+    counts[3] = skipped
+    counts[4] = sum(1 for l in lines if not SKIP_TEST.match(l))
+    return counts, lines
+
+
 def main():
     jobs = max(1, int(os.environ.get("TEST_JOBS", "3")))
     todo = targets()
@@ -138,17 +163,13 @@ def main():
                 out.seek(0)
                 text = out.read()
             secs = time.monotonic() - t0
-            counts = [0, 0, 0]  # passed, failed, ignored
-            for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored",
-                                 text):
-                for i in range(3):
-                    counts[i] += int(m.group(i + 1))
-            skipped = [l.strip() for l in text.splitlines() if l.lstrip().startswith("SKIPPED")]
+            counts, skipped = tally(text)
             ok = code == 0
             with lock:
                 results.append((name, ok, secs, counts, skipped))
                 status = "ok  " if ok else "FAIL"
-                extra = f", {len(skipped)} skipped" if skipped else ""
+                extra = f", {counts[3]} skipped" if counts[3] else ""
+                extra += f", {counts[4]} part(s) skipped" if counts[4] else ""
                 log(f"{status} {name}  ({secs:.1f} s; {counts[0]} passed, {counts[2]} ignored"
                     f"{extra})")
                 if not ok:
@@ -168,11 +189,11 @@ def main():
     except OSError:
         pass
     failed = [r for r in results if not r[1]]
-    passed = sum(r[3][0] for r in results)
-    ignored = sum(r[3][2] for r in results)
+    total = [sum(r[3][i] for r in results) for i in range(5)]
     skipped = [line for r in results for line in r[4]]
-    log(f"\n{len(results)} targets in {wall:.0f} s: {passed} tests passed, "
-        f"{sum(r[3][1] for r in results)} failed, {ignored} ignored, {len(skipped)} skipped")
+    parts = f", {total[4]} part(s) of tests skipped" if total[4] else ""
+    log(f"\n{len(results)} targets in {wall:.0f} s: {total[0]} tests passed, "
+        f"{total[1]} failed, {total[2]} ignored, {total[3]} skipped{parts}")
     for line in skipped:
         log(f"  {line}")
     if failed:

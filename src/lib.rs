@@ -246,6 +246,8 @@ pub mod guide_doctests {
     pub struct Protocol;
     #[doc = include_str!("../docs/MSRV.md")]
     pub struct Msrv;
+    #[doc = include_str!("../docs/testing.md")]
+    pub struct Testing;
 }
 
 /// Used by the code `#[locked]` generates; not part of the API.

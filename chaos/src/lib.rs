@@ -16,7 +16,7 @@
 //!
 //! | kind | fields | meaning |
 //! |---|---|---|
-//! | `B` | `<lock> <variant> [lease=<ms>] [nested=1] [side=java] [at_least=<ms>] [units=<unit>,...]` | an acquisition attempt begins: a leased hold (else the watchdog keeps it), the inner acquisition of a nested re-entry, a Java (Redisson) holder (else the crate's), a run-once job's run with its `at_least` (see below), what the hold occupies (else the lock, exclusively) |
+//! | `B` | `<lock> <variant> [lease=<ms>] [nested=1] [long=1] [side=java] [at_least=<ms>] [units=<unit>,...]` | an acquisition attempt begins: a leased hold (else the watchdog keeps it), the inner acquisition of a nested re-entry, a hold whose work is to last several leases, a Java (Redisson) holder (else the crate's), a run-once job's run with its `at_least` (see below), what the hold occupies (else the lock, exclusively) |
 //! | `A` | `<token or -> <deadline_ns> [<state>]` | acquired; the hold's validity deadline and state (`Held`, or `InDoubt` when taken across a connection loss or failover; absent in older histories: `Held`); a Java watchdog hold has no deadline (`u64::MAX`) |
 //! | `N` | `<kind>` | not acquired: `none` (the wait ran out) or an error kind |
 //! | `O` | `<state> <deadline_ns>` | the holder looked at its hold (`Held`, `InDoubt`, `Lost`) |
@@ -107,6 +107,9 @@ pub struct Attempt {
     pub nested: bool,
     /// A run-once job's `at_least`, in ms (`at_least=<ms>`).
     pub at_least_ms: Option<u64>,
+    /// Its work was to last several leases (`long=1`, `--long-holds`): it lives only by its
+    /// renewals.
+    pub long: bool,
     /// What the hold occupies; empty: the lock, exclusively.
     pub units: Vec<Unit>,
 }
@@ -157,6 +160,21 @@ impl Attempt {
             self.process,
             self.owner,
             self.seq
+        )
+    }
+
+    /// `lock <lock> (<variant>[, leased]): <id>`, for the examples.
+    fn describe(&self) -> String {
+        format!(
+            "lock {} ({}{}): {}",
+            self.lock,
+            self.variant,
+            if self.lease_ms.is_some() {
+                ", leased"
+            } else {
+                ""
+            },
+            self.id()
         )
     }
 
@@ -221,11 +239,47 @@ impl Attempt {
     /// What the holder knew at `t` (see [`told_by`](Self::told_by)): told by its state, told
     /// only by its validity deadline, or nothing. Looks after `t` do not count.
     pub fn excuse_at(&self, t: u64) -> Excuse {
-        match self.looks.iter().filter(|l| l.0 <= t).max_by_key(|l| l.0) {
+        match self.latest_look(t) {
             Some((_, state, _)) if state != "Held" => Excuse::Told,
             Some((_, _, deadline)) if *deadline <= t => Excuse::Deadline,
             _ => Excuse::Unannounced,
         }
+    }
+
+    /// The holder's latest look at or before `t`.
+    fn latest_look(&self, t: u64) -> Option<&(u64, String, u64)> {
+        self.looks.iter().filter(|l| l.0 <= t).max_by_key(|l| l.0)
+    }
+
+    /// When the news the holder had at `t` came ([`excuse_at`](Self::excuse_at)): told by its
+    /// state, the first look of the run of looks other than `Held` that lasted to `t`; told
+    /// only by its deadline, the deadline. `None` when it had no news.
+    pub fn news_at(&self, t: u64) -> Option<u64> {
+        match self.excuse_at(t) {
+            Excuse::Told => {
+                let mut looks: Vec<&(u64, String, u64)> =
+                    self.looks.iter().filter(|l| l.0 <= t).collect();
+                looks.sort_by_key(|l| l.0);
+                let held = looks.iter().rposition(|l| l.1 == "Held");
+                looks.get(held.map_or(0, |i| i + 1)).map(|l| l.0)
+            }
+            Excuse::Deadline => self.latest_look(t).map(|l| l.2),
+            _ => None,
+        }
+    }
+
+    /// When the crate's holder was first told its hold was in doubt or lost while it should
+    /// have been valid (see [`Report::told`]): `None` if it never was.
+    pub fn told_early_at(&self) -> Option<u64> {
+        if self.java || self.variant == "redlock" {
+            return None;
+        }
+        let lease_end = self.looks.first().map_or(u64::MAX, |l| l.2);
+        self.looks
+            .iter()
+            .filter(|l| l.1 != "Held" && (self.lease_ms.is_none() || l.0 < lease_end))
+            .map(|l| l.0)
+            .min()
     }
 }
 
@@ -248,6 +302,25 @@ pub enum Excuse {
     /// finds the owner's count lower than the client knows ends the older holds). The
     /// documented gap of data gone under an open connection; counted among the unannounced.
     Deleted,
+}
+
+/// The news that announced an overlap, and when it came (see [`Excuse`]): the fault that
+/// explains the overlap must have been under way then (see `Faults::cause_of`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum News {
+    /// The earlier holder's state said in doubt or lost, since this time (the first look of
+    /// the run of such looks that lasted to the later acquisition).
+    Told(u64),
+    /// Only the earlier holder's validity deadline, which passed at this time.
+    Deadline(u64),
+    /// The later holder's acquisition came back told (in doubt, or already past its deadline
+    /// when `deadline`): it began at `begin` and returned at the later acquisition.
+    Born {
+        /// When the later holder's attempt began.
+        begin: u64,
+        /// Told only by the deadline.
+        deadline: bool,
+    },
 }
 
 /// A fault of the run as the checker sees it (from the runner's `nemesis.log`).
@@ -273,6 +346,16 @@ pub struct FaultSpan {
     /// Whether it deleted lock keys with every connection kept (`del-key`: the key of `lock`;
     /// `flush`: every key): see [`Excuse::Deleted`].
     pub deletes: bool,
+    /// Whether it can stop the renewals of a hold, or its holder, long enough for the hold's
+    /// validity deadline to pass unrenewed (a process or a server stopped, requests lost or
+    /// held back, a server restarting or failing over): only such a fault explains an overlap
+    /// announced only by a deadline. Latency below the command timeout, a deletion and a
+    /// RedLock node's restart do not.
+    pub stalls: bool,
+    /// Whether it can tell a holder of the deployment that its hold is in doubt or lost (every
+    /// fault but one of the RedLock nodes alone): only such a fault explains a hold told
+    /// ([`Report::told_unexplained`]).
+    pub tells: bool,
 }
 
 impl Default for FaultSpan {
@@ -286,6 +369,8 @@ impl Default for FaultSpan {
             process: None,
             lock: None,
             deletes: false,
+            stalls: true,
+            tells: true,
         }
     }
 }
@@ -301,6 +386,12 @@ pub struct Faults {
     /// How long after a key's deletion a watchdog holder may still not know (see
     /// [`Excuse::Deleted`]); 0: only during the deletion.
     pub deletion_window_ns: u64,
+    /// How long after a fault's end a holder can still learn of it: told in doubt or lost
+    /// because of it, or see its validity deadline pass unrenewed because renewals stalled
+    /// during it (a lease and a command timeout). The news that announced an overlap, and a
+    /// hold told, must come from a fault under way or ended at most this long before; 0:
+    /// [`window_ns`](Self::window_ns) (histories written before this field existed).
+    pub told_window_ns: u64,
 }
 
 impl Faults {
@@ -311,12 +402,47 @@ impl Faults {
             .any(|f| f.loses_data && f.start <= to && f.end >= from)
     }
 
-    /// The fault an overlap of `x` (earlier) and `y` (later) on `keys` at `t` is tied to: the
-    /// latest one that can cause it (see [`FaultSpan`]: a client pause explains the overlaps of
-    /// its process's holders, a deletion those on its key), started at or before `t` and ended
-    /// at most the window before it (`true`), else the latest fault started at or before `t`,
-    /// if any (`false`).
-    fn cause_of(&self, t: u64, x: &Attempt, y: &Attempt, keys: &[String]) -> (Option<usize>, bool) {
+    /// The latest fault started at or before `t`.
+    fn latest_at(&self, t: u64) -> Option<&FaultSpan> {
+        self.spans
+            .iter()
+            .filter(|f| f.start <= t)
+            .max_by_key(|f| f.start)
+    }
+
+    /// How long after a fault's end its news can still reach a holder (see
+    /// [`told_window_ns`](Self::told_window_ns)).
+    fn told_window(&self) -> u64 {
+        if self.told_window_ns > 0 {
+            self.told_window_ns
+        } else {
+            self.window_ns
+        }
+    }
+
+    /// The fault an overlap of `x` (earlier) and `y` (later) on `keys` at `t` is tied to, given
+    /// the news that announced it (`None`: none): the latest fault that explains it (`true`),
+    /// else the latest fault started at or before `t`, if any (`false`). A fault explains
+    /// (see [`FaultSpan`]: a client pause speaks only for its process's holders, a deletion
+    /// only for its key):
+    /// - news from the earlier holder's state ([`News::Told`]): a fault that can cause
+    ///   overlaps, under way at some time from when the news came to `t`, or ended at most the
+    ///   told window before the news (a hold in doubt since a fault that keeps the data, a
+    ///   restart from the AOF, can be lost to one that comes while it is still in doubt);
+    /// - news from its deadline alone ([`News::Deadline`]): the same, and one that can stall
+    ///   renewals: the deadline passed unrenewed because of it;
+    /// - news from the later holder's own acquisition ([`News::Born`]): such a fault of the
+    ///   later holder, under way during that acquisition (or the told window before);
+    /// - no news (an unannounced overlap, a deletion's window): a fault that can cause
+    ///   overlaps, started at or before `t` and ended at most the window before it.
+    fn cause_of(
+        &self,
+        t: u64,
+        x: &Attempt,
+        y: &Attempt,
+        keys: &[String],
+        news: Option<News>,
+    ) -> (Option<usize>, bool) {
         let latest = |ok: &dyn Fn(&FaultSpan) -> bool| {
             self.spans
                 .iter()
@@ -325,16 +451,46 @@ impl Faults {
                 .max_by_key(|(_, f)| f.start)
                 .map(|(i, _)| i)
         };
-        let window = self.window_ns;
-        let targets = |f: &FaultSpan| {
-            f.process.is_none_or(|p| {
-                x.process == p || (y.process == p && y.born_told() != Excuse::Unannounced)
-            }) && f.lock.as_ref().is_none_or(|l| keys.contains(l))
+        let of = |f: &FaultSpan, who: &Attempt| {
+            f.process.is_none_or(|p| who.process == p)
+                && f.lock.as_ref().is_none_or(|l| keys.contains(l))
         };
-        match latest(&|f| f.can_overlap && f.end.saturating_add(window) >= t && targets(f)) {
+        // Under way at some time in `from..=to`, or ended at most `window` before it.
+        let during = |f: &FaultSpan, from: u64, to: u64, window: u64| {
+            f.start <= to && f.end.saturating_add(window) >= from
+        };
+        let w = self.told_window();
+        let explains = |f: &FaultSpan| {
+            f.can_overlap
+                && match news {
+                    None => during(f, t, t, self.window_ns) && of(f, x),
+                    Some(News::Told(at)) => during(f, at, t, w) && of(f, x),
+                    Some(News::Deadline(at)) => f.stalls && during(f, at, at, w) && of(f, x),
+                    Some(News::Born { begin, deadline }) => {
+                        (f.stalls || !deadline) && during(f, begin, t, w) && of(f, y)
+                    }
+                }
+        };
+        match latest(&explains) {
             Some(i) => (Some(i), true),
             None => (latest(&|_| true), false),
         }
+    }
+
+    /// Whether a fault explains that `a` was told its hold was in doubt or lost at `at`: one
+    /// that can tell a holder, of its process and its keys, under way then or ended at most
+    /// the told window before (for a hold that came back from its acquisition told, at some
+    /// time of that acquisition).
+    fn explains_told(&self, a: &Attempt, at: u64) -> bool {
+        let from = if Some(at) == a.acquired { a.begin } else { at };
+        let keys: Vec<String> = a.units().into_iter().map(|u| u.key).collect();
+        self.spans.iter().any(|f| {
+            f.tells
+                && f.start <= at
+                && f.end.saturating_add(self.told_window()) >= from
+                && f.process.is_none_or(|p| a.process == p)
+                && f.lock.as_ref().is_none_or(|l| keys.contains(l))
+        })
     }
 
     /// Whether a key of `keys` was deleted under `x` and it could not have learnt it by `t`
@@ -445,6 +601,14 @@ pub struct Report {
     /// are not counted: the workers take them with a lease, and a hold longer than it is told
     /// at its end by design.
     pub told: u64,
+    /// Of them, holds told at a time no fault explains (see `Faults::explains_told`: none
+    /// under way then, or ended at most the told window before, that can tell a holder of the
+    /// deployment, of its process, of its lock): a loss the crate announced that nothing
+    /// caused, e.g. a watchdog that renews too late or too short. Must be 0; in a run without
+    /// faults, every hold told is one.
+    pub told_unexplained: u64,
+    /// A few of those, described.
+    pub told_examples: Vec<String>,
     /// Pairs of holds of one lock by different owners whose critical sections overlapped.
     pub overlaps: u64,
     /// Overlaps where the earlier holder had not been told before the later one acquired
@@ -465,10 +629,11 @@ pub struct Report {
     /// Acquisitions by side (`crate`, `java`).
     pub ops_by_side: BTreeMap<String, u64>,
     /// Acquisitions of the crate's holders by kind: `<variant>` (reentrant, fair, read, write,
-    /// fenced, group, multi, redlock), and apart `leased` (a hold with a lease) and `nested`
-    /// (the inner acquisition of a nested re-entry), with how many of them were told (in
-    /// doubt or lost, before a lease ended): `(acquired, told)`. A kind that never acquires,
-    /// or that a fault never reaches, shows here.
+    /// fenced, group, multi, redlock), and apart `leased` (a hold with a lease), `nested`
+    /// (the inner acquisition of a nested re-entry) and `long` (a watchdog hold whose work is
+    /// to last several leases), with how many of them were told (in doubt or lost, before a
+    /// lease ended): `(acquired, told)`. A kind that never acquires, or that a fault never
+    /// reaches, shows here.
     pub by_kind: BTreeMap<String, (u64, u64)>,
     /// Holds of the crate that went in doubt and stayed in doubt until their deadline (then
     /// lost, or ended past it): the crate could not find out in time whether it still held.
@@ -621,8 +786,8 @@ impl Report {
             .map(|(k, v)| format!("{k}:{v}"))
             .collect();
         let mut s = format!(
-            "ops={} ops_per_s={:.1} owners={} min_owner_ops={} not_acquired={} told={} overlaps={} \
-             unannounced={} in_deletion_window={} unannounced_crate={} java_broken={} \
+            "ops={} ops_per_s={:.1} owners={} min_owner_ops={} not_acquired={} told={} \
+             told_unexplained={} overlaps={} unannounced={} in_deletion_window={} unannounced_crate={} java_broken={} \
              deadline_only={} unexplained={} register_overlaps={} \
              fenced_writes={} fenced_rejected={} stale_accepted={} duplicate_tokens={} \
              token_regressions={} stuck_waits={} max_wait_ms={:.0} doubt_to_deadline={} errors={}",
@@ -632,6 +797,7 @@ impl Report {
             self.min_owner_ops(),
             self.not_acquired,
             self.told,
+            self.told_unexplained,
             self.overlaps,
             self.unannounced,
             self.in_deletion_window,
@@ -712,6 +878,10 @@ impl Report {
         }
         for e in &self.token_examples {
             s.push_str("\ntoken regression: ");
+            s.push_str(e);
+        }
+        for e in &self.told_examples {
+            s.push_str("\ntold, no fault explains it: ");
             s.push_str(e);
         }
         for e in &self.doubt_examples {
@@ -814,6 +984,7 @@ pub fn check_with<'a>(
                         Some(("lease", ms)) => a.lease_ms = Some(ms.parse().map_err(|_| bad())?),
                         Some(("side", side)) => a.java = side == "java",
                         Some(("nested", n)) => a.nested = n == "1",
+                        Some(("long", n)) => a.long = n == "1",
                         Some(("at_least", ms)) => {
                             a.at_least_ms = Some(ms.parse().map_err(|_| bad())?)
                         }
@@ -906,14 +1077,30 @@ pub fn check_with<'a>(
         let owner_ops = report.owner_ops.entry((a.process, a.owner)).or_default();
         if a.acquired.is_some() {
             *owner_ops += 1;
-            let told = told_early(a);
+            let told_at = a.told_early_at();
+            let told = told_at.is_some();
             report.told += u64::from(told);
+            if let Some(at) = told_at.filter(|&at| !faults.explains_told(a, at)) {
+                report.told_unexplained += 1;
+                if report.told_examples.len() < 5 {
+                    let f = faults.latest_at(at).map_or("no fault".to_owned(), |f| {
+                        let ms = (at as i64 - f.end as i64) / 1_000_000;
+                        format!("{}, ended {ms} ms before", f.name)
+                    });
+                    report.told_examples.push(format!(
+                        "{} acquired at {}, told at {at} (after {f})",
+                        a.describe(),
+                        a.acquired.unwrap_or(0),
+                    ));
+                }
+            }
             report.ops += 1;
             if !a.java {
                 let kinds = [
                     Some(a.variant.as_str()),
                     a.lease_ms.map(|_| "leased"),
                     a.nested.then_some("nested"),
+                    a.long.then_some("long"),
                 ];
                 for k in kinds.into_iter().flatten() {
                     let e = report.by_kind.entry(k.to_owned()).or_default();
@@ -928,17 +1115,11 @@ pub fn check_with<'a>(
                 report.doubt_to_deadline += 1;
                 if report.doubt_examples.len() < 5 {
                     let f = faults
-                        .spans
-                        .iter()
-                        .filter(|f| f.start <= e.0)
-                        .max_by_key(|f| f.start)
+                        .latest_at(e.0)
                         .map_or("no fault", |f| f.name.as_str());
                     report.doubt_examples.push(format!(
-                        "lock {} ({}{}): {} in doubt from {} to {} (deadline {}; after {f})",
-                        a.lock,
-                        a.variant,
-                        if a.lease_ms.is_some() { ", leased" } else { "" },
-                        a.id(),
+                        "{} in doubt from {} to {} (deadline {}; after {f})",
+                        a.describe(),
                         e.0,
                         e.1,
                         e.2
@@ -1010,14 +1191,22 @@ pub fn check_with<'a>(
     for (x, y, keys) in pairs {
         let ty = y.acquired.unwrap_or(0);
         report.overlaps += 1;
-        let mut excuse = match x.excuse_at(ty) {
-            Excuse::Unannounced => y.born_told(),
-            told => told,
+        let (mut excuse, news) = match x.excuse_at(ty) {
+            Excuse::Unannounced => {
+                let born = y.born_told();
+                let news = (born != Excuse::Unannounced).then_some(News::Born {
+                    begin: y.begin,
+                    deadline: born == Excuse::Deadline,
+                });
+                (born, news)
+            }
+            Excuse::Deadline => (Excuse::Deadline, x.news_at(ty).map(News::Deadline)),
+            told => (told, x.news_at(ty).map(News::Told)),
         };
         if excuse == Excuse::Unannounced && faults.deleted_under(x, &keys, ty, &held) {
             excuse = Excuse::Deleted;
         }
-        let (fault, explained) = faults.cause_of(ty, x, y, &keys);
+        let (fault, explained) = faults.cause_of(ty, x, y, &keys, news);
         let unannounced = matches!(excuse, Excuse::Unannounced | Excuse::Deleted);
         report.unexplained += u64::from(!explained);
         report.deadline_only += u64::from(excuse == Excuse::Deadline);
@@ -1118,19 +1307,6 @@ pub fn check_with<'a>(
         }
     }
     Ok(report)
-}
-
-/// Whether the crate's holder was told its hold was in doubt or lost while it should have been
-/// valid: a watchdog hold (RedLock aside: taken with a lease by the workers) told at all, a
-/// leased one told before its lease ran out. Java holders are never told.
-fn told_early(a: &Attempt) -> bool {
-    if a.java || a.variant == "redlock" {
-        return false;
-    }
-    let lease_end = a.looks.first().map_or(u64::MAX, |l| l.2);
-    a.looks
-        .iter()
-        .any(|l| l.1 != "Held" && (a.lease_ms.is_none() || l.0 < lease_end))
 }
 
 /// A doubt of a crate hold that lasted to its deadline: `(doubt seen, resolved or ended,

@@ -213,6 +213,16 @@ pub struct RunArgs {
     /// Turn replica sync off (`check_lock_synced_replicas(false)`).
     #[arg(long)]
     pub no_replica_sync: bool,
+    /// One hold in N of those the watchdog keeps (taken without a lease; not a run-once job's)
+    /// works for two to three leases instead of the usual lengths, so that it lives only by
+    /// several renewals: a watchdog that renews too late or too short loses it (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub long_holds: u64,
+    /// No fault in the last N seconds of the run: a step that would still be under way then is
+    /// not scheduled (by default only the last 4 s have no fault start). What the crate tells
+    /// its holders in that calm stretch no fault explains.
+    #[arg(long, default_value_t = 0)]
+    pub calm_end: u64,
     /// Keep the history and the nemesis log in this directory (default: a removed temp dir).
     #[arg(long)]
     pub keep: Option<PathBuf>,
@@ -222,8 +232,9 @@ pub struct RunArgs {
     pub cover: bool,
     /// Exit with status 1 unless: every step of the nemesis had its effect, every worker
     /// exited cleanly, every owner acquired, no unannounced overlap, no overlap unexplained by a
-    /// fault before it, no token that failed to increase while the counter survived, no stuck
-    /// wait, no stale fenced write accepted.
+    /// fault before it, no hold told in doubt or lost that no fault explains, no token that
+    /// failed to increase while the counter survived, no stuck wait, no stale fenced write
+    /// accepted.
     #[arg(long)]
     pub expect_safe: bool,
 }
@@ -267,6 +278,9 @@ pub struct WorkerArgs {
     /// Replica sync off.
     #[arg(long)]
     pub no_replica_sync: bool,
+    /// One watchdog hold in N works for two to three leases (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub long_holds: u64,
     /// Seed of the owners' choices.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,

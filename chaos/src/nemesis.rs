@@ -148,6 +148,24 @@ impl Fault {
         !matches!(self, Fault::KillPersist | Fault::Latency)
     }
 
+    /// Whether the fault can stop a hold's renewals, or its holder, long enough for the hold's
+    /// validity deadline to pass unrenewed: a process or a server stopped or killed, requests
+    /// held back or lost, a failover or a migration under way. Latency (below the command
+    /// timeout), a deletion and a RedLock node's restart do not: after them, an overlap
+    /// announced only by a deadline is unexplained.
+    pub fn stalls(self) -> bool {
+        !matches!(
+            self,
+            Fault::Latency | Fault::RedlockRestart | Fault::Flush | Fault::DelKey
+        )
+    }
+
+    /// Whether the fault can tell a holder of the deployment that its hold is in doubt or lost:
+    /// all but the restart of a RedLock node (RedLock holds are not counted as told).
+    pub fn tells(self) -> bool {
+        self != Fault::RedlockRestart
+    }
+
     /// Whether the fault can lose data on the deployment, the fencing token counter with it:
     /// a restart without data, a flush, and, on Sentinel and cluster, a failover that can
     /// promote a replica which missed the last writes (a kill, the lag-kill, a master paused
@@ -223,6 +241,12 @@ fn schedule(args: &RunArgs, faults: &[Fault], seed: u64) -> Vec<Step> {
         return steps;
     }
     let end = args.duration.saturating_mul(1000).saturating_sub(4000);
+    // With `--calm-end`, every step ends before the calm stretch.
+    let calm = (args.calm_end > 0).then(|| {
+        args.duration
+            .saturating_sub(args.calm_end)
+            .saturating_mul(1000)
+    });
     let mut t = 2000 + rng.below(args.interval * 500);
     // `--cover`: the faults come out of a bag, shuffled, each once before any twice.
     let mut bag: Vec<Fault> = Vec::new();
@@ -251,6 +275,9 @@ fn schedule(args: &RunArgs, faults: &[Fault], seed: u64) -> Vec<Step> {
             _ => 0,
         };
         let pick = rng.next_u64();
+        if calm.is_some_and(|c| t + ms > c) {
+            break;
+        }
         steps.push(Step {
             at_ms: t,
             fault,
@@ -1161,10 +1188,11 @@ fn history_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The faults of a run from its `nemesis.log`: lines `# window_ms <n>` and `# deletion_window_ms
-/// <n>`, then one line per step, `<start_ns> <end_ns> <fault> <can overlap 0|1> <loses data
-/// 0|1> <ok|FAILED> [process=<p>] [lock=<key>] t=...` (the target of a client pause or a key
-/// deletion).
+/// The faults of a run from its `nemesis.log`: lines `# window_ms <n>`, `# deletion_window_ms
+/// <n>` and `# told_window_ms <n>`, then one line per step, `<start_ns> <end_ns> <fault> <can
+/// overlap 0|1> <loses data 0|1> <ok|FAILED> [process=<p>] [lock=<key>] t=...` (the target of
+/// a client pause or a key deletion); whether a fault can stall renewals or tell a holder
+/// follows from its name.
 pub fn read_faults(dir: &Path) -> Faults {
     let log = std::fs::read_to_string(dir.join("nemesis.log")).unwrap_or_default();
     let mut faults = Faults::default();
@@ -1176,6 +1204,10 @@ pub fn read_faults(dir: &Path) -> Faults {
         }
         if let Some(v) = l.strip_prefix("# deletion_window_ms ") {
             faults.deletion_window_ns = ms(v);
+            continue;
+        }
+        if let Some(v) = l.strip_prefix("# told_window_ms ") {
+            faults.told_window_ns = ms(v);
             continue;
         }
         let w: Vec<&str> = l.split_whitespace().collect();
@@ -1192,8 +1224,11 @@ pub fn read_faults(dir: &Path) -> Faults {
                 .take_while(|v| !v.starts_with("t="))
                 .find_map(|v| v.strip_prefix(prefix))
         };
+        let fault = ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f);
         faults.spans.push(FaultSpan {
             deletes: name == "del-key" || name == "flush",
+            stalls: fault.is_none_or(Fault::stalls),
+            tells: fault.is_none_or(Fault::tells),
             start,
             end,
             can_overlap: w.get(3) == Some(&"1"),
@@ -1274,6 +1309,7 @@ fn spawn_worker(
         .args(["--watchdog-ms", &args.watchdog_ms.to_string()])
         .args(["--timeout-ms", &args.timeout_ms.to_string()])
         .args(["--wait-ms", &args.wait_ms.to_string()])
+        .args(["--long-holds", &args.long_holds.to_string()])
         .args(["--seed", &seed.to_string()])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -1416,13 +1452,23 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     };
     let command = format!(
         "cargo run --release -p redisson-lock-chaos -- run --topology {} --duration {} --seed {seed} \
-         --processes {} --owners {} --nemesis {} --interval {}{}{}{}{}",
+         --processes {} --owners {} --nemesis {} --interval {}{}{}{}{}{}{}",
         args.topology.name(),
         args.duration,
         args.processes,
         args.owners,
         args.nemesis,
         args.interval,
+        if args.long_holds > 0 {
+            format!(" --long-holds {}", args.long_holds)
+        } else {
+            String::new()
+        },
+        if args.calm_end > 0 {
+            format!(" --calm-end {}", args.calm_end)
+        } else {
+            String::new()
+        },
         if args.watchdog_ms == 3000 {
             String::new()
         } else {
@@ -1495,6 +1541,12 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
     // timeout; another period of slack for a loaded machine.
     let deletion_window_ms = 2 * args.watchdog_ms / 3 + args.timeout_ms;
     let _ = writeln!(log, "# deletion_window_ms {deletion_window_ms}");
+    // How long after a fault's end a holder can still learn of it: a renewal sent during it
+    // times out a command timeout later, the first renewal after it finds a lost field within
+    // a renewal period and a command timeout, a resumed process sees its deadline passed at
+    // once; a lease of slack for a loaded machine (the longest seen in the smoke run: 55 ms).
+    let told_window_ms = args.watchdog_ms + args.timeout_ms;
+    let _ = writeln!(log, "# told_window_ms {told_window_ms}");
     let start = Instant::now();
     let total = steps.len();
     let (mut verified, mut failed, mut not_run) = (0usize, 0usize, 0usize);
@@ -1634,6 +1686,10 @@ pub async fn run(args: RunArgs) -> Result<bool, String> {
         (
             report.unexplained == 0,
             "overlaps no fault before them explains",
+        ),
+        (
+            report.told_unexplained == 0,
+            "holds told in doubt or lost that no fault explains",
         ),
         (
             report.token_regressions == 0,

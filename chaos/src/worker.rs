@@ -6,9 +6,11 @@
 //! between), `fair`, `rw` (a read lock two times in three, several readers per client, else the
 //! write lock of the same names), `fenced`, `group` (one or two values of a group), `multi` (a
 //! `MultiLock` over two locks) and `redlock`; every kind but RedLock takes one hold in three
-//! with a lease (RedLock always does), the rest with the watchdog. A hold in doubt is watched
-//! until it is confirmed or lost (the work pauses); a lost one ends the work (a fenced holder
-//! still writes once more, as a paused one would).
+//! with a lease (RedLock always does), the rest with the watchdog. The work lasts 5–60 ms, or
+//! 0.3–2.5 s one time in five; with `--long-holds N`, one watchdog hold in N works for two to
+//! three leases (it lives only by its renewals). A hold in doubt is watched until it is
+//! confirmed or lost (the work pauses); a lost one ends the work (a fenced holder still writes
+//! once more, as a paused one would).
 
 use std::{
     fs::File,
@@ -348,6 +350,7 @@ pub async fn run(args: WorkerArgs) -> Result<(), String> {
             rng: Rng::new(args.seed ^ ((args.process as u64) << 32) ^ owner as u64),
             wait: Duration::from_millis(args.wait_ms),
             watchdog_ms: args.watchdog_ms,
+            long_holds: args.long_holds,
             locks_per_variant: args.locks,
             seq: 0,
         };
@@ -399,6 +402,8 @@ struct Owner_ {
     rng: Rng,
     wait: Duration,
     watchdog_ms: u64,
+    /// One watchdog hold in this many works for several leases (0: none).
+    long_holds: u64,
     locks_per_variant: u32,
     seq: u64,
 }
@@ -411,6 +416,8 @@ struct Attempt {
     units: Option<String>,
     /// The inner acquisition of a nested re-entry.
     nested: bool,
+    /// Its work lasts two to three leases (`--long-holds`).
+    long: bool,
 }
 
 impl Attempt {
@@ -421,6 +428,9 @@ impl Attempt {
         }
         if self.nested {
             s.push_str(" nested=1");
+        }
+        if self.long {
+            s.push_str(" long=1");
         }
         if let Some(u) = &self.units {
             s.push_str(&format!(" units={u}"));
@@ -526,6 +536,23 @@ impl Owner_ {
         self.seq
     }
 
+    /// Whether the next hold works for several leases (`--long-holds N`: one hold in N of
+    /// those the watchdog keeps). Draws nothing without the flag, so that a seed gives the
+    /// same choices as before it existed.
+    fn long_hold(&mut self, watchdog: bool) -> bool {
+        watchdog && self.long_holds > 0 && self.rng.below(self.long_holds) == 0
+    }
+
+    /// How long a hold's work lasts: two to three leases for a long one (it lives only by
+    /// renewals), else [`hold_ms`].
+    fn work_ms(&mut self, long: bool) -> u64 {
+        if long {
+            2 * self.watchdog_ms + self.rng.below(self.watchdog_ms)
+        } else {
+            hold_ms(&mut self.rng)
+        }
+    }
+
     /// `B`, then the acquisition's outcome: `Some` when it acquired (after the `A` line).
     async fn begin<F>(&mut self, a: &Attempt, acquire: F) -> Option<(u64, Held)>
     where
@@ -596,6 +623,7 @@ impl Owner_ {
             lease,
             units,
             nested: false,
+            long: self.long_hold(lease.is_none()),
         };
         let wait = self.wait;
         let Some((seq, mut held)) = self
@@ -617,7 +645,7 @@ impl Owner_ {
                 .fenced_write(&a.name, self.owner, seq, tok)
                 .await;
         }
-        let total = hold_ms(&mut self.rng);
+        let total = self.work_ms(a.long);
         match reentry {
             Reentry::None => {
                 self.work(seq, &held, total, token.is_some()).await;
@@ -681,6 +709,7 @@ impl Owner_ {
             lease: outer.lease,
             units: outer.units.clone(),
             nested: true,
+            long: false,
         };
         let (wait, lease) = (self.wait, outer.lease);
         // The inner acquisition can wait up to the wait (another owner holds the lock once the
@@ -730,13 +759,15 @@ impl Owner_ {
 
     /// The work inside the lock, for `ms`: looking at the hold every 200 ms (every 50 ms while
     /// it is in doubt: the work pauses until it is confirmed or lost). Returns `false` when it
-    /// stopped early: the hold was lost (a fenced holder goes on: its writes are fenced).
+    /// stopped early: the hold was lost (a fenced holder goes on: its writes are fenced). Ends
+    /// early, too, when the worker is asked to stop.
     async fn work(&mut self, seq: u64, held: &Held, ms: u64, fenced: bool) -> bool {
         let h = self.history.clone();
         let until = tokio::time::Instant::now() + Duration::from_millis(ms);
         loop {
             let now = tokio::time::Instant::now();
-            if now >= until {
+            // The run is over: the work ends early (a long hold would keep the run waiting).
+            if now >= until || self.stop.load(Ordering::SeqCst) {
                 return true;
             }
             let step = (until - now).min(Duration::from_millis(200));
@@ -777,6 +808,7 @@ impl Owner_ {
             lease,
             units: Some(parts.join(",")),
             nested: false,
+            long: self.long_hold(lease.is_none()),
         };
         let multi = match MultiLock::new(
             parts
@@ -801,7 +833,7 @@ impl Owner_ {
         else {
             return;
         };
-        let ms = hold_ms(&mut self.rng);
+        let ms = self.work_ms(a.long);
         self.work(seq, &held, ms, false).await;
         self.end(&a, seq, held).await;
     }
@@ -815,6 +847,7 @@ impl Owner_ {
             lease: None,
             units: None,
             nested: false,
+            long: self.long_hold(true),
         };
         let (client, wait) = (self.client.clone(), self.wait);
         let Some((seq, held)) = self
@@ -834,7 +867,7 @@ impl Owner_ {
                 .fenced_write(&a.name, self.owner, seq, tok)
                 .await;
         }
-        let ms = hold_ms(&mut self.rng);
+        let ms = self.work_ms(a.long);
         self.work(seq, &held, ms, token.is_some()).await;
         if let Some(tok) = token {
             self.register
@@ -872,6 +905,7 @@ impl Owner_ {
             lease: None,
             units: None,
             nested: false,
+            long: false,
         };
         let seq = self.next_seq();
         let (h, owner, register) = (self.history.clone(), self.owner, self.register.clone());
@@ -929,6 +963,7 @@ impl Owner_ {
             lease: Some(lease),
             units: None,
             nested: false,
+            long: false,
         };
         let parts = self
             .red

@@ -1,8 +1,10 @@
 //! The checker on hand-written histories: an injected unannounced overlap is reported as one,
 //! and announced ones, sequential holds and re-entry are not; what the holder learnt only after
 //! the later acquisition does not announce it, an acquisition that returned already expired
-//! does; a hold that never ended overlaps every later one; overlaps excused only by the deadline are counted apart, and each is tied to the fault
-//! before it; fencing tokens must increase unless a fault lost the counter.
+//! does; a hold that never ended overlaps every later one; overlaps excused only by the deadline
+//! are counted apart, and each overlap is tied to the fault that explains its news (a deadline
+//! needs one that stalls renewals); a hold told is tied to a fault that can tell it, or counted
+//! unexplained; fencing tokens must increase unless a fault lost the counter.
 
 use redisson_lock_chaos::{check, check_with, Excuse, FaultSpan, Faults};
 
@@ -231,26 +233,40 @@ fn overlaps_announced_only_by_the_deadline_are_counted_apart() {
 }
 
 #[test]
-fn each_overlap_is_tied_to_the_fault_that_can_have_caused_it() {
-    // Four overlaps of long holds of p0 (each lock its own), acquired by p1 at 200 ms (before
-    // any fault), 1500 ms (during a pause), 2800 ms (during latency, 800 ms after the pause)
-    // and 3500 ms (during latency, 1500 ms after the pause: past the 1 s window).
-    let mut h = Vec::new();
-    for (i, at) in [200u64, 1500, 2800, 3500].into_iter().enumerate() {
-        let lock = format!("l{i}");
-        h.extend(hold(0, 0, i as u64 + 1, &lock, 100, 150, 5000));
-        h.extend(hold(1, 0, i as u64 + 1, &lock, at, at + 3000, at + 10));
-    }
+fn each_overlap_is_tied_to_the_fault_that_explains_its_news() {
+    // A pause (it stalls renewals) from 500 to 2000 ms, then latency (it cannot make holds
+    // overlap) from 2500 to 4000 ms; the news of a fault can reach a holder up to 1 s after
+    // its end (the told window).
     let faults = Faults {
         spans: vec![
             fault("pause-client", 500, 2000, true, false),
-            fault("latency", 2500, 4000, false, false),
+            FaultSpan {
+                stalls: false,
+                ..fault("latency", 2500, 4000, false, false)
+            },
         ],
         window_ns: 1000 * MS,
+        told_window_ns: 1000 * MS,
         ..Faults::default()
     };
+    // Overlaps announced only by the earlier holder's deadline, each on a lock of its own:
+    // (deadline, later acquisition) in ms. The deadline must have passed while a fault that
+    // stalls renewals was under way, or within the told window after it.
+    let cases = [
+        (150u64, 200u64), // before any fault
+        (300, 1500),      // passed before the pause began: nothing stalled its renewals
+        (1000, 1500),     // during the pause
+        (2800, 2900),     // 800 ms after the pause
+        (3500, 3600),     // 1500 ms after the pause, during latency
+    ];
+    let mut h = Vec::new();
+    for (i, (deadline, at)) in cases.into_iter().enumerate() {
+        let lock = format!("l{i}");
+        h.extend(hold(0, 0, i as u64 + 1, &lock, 100, deadline, 5000));
+        h.extend(hold(1, 0, i as u64 + 1, &lock, at, at + 3000, at + 10));
+    }
     let r = run_with(&h, &faults);
-    assert_eq!((r.overlaps, r.deadline_only), (4, 4), "{}", r.summary());
+    assert_eq!((r.overlaps, r.deadline_only), (5, 5), "{}", r.summary());
     let tied: Vec<(u64, Option<usize>, bool)> = r
         .overlap_list
         .iter()
@@ -260,21 +276,146 @@ fn each_overlap_is_tied_to_the_fault_that_can_have_caused_it() {
         tied,
         vec![
             (200, None, false),
+            (1500, Some(0), false),
             (1500, Some(0), true),
-            (2800, Some(0), true),
-            (3500, Some(1), false),
+            (2900, Some(0), true),
+            (3600, Some(1), false),
         ]
     );
-    assert_eq!(r.unexplained, 2, "{}", r.summary());
+    assert_eq!(r.unexplained, 3, "{}", r.summary());
     assert_eq!(
         r.by_fault()
             .iter()
             .map(|e| (e.fault.as_str(), e.all, e.unexplained))
             .collect::<Vec<_>>(),
-        vec![("-", 1, 1), ("pause-client", 2, 0), ("latency", 1, 1)]
+        vec![("-", 1, 1), ("pause-client", 3, 1), ("latency", 1, 1)]
     );
+    // A fault that cannot stall renewals does not explain a deadline passed during it: the
+    // same pause, marked so, explains none of them.
+    let no_stall = Faults {
+        spans: vec![FaultSpan {
+            stalls: false,
+            ..faults.spans[0].clone()
+        }],
+        ..faults.clone()
+    };
+    assert_eq!(run_with(&h, &no_stall).unexplained, 5);
     // Without faults, every overlap is unexplained.
-    assert_eq!(run(&h).unexplained, 4);
+    assert_eq!(run(&h).unexplained, 5);
+
+    // Overlaps announced by the earlier holder's state are tied to when it was told: told at
+    // 1800 ms (during the pause), overlapped at 3500 ms, long after the pause: explained; told
+    // at 3200 ms (1200 ms after the pause), overlapped at 3300 ms: unexplained.
+    let mut h = hold(0, 0, 1, "a", 100, 9000, 5000);
+    h.push(format!("T 0 0 1 {} InDoubt", 1800 * MS));
+    h.extend(hold(1, 0, 1, "a", 3500, 6500, 3600));
+    h.extend(hold(0, 0, 2, "b", 100, 9000, 5000));
+    h.push(format!("T 0 0 2 {} Lost", 3200 * MS));
+    h.extend(hold(1, 0, 2, "b", 3300, 6300, 3400));
+    let r = run_with(&h, &faults);
+    let tied: Vec<(u64, bool)> = r
+        .overlap_list
+        .iter()
+        .map(|o| (o.at / MS, o.explained))
+        .collect();
+    assert_eq!(tied, vec![(3300, false), (3500, true)], "{}", r.summary());
+    // In doubt since a restart from the AOF (it cannot make holds overlap) at 1000 ms, still in
+    // doubt when the data is lost at 1500 ms, overlapped at 2000 ms: explained by the loss.
+    let restarts = Faults {
+        spans: vec![
+            fault("kill-persist", 900, 1100, false, false),
+            fault("kill-wipe", 1500, 1600, true, true),
+        ],
+        ..faults.clone()
+    };
+    let mut h = hold(0, 0, 1, "a", 100, 9000, 5000);
+    h.push(format!("T 0 0 1 {} InDoubt", 1000 * MS));
+    h.extend(hold(1, 0, 1, "a", 2000, 5000, 2100));
+    let r = run_with(&h, &restarts);
+    assert_eq!(
+        (r.overlap_list[0].fault, r.overlap_list[0].explained),
+        (Some(1), true)
+    );
+    // Without the loss, the restart alone explains nothing.
+    let r = run_with(
+        &h,
+        &Faults {
+            spans: restarts.spans[..1].to_vec(),
+            ..faults.clone()
+        },
+    );
+    assert_eq!(r.unexplained, 1);
+    // A run of news: in doubt at 1800 ms, held again at 1900 ms, lost at 3200 ms: the news of
+    // the overlap is the last run's (3200 ms), which no fault explains.
+    let mut h = hold(0, 0, 1, "a", 100, 9000, 5000);
+    h.push(format!("O 0 0 1 {} InDoubt {}", 1800 * MS, 9000 * MS));
+    h.push(format!("O 0 0 1 {} Held {}", 1900 * MS, 9000 * MS));
+    h.push(format!("O 0 0 1 {} Lost {}", 3200 * MS, 9000 * MS));
+    h.extend(hold(1, 0, 1, "a", 3500, 6500, 3600));
+    assert_eq!(run_with(&h, &faults).unexplained, 1);
+}
+
+#[test]
+fn a_hold_told_is_tied_to_a_fault_that_can_tell_it() {
+    // Holds told in doubt at 1200 ms (p0) and at 3000 ms (p1), a hold of p0 that came back
+    // from its acquisition (begun at 1999 ms, returned at 2500 ms) in doubt, and one never
+    // told.
+    let mut h = hold(0, 0, 1, "x", 100, 9000, 5000);
+    h.push(format!("T 0 0 1 {} InDoubt", 1200 * MS));
+    h.extend(hold(1, 0, 1, "y", 100, 9000, 5000));
+    h.push(format!("O 1 0 1 {} InDoubt {}", 3000 * MS, 9000 * MS));
+    let mut born = hold(0, 1, 1, "z", 2500, 9000, 5000);
+    born[0] = format!("B 0 1 1 {} z reentrant", 1999 * MS);
+    born[1] = format!("A 0 1 1 {} - {} InDoubt", 2500 * MS, 9000 * MS);
+    h.extend(born);
+    h.extend(hold(1, 1, 1, "w", 100, 9000, 5000));
+    let told = |faults: &Faults| {
+        let r = run_with(&h, faults);
+        (r.told, r.told_unexplained)
+    };
+    // Without faults, every hold told is unexplained.
+    assert_eq!(told(&Faults::default()), (3, 3));
+    let window = |spans: Vec<FaultSpan>| Faults {
+        spans,
+        told_window_ns: 1000 * MS,
+        ..Faults::default()
+    };
+    // A partition from 1000 to 1500 ms explains the first and the third (its acquisition was
+    // under way within the told window after it); not the second, 1500 ms after its end.
+    let partition = fault("partition", 1000, 1500, true, false);
+    assert_eq!(told(&window(vec![partition.clone()])), (3, 1));
+    // A pause of p1 explains only p1's; a RedLock node's restart tells no holder of the
+    // deployment; a deletion of "x" only the holder of "x".
+    let pause = |p: u32| FaultSpan {
+        process: Some(p),
+        ..fault("pause-client", 1000, 2900, true, false)
+    };
+    assert_eq!(told(&window(vec![pause(1)])), (3, 2));
+    assert_eq!(told(&window(vec![pause(0)])), (3, 1));
+    let redlock = FaultSpan {
+        tells: false,
+        ..partition.clone()
+    };
+    assert_eq!(told(&window(vec![redlock])), (3, 3));
+    let del = |lock: &str| FaultSpan {
+        lock: Some(lock.to_owned()),
+        deletes: true,
+        ..partition.clone()
+    };
+    assert_eq!(told(&window(vec![del("x")])), (3, 2));
+    assert_eq!(told(&window(vec![del("w")])), (3, 3));
+    // The summary names them.
+    let r = run(&h);
+    assert!(
+        r.summary().contains("told=3 told_unexplained=3 "),
+        "{}",
+        r.summary()
+    );
+    assert!(
+        r.summary().contains("told, no fault explains it: lock x"),
+        "{}",
+        r.summary()
+    );
 }
 
 #[test]
@@ -554,6 +695,7 @@ fn a_deleted_key_excuses_its_holder_only_within_the_window() {
         }],
         window_ns: 5000 * MS,
         deletion_window_ns: 3000 * MS,
+        ..Faults::default()
     };
     // p0 holds "x" (watchdog; its renewals found nothing wrong: deadline 9000 ms); the key is
     // deleted at 1000 ms; p1 acquires at 2000 ms: in the window, not a crate defect.
@@ -696,22 +838,27 @@ fn crate_acquisitions_are_counted_by_kind_with_the_told_ones() {
     reader[0] = format!("B 0 1 1 {} z read units=z@r", 99 * MS);
     h.extend(reader);
     h.extend(hold_with(1, 0, 1, "w", "side=java", 100, 3000, 200));
+    // A long watchdog hold (its work was to last several leases), told lost.
+    h.extend(hold_with(0, 2, 1, "v", "long=1", 100, 3000, 3100));
+    h.push(format!("T 0 2 1 {} Lost", 3000 * MS));
     let r = run(&h);
     let kinds: Vec<(&str, (u64, u64))> = r.by_kind.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(
         kinds,
         [
             ("leased", (2, 0)),
+            ("long", (1, 1)),
             ("nested", (1, 0)),
             ("read", (1, 0)),
-            ("reentrant", (3, 1)),
+            ("reentrant", (4, 2)),
         ],
         "{}",
         r.summary()
     );
     assert!(
         r.summary().contains(
-            "crate_ops_by_kind(acquired/told)=leased:2/0,nested:1/0,read:1/0,reentrant:3/1"
+            "crate_ops_by_kind(acquired/told)=leased:2/0,long:1/1,nested:1/0,read:1/0,\
+             reentrant:4/2"
         ),
         "{}",
         r.summary()

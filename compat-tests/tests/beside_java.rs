@@ -9,22 +9,18 @@
 //! cluster) and, optionally, `REDISSON_CLASSPATH_ALT` (a second version: one direction per kind
 //! on standalone). README, "Beside real Java Redisson", says where a class path comes from.
 //! Without `REDISSON_CLASSPATH` these tests fail, unless `REDISSON_SKIP_JAVA=1` says to skip
-//! them: then each writes a `SKIPPED` line to the terminal (past the test harness's capture)
-//! with the count of Java tests skipped so far; a missing `REDISSON_CLASSPATH_ALT` skips the
-//! second-version check the same way. One Java process per server: a JVM takes about a second
+//! them: then each says so with `redisson_lock_test_kit::skip::test` (a `SKIPPED test` line
+//! past the test harness's capture, which `scripts/run-tests.py` counts as skipped); a missing
+//! `REDISSON_CLASSPATH_ALT` skips the second-version tests the same way. One Java process per server: a JVM takes about a second
 //! to start.
 
 use compat_tests::peer;
-use redisson_lock_test_kit::{cluster, redis_server, sentinel};
+use redisson_lock_test_kit::{cluster, redis_server, sentinel, skip};
 use std::{
     collections::{BTreeMap, HashMap},
-    io::Write,
     path::PathBuf,
     process::Command,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Mutex, OnceLock,
-    },
+    sync::{Mutex, OnceLock},
     time::{Duration, Instant, SystemTime, UNIX_EPOCH},
 };
 
@@ -54,20 +50,6 @@ const NO_EXPIRY: &str = "922337203685477";
 
 /// Set to `1` to skip the Java tests on purpose when no Redisson is at hand.
 const SKIP: &str = "REDISSON_SKIP_JAVA";
-static SKIPPED: AtomicUsize = AtomicUsize::new(0);
-
-/// Writes to the terminal past the test harness's capture (which only takes `print!`/`eprint!`),
-/// so a skip is seen even when the test passes.
-fn loud(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-fn skip(test: &str, why: &str) {
-    let n = SKIPPED.fetch_add(1, Ordering::SeqCst) + 1;
-    loud(&format!(
-        "SKIPPED {test}: {why} ({n} Java test(s) of beside_java skipped so far in this run)"
-    ));
-}
 
 /// The Redisson of `var`, with the driver compiled against it (once per class path), or `None`
 /// when the test is to be skipped (said loudly). Panics when nothing says where Redisson is.
@@ -75,11 +57,11 @@ fn redisson(var: &str, test: &str) -> Option<&'static Java> {
     let classpath = std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     let Some(classpath) = classpath else {
         if std::env::var(SKIP).as_deref() == Ok("1") {
-            skip(test, &format!("no {var}, and {SKIP}=1"));
+            skip::test(test, &format!("no {var}, and {SKIP}=1"));
             return None;
         }
         if var == CLASSPATH_ALT {
-            skip(test, &format!("no {var} (the second Redisson version)"));
+            skip::test(test, &format!("no {var} (the second Redisson version)"));
             return None;
         }
         panic!(

@@ -5,10 +5,12 @@
 //! watchdog permit live past its first lease and releases it by its id. On a standalone server
 //! and on a cluster with `REDISSON_CLASSPATH`, and on standalone with a second version in
 //! `REDISSON_CLASSPATH_ALT` when set (README, "Beside real Java Redisson"); without
-//! `REDISSON_CLASSPATH`, `REDISSON_SKIP_JAVA=1` skips on purpose.
+//! `REDISSON_CLASSPATH`, `REDISSON_SKIP_JAVA=1` skips on purpose. A skipped test says so with
+//! `redisson_lock_test_kit::skip::test` (past the harness's capture; `scripts/run-tests.py`
+//! counts it as skipped).
 
 use compat_tests::peer;
-use redisson_lock_test_kit::{cluster, redis_server};
+use redisson_lock_test_kit::{cluster, redis_server, skip};
 use std::{
     path::{Path, PathBuf},
     process::Command,
@@ -62,12 +64,16 @@ impl Wire {
     }
 }
 
-/// The Java driver compiled against the class path in `var`, or `None` (said loudly) to skip:
-/// `REDISSON_CLASSPATH` unset needs `REDISSON_SKIP_JAVA=1`; the second version is optional.
-fn java(var: &str) -> Option<(String, PathBuf)> {
+/// The Java driver compiled against the class path in `var`, or `None` to skip the test `test`
+/// (said with `skip::test`, past the harness's capture): `REDISSON_CLASSPATH` unset needs
+/// `REDISSON_SKIP_JAVA=1`; the second version is optional.
+fn java(var: &str, test: &str) -> Option<(String, PathBuf)> {
     let Some(classpath) = std::env::var(var).ok().filter(|v| !v.trim().is_empty()) else {
         if var == CLASSPATH_ALT {
-            eprintln!("SKIPPED recipes_java (second version): no {CLASSPATH_ALT}");
+            skip::test(
+                test,
+                &format!("no {CLASSPATH_ALT} (the second Redisson version)"),
+            );
             return None;
         }
         assert_eq!(
@@ -75,7 +81,7 @@ fn java(var: &str) -> Option<(String, PathBuf)> {
             Ok("1"),
             "set REDISSON_CLASSPATH to Redisson's class path, or REDISSON_SKIP_JAVA=1 to skip"
         );
-        eprintln!("SKIPPED recipes_java: no REDISSON_CLASSPATH, and REDISSON_SKIP_JAVA=1");
+        skip::test(test, "no REDISSON_CLASSPATH, and REDISSON_SKIP_JAVA=1");
         return None;
     };
     let out = Command::new("bash")
@@ -92,8 +98,8 @@ fn java(var: &str) -> Option<(String, PathBuf)> {
     Some((classpath, classes))
 }
 
-fn start_java(var: &str, url: &str, extra: &[&str]) -> Option<Peer> {
-    let (classpath, classes) = java(var)?;
+/// Starts the Java driver (`java`: the class path and the driver's classes) on `url`.
+fn start_java((classpath, classes): (String, PathBuf), url: &str, extra: &[&str]) -> Peer {
     let mut command = Command::new("java");
     command
         .arg("-XX:+UseSerialGC")
@@ -103,7 +109,7 @@ fn start_java(var: &str, url: &str, extra: &[&str]) -> Option<Peer> {
         .args(["--watchdog-ms", "10000"])
         .args(extra)
         .arg(url);
-    Some(Peer::spawn(command))
+    Peer::spawn(command)
 }
 
 /// A blocking peer call from inside the runtime.
@@ -322,27 +328,29 @@ async fn every_recipe(java: &mut Peer, client: &Client, wire: &Wire, prefix: &st
     tokio::task::block_in_place(|| java.global("quit", T));
 }
 
-async fn on_standalone(var: &str) {
-    let server = RedisServer::start();
-    let Some(mut java) = start_java(var, &server.url(), &[]) else {
+async fn on_standalone(var: &str, test: &str) {
+    let Some(driver) = java(var, test) else {
         return;
     };
+    let server = RedisServer::start();
+    let mut java = start_java(driver, &server.url(), &[]);
     let client = Client::connect(&server.url(), config()).await.unwrap();
     every_recipe(&mut java, &client, &Wire::One(server.port()), "").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_recipes_beside_java_redisson_on_standalone() {
-    on_standalone(CLASSPATH).await;
+    on_standalone(CLASSPATH, "the_recipes_beside_java_redisson_on_standalone").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_recipes_beside_java_redisson_on_a_cluster() {
-    let c = RedisCluster::shared();
-    let seeds = c.seed_urls();
-    let Some(mut java) = start_java(CLASSPATH, &seeds.join(","), &["--cluster"]) else {
+    let Some(driver) = java(CLASSPATH, "the_recipes_beside_java_redisson_on_a_cluster") else {
         return;
     };
+    let c = RedisCluster::shared();
+    let seeds = c.seed_urls();
+    let mut java = start_java(driver, &seeds.join(","), &["--cluster"]);
     let seeds: Vec<&str> = seeds.iter().map(String::as_str).collect();
     let client = Client::connect_cluster(&seeds, config()).await.unwrap();
     every_recipe(&mut java, &client, &Wire::Cluster(c), "c-").await;
@@ -350,5 +358,9 @@ async fn the_recipes_beside_java_redisson_on_a_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_recipes_beside_a_second_redisson_version_on_standalone() {
-    on_standalone(CLASSPATH_ALT).await;
+    on_standalone(
+        CLASSPATH_ALT,
+        "the_recipes_beside_a_second_redisson_version_on_standalone",
+    )
+    .await;
 }

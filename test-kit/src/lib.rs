@@ -8,6 +8,7 @@
 //!   Sentinel sets and clusters), [`fake_sentinel`] (a sentinel naming what the test sets).
 //! * [`proxy`]: a loopback TCP proxy for network faults (latency, freezes, lost replies, resets).
 //! * [`backend`]: one behavioural test on several deployments ([`backend_tests!`]).
+//! * [`skip`]: a skipped test, or part of one, said where it is seen and counted.
 //! * Here: [`Admin`] (a raw connection that reads and writes as a Java client would),
 //!   [`Recorder`] (a raw subscriber), [`Monitor`] (`MONITOR` feeds), and the shared checks
 //!   ([`woke_within`], [`eventually`], [`assert_exclusive_increments`],
@@ -25,6 +26,7 @@ pub mod proxy;
 pub mod redis_server;
 pub mod replica;
 pub mod sentinel;
+pub mod skip;
 pub mod tls;
 
 pub use backend::Backend;
