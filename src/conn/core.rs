@@ -414,13 +414,22 @@ impl Core {
             ));
         }
         // Boxed: the redirect handling below nests deep enough that an application's future
-        // over a MultiLock would exceed the compiler's default type-layout depth.
+        // over a MultiLock would exceed the compiler's default type-layout depth. The cluster's
+        // redirect handling is boxed on its own: its future is several KiB, and a command on
+        // one server, which never needs it, would carry that much for as long as it is in
+        // flight.
         let call: futures::future::BoxFuture<'_, _> = Box::pin(async move {
             if self.clustered {
                 let private = redis.id() != self.redis.id();
-                self.redirects
-                    .send(redis, private, name, slot, args, self.config.timeout)
-                    .await
+                Box::pin(self.redirects.send(
+                    redis,
+                    private,
+                    name,
+                    slot,
+                    args,
+                    self.config.timeout,
+                ))
+                .await
             } else {
                 redis
                     .custom(

@@ -105,11 +105,12 @@ impl Claim {
         // Whether the head was told before the release's reply (see `hands_over_early`).
         let mut told = false;
         let (outcome, others) = match ask {
-            // Sent together: the question costs no round trip of its own.
+            // Sent together: the question costs no round trip of its own. (Boxed: its future
+            // is several KiB, and every release, most of which never ask, would carry it.)
             Some(channel) => {
                 let (outcome, others) = futures::join!(
                     self.release_once(),
-                    self.client.core().others_listening(&channel)
+                    Box::pin(self.client.core().others_listening(&channel))
                 );
                 (outcome, Some(others))
             }
@@ -228,19 +229,26 @@ impl Claim {
         decode_release(reply, self.name())
     }
 
-    /// Hands a release to the client's runtime; never blocks, never panics.
+    /// Hands a release to the client's background releases (at most `IN_FLIGHT` run at once,
+    /// see `acquisitions::pending`); never blocks, never panics.
     pub(crate) fn release_in_background(&self) {
         if self.client.is_closed() {
             return;
         }
         let claim = self.clone();
-        let in_flight = self.client.pending_releases().begin(self.name());
-        drop(self.client.spawn(async move {
-            if let Err(e) = claim.release().await {
-                log::warn!("background unlock of {} failed: {e}", claim.name());
-            }
-            drop(in_flight);
-        }));
+        let pending = self.client.pending_releases();
+        let in_flight = pending.begin(self.name());
+        pending.spawn(
+            self.client.runtime(),
+            Box::new(move || {
+                Box::pin(async move {
+                    if let Err(e) = claim.release().await {
+                        log::warn!("background unlock of {} failed: {e}", claim.name());
+                    }
+                    drop(in_flight);
+                })
+            }),
+        );
     }
 
     /// Owner-checked set of the TTL to exactly `lease` from now where this owner still holds
