@@ -273,6 +273,11 @@ impl Client {
         &self.inner.acquisitions.pending
     }
 
+    /// The turns of this client's acquisition attempts (see `acquisitions::ATTEMPTS_IN_FLIGHT`).
+    pub(crate) fn attempt_turns(&self) -> &tokio::sync::Semaphore {
+        &self.inner.acquisitions.attempts
+    }
+
     /// The local wait lines of this client's waiters (see `acquisitions::line`).
     pub(crate) fn wait_lines(&self) -> &Arc<WaitLines> {
         &self.inner.acquisitions.lines
