@@ -281,9 +281,8 @@ impl WaitLines {
             .collect()
     }
 
-    /// Number of queues (for tests).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// Local wait lines alive (with waiters, or a local holder of a lock that had some).
+    pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
     }
 }
