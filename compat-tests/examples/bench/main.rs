@@ -1,8 +1,8 @@
 //! Benchmark: `cargo run --release -p compat-tests --example bench`
 //!
 //! Uses `REDIS_URL` when set, otherwise starts a throwaway redis-server on a free port. Sections
-//! (`BENCH_ONLY=redisson,client,cluster,replica,fairness` runs any subset; without it every
-//! section runs, `BENCH_NO_CLUSTER=1` leaving out the cluster):
+//! (`BENCH_ONLY=redisson,scale,client,cluster,replica,fairness` runs any subset; without it
+//! every section runs, `BENCH_NO_CLUSTER=1` leaving out the cluster):
 //!
 //! * `redisson` (`versus.rs`): the crate beside real Java Redisson, row by row, in one run on
 //!   one server. Each side is a process driven by the same line-protocol command (`bench <mode>
@@ -10,6 +10,9 @@
 //!   Redisson `REDISSON_CLASSPATH` (and `REDISSON_CLASSPATH_ALT`, a second version), taking
 //!   turns in rounds, with the server's pipelined ceiling for the same script pair measured in
 //!   every round. Without a class path the Redisson side is skipped (and said so).
+//! * `scale` (`scale.rs`): many holds (1k to 100k), many waiters (1k, 10k on distinct locks)
+//!   and churn, the crate beside real Redisson in one run: memory per hold and per waiter, the
+//!   renewals' cost on the server, what each client kept or lost.
 //! * `client` (`client.rs`): the crate's own costs, in this process: the uncontended latency
 //!   against a raw EVALSHA pair, the synchronizers, two `lock-peer` processes on one lock,
 //!   server commands, allocations and CPU per lock+unlock, memory per held lock, the watchdog.
@@ -24,6 +27,7 @@
 
 mod client;
 mod fairness;
+mod scale;
 mod versus;
 
 use compat_tests::peer;
@@ -352,6 +356,9 @@ async fn main() {
     );
     if runs("redisson") {
         versus::figures().await;
+    }
+    if runs("scale") {
+        scale::figures().await;
     }
     if runs("client") {
         client::standalone_figures().await;
