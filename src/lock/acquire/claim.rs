@@ -29,14 +29,13 @@ use crate::{
 pub(crate) struct Claim {
     pub(crate) client: Client,
     pub(crate) proto: Arc<dyn Protocol>,
-    /// The raw lock name (`proto.name()`), shared with the handle and with the ledger and
-    /// watchdog entries of this hold (no copy per entry).
-    pub(crate) name: Arc<str>,
-    /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock).
+    /// What names this hold in the client's bookkeeping: the raw lock name (`proto.name()`),
+    /// the owner field and a group multi-lock's set of values (the kind's
+    /// `RenewalShape::values`; empty for every other kind), made (and hashed) once by the
+    /// handle and shared with the ledger and watchdog entries of this hold.
+    pub(crate) key: HoldKey,
+    /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock): the key's.
     pub(crate) field: Arc<str>,
-    /// A group multi-lock's set of values (the kind's `RenewalShape::values`; empty for every
-    /// other kind): with the name and field, what names this hold in the client's bookkeeping.
-    pub(crate) values: Arc<[String]>,
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
     /// watchdog timeout).
     pub(crate) lease_ms: u64,
@@ -58,12 +57,12 @@ impl std::fmt::Debug for Claim {
 impl Claim {
     /// The raw lock name.
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        &self.key.name
     }
 
     /// What names this hold in the owner ledger and the watchdog.
     pub(crate) fn key(&self) -> HoldKey {
-        HoldKey::new(self.name.clone(), self.field.clone(), self.values.clone())
+        self.key.clone()
     }
 
     /// This owner's hold count, read as the kind reads it (see `Protocol::hold_count`).
