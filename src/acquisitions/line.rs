@@ -66,7 +66,8 @@ pub(crate) struct WaitLines {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     line: WaitLine,
-    name: Box<str>,
+    /// Shared by the map's key and the line's own (one allocation per line).
+    name: Arc<str>,
 }
 
 impl Key {

@@ -40,7 +40,7 @@ struct Pending {
 /// Background releases in flight, per raw lock name, and the line of those waiting to run.
 #[derive(Default)]
 pub(crate) struct PendingReleases {
-    locks: DashMap<String, Arc<Pending>>,
+    locks: DashMap<Arc<str>, Arc<Pending>>,
     /// Background releases in flight over every name: an acquisition skips the map lookup
     /// while there are none (the usual case).
     total: AtomicUsize,
@@ -71,24 +71,24 @@ impl Drop for Worker {
 
 /// One background release in flight; dropping it marks the release finished.
 pub(crate) struct InFlight {
-    name: String,
+    name: Arc<str>,
     pending: Arc<Pending>,
     owner: Arc<PendingReleases>,
 }
 
 impl PendingReleases {
     /// Records a background release of `name` that is about to start.
-    pub(crate) fn begin(self: &Arc<Self>, name: &str) -> InFlight {
+    pub(crate) fn begin(self: &Arc<Self>, name: &Arc<str>) -> InFlight {
         self.total.fetch_add(1, Ordering::AcqRel);
         // Counted while the map's shard is locked: the last release of the name, which removes
         // the entry under that lock when its count is zero, cannot remove it in between.
         let pending = {
-            let entry = self.locks.entry(name.to_owned()).or_default();
+            let entry = self.locks.entry(name.clone()).or_default();
             entry.count.fetch_add(1, Ordering::AcqRel);
             entry.clone()
         };
         InFlight {
-            name: name.to_owned(),
+            name: name.clone(),
             pending,
             owner: self.clone(),
         }
@@ -192,13 +192,13 @@ mod tests {
             let pending = pending.clone();
             std::thread::spawn(move || {
                 for _ in 0..rounds {
-                    drop(pending.begin("n"));
+                    drop(pending.begin(&"n".into()));
                 }
             })
         };
         let mut lost = 0;
         for _ in 0..rounds {
-            let release = pending.begin("n");
+            let release = pending.begin(&"n".into());
             let seen = pending
                 .locks
                 .get("n")
@@ -219,7 +219,7 @@ mod tests {
         pending.settle("n", start + Duration::from_secs(5)).await;
         assert_eq!(start.elapsed(), Duration::ZERO);
 
-        let release = pending.begin("n");
+        let release = pending.begin(&"n".into());
         let finisher = tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(30)).await;
             drop(release);
@@ -237,7 +237,7 @@ mod tests {
         );
 
         // A release that never finishes holds an acquisition up only until its bound.
-        let _stuck = pending.begin("n");
+        let _stuck = pending.begin(&"n".into());
         let t = Instant::now();
         pending.settle("n", t + Duration::from_millis(100)).await;
         assert_eq!(t.elapsed(), Duration::from_millis(100));
@@ -258,7 +258,7 @@ mod tests {
         let started = Arc::new(parking_lot::Mutex::new(Vec::new()));
         let n = IN_FLIGHT * 3;
         for i in 0..n {
-            let in_flight = pending.begin(&format!("n{i}"));
+            let in_flight = pending.begin(&format!("n{i}").into());
             let (running, most, started) = (running.clone(), most.clone(), started.clone());
             pending.spawn(
                 &tokio::runtime::Handle::current(),

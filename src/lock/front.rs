@@ -30,7 +30,9 @@ use crate::{
 pub(crate) struct Handle {
     client: Client,
     proto: Arc<dyn Protocol>,
-    user_name: String,
+    /// The user-facing name when a name mapper made the raw name another (else the raw name
+    /// is it, and no copy is kept).
+    user_name: Option<Box<str>>,
     owner: Owner,
     /// What names a hold of this handle's owner: the raw name (`proto.name()`), the owner's
     /// field and a group multi-lock's set of values (`RenewalShape::values`; empty for other
@@ -77,10 +79,11 @@ impl Handle {
         };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
         let key = HoldKey::new(proto.name().into(), field, proto.renewal().values);
+        let user_name = (name != proto.name()).then(|| name.into());
         Self {
             client,
             proto,
-            user_name: name.to_owned(),
+            user_name,
             owner,
             key,
             internal_lease_ms,
@@ -411,7 +414,10 @@ impl<K: Kind> Lock<K> {
 
     /// The user-facing name (before the name mapper).
     pub fn name(&self) -> &str {
-        &self.handle.user_name
+        self.handle
+            .user_name
+            .as_deref()
+            .unwrap_or_else(|| self.handle.raw_name())
     }
 
     /// The raw name in Redis (after the name mapper).

@@ -236,7 +236,7 @@ impl Claim {
         }
         let claim = self.clone();
         let pending = self.client.pending_releases();
-        let in_flight = pending.begin(self.name());
+        let in_flight = pending.begin(&self.key.name);
         pending.spawn(
             self.client.runtime(),
             Box::new(move || {

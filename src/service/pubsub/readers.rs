@@ -31,7 +31,7 @@ pub(super) async fn run_messages(shared: Arc<Shared>) {
                 match event {
                     Ok(e) => {
                         let name = format!("__keyevent@{}__:{}", e.db, e.operation);
-                        let channel = shared.channels.lock().get(&name).cloned();
+                        let channel = shared.channels.lock().get(name.as_str()).cloned();
                         if let Some(channel) = channel {
                             channel.payload(|| Value::Bytes(e.key.as_bytes().to_vec().into()));
                         }

@@ -45,8 +45,9 @@ pub(super) enum Status {
     Pending,
     Ready,
     /// The (S)SUBSCRIBE or its barrier failed: the error a waiter gets (a refused channel is
-    /// [`Error::PermissionDenied`], every time, for every waiter that joins the attempt).
-    Failed(Error),
+    /// [`Error::PermissionDenied`], every time, for every waiter that joins the attempt). Boxed:
+    /// every channel keeps a status, few a failure.
+    Failed(Box<Error>),
 }
 
 /// A channel's [`Status`], and the wake-up of those waiting for it to settle: a watch channel's
@@ -103,7 +104,8 @@ impl StatusCell {
 
 /// One subscribed channel and its wake-ups.
 pub(super) struct Channel {
-    pub(super) name: String,
+    /// The channel's name, shared with the registry's map key.
+    pub(super) name: Arc<str>,
     pub(super) reading: Reading,
     pub(super) scope: Scope,
     /// Its first subscription succeeded: from then on re-subscriptions (a reconnect, a change of
@@ -175,7 +177,7 @@ const PAYLOADS: usize = 1024;
 /// What the registry's tasks and its subscriptions share.
 pub(super) struct Shared {
     pub(super) sub: SubscriberClient,
-    pub(super) channels: Mutex<HashMap<String, Arc<Channel>>>,
+    pub(super) channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
     pub(super) ops: mpsc::UnboundedSender<Op>,
     pub(super) messaging: Messaging,
     pub(super) clustered: bool,
@@ -226,8 +228,9 @@ impl Shared {
                 };
             }
         }
+        let name: Arc<str> = channel.into();
         let entry = Arc::new(Channel {
-            name: channel.to_owned(),
+            name: name.clone(),
             reading,
             scope,
             established: Default::default(),
@@ -237,7 +240,7 @@ impl Shared {
             messages: AtomicU64::new(0),
             payloads: std::sync::OnceLock::new(),
         });
-        if map.insert(channel.to_owned(), entry.clone()).is_none() {
+        if map.insert(name, entry.clone()).is_none() {
             crate::observe::subscriptions_changed(1);
         }
         // Sent under the map lock so the order of operations equals the order of decisions.
@@ -267,7 +270,7 @@ impl Subscription {
                 .into(),
             )),
             Ok(Status::Ready) => Ok(()),
-            Ok(Status::Failed(e)) => Err(e),
+            Ok(Status::Failed(e)) => Err(*e),
             Ok(Status::Pending) => unreachable!("settled returned a pending status"),
         }
     }
