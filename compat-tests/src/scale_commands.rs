@@ -1,5 +1,6 @@
-//! The `scale` commands of `lock-peer` (peer protocol, "Scale"): many holds, many waiters and
-//! churn on distinct lock names, for the bench's scale rows. The holds and the waiters'
+//! The `scale` commands of `lock-peer` (an extension of the peer protocol, documented in
+//! `docs/performance.md`, "The scale commands"): many holds, many waiters and churn on distinct
+//! lock names, for the bench's scale rows. The holds and the waiters'
 //! acquisitions are kept here (one set per peer) until `scale release`.
 //!
 //! Each owner is a lock handle of its own (`Client::get_lock`: a fresh owner), as a service that

@@ -1,11 +1,11 @@
 //! The `scale` section: many holds, many waiters and churn on distinct lock names, the crate
 //! beside real Java Redisson in one run on one server.
 //!
-//! Every side is a process of its own driven by the peer protocol's `scale` commands
-//! (`shared/peer-protocol.md`, "Scale"): the crate's `lock-peer` and the Java driver of each
-//! Redisson version. Each row starts a fresh process per side (so its memory starts from the
-//! same place), with `--watchdog-ms BENCH_SCALE_WATCHDOG_MS` (3000: a renewal every second),
-//! and the server is flushed between rows. Memory is the process's RSS
+//! Every side is a process of its own driven by the `scale` commands (an extension of the peer
+//! protocol, `docs/performance.md`, "The scale commands"): the crate's `lock-peer` and the Java
+//! driver of each Redisson version. Each row starts a fresh process per side (so its memory
+//! starts from the same place), with `--watchdog-ms BENCH_SCALE_WATCHDOG_MS` (10 000: a renewal
+//! every 3.3 s; 3 000 is the stress the issue measured), and the server is flushed between rows. Memory is the process's RSS
 //! (`/proc/<pid>/status`): a JVM's counts its heap as it grows, the crate's its allocator's.
 //!
 //! * **Held locks** (`BENCH_SCALE_HOLDS`, 1k, 10k, 100k): 16 owners take the locks
@@ -25,8 +25,8 @@
 //!   before, after and after 5 s idle, keys left; and three cycles of holding 10 000 locks
 //!   and releasing them all at once: the RSS after each release.
 //!
-//! Knobs: `BENCH_SCALE_WATCHDOG_MS`, `BENCH_SCALE_HOLDS`, `BENCH_SCALE_WAITERS`,
-//! `BENCH_SCALE_CHURN` (200000), `BENCH_JAVA_OPTS`.
+//! Knobs: `BENCH_SCALE_WATCHDOG_MS`, `BENCH_SCALE_HOLDS`, `BENCH_SCALE_WAITERS` (empty: no
+//! row), `BENCH_SCALE_CHURN` (200000; 0: no churn rows), `BENCH_JAVA_OPTS`.
 
 use std::time::{Duration, Instant};
 
@@ -415,7 +415,7 @@ pub async fn figures() {
     let raw = fred::clients::Client::new(FredConfig::from_url(&url).unwrap(), None, None, None);
     raw.init().await.unwrap();
     let server = server_pid(&raw).await;
-    let watchdog_ms = crate::env_or("BENCH_SCALE_WATCHDOG_MS", 3000u64);
+    let watchdog_ms = crate::env_or("BENCH_SCALE_WATCHDOG_MS", 10_000u64);
     let holds = sizes("BENCH_SCALE_HOLDS", &[1000, 10_000, 100_000]);
     let waiters = sizes("BENCH_SCALE_WAITERS", &[1000, 10_000]);
     let churn = crate::env_or("BENCH_SCALE_CHURN", 200_000usize);
@@ -467,11 +467,13 @@ pub async fn figures() {
             }
         }
     }
-    println!();
-    println!("  churn:");
-    for side in &sides {
-        for row in churn_rows(side, &raw, &url, watchdog_ms, churn).await {
-            println!("    {:<22} {row}", side.label);
+    if churn > 0 {
+        println!();
+        println!("  churn:");
+        for side in &sides {
+            for row in churn_rows(side, &raw, &url, watchdog_ms, churn).await {
+                println!("    {:<22} {row}", side.label);
+            }
         }
     }
     println!();
