@@ -208,7 +208,9 @@ impl Client {
         self.inner.core.config()
     }
 
-    /// A snapshot of this client's held watchdog locks, renewals, subscriptions and waiters.
+    /// A snapshot of this client's held watchdog locks, renewals, subscriptions, waiters, wait
+    /// lines, owner entries and background releases: each goes back to zero once nothing is
+    /// held, awaited or being released.
     pub fn stats(&self) -> Stats {
         let mut channels: BTreeMap<String, usize> = self.inner.pubsub.channel_waiters().collect();
         // Waiters queued behind a local head share its one subscription.
@@ -222,6 +224,8 @@ impl Client {
             waiters: channels.values().sum(),
             channels,
             owner_entries: self.inner.acquisitions.ledgers.len(),
+            wait_lines: self.inner.acquisitions.lines.len(),
+            background_releases: self.inner.acquisitions.pending.in_flight(),
             local_hand_overs: self.inner.acquisitions.lines.hand_overs(),
             hand_off_contests: self.inner.acquisitions.lines.contests(),
         }
@@ -271,6 +275,11 @@ impl Client {
     /// Background releases in flight, which later acquisitions of the same lock wait for.
     pub(crate) fn pending_releases(&self) -> &Arc<PendingReleases> {
         &self.inner.acquisitions.pending
+    }
+
+    /// The turns of this client's acquisition attempts (see `acquisitions::ATTEMPTS_IN_FLIGHT`).
+    pub(crate) fn attempt_turns(&self) -> &tokio::sync::Semaphore {
+        &self.inner.acquisitions.attempts
     }
 
     /// The local wait lines of this client's waiters (see `acquisitions::line`).

@@ -130,18 +130,24 @@ impl Acquisition {
     /// Watches the acquisition `fut` from its start to its outcome (the one place an
     /// acquisition, a lock's or a synchronizer's, is observed). Dropped before it ends, it
     /// counts as cancelled.
-    pub(crate) async fn watch<T>(
+    ///
+    /// The returned future wraps `fut` in place (not an `async fn` awaiting it, which would
+    /// keep a second slot of `fut`'s size in its state): a waiting acquisition's memory is
+    /// its own future's size, once.
+    pub(crate) fn watch<T>(
         kind: &'static str,
         lock: &str,
         owner: &str,
         wait: Option<Duration>,
         lease: Option<Duration>,
         fut: impl std::future::Future<Output = Result<Option<T>>>,
-    ) -> Result<Option<T>> {
+    ) -> impl std::future::Future<Output = Result<Option<T>>> {
+        use futures::FutureExt;
         let watched = Self::start(kind, lock, owner, wait, lease);
-        let outcome = watched.run(fut).await;
-        watched.finish(&outcome);
-        outcome
+        watched.run(fut).map(move |outcome| {
+            watched.finish(&outcome);
+            outcome
+        })
     }
 
     #[allow(unused_variables)]
@@ -175,16 +181,16 @@ impl Acquisition {
         }
     }
 
-    /// Runs `fut` inside the acquisition's span.
-    async fn run<F: std::future::Future>(&self, fut: F) -> F::Output {
+    /// `fut` inside the acquisition's span.
+    fn run<F: std::future::Future>(&self, fut: F) -> impl std::future::Future<Output = F::Output> {
         #[cfg(feature = "tracing")]
         {
             use tracing::Instrument;
-            fut.instrument(self.span.clone()).await
+            fut.instrument(self.span.clone())
         }
         #[cfg(not(feature = "tracing"))]
         {
-            fut.await
+            fut
         }
     }
 

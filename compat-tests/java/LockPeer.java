@@ -28,9 +28,11 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 import org.redisson.Redisson;
 import org.redisson.api.RCountDownLatch;
@@ -48,7 +50,7 @@ import org.redisson.config.ShardedSubscriptionMode;
 
 public final class LockPeer {
     private static final TimeUnit MS = TimeUnit.MILLISECONDS;
-    private static final List<String> GLOBAL = Arrays.asList("id", "sleep", "await", "bench", "quit", "halt");
+    private static final List<String> GLOBAL = Arrays.asList("id", "sleep", "await", "bench", "scale", "quit", "halt");
     private static final List<String> FAMILIES = Arrays.asList("fenced", "spin", "nrf", "nr", "f", "r", "w", "");
     private static final List<String> OPERATIONS = Arrays.asList(
             "lock", "trylock", "unlock", "forceunlock", "islocked", "holdcount", "held", "ttl", "token", "lost", "validms");
@@ -545,6 +547,264 @@ public final class LockPeer {
     }
 
     // ---------------------------------------------------------------------------------------
+    // Scale: many holds, many waiters, churn on distinct lock names (the bench's scale rows; the
+    // crate's side is compat-tests/src/scale_commands.rs). Holds are taken by Java threads with
+    // lock(), as request threads would; waiters use the async API with an explicit thread id
+    // each (ten thousand blocked platform threads would measure the JVM, not Redisson).
+
+    /** A thread holding its share of `scale hold` until `scale release`, then unlocking it. */
+    static final class Holder extends Thread {
+        final List<String> names;
+        final long leaseMs;
+        final List<RLock> held = new ArrayList<>();
+        final CountDownLatch acquired = new CountDownLatch(1);
+        final CountDownLatch release = new CountDownLatch(1);
+        final CountDownLatch released = new CountDownLatch(1);
+        volatile Throwable failure;
+
+        Holder(List<String> names, long leaseMs, int i) {
+            super("scale-holder-" + i);
+            this.names = names;
+            this.leaseMs = leaseMs;
+            setDaemon(true);
+        }
+
+        @Override
+        public void run() {
+            try {
+                for (String name : names) {
+                    RLock lock = client.getLock(name);
+                    if (leaseMs > 0) {
+                        lock.lock(leaseMs, MS);
+                    } else {
+                        lock.lock();
+                    }
+                    held.add(lock);
+                }
+            } catch (Throwable e) {
+                failure = e;
+            }
+            acquired.countDown();
+            try {
+                release.await();
+            } catch (InterruptedException e) {
+                return;
+            }
+            for (RLock lock : held) {
+                try {
+                    lock.unlock();
+                } catch (Throwable e) {
+                    // Expired meanwhile (a watchdog that fell behind): nothing to release.
+                }
+            }
+            released.countDown();
+        }
+    }
+
+    static final List<Holder> HOLDERS = new ArrayList<>();
+    /** Locks taken by `scale wait` waiters, with their thread ids. */
+    static final List<RLock> WAITED_LOCKS = new ArrayList<>();
+    static final List<Long> WAITED_IDS = new ArrayList<>();
+    static final List<CompletableFuture<Boolean>> WAITERS = new ArrayList<>();
+    static final AtomicLong FIRST_AT = new AtomicLong(Long.MAX_VALUE);
+    static final AtomicLong LAST_AT = new AtomicLong(0);
+    /** Explicit thread ids of waiters, far above any real thread's. */
+    static final AtomicLong NEXT_ID = new AtomicLong(1L << 40);
+
+    static String scale(String[] w) {
+        String sub = w.length > 1 ? w[1] : "";
+        try {
+            switch (sub) {
+                case "hold":
+                    return "- scale OK " + scaleHold(w);
+                case "release":
+                    return "- scale OK " + scaleRelease();
+                case "wait":
+                    return "- scale OK " + scaleWait(w);
+                case "waited":
+                    return "- scale OK " + scaleWaited();
+                case "churn":
+                    return "- scale OK " + scaleChurn(w);
+                case "stats":
+                    throw unsupported("Redisson has no counters of its own state");
+                default:
+                    throw invalid("scale hold <count> <prefix> [tasks [leaseMs]] | scale release | "
+                            + "scale wait <count> <prefix> <waitMs> | scale waited | "
+                            + "scale churn <count> <prefix> [tasks] | scale stats");
+            }
+        } catch (Throwable e) {
+            Fail f = classify(e);
+            return "- scale ERR " + f.kind + ": " + oneLine(f.getMessage());
+        }
+    }
+
+    static String scaleHold(String[] w) throws Exception {
+        int count = intArg(required(w, 2, "count"));
+        if (w.length < 4) {
+            throw invalid("missing prefix");
+        }
+        String prefix = w[3];
+        Long t = number(w, 4);
+        int tasks = Math.max(1, t == null ? 16 : intArg(t));
+        Long lease = number(w, 5);
+        long started = System.nanoTime();
+        List<Holder> mine = new ArrayList<>();
+        for (int i = 0; i < tasks; i++) {
+            List<String> names = new ArrayList<>();
+            for (int n = i; n < count; n += tasks) {
+                names.add(prefix + n);
+            }
+            Holder h = new Holder(names, lease == null ? 0 : lease, i);
+            mine.add(h);
+            h.start();
+        }
+        int held = 0;
+        Throwable failure = null;
+        for (Holder h : mine) {
+            h.acquired.await();
+            held += h.held.size();
+            if (failure == null) {
+                failure = h.failure;
+            }
+        }
+        HOLDERS.addAll(mine);
+        double took = (System.nanoTime() - started) / 1e9;
+        if (failure != null) {
+            Fail f = classify(failure);
+            throw new Fail(f.kind, f.getMessage() + " (held " + held + ")");
+        }
+        return String.format(Locale.ROOT, "held=%d ms=%.0f per_s=%.0f", held, took * 1000, held / Math.max(took, 1e-9));
+    }
+
+    static String scaleRelease() throws Exception {
+        long at = System.currentTimeMillis();
+        long started = System.nanoTime();
+        int released = 0;
+        for (Holder h : HOLDERS) {
+            h.release.countDown();
+        }
+        for (Holder h : HOLDERS) {
+            h.released.await();
+            released += h.held.size();
+        }
+        HOLDERS.clear();
+        List<CompletableFuture<Void>> unlocks = new ArrayList<>();
+        for (int i = 0; i < WAITED_LOCKS.size(); i++) {
+            unlocks.add(WAITED_LOCKS.get(i).unlockAsync(WAITED_IDS.get(i)).toCompletableFuture());
+        }
+        for (CompletableFuture<Void> u : unlocks) {
+            try {
+                u.join();
+            } catch (Throwable e) {
+                // Expired meanwhile: nothing to release.
+            }
+        }
+        released += WAITED_LOCKS.size();
+        WAITED_LOCKS.clear();
+        WAITED_IDS.clear();
+        return String.format(Locale.ROOT, "released=%d at=%d end=%d ms=%.1f", released, at,
+                System.currentTimeMillis(), (System.nanoTime() - started) / 1e6);
+    }
+
+    static String scaleWait(String[] w) throws Exception {
+        int count = intArg(required(w, 2, "count"));
+        if (w.length < 4) {
+            throw invalid("missing prefix");
+        }
+        String prefix = w[3];
+        long waitMs = required(w, 4, "waitMs");
+        for (int i = 0; i < count; i++) {
+            RLock lock = client.getLock(prefix + i);
+            long id = NEXT_ID.getAndIncrement();
+            CompletableFuture<Boolean> f = lock.tryLockAsync(waitMs, -1, MS, id).toCompletableFuture();
+            WAITERS.add(f.whenComplete((ok, e) -> {
+                if (Boolean.TRUE.equals(ok)) {
+                    long now = System.currentTimeMillis();
+                    FIRST_AT.accumulateAndGet(now, Math::min);
+                    LAST_AT.accumulateAndGet(now, Math::max);
+                    synchronized (WAITED_LOCKS) {
+                        WAITED_LOCKS.add(lock);
+                        WAITED_IDS.add(id);
+                    }
+                }
+            }));
+        }
+        return "waiting=" + WAITERS.size();
+    }
+
+    static String scaleWaited() {
+        int acquired = 0;
+        int timedOut = 0;
+        int errors = 0;
+        List<String> kinds = new ArrayList<>();
+        for (CompletableFuture<Boolean> f : WAITERS) {
+            try {
+                if (f.join()) {
+                    acquired++;
+                } else {
+                    timedOut++;
+                }
+            } catch (Throwable e) {
+                errors++;
+                String kind = classify(e).kind;
+                if (!kinds.contains(kind)) {
+                    kinds.add(kind);
+                }
+            }
+        }
+        WAITERS.clear();
+        String line = "acquired=" + acquired + " timed_out=" + timedOut + " errors=" + errors;
+        if (acquired > 0) {
+            line += " first_at=" + FIRST_AT.get() + " last_at=" + LAST_AT.get();
+        }
+        if (!kinds.isEmpty()) {
+            line += " error_kinds=" + String.join(",", kinds);
+        }
+        FIRST_AT.set(Long.MAX_VALUE);
+        LAST_AT.set(0);
+        return line;
+    }
+
+    static String scaleChurn(String[] w) throws Exception {
+        int count = intArg(required(w, 2, "count"));
+        if (w.length < 4) {
+            throw invalid("missing prefix");
+        }
+        String prefix = w[3];
+        Long t = number(w, 4);
+        int tasks = Math.max(1, t == null ? 32 : intArg(t));
+        long started = System.nanoTime();
+        Throwable[] failure = new Throwable[1];
+        List<Thread> threads = new ArrayList<>();
+        for (int i = 0; i < tasks; i++) {
+            int first = i;
+            Thread th = new Thread(() -> {
+                try {
+                    for (int n = first; n < count; n += tasks) {
+                        RLock lock = client.getLock(prefix + n);
+                        lock.lock();
+                        lock.unlock();
+                    }
+                } catch (Throwable e) {
+                    synchronized (failure) {
+                        failure[0] = e;
+                    }
+                }
+            }, "scale-churn-" + i);
+            threads.add(th);
+            th.start();
+        }
+        for (Thread th : threads) {
+            th.join();
+        }
+        if (failure[0] != null) {
+            throw failure[0] instanceof Exception ? (Exception) failure[0] : new RuntimeException(failure[0]);
+        }
+        double took = (System.nanoTime() - started) / 1e9;
+        return String.format(Locale.ROOT, "ops=%d ms=%.0f per_s=%.0f", count, took * 1000, count / Math.max(took, 1e-9));
+    }
+
+    // ---------------------------------------------------------------------------------------
     // Bench: the crate's `bench` loop, with Java threads (compat-tests/src/bench.rs).
 
     static String bench(String[] w) {
@@ -833,6 +1093,9 @@ public final class LockPeer {
             }
             case "bench":
                 emit(bench(words));
+                return true;
+            case "scale":
+                emit(scale(words));
                 return true;
             case "quit":
                 return false;

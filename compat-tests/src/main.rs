@@ -12,6 +12,7 @@ use std::{
 
 use compat_tests::bench;
 
+mod scale_commands;
 mod sync_commands;
 use redisson_lock::{
     AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, GroupLock,
@@ -173,6 +174,7 @@ async fn main() {
     ));
 
     let mut threads: HashMap<String, mpsc::UnboundedSender<Job>> = HashMap::new();
+    let mut scale = scale_commands::Scale::default();
     let mut input = BufReader::new(tokio::io::stdin());
     let mut raw = Vec::new();
     loop {
@@ -213,6 +215,7 @@ async fn main() {
                 emit(&format!("- await OK {name}"));
             }
             "bench" => emit(&run_bench(&client, &words[1..]).await),
+            "scale" => emit(&scale.run(&client, &words[1..]).await),
             "quit" => break,
             "halt" => std::process::exit(137),
             thread => {
@@ -270,7 +273,7 @@ fn reject_invalid_utf8(
     }
 }
 
-const GLOBAL_COMMANDS: [&str; 6] = ["id", "sleep", "await", "bench", "quit", "halt"];
+const GLOBAL_COMMANDS: [&str; 7] = ["id", "sleep", "await", "bench", "scale", "quit", "halt"];
 
 async fn run_bench(client: &Client, args: &[String]) -> String {
     let parsed = (|| {

@@ -66,7 +66,8 @@ pub(crate) struct WaitLines {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
     line: WaitLine,
-    name: Box<str>,
+    /// Shared by the map's key and the line's own (one allocation per line).
+    name: Arc<str>,
 }
 
 impl Key {
@@ -136,8 +137,15 @@ impl WaitLines {
     /// the queue: not while local waiters are queued (first come, first served; no barging
     /// past the queue), unless the owner may hold the lock already (`owner_may_hold`, from the
     /// owner ledger): a re-entry never waits behind its own hold.
-    pub(crate) fn attempts_first(&self, line: WaitLine, name: &str, owner_may_hold: bool) -> bool {
-        owner_may_hold || !self.has_waiters(line, name)
+    pub(crate) fn attempts_first(
+        &self,
+        line: WaitLine,
+        name: &str,
+        owner_may_hold: impl FnOnce() -> bool,
+    ) -> bool {
+        // Asked only while waiters are queued: the ledger's lookup hashes the hold's key, not
+        // worth it on every uncontended acquisition.
+        !self.has_waiters(line, name) || owner_may_hold()
     }
 
     /// Joins the queue of the lock at its tail.
@@ -281,9 +289,8 @@ impl WaitLines {
             .collect()
     }
 
-    /// Number of queues (for tests).
-    #[cfg(test)]
-    fn len(&self) -> usize {
+    /// Local wait lines alive (with waiters, or a local holder of a lock that had some).
+    pub(crate) fn len(&self) -> usize {
         self.map.lock().len()
     }
 }
@@ -512,18 +519,18 @@ mod tests {
     #[test]
     fn a_waiter_attempts_first_unless_others_are_queued_and_it_may_not_hold() {
         let q = queues();
-        assert!(q.attempts_first(LOCK, "n", false), "nobody queued");
+        assert!(q.attempts_first(LOCK, "n", || false), "nobody queued");
         let _queued = q.join(LOCK, "n", "ch");
         assert!(
-            !q.attempts_first(LOCK, "n", false),
+            !q.attempts_first(LOCK, "n", || false),
             "no barging past the queue"
         );
         assert!(
-            q.attempts_first(LOCK, "n", true),
+            q.attempts_first(LOCK, "n", || true),
             "a re-entry never waits behind itself"
         );
         assert!(
-            q.attempts_first(WaitLine::Write, "n", false),
+            q.attempts_first(WaitLine::Write, "n", || false),
             "another kind's queue"
         );
     }

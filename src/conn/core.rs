@@ -281,7 +281,9 @@ impl Core {
                 self.replicas.give_back(checkout);
                 return Ok((value, Synced::NotNeeded));
             }
-            let synced = self.replicas.wait(checkout, lock, deadline).await;
+            // Boxed: its `WAIT` is fred's request future (5 KiB), which an acquisition that needs
+            // no sync would otherwise carry in its box too.
+            let synced = Box::pin(self.replicas.wait(checkout, lock, deadline)).await;
             Ok((value, synced))
         });
         let outcome = exposed.await;
@@ -369,10 +371,8 @@ impl Core {
             args.extend(call.args.iter().cloned());
             args
         };
-        let sha1 = self.scripts.sha1(call.script);
-        let first = self
-            .send(redis, "EVALSHA", slot, with(Value::from(sha1)))
-            .await;
+        let sha1 = self.scripts.sha1_value(call.script);
+        let first = self.send(redis, "EVALSHA", slot, with(sha1)).await;
         match first {
             Err(e) if e.details().starts_with("NOSCRIPT") => {
                 log::debug!(
@@ -413,14 +413,19 @@ impl Core {
                  (not sent)",
             ));
         }
-        // Boxed: the redirect handling below nests deep enough that an application's future
-        // over a MultiLock would exceed the compiler's default type-layout depth.
-        let call: futures::future::BoxFuture<'_, _> = Box::pin(async move {
+        // Not boxed: its callers are (`run_on`), and a box here was a second allocation of
+        // fred's request future (5 KiB) per command, copied in. The cluster's redirect handling
+        // is boxed on its own: its future is several KiB more, and it nests deep enough that an
+        // application's future over a MultiLock would exceed the compiler's default
+        // type-layout depth.
+        let call = async move {
             if self.clustered {
                 let private = redis.id() != self.redis.id();
-                self.redirects
-                    .send(redis, private, name, slot, args, self.config.timeout)
-                    .await
+                Box::pin(
+                    self.redirects
+                        .send(redis, private, name, slot, args, self.config.timeout),
+                )
+                .await
             } else {
                 redis
                     .custom(
@@ -430,11 +435,25 @@ impl Core {
                     .await
                     .map(|v| (v, None))
             }
-        });
+        };
+        let mut call = std::pin::pin!(call);
         match self.stall.bound {
+            // fred's own command timeout, the command timeout, ends the command no later than
+            // the bound (the bound is at most the command timeout, by default equal to it): its
+            // timeout is the sign of a stall, and a timer of our own per command (two timer
+            // wheel operations and clock reads, about a tenth of the crate's own instructions
+            // per lock + unlock) would add nothing.
+            Some(bound) if redis.id() == self.redis.id() && bound >= self.config.timeout => {
+                match call.await {
+                    Err(e) if *e.kind() == fred::error::ErrorKind::Timeout => {
+                        self.replace_stalled(bound);
+                        Err(e)
+                    }
+                    reply => reply,
+                }
+            }
             Some(bound) if redis.id() == self.redis.id() => {
-                let mut call = call;
-                match tokio::time::timeout(bound, &mut call).await {
+                match tokio::time::timeout(bound, call.as_mut()).await {
                     // fred's own command timeout (at least the bound) came first.
                     Ok(Err(e)) if *e.kind() == fred::error::ErrorKind::Timeout => {
                         self.replace_stalled(bound);

@@ -199,11 +199,13 @@ impl ScriptCall {
     }
 }
 
-/// A loaded script: its source and SHA1.
+/// A loaded script: its source and SHA1 (also as the value `EVALSHA` sends, shared: a clone
+/// per call copies nothing).
 struct Loaded {
     id: ScriptId,
     source: &'static str,
     sha1: String,
+    sha1_value: Value,
 }
 
 /// SHA1s computed once; every script is loaded at connect, and again after a `NOSCRIPT`.
@@ -220,7 +222,15 @@ impl Scripts {
                 let sha1 = fred::types::scripts::Script::from_lua(source)
                     .sha1()
                     .to_string();
-                Loaded { id, source, sha1 }
+                let sha1_value = Value::from(sha1.as_str());
+                // Promoted to shared storage once, here, not by each call's first clone.
+                drop(sha1_value.clone());
+                Loaded {
+                    id,
+                    source,
+                    sha1,
+                    sha1_value,
+                }
             })
             .collect();
         Self { loaded }
@@ -236,6 +246,11 @@ impl Scripts {
     /// The SHA1 of a script.
     pub(crate) fn sha1(&self, id: ScriptId) -> &str {
         &self.get(id).sha1
+    }
+
+    /// The SHA1 of a script as the value `EVALSHA` sends (a clone shares it).
+    pub(crate) fn sha1_value(&self, id: ScriptId) -> Value {
+        self.get(id).sha1_value.clone()
     }
 
     /// The source of a script.

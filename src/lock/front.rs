@@ -20,6 +20,7 @@ use crate::{
     client::Client,
     error::{Error, Result},
     observe::Acquisition,
+    service::watchdog::HoldKey,
     types::millis::{clamp_millis, lease_millis},
     types::owner::Owner,
     types::ttl::Ttl,
@@ -29,13 +30,14 @@ use crate::{
 pub(crate) struct Handle {
     client: Client,
     proto: Arc<dyn Protocol>,
-    user_name: String,
-    /// The raw name (`proto.name()`), shared by every hold made through this handle.
-    raw: Arc<str>,
+    /// The user-facing name when a name mapper made the raw name another (else the raw name
+    /// is it, and no copy is kept).
+    user_name: Option<Box<str>>,
     owner: Owner,
-    field: Arc<str>,
-    /// A group multi-lock's set of values (`RenewalShape::values`; empty for other kinds).
-    values: Arc<[String]>,
+    /// What names a hold of this handle's owner: the raw name (`proto.name()`), the owner's
+    /// field and a group multi-lock's set of values (`RenewalShape::values`; empty for other
+    /// kinds), made and hashed once and shared by every hold made through this handle.
+    key: HoldKey,
     /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
     /// this handle, else the watchdog timeout. Re-armed by a partial `unlock()`.
     internal_lease_ms: AtomicU64,
@@ -76,16 +78,14 @@ impl Handle {
             None
         };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
-        let raw: Arc<str> = proto.name().into();
-        let values = proto.renewal().values;
+        let key = HoldKey::new(proto.name().into(), field, proto.renewal().values);
+        let user_name = (name != proto.name()).then(|| name.into());
         Self {
             client,
-            values,
             proto,
-            raw,
-            user_name: name.to_owned(),
+            user_name,
             owner,
-            field,
+            key,
             internal_lease_ms,
             invalid,
             kind: "unknown",
@@ -120,7 +120,7 @@ impl Handle {
 
     fn field_for(&self, owner: Owner) -> Arc<str> {
         if owner == self.owner {
-            self.field.clone()
+            self.key.field.clone()
         } else {
             self.proto
                 .owner_field(self.client.owner_field(owner))
@@ -128,13 +128,26 @@ impl Handle {
         }
     }
 
+    /// What names `owner`'s hold through this handle (the handle's own owner's, made once).
+    fn key_for(&self, owner: Owner) -> HoldKey {
+        if owner == self.owner {
+            self.key.clone()
+        } else {
+            HoldKey::new(
+                self.key.name.clone(),
+                self.field_for(owner),
+                self.key.values.clone(),
+            )
+        }
+    }
+
     fn hold(&self, owner: Owner, lease_ms: u64) -> Claim {
+        let key = self.key_for(owner);
         Claim {
             client: self.client.clone(),
             proto: self.proto.clone(),
-            name: self.raw.clone(),
-            field: self.field_for(owner),
-            values: self.values.clone(),
+            field: key.field.clone(),
+            key,
             lease_ms,
             queue_ms: 0,
         }
@@ -401,7 +414,10 @@ impl<K: Kind> Lock<K> {
 
     /// The user-facing name (before the name mapper).
     pub fn name(&self) -> &str {
-        &self.handle.user_name
+        self.handle
+            .user_name
+            .as_deref()
+            .unwrap_or_else(|| self.handle.raw_name())
     }
 
     /// The raw name in Redis (after the name mapper).
@@ -417,7 +433,7 @@ impl<K: Kind> Lock<K> {
     /// The hash field this handle's owner writes (`<client uuid>:<owner id>`, plus `:write` for
     /// a write lock).
     pub fn owner_field(&self) -> &str {
-        &self.handle.field
+        &self.handle.key.field
     }
 
     /// Waits without limit and acquires in watchdog mode: the key's TTL is the watchdog
@@ -614,7 +630,7 @@ impl std::fmt::Debug for Handle {
         f.debug_struct("Handle")
             .field("kind", &self.kind())
             .field("name", &self.raw_name())
-            .field("owner", &self.field)
+            .field("owner", &self.key.field)
             .finish()
     }
 }

@@ -36,6 +36,12 @@ pub struct Stats {
     /// holding a lock through this client, and, until their last lease has run out, owners of
     /// holds left to expire (a kept leased guard) or of a count unknown after an error.
     pub owner_entries: usize,
+    /// Local wait lines alive: one per lock of a queueing kind (reentrant, fenced, write) with
+    /// local waiters, kept while a local owner that took the lock from it holds it.
+    pub wait_lines: usize,
+    /// Releases handed to the background (dropped guards) not finished yet: running (a few
+    /// dozen at most) or waiting for their turn.
+    pub background_releases: usize,
     /// Releases since the client connected that handed the lock to a local waiter at once
     /// (the local hand-off queue; see `Config::local_hand_off`).
     pub local_hand_overs: u64,

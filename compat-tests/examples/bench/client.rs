@@ -26,7 +26,7 @@ use redisson_lock::{Client, Config};
 
 use crate::{
     cluster, cpu_time, field, load_scripts, lock_peer, pair_ceiling, raw_pair, replica,
-    sent_commands, server_url, ALLOCS, ALLOC_BYTES, LIVE_BYTES,
+    sent_commands, server_url, Latch, ALLOCS, ALLOC_BYTES, LIVE_BYTES,
 };
 
 /// The baseline: the crate's acquire and release scripts as two bare EVALSHAs on one fred
@@ -219,7 +219,7 @@ pub async fn standalone_figures() {
     let secs = Duration::from_secs(3);
     // The server's pipelined ceiling for a lock's script pair, measured now (16 tasks, the
     // synchronizer rows' owners). The lock rows, beside Redisson: the `redisson` section.
-    let pairs_ceiling = pair_ceiling(&raw, 16, secs).await;
+    let pairs_ceiling = pair_ceiling(&raw, 16, secs, Latch::Fixed).await;
     println!("pipelined ceiling of the lock scripts' pair, 16 tasks: {pairs_ceiling:.0} pairs/s");
     let of_ceiling = |ops: f64| ops / pairs_ceiling * 100.0;
 

@@ -1,8 +1,8 @@
 //! Benchmark: `cargo run --release -p compat-tests --example bench`
 //!
 //! Uses `REDIS_URL` when set, otherwise starts a throwaway redis-server on a free port. Sections
-//! (`BENCH_ONLY=redisson,client,cluster,replica,fairness` runs any subset; without it every
-//! section runs, `BENCH_NO_CLUSTER=1` leaving out the cluster):
+//! (`BENCH_ONLY=redisson,scale,client,cluster,replica,fairness` runs any subset; without it
+//! every section runs, `BENCH_NO_CLUSTER=1` leaving out the cluster):
 //!
 //! * `redisson` (`versus.rs`): the crate beside real Java Redisson, row by row, in one run on
 //!   one server. Each side is a process driven by the same line-protocol command (`bench <mode>
@@ -10,6 +10,9 @@
 //!   Redisson `REDISSON_CLASSPATH` (and `REDISSON_CLASSPATH_ALT`, a second version), taking
 //!   turns in rounds, with the server's pipelined ceiling for the same script pair measured in
 //!   every round. Without a class path the Redisson side is skipped (and said so).
+//! * `scale` (`scale.rs`): many holds (1k to 100k), many waiters (1k, 10k on distinct locks)
+//!   and churn, the crate beside real Redisson in one run: memory per hold and per waiter, the
+//!   renewals' cost on the server, what each client kept or lost.
 //! * `client` (`client.rs`): the crate's own costs, in this process: the uncontended latency
 //!   against a raw EVALSHA pair, the synchronizers, two `lock-peer` processes on one lock,
 //!   server commands, allocations and CPU per lock+unlock, memory per held lock, the watchdog.
@@ -24,6 +27,7 @@
 
 mod client;
 mod fairness;
+mod scale;
 mod versus;
 
 use compat_tests::peer;
@@ -38,7 +42,7 @@ use std::{
 
 use compat_tests::java::{Java, CLASSPATH, CLASSPATH_ALT};
 use fred::{
-    interfaces::{ClientLike, LuaInterface},
+    interfaces::{ClientLike, KeysInterface, LuaInterface},
     types::Value,
 };
 
@@ -120,23 +124,32 @@ async fn load_scripts(redis: &fred::clients::Client) -> (String, String) {
     }
 }
 
+/// The unlock latch a bare pair's release writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Latch {
+    /// One latch key per lock, `redisson_unlock_latch:{name}:0`, with a 1 ms PX: nothing of
+    /// it lingers, nothing deletes it.
+    Fixed,
+    /// A receipt per unlock request (`redisson_unlock_latch:{name}:<32 hex digits>`, unique),
+    /// with the crate's PX (the command timeout and retry delay times the attempts), UNLINKed
+    /// in batches of 512 by a task of its own: what the wire has each unlock write, and what the
+    /// crate sends.
+    PerUnlock,
+}
+
 /// One lock+unlock as two bare EVALSHAs of the crate's own scripts on `redis` (watchdog-mode
-/// lease, 30 s), for the lock `name` with the owner field `owner`.
-async fn raw_pair(
+/// lease, 30 s), for the lock `name` with the owner field `owner`; its release writes the
+/// latch `latch` with the PX `px`.
+async fn raw_pair_with(
     redis: &fred::clients::Client,
     (acq, rel): (&str, &str),
     name: &str,
     owner: &str,
     publish: &str,
+    (latch, px): (&str, &str),
 ) {
-    // The brace rule: `prefix:{name}`, or `prefix:name` when the name has a `{`.
-    let braced = if name.contains('{') {
-        name.to_owned()
-    } else {
-        format!("{{{name}}}")
-    };
+    let braced = braced(name);
     let channel = format!("redisson_lock__channel:{braced}");
-    let latch = format!("redisson_unlock_latch:{braced}:0");
     let _: Value = redis
         .evalsha(acq, vec![name], vec!["30000", owner])
         .await
@@ -144,29 +157,101 @@ async fn raw_pair(
     let _: Value = redis
         .evalsha(
             rel,
-            vec![name, channel.as_str(), latch.as_str()],
-            vec!["0", "30000", owner, publish, "1"],
+            vec![name, channel.as_str(), latch],
+            vec!["0", "30000", owner, publish, px],
         )
         .await
         .unwrap();
 }
 
+/// The brace rule: `{name}`, or `name` when the name has a `{`.
+fn braced(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+/// [`raw_pair_with`] and a fixed latch ([`Latch::Fixed`]).
+async fn raw_pair(
+    redis: &fred::clients::Client,
+    scripts: (&str, &str),
+    name: &str,
+    owner: &str,
+    publish: &str,
+) {
+    let latch = format!("redisson_unlock_latch:{}:0", braced(name));
+    raw_pair_with(redis, scripts, name, owner, publish, (&latch, "1")).await;
+}
+
 /// The server's pipelined ceiling for a lock+unlock's scripts: `tasks` tasks on one bare fred
 /// client (one connection, whose writes fred batches while commands queue), each looping
-/// [`raw_pair`] on a lock of its own for `for_`. Pairs per second.
-async fn pair_ceiling(redis: &fred::clients::Client, tasks: usize, for_: Duration) -> f64 {
+/// [`raw_pair_with`] on a lock of its own for `for_`, each release writing `latch`. Pairs per
+/// second.
+async fn pair_ceiling(
+    redis: &fred::clients::Client,
+    tasks: usize,
+    for_: Duration,
+    latch: Latch,
+) -> f64 {
     let (acq, rel) = load_scripts(redis).await;
+    let defaults = redisson_lock::Config::default();
+    let px = ((defaults.get_timeout() + defaults.get_retry_delay())
+        * defaults.get_retry_attempts().max(1))
+    .as_millis()
+    .to_string();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let started = Instant::now();
     let deadline = started + for_;
     let mut handles = Vec::new();
     for i in 0..tasks {
-        let (redis, acq, rel) = (redis.clone(), acq.clone(), rel.clone());
+        let (redis, acq, rel, px) = (redis.clone(), acq.clone(), rel.clone(), px.clone());
         handles.push(tokio::spawn(async move {
             let name = format!("bench:ceiling:{i}");
+            let braced = braced(&name);
+            let fixed = format!("redisson_unlock_latch:{braced}:0");
+            let mut spent = Vec::new();
             let mut n = 0u64;
             while Instant::now() < deadline {
-                raw_pair(&redis, (&acq, &rel), &name, "ceiling:1", "publish").await;
+                let scripts = (acq.as_str(), rel.as_str());
+                match latch {
+                    Latch::Fixed => {
+                        raw_pair_with(
+                            &redis,
+                            scripts,
+                            &name,
+                            "ceiling:1",
+                            "publish",
+                            (&fixed, "1"),
+                        )
+                        .await
+                    }
+                    Latch::PerUnlock => {
+                        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+                        let receipt = format!("redisson_unlock_latch:{braced}:{id:032x}");
+                        raw_pair_with(
+                            &redis,
+                            scripts,
+                            &name,
+                            "ceiling:1",
+                            "publish",
+                            (&receipt, &px),
+                        )
+                        .await;
+                        spent.push(receipt);
+                        if spent.len() == 512 {
+                            let (redis, keys) = (redis.clone(), std::mem::take(&mut spent));
+                            tokio::spawn(async move {
+                                let _: Result<i64, _> = redis.unlink(keys).await;
+                            });
+                        }
+                    }
+                }
                 n += 1;
+            }
+            if !spent.is_empty() {
+                let _: Result<i64, _> = redis.unlink(spent).await;
             }
             n
         }));
@@ -352,6 +437,9 @@ async fn main() {
     );
     if runs("redisson") {
         versus::figures().await;
+    }
+    if runs("scale") {
+        scale::figures().await;
     }
     if runs("client") {
         client::standalone_figures().await;

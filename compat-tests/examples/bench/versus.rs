@@ -43,7 +43,7 @@ use fred::{interfaces::ClientLike, types::config::Config as FredConfig};
 
 use crate::{
     cpu_time, field, javas, jvm_options, load, lock_peer, median, pair_ceiling, peer::Peer,
-    sent_commands, server_pid, server_url, spread,
+    sent_commands, server_pid, server_url, spread, Latch,
 };
 use compat_tests::java::version_of;
 
@@ -199,15 +199,17 @@ async fn bench_on(
     Some(meter.finish(raw, s).await)
 }
 
-/// The row's ceiling (see the module doc), with this process as the client.
+/// The row's ceiling (see the module doc), with this process as the client, its releases
+/// writing `latch`.
 async fn ceiling(
     raw: &fred::clients::Client,
     server: Option<u32>,
     row: &Row,
     millis: u64,
+    latch: Latch,
 ) -> Sample {
     let meter = Meter::start(raw, None, server).await;
-    let pairs = pair_ceiling(raw, row.ceiling_tasks, Duration::from_millis(millis)).await;
+    let pairs = pair_ceiling(raw, row.ceiling_tasks, Duration::from_millis(millis), latch).await;
     meter
         .finish(
             raw,
@@ -250,6 +252,15 @@ fn med_spread(values: &[f64], show: impl Fn(f64) -> String) -> String {
 struct RowResult {
     sides: Vec<Vec<Sample>>,
     ceiling: Vec<Sample>,
+    /// The ceiling whose releases write a receipt per unlock (`Latch::PerUnlock`).
+    receipts: Vec<Sample>,
+}
+
+/// Who runs in a round's turn.
+#[derive(Clone, Copy)]
+enum Turn {
+    Ceiling(Latch),
+    Side(usize),
 }
 
 /// The section (see the module doc).
@@ -337,21 +348,31 @@ pub async fn figures() {
         let mut result = RowResult {
             sides: vec![Vec::new(); sides.len()],
             ceiling: Vec::new(),
+            receipts: Vec::new(),
         };
         for round in 0..rounds {
-            // Ceiling and sides in turn; reversed every other round.
-            let mut order: Vec<Option<usize>> = std::iter::once(None)
-                .chain((0..sides.len()).map(Some))
+            // Ceilings and sides in turn; reversed every other round.
+            let mut order: Vec<Turn> = [Turn::Ceiling(Latch::Fixed)]
+                .into_iter()
+                .chain((0..sides.len()).map(Turn::Side))
+                .chain([Turn::Ceiling(Latch::PerUnlock)])
                 .collect();
             if round % 2 == 1 {
                 order.reverse();
             }
             let mut got: Vec<Option<Sample>> = vec![None; sides.len()];
-            let mut top = Sample::default();
+            let (mut top, mut top_receipts) = (Sample::default(), Sample::default());
             for who in order {
                 match who {
-                    None => top = ceiling(&raw, server, row, millis).await,
-                    Some(i) => got[i] = bench_on(&mut sides[i], &raw, server, row, millis).await,
+                    Turn::Ceiling(Latch::Fixed) => {
+                        top = ceiling(&raw, server, row, millis, Latch::Fixed).await
+                    }
+                    Turn::Ceiling(Latch::PerUnlock) => {
+                        top_receipts = ceiling(&raw, server, row, millis, Latch::PerUnlock).await
+                    }
+                    Turn::Side(i) => {
+                        got[i] = bench_on(&mut sides[i], &raw, server, row, millis).await
+                    }
                 }
             }
             let mut line = format!("    round {}:", round + 1);
@@ -373,12 +394,17 @@ pub async fn figures() {
                     ours.ops_per_s / theirs.ops_per_s.max(1e-9)
                 ));
             }
-            line.push_str(&format!(" ceiling {}/s", rate(top.ops_per_s)));
+            line.push_str(&format!(
+                " ceiling {}/s, with receipts {}/s",
+                rate(top.ops_per_s),
+                rate(top_receipts.ops_per_s)
+            ));
             if got.iter().all(Option::is_some) {
                 for (i, s) in got.into_iter().enumerate() {
                     result.sides[i].extend(s);
                 }
                 result.ceiling.push(top);
+                result.receipts.push(top_receipts);
             } else {
                 line.push_str(" (a side failed: round not counted)");
             }
@@ -449,6 +475,23 @@ fn print_row(row: &Row, labels: &[String], result: &RowResult) {
         labels[0],
         med_spread(&shares, |x| format!("{x:.0}")),
     );
+    let r = &result.receipts;
+    let shares: Vec<f64> = result.sides[0]
+        .iter()
+        .zip(r)
+        .map(|(s, c)| s.ops_per_s / c.ops_per_s.max(1e-9) * 100.0)
+        .collect();
+    println!(
+        "      {:<24} {}/s  CPU/op {} µs client, {} µs server  busy {:.2} + {:.2} cores; {} at {} % of it",
+        "ceiling, a receipt each",
+        med_spread(&of(r, |s| s.ops_per_s), rate),
+        med_spread(&of(r, |s| s.client_cpu_us), |x| format!("{x:.0}")),
+        med_spread(&of(r, |s| s.server_cpu_us), |x| format!("{x:.0}")),
+        median(&of(r, |s| s.client_cores)),
+        median(&of(r, |s| s.server_cores)),
+        labels[0],
+        med_spread(&shares, |x| format!("{x:.0}")),
+    );
     println!("      goal: {}", row.goal);
 }
 
@@ -472,7 +515,7 @@ fn summary(rows: &[&Row], labels: &[String], results: &[RowResult], reference: O
         head.push_str(&format!(" {} | crate / {} |", labels[j], labels[j]));
     }
     head.push_str(
-        " p99 crate / Redisson | crate / ceiling | ceiling / Redisson | CPU µs per op: crate + server, Redisson + server | busy cores: crate + server, Redisson + server |",
+        " p99 crate / Redisson | crate / ceiling | crate / ceiling with a receipt per unlock | ceiling / Redisson | CPU µs per op: crate + server, Redisson + server | server µs per op: crate, bare pairs, bare pairs with receipts | busy cores: crate + server, Redisson + server |",
     );
     println!("{head}");
     println!("|{}", " --- |".repeat(head.matches(" |").count()));
@@ -507,6 +550,16 @@ fn summary(rows: &[&Row], labels: &[String], results: &[RowResult], reference: O
             med_spread(&shares, |x| format!("{x:.0}")),
             rate(median(&of(&r.ceiling, |s| s.ops_per_s)))
         ));
+        let shares: Vec<f64> = r.sides[0]
+            .iter()
+            .zip(&r.receipts)
+            .map(|(s, c)| s.ops_per_s / c.ops_per_s.max(1e-9) * 100.0)
+            .collect();
+        line.push_str(&format!(
+            " {} % of {}/s |",
+            med_spread(&shares, |x| format!("{x:.0}")),
+            rate(median(&of(&r.receipts, |s| s.ops_per_s)))
+        ));
         // What a client with no cost beyond a bare fred client's would get (per round).
         let attainable: Vec<f64> = reference.map_or(Vec::new(), |j| {
             r.ceiling
@@ -527,9 +580,12 @@ fn summary(rows: &[&Row], labels: &[String], results: &[RowResult], reference: O
             reference.map_or("-".into(), |j| pair(j, a, b, digits))
         };
         line.push_str(&format!(
-            " {}, {} | {}, {} |",
+            " {}, {} | {:.1}, {:.1}, {:.1} | {}, {} |",
             pair(0, |s| s.client_cpu_us, |s| s.server_cpu_us, 0),
             java(|s| s.client_cpu_us, |s| s.server_cpu_us, 0),
+            cpu(0, |s| s.server_cpu_us),
+            median(&of(&r.ceiling, |s| s.server_cpu_us)),
+            median(&of(&r.receipts, |s| s.server_cpu_us)),
             pair(0, |s| s.client_cores, |s| s.server_cores, 2),
             java(|s| s.client_cores, |s| s.server_cores, 2),
         ));

@@ -291,11 +291,15 @@ impl ReplicaSync {
             _permit: permit,
         };
         if !self.state.lock().probed {
-            let probe = checkout
-                .client
-                .with_options(&self.options(&checkout.master, None))
-                .wait::<i64>(0, 0)
-                .await;
+            // Boxed: fred's `WAIT` (5 KiB) runs once per client; every acquisition's checkout
+            // would otherwise carry its slot.
+            let probe = Box::pin(
+                checkout
+                    .client
+                    .with_options(&self.options(&checkout.master, None))
+                    .wait::<i64>(0, 0),
+            )
+            .await;
             match probe {
                 Ok(_) => self.state.lock().probed = true,
                 Err(e) if refused(&e) => {
@@ -507,7 +511,17 @@ impl ReplicaSync {
                 }));
                 0
             }
-            None => read_count(via, &self.options(master, None), &self.state, master).await,
+            // Boxed: fred's `INFO` (5 KiB) is read once per master; every acquisition's
+            // checkout, which reads the cache, would otherwise carry its slot.
+            None => {
+                Box::pin(read_count(
+                    via,
+                    &self.options(master, None),
+                    &self.state,
+                    master,
+                ))
+                .await
+            }
         }
     }
 

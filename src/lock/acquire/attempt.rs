@@ -118,7 +118,7 @@ impl Claim {
         abandoned: Abandoned<InFlight>,
     ) -> Result<Step<Won<Acquired>>> {
         let sent_at = Instant::now();
-        let lock = self.name.clone();
+        let lock = self.key.name.clone();
         let acquired = move |v: &fred::types::Value| {
             matches!(
                 decode_acquire(reply, v.clone(), &lock),
@@ -362,7 +362,7 @@ impl Waiter for Claim {
     }
 
     fn name(&self) -> &str {
-        &self.name
+        &self.key.name
     }
 
     /// One acquisition attempt (stages in the module docs).
@@ -396,7 +396,10 @@ impl Waiter for Claim {
             lease_ms: self.lease_ms,
             attempt,
         });
-        let (pending, name) = (self.client.pending_releases().clone(), self.name.clone());
+        let (pending, name) = (
+            self.client.pending_releases().clone(),
+            self.key.name.clone(),
+        );
         let claim = self.clone();
         detach(
             self.client.runtime(),
@@ -431,11 +434,11 @@ impl Waiter for Claim {
     /// re-entry never waits behind its own hold).
     fn attempts_first(&self) -> bool {
         self.proto.wait_line().is_none_or(|line| {
-            self.client.wait_lines().attempts_first(
-                line,
-                self.name(),
-                self.client.ledgers().may_hold(&self.key()),
-            )
+            self.client
+                .wait_lines()
+                .attempts_first(line, self.name(), || {
+                    self.client.ledgers().may_hold(&self.key())
+                })
         })
     }
 

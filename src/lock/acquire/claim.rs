@@ -29,14 +29,13 @@ use crate::{
 pub(crate) struct Claim {
     pub(crate) client: Client,
     pub(crate) proto: Arc<dyn Protocol>,
-    /// The raw lock name (`proto.name()`), shared with the handle and with the ledger and
-    /// watchdog entries of this hold (no copy per entry).
-    pub(crate) name: Arc<str>,
-    /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock).
+    /// What names this hold in the client's bookkeeping: the raw lock name (`proto.name()`),
+    /// the owner field and a group multi-lock's set of values (the kind's
+    /// `RenewalShape::values`; empty for every other kind), made (and hashed) once by the
+    /// handle and shared with the ledger and watchdog entries of this hold.
+    pub(crate) key: HoldKey,
+    /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock): the key's.
     pub(crate) field: Arc<str>,
-    /// A group multi-lock's set of values (the kind's `RenewalShape::values`; empty for every
-    /// other kind): with the name and field, what names this hold in the client's bookkeeping.
-    pub(crate) values: Arc<[String]>,
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
     /// watchdog timeout).
     pub(crate) lease_ms: u64,
@@ -58,12 +57,12 @@ impl std::fmt::Debug for Claim {
 impl Claim {
     /// The raw lock name.
     pub(crate) fn name(&self) -> &str {
-        &self.name
+        &self.key.name
     }
 
     /// What names this hold in the owner ledger and the watchdog.
     pub(crate) fn key(&self) -> HoldKey {
-        HoldKey::new(self.name.clone(), self.field.clone(), self.values.clone())
+        self.key.clone()
     }
 
     /// This owner's hold count, read as the kind reads it (see `Protocol::hold_count`).
@@ -105,11 +104,12 @@ impl Claim {
         // Whether the head was told before the release's reply (see `hands_over_early`).
         let mut told = false;
         let (outcome, others) = match ask {
-            // Sent together: the question costs no round trip of its own.
+            // Sent together: the question costs no round trip of its own. (Boxed: its future
+            // is several KiB, and every release, most of which never ask, would carry it.)
             Some(channel) => {
                 let (outcome, others) = futures::join!(
                     self.release_once(),
-                    self.client.core().others_listening(&channel)
+                    Box::pin(self.client.core().others_listening(&channel))
                 );
                 (outcome, Some(others))
             }
@@ -228,19 +228,26 @@ impl Claim {
         decode_release(reply, self.name())
     }
 
-    /// Hands a release to the client's runtime; never blocks, never panics.
+    /// Hands a release to the client's background releases (at most `IN_FLIGHT` run at once,
+    /// see `acquisitions::pending`); never blocks, never panics.
     pub(crate) fn release_in_background(&self) {
         if self.client.is_closed() {
             return;
         }
         let claim = self.clone();
-        let in_flight = self.client.pending_releases().begin(self.name());
-        drop(self.client.spawn(async move {
-            if let Err(e) = claim.release().await {
-                log::warn!("background unlock of {} failed: {e}", claim.name());
-            }
-            drop(in_flight);
-        }));
+        let pending = self.client.pending_releases();
+        let in_flight = pending.begin(&self.key.name);
+        pending.spawn(
+            self.client.runtime(),
+            Box::new(move || {
+                Box::pin(async move {
+                    if let Err(e) = claim.release().await {
+                        log::warn!("background unlock of {} failed: {e}", claim.name());
+                    }
+                    drop(in_flight);
+                })
+            }),
+        );
     }
 
     /// Owner-checked set of the TTL to exactly `lease` from now where this owner still holds

@@ -52,7 +52,7 @@ pub(crate) async fn acquire<W: Waiter>(waiter: &W, wait: Wait) -> Result<Option<
             let step = if W::RETRIES_UNREPLICATED_ONCE {
                 retry_unreplicated(waiter, wait).await?
             } else {
-                waiter.attempt(wait).await?
+                attempt(waiter, wait).await?
             };
             Ok(match step {
                 Step::Done(won) => Some(won),
@@ -169,6 +169,18 @@ async fn round<W: Waiter>(
     wait_on_wakeups(attempt, &*subscription, deadline, fallback).await
 }
 
+/// One attempt, in one of the client's turns ([`Waiter::turns`]: taken before anything of
+/// the attempt exists, given back when it ends). Boxed: an attempt's future is most of a
+/// waiting acquisition's size and only needed while it runs; inline, every sleeping waiter
+/// would carry its slot (one allocation per attempt instead, freed before the waiter sleeps).
+async fn attempt<W: Waiter>(waiter: &W, wait: Wait) -> Result<Step<Won<W::Won>>> {
+    let _turn = match waiter.turns() {
+        Some(turns) => Some(turns.acquire().await.map_err(|_| Error::Shutdown)?),
+        None => None,
+    };
+    Box::pin(waiter.attempt(wait)).await
+}
+
 /// One attempt, tried again while no replica acknowledges it (each was undone): after
 /// `retry_delay`, at most `retry_attempts` times in a row, only when the delay ends before the
 /// deadline, and not on a closed client. Other outcomes are returned as they are.
@@ -177,7 +189,7 @@ async fn retry_unreplicated<W: Waiter>(waiter: &W, wait: Wait) -> Result<Step<Wo
     let (attempts, delay) = (config.retry_attempts, config.retry_delay);
     let mut tries = 0;
     loop {
-        match waiter.attempt(wait).await {
+        match attempt(waiter, wait).await {
             Err(e @ Error::NotReplicated { .. }) => {
                 if tries >= attempts
                     || waiter.is_closed()
@@ -308,6 +320,9 @@ mod tests {
 
         fn client(&self) -> &Client {
             unreachable!("a back-off waiter needs no client")
+        }
+        fn turns(&self) -> Option<&tokio::sync::Semaphore> {
+            None
         }
         fn config(&self) -> &Config {
             &self.config
@@ -488,5 +503,78 @@ mod tests {
         assert_eq!(w.undone.load(Ordering::SeqCst), 1);
         let _taken = acquire(&w, Wait::Once).await.unwrap().unwrap().take();
         assert_eq!(w.undone.load(Ordering::SeqCst), 1);
+    }
+
+    /// A waiter whose every attempt takes 10 ms and succeeds, counting the attempts in flight
+    /// among the waiters that share its turns.
+    struct Crowd<'a> {
+        config: Config,
+        turns: &'a tokio::sync::Semaphore,
+        in_flight: &'a AtomicUsize,
+        most: &'a AtomicUsize,
+    }
+
+    impl Waiter for Crowd<'_> {
+        type Won = ();
+        const RETRIES_UNREPLICATED_ONCE: bool = false;
+
+        fn client(&self) -> &Client {
+            unreachable!("a crowd needs no client")
+        }
+        fn turns(&self) -> Option<&tokio::sync::Semaphore> {
+            Some(self.turns)
+        }
+        fn config(&self) -> &Config {
+            &self.config
+        }
+        fn is_closed(&self) -> bool {
+            false
+        }
+        fn name(&self) -> &str {
+            "crowd"
+        }
+        async fn attempt(&self, _wait: Wait) -> Result<Step<Won<()>>> {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            tokio::time::sleep(10 * MS).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            Ok(Step::Done(Won::new(())))
+        }
+        fn repeatable(&self) -> bool {
+            true
+        }
+        fn sleep_on(&self) -> SleepOn {
+            SleepOn::BackOff(Box::new(BackOff::constant(10 * MS)))
+        }
+    }
+
+    /// Ten waiters sharing three turns: never more than three attempts in flight, the others
+    /// wait their turn (not fail), in rounds of three; a single try takes a turn too.
+    #[tokio::test(start_paused = true)]
+    async fn attempts_beyond_the_turns_wait_for_one() {
+        let turns = tokio::sync::Semaphore::new(3);
+        let (in_flight, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let crowd: Vec<Crowd<'_>> = (0..10)
+            .map(|_| Crowd {
+                config: Config::default(),
+                turns: &turns,
+                in_flight: &in_flight,
+                most: &most,
+            })
+            .collect();
+        let start = Instant::now();
+        let outcomes = futures::future::join_all(crowd.iter().enumerate().map(|(i, w)| {
+            let wait = if i % 2 == 0 { Wait::Once } else { until(1_000) };
+            acquire(w, wait)
+        }))
+        .await;
+        assert!(outcomes.iter().all(|o| matches!(o, Ok(Some(_)))));
+        assert_eq!(
+            most.load(Ordering::SeqCst),
+            3,
+            "three turns, three in flight"
+        );
+        assert_eq!(start.elapsed(), 40 * MS, "four rounds of 10 ms");
+        assert_eq!(turns.available_permits(), 3, "every turn given back");
     }
 }

@@ -182,6 +182,13 @@ pub(crate) trait Waiter: Sync {
     /// The raw name, for logs.
     fn name(&self) -> &str;
 
+    /// The turns an attempt takes one of while it runs (the client's: at most
+    /// `ATTEMPTS_IN_FLIGHT` attempts in flight at once); `None`: no limit (a test's waiter
+    /// without a client).
+    fn turns(&self) -> Option<&tokio::sync::Semaphore> {
+        Some(self.client().attempt_turns())
+    }
+
     /// One attempt for a caller that waits `wait`: a single try, or one of a waiter's attempts
     /// with its deadline. An acquisition no replica acknowledged is undone by the attempt
     /// itself and reported as [`Error::NotReplicated`]; a script sent without a reply is

@@ -57,19 +57,27 @@ kind! {
 pub(crate) struct ReentrantProtocol {
     pub(crate) name: String,
     pub(crate) key: Key,
-    pub(crate) channel: String,
-    /// Made once: every watchdog registration of this lock shares it.
+    /// The unlock channel as the key every release and forced unlock sends (shared: a call
+    /// clones it, it copies nothing).
+    pub(crate) channel: Key,
+    /// Made once: every watchdog registration of this lock shares it (and its key this one's).
     renewal: RenewalShape,
 }
 
 impl ReentrantProtocol {
     pub(crate) fn new(raw_name: String) -> Self {
+        let key = Key::from(raw_name.as_str());
         Self {
-            key: Key::from(raw_name.as_str()),
-            channel: names::lock_channel(&raw_name),
-            renewal: RenewalShape::per_hold(&raw_name),
+            channel: Key::from(names::lock_channel(&raw_name)),
+            renewal: RenewalShape::per_hold(key.clone()),
+            key,
             name: raw_name,
         }
+    }
+
+    /// The unlock channel's name.
+    pub(crate) fn channel_name(&self) -> String {
+        String::from_utf8_lossy(self.channel.as_bytes()).into_owned()
     }
 
     /// L-ACQ: `KEYS = [N]`, `ARGV = [lease, field]`.
@@ -88,12 +96,12 @@ pub(crate) fn release_call(
     script: ScriptId,
     message: &'static str,
     key: &Key,
-    channel: &str,
+    channel: Key,
     req: ReleaseRequest<'_>,
 ) -> ScriptCall {
     ScriptCall::new(
         script,
-        vec![key.clone(), Key::from(channel), Key::from(req.receipt)],
+        vec![key.clone(), channel, Key::from(req.receipt)],
         vec![
             Value::from(message),
             Value::from(req.lease_ms as i64),
@@ -110,7 +118,7 @@ impl Protocol for ReentrantProtocol {
     }
 
     fn sleep(&self) -> Sleep {
-        Sleep::Channel(self.channel.clone())
+        Sleep::Channel(self.channel_name())
     }
 
     fn wait_line(&self) -> Option<WaitLine> {
@@ -123,7 +131,7 @@ impl Protocol for ReentrantProtocol {
 
     /// L-REL: `KEYS = [N, channel, receipt]`, `ARGV = ["0", lease, field, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        release_call(ScriptId::Release, "0", &self.key, &self.channel, req)
+        release_call(ScriptId::Release, "0", &self.key, self.channel.clone(), req)
     }
 
     fn renewal(&self) -> RenewalShape {
@@ -134,7 +142,7 @@ impl Protocol for ReentrantProtocol {
     fn force_unlock(&self, publish: &str) -> ScriptCall {
         ScriptCall::new(
             ScriptId::ForceUnlock,
-            vec![self.key.clone(), Key::from(self.channel.as_str())],
+            vec![self.key.clone(), self.channel.clone()],
             vec![Value::from("0"), Value::from(publish)],
         )
     }

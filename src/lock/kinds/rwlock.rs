@@ -245,7 +245,7 @@ impl Protocol for WriteProtocol {
             ScriptId::WriteRelease,
             "1",
             &self.0.key,
-            &self.0.channel,
+            Key::from(self.0.channel.as_str()),
             req,
         )
     }

@@ -168,7 +168,7 @@ pub(super) async fn subscribe_on_every_master(
     masters: &Masters,
     group: &[Arc<Channel>],
 ) {
-    let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+    let names: Vec<String> = group.iter().map(|c| c.name.to_string()).collect();
     // The connect-time probe asked about SUBSCRIBE only when messages are classic.
     if shared.messaging.classic {
         if let Err(error) = shared
@@ -176,22 +176,22 @@ pub(super) async fn subscribe_on_every_master(
             .permissions()
             .check(crate::conn::permissions::Need::Listen, &names.join(", "))
         {
-            return settle(group, Status::Failed(error));
+            return settle(group, Status::Failed(Box::new(error)));
         }
     }
     match refused_for(shared, &names, &["subscribe"]).await {
         Ok(None) => {}
         Ok(Some(refused)) => {
             log::warn!("this Redis user may not listen on {refused}");
-            return settle(group, Status::Failed(refused_error(&refused)));
+            return settle(group, Status::Failed(Box::new(refused_error(&refused))));
         }
         // Not subscribed blind (see `refused_for`): the error is the waiters'.
-        Err(e) => return settle(group, Status::Failed(e)),
+        Err(e) => return settle(group, Status::Failed(Box::new(e))),
     }
     let now = current(&shared.sub);
     if now.is_empty() {
         let error = Error::Connection("the cluster's masters are not known yet".into());
-        return settle(group, Status::Failed(error));
+        return settle(group, Status::Failed(Box::new(error)));
     }
     let names = &names;
     let outcomes = futures::future::join_all(
@@ -218,7 +218,7 @@ pub(super) async fn subscribe_on_every_master(
                 names.join(", "),
                 e.details()
             );
-            Status::Failed(subscribe_error(what, e))
+            Status::Failed(Box::new(subscribe_error(what, e)))
         }
     };
     settle(group, status);
@@ -268,7 +268,7 @@ pub(super) async fn follow_masters(
     if channels.is_empty() {
         return;
     }
-    let names: Vec<String> = channels.iter().map(|c| c.name.clone()).collect();
+    let names: Vec<String> = channels.iter().map(|c| c.name.to_string()).collect();
     let names = &names;
     let before = masters.get();
     let plan = plan(&before, &current(&shared.sub), again);

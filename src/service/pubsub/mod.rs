@@ -105,7 +105,7 @@ impl PubSub {
         let map = self.shared.channels.lock();
         let all: Vec<(String, usize)> = map
             .iter()
-            .map(|(name, c)| (name.clone(), c.wakeups.waiters()))
+            .map(|(name, c)| (name.to_string(), c.wakeups.waiters()))
             .collect();
         all.into_iter()
     }

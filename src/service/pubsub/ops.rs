@@ -63,13 +63,13 @@ pub(super) async fn run_ops(
                 Op::Unsubscribe(_) => {
                     let (everywhere, routed) = take_run(&shared, &batch, &mut i);
                     if !routed.is_empty() {
-                        let names = routed.iter().map(|c| c.name.clone()).collect();
+                        let names = routed.iter().map(|c| c.name.to_string()).collect();
                         if let Err(e) = unsubscribe_names(&shared, names).await {
                             log::warn!("UNSUBSCRIBE failed: {e}");
                         }
                     }
                     if !everywhere.is_empty() {
-                        let names = everywhere.iter().map(|c| c.name.clone()).collect();
+                        let names = everywhere.iter().map(|c| c.name.to_string()).collect();
                         keyspace::unsubscribe_on_every_master(&shared, &masters, names).await;
                     }
                 }
@@ -276,7 +276,7 @@ async fn resubscribe(shared: &Shared, channels: Vec<Arc<Channel>>) -> Vec<Arc<Ch
     };
     // The shards at once: one that does not answer does not hold up the others.
     let outcomes = futures::future::join_all(groups.into_iter().map(|group| async move {
-        let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+        let names: Vec<String> = group.iter().map(|c| c.name.to_string()).collect();
         // A refused SUBSCRIBE's error reply is not reliably tied to it on the subscriber
         // connection: asked first on the command connection, as for a first subscription
         // (not on a cluster, where that script runs on any node, not the shard's).
@@ -349,7 +349,7 @@ fn retry_later(shared: &Shared, mut channels: Vec<Arc<Channel>>, pause: Duration
 
 /// SUBSCRIBE then PING (the barrier), then marks the channels ready or failed.
 async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
-    let names: Vec<String> = group.iter().map(|c| c.name.clone()).collect();
+    let names: Vec<String> = group.iter().map(|c| c.name.to_string()).collect();
     // Refused outright for this user (ACL DRYRUN at connect): nothing is sent.
     if let Err(error) = shared
         .core
@@ -357,7 +357,8 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
         .check(crate::conn::permissions::Need::Listen, &names.join(", "))
     {
         for ch in group {
-            ch.status.send_replace(Status::Failed(error.clone()));
+            ch.status
+                .send_replace(Status::Failed(Box::new(error.clone())));
         }
         return;
     }
@@ -373,7 +374,8 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     };
     if let Some(error) = refused {
         for ch in group {
-            ch.status.send_replace(Status::Failed(error.clone()));
+            ch.status
+                .send_replace(Status::Failed(Box::new(error.clone())));
         }
         return;
     }
@@ -382,9 +384,9 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
         Ok(()) => Status::Ready,
         Err(e) => {
             log::warn!("SUBSCRIBE failed: {e}");
-            let channels: Vec<&str> = group.iter().map(|c| c.name.as_str()).collect();
+            let channels: Vec<&str> = group.iter().map(|c| &*c.name).collect();
             let what = format!("subscribing to {}: {}", channels.join(", "), e.details());
-            Status::Failed(subscribe_error(what, e))
+            Status::Failed(Box::new(subscribe_error(what, e)))
         }
     };
     settle(group, status);

@@ -31,10 +31,9 @@ pub(super) async fn run_messages(shared: Arc<Shared>) {
                 match event {
                     Ok(e) => {
                         let name = format!("__keyevent@{}__:{}", e.db, e.operation);
-                        let channel = shared.channels.lock().get(&name).cloned();
+                        let channel = shared.channels.lock().get(name.as_str()).cloned();
                         if let Some(channel) = channel {
-                            let key = Value::Bytes(e.key.as_bytes().to_vec().into());
-                            let _ = channel.payloads.send(key);
+                            channel.payload(|| Value::Bytes(e.key.as_bytes().to_vec().into()));
                         }
                     }
                     Err(RecvError::Lagged(n)) => {
@@ -49,9 +48,7 @@ pub(super) async fn run_messages(shared: Arc<Shared>) {
             Ok(msg) => {
                 let channel = shared.channels.lock().get(&*msg.channel).cloned();
                 let Some(channel) = channel else { continue };
-                if channel.payloads.receiver_count() > 0 {
-                    let _ = channel.payloads.send(msg.value.clone());
-                }
+                channel.payload(|| msg.value.clone());
                 match message_value(&msg.value) {
                     Some(v) => channel.message(v),
                     None => log::debug!("ignoring message {:?} on {}", msg.value, channel.name),

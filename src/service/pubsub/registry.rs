@@ -18,8 +18,8 @@ use std::{
 };
 
 use fred::{clients::SubscriberClient, error::Error as FredError, types::Value};
-use parking_lot::Mutex;
-use tokio::sync::{mpsc, watch};
+use parking_lot::{Mutex, MutexGuard};
+use tokio::sync::{mpsc, Notify};
 
 use super::wakeups::{Reading, Wakeups};
 use crate::{
@@ -45,31 +45,94 @@ pub(super) enum Status {
     Pending,
     Ready,
     /// The (S)SUBSCRIBE or its barrier failed: the error a waiter gets (a refused channel is
-    /// [`Error::PermissionDenied`], every time, for every waiter that joins the attempt).
-    Failed(Error),
+    /// [`Error::PermissionDenied`], every time, for every waiter that joins the attempt). Boxed:
+    /// every channel keeps a status, few a failure.
+    Failed(Box<Error>),
+}
+
+/// A channel's [`Status`], and the wake-up of those waiting for it to settle: a watch channel's
+/// shape, kept in the channel itself (tokio's watch channel puts eight `Notify`s on the heap
+/// per channel, more than the rest of a waiter's share of its subscription).
+pub(super) struct StatusCell {
+    status: Mutex<Status>,
+    changed: Notify,
+}
+
+impl StatusCell {
+    fn new(status: Status) -> Self {
+        Self {
+            status: Mutex::new(status),
+            changed: Notify::new(),
+        }
+    }
+
+    /// The status now (held locked while the guard lives: look, do not wait).
+    pub(super) fn borrow(&self) -> MutexGuard<'_, Status> {
+        self.status.lock()
+    }
+
+    /// Sets the status and wakes those waiting for it.
+    pub(super) fn send_replace(&self, status: Status) {
+        *self.status.lock() = status;
+        self.changed.notify_waiters();
+    }
+
+    /// Changes the status with `change`; those waiting are woken when it says it changed it.
+    pub(super) fn send_if_modified(&self, change: impl FnOnce(&mut Status) -> bool) {
+        let changed = change(&mut self.status.lock());
+        if changed {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Waits until the status is no longer [`Status::Pending`], and returns it.
+    async fn settled(&self) -> Status {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            {
+                let status = self.status.lock();
+                if *status != Status::Pending {
+                    return status.clone();
+                }
+            }
+            changed.await;
+        }
+    }
 }
 
 /// One subscribed channel and its wake-ups.
 pub(super) struct Channel {
-    pub(super) name: String,
+    /// The channel's name, shared with the registry's map key.
+    pub(super) name: Arc<str>,
     pub(super) reading: Reading,
     pub(super) scope: Scope,
     /// Its first subscription succeeded: from then on re-subscriptions (a reconnect, a change of
     /// masters) are the registry's, not the first subscriber's operation.
     pub(super) established: std::sync::atomic::AtomicBool,
     pub(super) wakeups: Wakeups,
-    pub(super) status: watch::Sender<Status>,
+    pub(super) status: StatusCell,
     /// A retry of its failed re-subscription is scheduled (one at a time per channel).
     pub(super) retrying: std::sync::atomic::AtomicBool,
     /// Messages (and wake-everyone events) seen on the channel so far: a waiter that must act on
     /// a message sent after some moment compares counts (see [`Subscription::messages`]).
     pub(super) messages: AtomicU64,
-    /// Every message's payload, for subscriptions that read them (keyspace events); sent only
+    /// Every message's payload, for subscriptions that read them (keyspace events, an
+    /// election's unlock messages); made by the first reader ([`Subscription::payloads`]), so a
+    /// channel nobody reads payloads of (a lock's waiters) carries no buffer, and sent only
     /// while someone listens.
-    pub(super) payloads: tokio::sync::broadcast::Sender<Value>,
+    payloads: std::sync::OnceLock<tokio::sync::broadcast::Sender<Value>>,
 }
 
 impl Channel {
+    /// Hands a message's payload to the channel's payload readers, if it has any.
+    pub(super) fn payload(&self, value: impl FnOnce() -> Value) {
+        if let Some(readers) = self.payloads.get().filter(|r| r.receiver_count() > 0) {
+            let _ = readers.send(value());
+        }
+    }
+
     /// Counts one message (or event), then wakes one waiter (`false`) or all of them.
     pub(super) fn signal(&self, all: bool) {
         self.messages.fetch_add(1, Ordering::AcqRel);
@@ -114,7 +177,7 @@ const PAYLOADS: usize = 1024;
 /// What the registry's tasks and its subscriptions share.
 pub(super) struct Shared {
     pub(super) sub: SubscriberClient,
-    pub(super) channels: Mutex<HashMap<String, Arc<Channel>>>,
+    pub(super) channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
     pub(super) ops: mpsc::UnboundedSender<Op>,
     pub(super) messaging: Messaging,
     pub(super) clustered: bool,
@@ -165,19 +228,19 @@ impl Shared {
                 };
             }
         }
-        let (status, _) = watch::channel(Status::Pending);
+        let name: Arc<str> = channel.into();
         let entry = Arc::new(Channel {
-            name: channel.to_owned(),
+            name: name.clone(),
             reading,
             scope,
             established: Default::default(),
             wakeups: Wakeups::new(1),
-            status,
+            status: StatusCell::new(Status::Pending),
             retrying: Default::default(),
             messages: AtomicU64::new(0),
-            payloads: tokio::sync::broadcast::channel(PAYLOADS).0,
+            payloads: std::sync::OnceLock::new(),
         });
-        if map.insert(channel.to_owned(), entry.clone()).is_none() {
+        if map.insert(name, entry.clone()).is_none() {
             crate::observe::subscriptions_changed(1);
         }
         // Sent under the map lock so the order of operations equals the order of decisions.
@@ -198,14 +261,7 @@ pub(crate) struct Subscription {
 impl Subscription {
     /// Waits until the server has registered the subscription (SUBSCRIBE + PING answered).
     pub(crate) async fn ready(&self, timeout: Duration) -> Result<()> {
-        let mut rx = self.channel.status.subscribe();
-        let waited = tokio::time::timeout(timeout, async {
-            rx.wait_for(|s| *s != Status::Pending)
-                .await
-                .map(|s| s.clone())
-        })
-        .await;
-        match waited {
+        match tokio::time::timeout(timeout, self.channel.status.settled()).await {
             Err(_) => Err(Error::Timeout(
                 format!(
                     "subscription to {} not established within {timeout:?}",
@@ -213,12 +269,9 @@ impl Subscription {
                 )
                 .into(),
             )),
-            Ok(Err(_)) => Err(Error::Shutdown),
-            Ok(Ok(status)) => match status {
-                Status::Ready => Ok(()),
-                Status::Failed(e) => Err(e),
-                Status::Pending => unreachable!("wait_for returned a pending status"),
-            },
+            Ok(Status::Ready) => Ok(()),
+            Ok(Status::Failed(e)) => Err(*e),
+            Ok(Status::Pending) => unreachable!("settled returned a pending status"),
         }
     }
 
@@ -232,7 +285,10 @@ impl Subscription {
     /// are not wake-ups: keyspace events). A reader slower than [`PAYLOADS`] messages behind
     /// is told how many it missed.
     pub(crate) fn payloads(&self) -> tokio::sync::broadcast::Receiver<Value> {
-        self.channel.payloads.subscribe()
+        self.channel
+            .payloads
+            .get_or_init(|| tokio::sync::broadcast::channel(PAYLOADS).0)
+            .subscribe()
     }
 
     /// How many messages (and wake-everyone events: a lag, a reconnect) the channel has seen

@@ -322,7 +322,7 @@ pub(crate) mod tests {
                 item(
                     &format!("n{i}"),
                     &format!("f{i}"),
-                    RenewalShape::per_hold(&format!("n{i}")),
+                    RenewalShape::per_hold(format!("n{i}")),
                 )
             })
             .collect();

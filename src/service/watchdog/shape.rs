@@ -60,15 +60,22 @@ impl RenewalShape {
         }
     }
 
-    /// One entry per hold with the lock's hash as its only key (L-RENEW).
-    pub(crate) fn per_hold(name: &str) -> Self {
+    /// One entry per hold with the lock's hash as its only key (L-RENEW). `key`: the lock's
+    /// name, or its key (shared, not copied: every lock handle keeps a shape).
+    pub(crate) fn per_hold(key: impl Into<Key>) -> Self {
         Self {
             script: ScriptId::Renew,
-            keys: Arc::from([Key::from(name)]),
+            keys: Arc::from([key.into()]),
             layout: Layout::PerHold,
-            values: Arc::from([]),
+            values: no_values(),
         }
     }
+}
+
+/// The empty set of values most shapes have, shared (an empty `Arc<[String]>` allocates).
+pub(crate) fn no_values() -> Arc<[String]> {
+    static NONE: std::sync::OnceLock<Arc<[String]>> = std::sync::OnceLock::new();
+    NONE.get_or_init(|| Arc::from([])).clone()
 }
 
 /// A permit's hold field (its id as 32 hex characters) as the scripts take it: the 16 raw

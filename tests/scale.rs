@@ -1,0 +1,181 @@
+//! The scale contracts (issue 40), not timed: ten thousand waiters on distinct locks all
+//! acquire after their releases, by their wake-ups; a mass release (every guard dropped at
+//! once) leaves nothing behind in the client's own bookkeeping (`Client::stats`: watchdog
+//! holds, subscriptions, waiters, wait lines, owner entries, background releases); one client's
+//! renewals keep fifty thousand holds alive. On one standalone server each.
+
+use redisson_lock_test_kit as common;
+
+use std::time::Duration;
+
+use common::{Admin, RedisServer};
+use fred::interfaces::{KeysInterface, ServerInterface};
+use redisson_lock::{Client, Config, LockGuard, Stats};
+use tokio::{task::JoinSet, time::Instant};
+
+/// `count` locks `<prefix><i>` taken by `owners` owners of `client`, each its share in turn.
+async fn hold(client: &Client, prefix: &str, count: usize, owners: usize) -> Vec<LockGuard> {
+    let mut set = JoinSet::new();
+    for t in 0..owners {
+        let (client, prefix) = (client.clone(), prefix.to_owned());
+        set.spawn(async move {
+            let mut held = Vec::new();
+            for i in (t..count).step_by(owners) {
+                held.push(
+                    client
+                        .get_lock(&format!("{prefix}{i}"))
+                        .lock()
+                        .await
+                        .unwrap(),
+                );
+            }
+            held
+        });
+    }
+    let mut all = Vec::with_capacity(count);
+    while let Some(held) = set.join_next().await {
+        all.extend(held.unwrap());
+    }
+    assert_eq!(all.len(), count);
+    all
+}
+
+/// Nothing held, awaited or being released, as the client counts it.
+fn nothing_left(s: &Stats) -> bool {
+    s.watchdog_holds == 0
+        && s.subscribed_channels == 0
+        && s.waiters == 0
+        && s.wait_lines == 0
+        && s.owner_entries == 0
+        && s.background_releases == 0
+}
+
+/// Waits (bounded) until `client` keeps nothing, and fails with what it still keeps.
+async fn left_nothing(client: &Client, what: &str) {
+    let settled = common::eventually(Duration::from_secs(60), || async {
+        nothing_left(&client.stats())
+    })
+    .await;
+    assert!(settled, "{what}: left behind {:?}", client.stats());
+}
+
+/// Ten thousand waiters, each on a lock of its own that another client holds: once the holder
+/// drops every guard at once, every waiter acquires, long before any lock's TTL (the holder's
+/// 120 s watchdog timeout, which would end the sleep of a waiter whose wake-up was lost). Then
+/// both clients drop everything at once and keep nothing: no watchdog hold, subscription, wait
+/// line, owner entry or background release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases() {
+    const N: usize = 10_000;
+    let server = RedisServer::start();
+    let holder = Client::connect(
+        &server.url(),
+        Config::default().lock_watchdog_timeout(Duration::from_secs(120)),
+    )
+    .await
+    .unwrap();
+    let waiting = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let held = hold(&holder, "scale:w:", N, 16).await;
+
+    let mut waiters = JoinSet::new();
+    for i in 0..N {
+        let lock = waiting.get_lock(&format!("scale:w:{i}"));
+        waiters.spawn(async move {
+            let guard = lock.try_lock_for(Duration::from_secs(240)).await.unwrap();
+            (guard, Instant::now())
+        });
+    }
+    let parked = common::eventually(Duration::from_secs(120), || async {
+        let s = waiting.stats();
+        s.waiters == N && s.subscribed_channels == N
+    })
+    .await;
+    assert!(parked, "waiters not all parked: {:?}", waiting.stats());
+    assert!(
+        waiters.try_join_next().is_none(),
+        "a waiter acquired a held lock"
+    );
+
+    let released = Instant::now();
+    drop(held);
+    left_nothing(&holder, "the holder after dropping 10 000 guards").await;
+
+    let mut guards = Vec::with_capacity(N);
+    let mut last = released;
+    while let Some(done) = tokio::time::timeout(Duration::from_secs(110), waiters.join_next())
+        .await
+        .expect(
+            "every waiter acquires well within the locks' TTL: woken by its release, not by a \
+             TTL bound",
+        )
+    {
+        let (guard, at) = done.unwrap();
+        guards.push(guard.expect("acquired, not timed out"));
+        last = last.max(at);
+    }
+    assert_eq!(guards.len(), N);
+    let admin = Admin::connect(&server.url()).await;
+    let owned: u64 = admin
+        .redis
+        .exists(vec!["scale:w:0", "scale:w:4999", "scale:w:9999"])
+        .await
+        .unwrap();
+    assert_eq!(owned, 3, "the waiters hold the locks in Redis");
+    eprintln!(
+        "10 000 waiters acquired {:?} after the releases began",
+        last - released
+    );
+
+    drop(guards);
+    left_nothing(&waiting, "the waiting client after dropping 10 000 guards").await;
+    let keys: u64 = admin.redis.dbsize().await.unwrap();
+    let receipts_swept = common::eventually(Duration::from_secs(30), || async {
+        admin.redis.dbsize::<u64>().await.unwrap() == 0
+    })
+    .await;
+    assert!(
+        receipts_swept,
+        "locks or unlock receipts left in Redis ({keys} keys once released)"
+    );
+}
+
+/// One client holds fifty thousand locks with a 4 s watchdog timeout: after two more
+/// timeouts every key still exists (each was renewed at least twice: a key not renewed would
+/// be gone), no guard is lost, and the renewals went in batches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewals_of_fifty_thousand_holds_keep_every_key_alive() {
+    const N: usize = 50_000;
+    let timeout = Duration::from_secs(4);
+    let server = RedisServer::start();
+    let client = Client::connect(
+        &server.url(),
+        Config::default().lock_watchdog_timeout(timeout),
+    )
+    .await
+    .unwrap();
+    let held = hold(&client, "scale:r:", N, 16).await;
+    assert_eq!(client.stats().watchdog_holds, N);
+    let calls = client.stats().renewal_calls;
+    tokio::time::sleep(timeout * 2).await;
+
+    let admin = Admin::connect(&server.url()).await;
+    let names: Vec<String> = (0..N).map(|i| format!("scale:r:{i}")).collect();
+    let mut alive = 0u64;
+    for chunk in names.chunks(1000) {
+        alive += admin.redis.exists::<u64, _>(chunk.to_vec()).await.unwrap();
+    }
+    assert_eq!(alive, N as u64, "keys expired while held");
+    let lost = held.iter().filter(|g| g.is_lost()).count();
+    assert_eq!(lost, 0, "guards told their hold was lost");
+    let runs = (client.stats().renewal_calls - calls) as usize;
+    let batch = Config::default().get_lock_watchdog_batch_size();
+    assert!(
+        runs >= 2 * N.div_ceil(batch),
+        "at least two renewal runs of {} batched calls each, got {runs} calls",
+        N.div_ceil(batch)
+    );
+    drop(held);
+    left_nothing(&client, "after dropping 50 000 guards").await;
+}
