@@ -43,6 +43,7 @@ pub mod blocking;
 mod client;
 mod config;
 mod conn;
+mod engine;
 mod error;
 mod lock;
 mod observe;

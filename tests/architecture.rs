@@ -42,7 +42,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// `src/lock/acquire/hold.rs` → `lock::acquire::hold`; `mod.rs` and `lib.rs` name their folder.
+/// `src/lock/claim/calls.rs` → `lock::claim::calls`; `mod.rs` and `lib.rs` name their folder.
 fn module_of(rel: &str) -> ModPath {
     let rel = rel.trim_end_matches(".rs");
     let mut parts: Vec<String> = rel.split('/').map(str::to_owned).collect();

@@ -11,8 +11,8 @@
 //!   free, else answers busy with the lock's TTL; a release frees it and publishes the unlock
 //!   message to every process subscribed then; `NUMSUB` counts the subscribed processes; a
 //!   holder query (`HKEYS`) names the holding process.
-//! * **A crate process** does what `line.rs`, `lock/acquire/sleep.rs` (`wait_in_line`) and
-//!   `lock/acquire/claim.rs` (`release`) do, in the same order: an owner attempts first unless
+//! * **A crate process** does what `line.rs`, `engine/sleep.rs` (`wait_in_line`) and
+//!   `lock/claim/calls.rs` (`release`) do, in the same order: an owner attempts first unless
 //!   the line has waiters, else joins the line; the head subscribes (one subscription per line,
 //!   dropped when the line has no waiter), asks the policy ([`HandOff::next`]) and attempts,
 //!   waits or defers; a release asks the policy (`releasing`), sends `NUMSUB` with it when

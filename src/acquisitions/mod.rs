@@ -1,7 +1,7 @@
 //! What a client keeps of its own acquisitions, below the client and above the services: the
 //! owner ledger ([`ledger`]), the releases handed to the background ([`pending`]), the local
 //! wait lines ([`line`](mod@line)) and their hand-off policy ([`handoff`]). Nothing here sends a
-//! command: holds and the engine (`lock::acquire`) act, and tell this state what happened.
+//! command: holds and the engine (`crate::engine`) act, and tell this state what happened.
 
 #[cfg(test)]
 mod fleet;

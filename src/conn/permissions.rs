@@ -81,7 +81,7 @@ impl Permissions {
 
     /// Fails with [`Error::PermissionDenied`] when the server said the user may not run a
     /// command that `need` requires; `lock` names the lock in the message.
-    pub(crate) fn check(&self, need: Need, lock: &str) -> crate::Result<()> {
+    pub(crate) fn check(&self, need: Need, lock: &str) -> crate::error::Result<()> {
         match self.refused.iter().find(|(n, _, _)| *n == need) {
             None => Ok(()),
             Some((_, command, sentence)) => Err(Error::PermissionDenied(

@@ -12,14 +12,14 @@ use std::{
 };
 
 use super::{
-    acquire::{claim::Claim, engine, waiter::Wait},
+    claim::Claim,
     guard::{Guard, Held},
     protocol::{decode_flag, every_key, Kind, Protocol, Query, Sleep, UnlockOutcome},
 };
 use crate::{
     client::Client,
+    engine::{self, Observed, Wait},
     error::{Error, Result},
-    observe::Acquisition,
     service::watchdog::HoldKey,
     types::millis::{clamp_millis, lease_millis},
     types::owner::Owner,
@@ -200,15 +200,13 @@ impl Handle {
             queue_ms,
             ..self.hold(owner, lease_ms)
         };
-        let acquired = Acquisition::watch(
-            self.kind,
-            self.raw_name(),
-            &claim.field,
+        let seen = Observed {
+            kind: self.kind,
+            owner: &claim.field,
             wait,
             lease,
-            engine::acquire(&claim, Wait::at_most(wait)),
-        )
-        .await;
+        };
+        let acquired = engine::acquire(&claim, Wait::at_most(wait), seen).await;
         Ok(acquired?.map(|a| {
             if lease.is_some() {
                 self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);

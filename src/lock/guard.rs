@@ -5,7 +5,7 @@ use std::{marker::PhantomData, sync::Arc, time::Duration};
 use tokio::time::Instant;
 
 use super::{
-    acquire::{attempt::Acquired, claim::Claim},
+    claim::{Acquired, Claim},
     protocol::{AnyKind, Kind, Release, UnlockOutcome},
 };
 use crate::{

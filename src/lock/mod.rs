@@ -6,16 +6,16 @@
 //!   `non_reentrant`, `non_reentrant_fair`, `group`): its
 //!   protocol, its marker type and its kind-specific methods; the spin lock's back-off
 //!   schedules beside it (`backoff`).
-//! * [`acquire`]: the acquisition: one owner's hold of one lock and the calls made with it
-//!   (`hold`), the one acquire engine (`engine`). The per-client acquisition state they act on
-//!   (owner ledger, pending releases, the local wait lines) is a room of its own below the
-//!   client (`acquisitions`).
+//! * [`claim`]: the lock's waiter, one owner's claim to one lock with every call made for a
+//!   hold it has and its attempts, run by the one engine (`crate::engine`). The per-client
+//!   acquisition state they act on (owner ledger, pending releases, the local wait lines) is a
+//!   room of its own below the client (`acquisitions`).
 //! * [`front`]: the generic front end [`Lock<K>`](front::Lock); [`guard`]:
 //!   [`Guard<K>`](guard::Guard); `run`: `Lock::run` and friends.
 //! * `multi`: MultiLock and RedLock over type-erased parts.
 //! * `events`: a lock's deleted/expired keyspace events ([`Lock::events`](front::Lock::events)).
 
-pub(crate) mod acquire;
+pub(crate) mod claim;
 mod events;
 pub(crate) mod front;
 pub(crate) mod guard;

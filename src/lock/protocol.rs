@@ -8,6 +8,7 @@ use fred::types::Value;
 
 use crate::{
     conn::{core::unexpected, scripts::ScriptCall},
+    engine::AnySchedule,
     error::{Error, Result},
     service::watchdog::RenewalShape,
     types::line::WaitLine,
@@ -167,26 +168,7 @@ pub(crate) enum Sleep {
         prefix: String,
     },
     /// Sleep the steps of a back-off schedule (no pub/sub at all).
-    BackOff(Steps),
-}
-
-/// A back-off schedule as the engine sleeps it: the next step, again and again. The spin
-/// lock's [`BackOff`](crate::BackOff) (beside it in `kinds/`) is the schedule a kind gives;
-/// the engine knows only this.
-pub(crate) trait Schedule: std::fmt::Debug + Send + Sync + 'static {
-    /// The next sleep.
-    fn next_delay(&mut self) -> Duration;
-    /// A copy of the schedule as it stands.
-    fn boxed(&self) -> Steps;
-}
-
-/// A back-off schedule of any kind.
-pub(crate) type Steps = Box<dyn Schedule>;
-
-impl Clone for Steps {
-    fn clone(&self) -> Self {
-        self.boxed()
-    }
+    BackOff(AnySchedule),
 }
 
 impl Sleep {

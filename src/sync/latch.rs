@@ -9,11 +9,8 @@ use super::call::flag;
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
+    engine::{self, Observed, SleepOn, Step, Wait, Waiter, Won},
     error::{Error, Result},
-    lock::acquire::{
-        engine,
-        waiter::{SleepOn, Step, Wait, Waiter, Won},
-    },
     service::pubsub::Reading,
     types::names,
 };
@@ -176,26 +173,16 @@ impl CountDownLatch {
     }
 
     async fn wait_until(&self, wait: Wait) -> Result<bool> {
-        let outcome = crate::observe::Acquisition::watch(
-            "count_down_latch",
-            &self.name,
-            "",
-            wait.remaining(),
-            None,
-            async {
-                match engine::acquire(&Opening(self), wait).await? {
-                    Some(open) => {
-                        open.take();
-                        Ok(Some(()))
-                    }
-                    None if wait == Wait::Once => Ok(None),
-                    // The last look at the deadline, as Redisson's.
-                    None => Ok((self.count().await? == 0).then_some(())),
-                }
-            },
-        )
-        .await;
-        outcome.map(|o| o.is_some())
+        let seen = Observed {
+            kind: "count_down_latch",
+            owner: "",
+            wait: wait.remaining(),
+            lease: None,
+        };
+        Ok(engine::acquire(&Opening(self), wait, seen)
+            .await?
+            .map(Won::take)
+            .is_some())
     }
 }
 
@@ -208,6 +195,8 @@ impl Waiter for Opening<'_> {
     type Won = ();
     /// Nothing to replicate: a read.
     const RETRIES_UNREPLICATED_ONCE: bool = true;
+    /// The last look at the count at the deadline, as Redisson's.
+    const LOOKS_AGAIN_AT_DEADLINE: bool = true;
 
     fn client(&self) -> &Client {
         &self.0.client

@@ -5,7 +5,7 @@
 //!
 //! They run on the lock family's machinery: every call is a [`ScriptCall`] run by the core,
 //! and every acquisition or wait is a waiter of the one acquire engine
-//! (`lock::acquire::engine`: a semaphore's taking of permits, a permit's taking, a latch's look
+//! (`crate::engine`: a semaphore's taking of permits, a permit's taking, a latch's look
 //! at its count), which joins the client's one subscription of the object's channel (read as
 //! the object's messages mean, [`Reading`]) and runs the same wait, retry, undo and cancel
 //! shell as a lock's claim. Acquisitions Redisson syncs to a replica run through the same

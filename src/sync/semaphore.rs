@@ -9,11 +9,8 @@ use super::call::{flag, integer, run_synced, run_taking};
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
+    engine::{self, detach, Observed, Orphan, SleepOn, Step, Wait, Waiter, Won},
     error::{Error, Result},
-    lock::acquire::{
-        engine,
-        waiter::{detach, Orphan, SleepOn, Step, Wait, Waiter, Won},
-    },
     service::pubsub::Reading,
     types::names,
 };
@@ -171,16 +168,16 @@ impl Semaphore {
             semaphore: self,
             permits,
         };
-        let outcome = crate::observe::Acquisition::watch(
-            OBJECT,
-            &self.name,
-            "",
-            wait.remaining(),
-            None,
-            engine::acquire(&take, wait),
-        )
-        .await;
-        Ok(outcome?.map(Won::take).is_some())
+        let seen = Observed {
+            kind: OBJECT,
+            owner: "",
+            wait: wait.remaining(),
+            lease: None,
+        };
+        Ok(engine::acquire(&take, wait, seen)
+            .await?
+            .map(Won::take)
+            .is_some())
     }
 
     /// SEM-REL without the replica sync (an undo).

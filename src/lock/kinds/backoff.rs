@@ -83,12 +83,12 @@ impl BackOff {
     }
 }
 
-impl crate::lock::protocol::Schedule for BackOff {
+impl crate::engine::Schedule for BackOff {
     fn next_delay(&mut self) -> Duration {
         BackOff::next_delay(self)
     }
 
-    fn boxed(&self) -> crate::lock::protocol::Steps {
+    fn boxed(&self) -> crate::engine::AnySchedule {
         Box::new(self.clone())
     }
 }

@@ -102,7 +102,8 @@ const BASE_WAIT_PER_PART: Duration = Duration::from_millis(1500);
 /// `true` for a wait that means "without limit": one that overflows the clock or exceeds
 /// [`MAX_MILLIS`](crate::MAX_MILLIS) (`Duration::MAX` is the usual spelling).
 fn is_unbounded(wait: Duration) -> bool {
-    wait.as_millis() > u128::from(crate::MAX_MILLIS) || Instant::now().checked_add(wait).is_none()
+    wait.as_millis() > u128::from(crate::types::millis::MAX_MILLIS)
+        || Instant::now().checked_add(wait).is_none()
 }
 
 impl MultiLock {

@@ -131,7 +131,7 @@ pub(crate) fn decode_acquire(reply: &Value, id: PermitId, now: i64, name: &str) 
     // At least 1 ms: an expired permit left in the set is given back by the next attempt.
     let wait_ms = (expires - now as f64)
         .max(1.0)
-        .min(crate::MAX_MILLIS as f64);
+        .min(crate::types::millis::MAX_MILLIS as f64);
     Ok(Reply::Busy(Some(Duration::from_millis(wait_ms as u64))))
 }
 

@@ -14,11 +14,8 @@ use super::{
 };
 use crate::{
     client::Client,
+    engine::{self, detach, Observed, Orphan, SleepOn, Step, Wait, Waiter, Won},
     error::{Error, Result},
-    lock::acquire::{
-        engine,
-        waiter::{detach, Orphan, SleepOn, Step, Wait, Waiter, Won},
-    },
     service::pubsub::Reading,
     sync::call::run_taking,
     types::{clock::epoch_ms, permit::PermitId},
@@ -119,16 +116,13 @@ impl PermitExpirableSemaphore {
             semaphore: self,
             lease_ms,
         };
-        let outcome = crate::observe::Acquisition::watch(
-            OBJECT,
-            &self.name,
-            "",
-            wait.remaining(),
+        let seen = Observed {
+            kind: OBJECT,
+            owner: "",
+            wait: wait.remaining(),
             lease,
-            engine::acquire(&take, wait),
-        )
-        .await;
-        Ok(outcome?.map(|won| {
+        };
+        Ok(engine::acquire(&take, wait, seen).await?.map(|won| {
             let taken = won.take();
             let watch = PermitWatch::start(
                 &self.client,

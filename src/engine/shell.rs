@@ -43,10 +43,40 @@ use crate::{
 /// delay).
 pub(crate) const OUTAGE_PAUSE: Duration = Duration::from_millis(50);
 
+/// What an acquisition's observation names besides the waiter's own name: the object kind
+/// (a lock kind's name, `semaphore`...), the owner field (empty for a synchronizer), the wait
+/// and the lease the caller asked for.
+pub(crate) struct Observed<'a> {
+    pub(crate) kind: &'static str,
+    pub(crate) owner: &'a str,
+    pub(crate) wait: Option<Duration>,
+    pub(crate) lease: Option<Duration>,
+}
+
+/// The engine's entry: runs `waiter` for a caller that waits `wait` (see [`run`]), observed
+/// from its start to its outcome (`observe::Acquisition`: the span, the waiter gauges, the
+/// outcome's counters and timing; dropped before it ends, counted as cancelled). The
+/// observation wraps the run in place, so a waiting acquisition's future is its own size,
+/// once.
+pub(crate) fn acquire<'a, W: Waiter>(
+    waiter: &'a W,
+    wait: Wait,
+    seen: Observed<'a>,
+) -> impl std::future::Future<Output = Result<Option<Won<W::Won>>>> + 'a {
+    crate::observe::Acquisition::watch(
+        seen.kind,
+        waiter.name(),
+        seen.owner,
+        seen.wait,
+        seen.lease,
+        run(waiter, wait),
+    )
+}
+
 /// Runs `waiter` for a caller that waits `wait`: one attempt ([`Wait::Once`]), or a wait until
 /// done or the deadline, after which a waiter's give-up clean-up runs (see [`GiveUp`]).
 /// `Ok(None)`: busy, or the deadline passed.
-pub(crate) async fn acquire<W: Waiter>(waiter: &W, wait: Wait) -> Result<Option<Won<W::Won>>> {
+async fn run<W: Waiter>(waiter: &W, wait: Wait) -> Result<Option<Won<W::Won>>> {
     match wait {
         Wait::Once => {
             let step = if W::RETRIES_UNREPLICATED_ONCE {
@@ -63,7 +93,16 @@ pub(crate) async fn acquire<W: Waiter>(waiter: &W, wait: Wait) -> Result<Option<
             let give_up = GiveUp::arm(waiter);
             let outcome = wait_until(waiter, deadline).await;
             give_up.settle(matches!(outcome, Ok(Some(_)))).await;
-            outcome
+            match outcome {
+                // A single try: the wait is over, nothing may queue.
+                Ok(None) if W::LOOKS_AGAIN_AT_DEADLINE => {
+                    Ok(match attempt(waiter, Wait::Once).await? {
+                        Step::Done(won) => Some(won),
+                        Step::Busy { .. } => None,
+                    })
+                }
+                outcome => outcome,
+            }
         }
     }
 }
@@ -253,11 +292,7 @@ mod tests {
     };
 
     use super::*;
-    use crate::{
-        client::Client,
-        config::Config,
-        lock::{acquire::waiter::Orphan, kinds::backoff::BackOff},
-    };
+    use crate::{client::Client, config::Config, engine::Orphan, lock::kinds::backoff::BackOff};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -283,7 +318,7 @@ mod tests {
     /// A waiter that sleeps back-off steps of 10 ms, with scripted attempt replies (then busy),
     /// recording when each attempt ran and counting its give-ups (`ONCE`: whether a single try
     /// is retried while unreplicated, a synchronizer's rule).
-    struct Scripted<const ONCE: bool = false> {
+    struct Scripted<const ONCE: bool = false, const LOOK: bool = false> {
         config: Config,
         replies: Mutex<Vec<Reply>>,
         attempts: Mutex<Vec<(Duration, Wait)>>,
@@ -294,7 +329,7 @@ mod tests {
         start: Instant,
     }
 
-    impl<const ONCE: bool> Scripted<ONCE> {
+    impl<const ONCE: bool, const LOOK: bool> Scripted<ONCE, LOOK> {
         fn new(replies: &[Reply], repeatable: bool) -> Self {
             let config = Config::default().retry_attempts(3).retry_delay(100 * MS);
             Self {
@@ -314,9 +349,10 @@ mod tests {
         }
     }
 
-    impl<const ONCE: bool> Waiter for Scripted<ONCE> {
+    impl<const ONCE: bool, const LOOK: bool> Waiter for Scripted<ONCE, LOOK> {
         type Won = Undo;
         const RETRIES_UNREPLICATED_ONCE: bool = ONCE;
+        const LOOKS_AGAIN_AT_DEADLINE: bool = LOOK;
 
         fn client(&self) -> &Client {
             unreachable!("a back-off waiter needs no client")
@@ -378,7 +414,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_single_try_is_one_attempt_and_no_give_up() {
         let w = scripted(&[Reply::Busy], true);
-        assert!(acquire(&w, Wait::Once).await.unwrap().is_none());
+        assert!(run(&w, Wait::Once).await.unwrap().is_none());
         assert_eq!(
             *w.attempts.lock().unwrap(),
             vec![(Duration::ZERO, Wait::Once)]
@@ -386,7 +422,7 @@ mod tests {
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
         // A lock's single try is not retried when unreplicated: its caller decides.
         let w = scripted(&[Reply::Unreplicated, Reply::Done], true);
-        let got = acquire(&w, Wait::Once).await;
+        let got = run(&w, Wait::Once).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
         assert_eq!(w.times().len(), 1);
     }
@@ -394,11 +430,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_wait_attempts_sleeps_and_gives_up_only_when_it_ends_without_success() {
         let w = scripted(&[Reply::Busy, Reply::Busy, Reply::Done], true);
-        assert!(acquire(&w, until(1_000)).await.unwrap().is_some());
+        assert!(run(&w, until(1_000)).await.unwrap().is_some());
         assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS, 20 * MS]);
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 0);
         let w = scripted(&[], true);
-        assert!(acquire(&w, until(25)).await.unwrap().is_none());
+        assert!(run(&w, until(25)).await.unwrap().is_none());
         assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS, 20 * MS, 25 * MS]);
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 1, "gave up once");
     }
@@ -406,7 +442,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_repeatable_attempt_lost_starts_the_wait_again_after_a_growing_pause() {
         let w = scripted(&[Reply::Lost, Reply::Lost, Reply::Done], true);
-        assert!(acquire(&w, until(1_000)).await.unwrap().is_some());
+        assert!(run(&w, until(1_000)).await.unwrap().is_some());
         assert_eq!(
             w.times(),
             vec![Duration::ZERO, OUTAGE_PAUSE, 3 * OUTAGE_PAUSE],
@@ -414,7 +450,7 @@ mod tests {
         );
         // Still failing at the deadline: the last error.
         let w = scripted(&[Reply::Lost; 20], true);
-        let got = acquire(&w, until(120)).await;
+        let got = run(&w, until(120)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
         assert_eq!(w.times(), vec![Duration::ZERO, 50 * MS, 120 * MS]);
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 1);
@@ -423,12 +459,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_that_cannot_be_repeated_ends_the_wait_with_its_error() {
         let w = scripted(&[Reply::Busy, Reply::Lost, Reply::Done], false);
-        let got = acquire(&w, until(1_000)).await;
+        let got = run(&w, until(1_000)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
         assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS], "not tried again");
         // Other errors end any wait at once.
         let w = scripted(&[Reply::Refused, Reply::Done], true);
-        let got = acquire(&w, until(1_000)).await;
+        let got = run(&w, until(1_000)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::InvalidArgument);
         assert_eq!(w.times().len(), 1);
     }
@@ -440,18 +476,18 @@ mod tests {
             &[Reply::Unreplicated, Reply::Unreplicated, Reply::Done],
             false,
         );
-        assert!(acquire(&w, until(10_000)).await.unwrap().is_some());
+        assert!(run(&w, until(10_000)).await.unwrap().is_some());
         assert_eq!(w.times(), vec![Duration::ZERO, 100 * MS, 200 * MS]);
         // The retries run out (3 in a row): the error ends the wait, even for a repeatable
         // waiter.
         let w = scripted(&[Reply::Unreplicated; 10], true);
-        let got = acquire(&w, until(10_000)).await;
+        let got = run(&w, until(10_000)).await;
         assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
         assert_eq!(w.times().len(), 4);
         // No retry whose delay would end past the deadline.
         let w = scripted(&[Reply::Unreplicated; 10], true);
         let start = Instant::now();
-        let got = acquire(&w, until(150)).await;
+        let got = run(&w, until(150)).await;
         assert!(got.is_err());
         assert_eq!(
             start.elapsed(),
@@ -471,7 +507,7 @@ mod tests {
             ],
             false,
         );
-        assert!(acquire(&w, until(10_000)).await.unwrap().is_some());
+        assert!(run(&w, until(10_000)).await.unwrap().is_some());
         assert_eq!(w.times().len(), 7);
     }
 
@@ -481,14 +517,14 @@ mod tests {
             &[Reply::Unreplicated, Reply::Unreplicated, Reply::Done],
             false,
         );
-        assert!(acquire(&w, Wait::Once).await.unwrap().is_some());
+        assert!(run(&w, Wait::Once).await.unwrap().is_some());
         assert_eq!(w.times(), vec![Duration::ZERO, 100 * MS, 200 * MS]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_wait_gives_up_in_the_background_and_leaves_no_success() {
         let w = scripted(&[], true);
-        let wait = acquire(&w, Wait::Until(None));
+        let wait = run(&w, Wait::Until(None));
         let _ = tokio::time::timeout(35 * MS, wait).await;
         assert_eq!(
             w.in_background.load(Ordering::SeqCst),
@@ -499,9 +535,9 @@ mod tests {
         // A success the caller never took (dropped with the engine's answer) is undone; a
         // taken one is not.
         let w = scripted(&[Reply::Done, Reply::Done], true);
-        drop(acquire(&w, Wait::Once).await.unwrap());
+        drop(run(&w, Wait::Once).await.unwrap());
         assert_eq!(w.undone.load(Ordering::SeqCst), 1);
-        let _taken = acquire(&w, Wait::Once).await.unwrap().unwrap().take();
+        let _taken = run(&w, Wait::Once).await.unwrap().unwrap().take();
         assert_eq!(w.undone.load(Ordering::SeqCst), 1);
     }
 
@@ -565,7 +601,7 @@ mod tests {
         let start = Instant::now();
         let outcomes = futures::future::join_all(crowd.iter().enumerate().map(|(i, w)| {
             let wait = if i % 2 == 0 { Wait::Once } else { until(1_000) };
-            acquire(w, wait)
+            run(w, wait)
         }))
         .await;
         assert!(outcomes.iter().all(|o| matches!(o, Ok(Some(_)))));
@@ -576,5 +612,30 @@ mod tests {
         );
         assert_eq!(start.elapsed(), 40 * MS, "four rounds of 10 ms");
         assert_eq!(turns.available_permits(), 3, "every turn given back");
+    }
+
+    /// A waiter that looks again at its deadline (the latch) makes one more attempt when the
+    /// wait ends busy, and wins with it; one that does not says busy.
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_that_looks_again_at_the_deadline_makes_one_more_attempt() {
+        use Reply::*;
+        // Busy until the wait is over (its attempts at 0, 10 and 20 ms, and at the deadline),
+        // then free.
+        let replies = [Busy, Busy, Busy, Busy, Done];
+        let plain = Scripted::<false, false>::new(&replies, true);
+        assert!(run(&plain, until(25)).await.unwrap().is_none());
+        let waited = plain.times();
+        assert_eq!(*waited.last().unwrap(), 25 * MS, "{waited:?}");
+        let looks = Scripted::<false, true>::new(&replies, true);
+        assert!(run(&looks, until(25)).await.unwrap().is_some());
+        let times = looks.times();
+        assert_eq!(times.len(), waited.len() + 1, "{times:?}");
+        assert_eq!(
+            *times.last().unwrap(),
+            25 * MS,
+            "the last look is at the deadline"
+        );
+        let last = looks.attempts.lock().unwrap().last().unwrap().1;
+        assert_eq!(last, Wait::Once, "the last look is a single try");
     }
 }

@@ -34,7 +34,6 @@ use crate::{
     client::Client,
     config::Config,
     error::{Error, Result},
-    lock::protocol::Steps,
     service::pubsub::Reading,
     types::line::WaitLine,
 };
@@ -105,7 +104,7 @@ pub(crate) enum SleepOn {
     /// `v`, latch `0`).
     Channel { channel: String, reading: Reading },
     /// The steps of a back-off schedule (no pub/sub at all).
-    BackOff(Steps),
+    BackOff(AnySchedule),
 }
 
 /// What an orphaned success leaves behind, and how it is undone: a success whose caller went
@@ -165,6 +164,9 @@ pub(crate) trait Waiter: Sync {
     /// tried again, as a waiter's attempts are: a synchronizer's is (Redisson retries the
     /// command), a lock's single try is not (its caller decides).
     const RETRIES_UNREPLICATED_ONCE: bool;
+    /// Whether a wait that reached its deadline busy makes one more attempt before it says so
+    /// (the latch's last look at its count, as Redisson's `await(timeout)` does).
+    const LOOKS_AGAIN_AT_DEADLINE: bool = false;
 
     /// The client the waiter acts through.
     fn client(&self) -> &Client;
@@ -323,6 +325,25 @@ where
         mark: Some(mark),
     };
     std::future::poll_fn(|cx| stretch.poll_work(cx)).await
+}
+
+/// A back-off schedule as the engine sleeps it: the next step, again and again. The spin
+/// lock's [`BackOff`](crate::BackOff) (beside it in `kinds/`) is the schedule a kind gives;
+/// the engine knows only this.
+pub(crate) trait Schedule: std::fmt::Debug + Send + Sync + 'static {
+    /// The next sleep.
+    fn next_delay(&mut self) -> Duration;
+    /// A copy of the schedule as it stands.
+    fn boxed(&self) -> AnySchedule;
+}
+
+/// A back-off schedule of any kind.
+pub(crate) type AnySchedule = Box<dyn Schedule>;
+
+impl Clone for AnySchedule {
+    fn clone(&self) -> Self {
+        self.boxed()
+    }
 }
 
 #[cfg(test)]

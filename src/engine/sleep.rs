@@ -15,11 +15,10 @@ use std::{future::Future, time::Duration};
 
 use tokio::time::Instant;
 
-use super::waiter::{left, Step, Waiter, Won};
+use super::waiter::{left, AnySchedule, Step, Waiter, Won};
 use crate::{
     acquisitions::line::{Plan, Ticket},
     error::Error,
-    lock::protocol::Steps,
     service::pubsub,
 };
 
@@ -98,7 +97,7 @@ where
 /// repeat until done or out of time.
 pub(crate) async fn wait_with_backoff<T, E, F, Fut>(
     mut attempt: F,
-    mut backoff: Steps,
+    mut backoff: AnySchedule,
     deadline: Option<Instant>,
 ) -> Result<Option<T>, E>
 where

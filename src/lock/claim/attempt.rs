@@ -31,10 +31,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{
-    claim::Claim,
-    waiter::{detach, Abandoned, Orphan, SleepOn, Step, Wait, Waiter, Won},
-};
+use super::calls::Claim;
+use crate::engine::{detach, Abandoned, Orphan, SleepOn, Step, Wait, Waiter, Won};
 use crate::lock::protocol::{
     decode_acquire, Acquire, AcquireReply, AcquireRequest, Attempt, Release, Sleep,
 };
