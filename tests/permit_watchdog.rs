@@ -163,6 +163,15 @@ async fn a_permit_released_by_its_id_elsewhere_is_lost_at_the_next_renewal() {
     let stays = sem.acquire(None).await.unwrap();
     let permit = sem.acquire(None).await.unwrap();
     let acquired = Instant::now();
+    // The permit's owned view (issue 41), e.g. for a task the holder spawns.
+    let watch = permit.watch();
+    assert_eq!(watch.lock_name(), "pw:released");
+    assert_eq!(watch.token(), None);
+    assert!(watch.assert_locked().is_ok());
+    let watching = tokio::spawn(async move {
+        watch.lost().await;
+        watch
+    });
 
     // A Java service (any client) releases the permit by its id.
     assert!(other
@@ -173,6 +182,13 @@ async fn a_permit_released_by_its_id_elsewhere_is_lost_at_the_next_renewal() {
     timeout(T, permit.lost()).await.unwrap();
     let lost_after = acquired.elapsed();
     assert_eq!(permit.state(), HoldState::Lost);
+    let watch = timeout(T, watching).await.unwrap().unwrap();
+    assert_eq!(
+        watch.state(),
+        HoldState::Lost,
+        "the view follows the permit"
+    );
+    assert!(watch.assert_locked().is_err());
     assert!(
         lost_after < Duration::from_millis(2500),
         "told by the renewal (every second), not by the deadline (3 s): {lost_after:?}"

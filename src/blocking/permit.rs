@@ -165,10 +165,11 @@ impl PermitGuard {
         self.get().valid_until()
     }
 
-    /// An owned view of the permit's state ([`HoldWatch::assert_locked`](crate::HoldWatch::assert_locked)
-    /// before a side effect; its `lock_name` is the semaphore's).
+    /// An owned view of the permit's state (as [`crate::PermitGuard::watch`]:
+    /// [`HoldWatch::assert_locked`](crate::HoldWatch::assert_locked) before a side effect; its
+    /// `lock_name` is the semaphore's).
     pub fn watch(&self) -> crate::HoldWatch {
-        crate::recipes::watch::HoldWatch::of_permit(self.get())
+        self.get().watch()
     }
 
     /// Releases the permit (as [`crate::PermitGuard::release`]).
