@@ -35,6 +35,9 @@ pub struct PermitExpirableSemaphore {
     rt: Arc<Rt>,
 }
 
+/// Redisson's name for the blocking [`PermitExpirableSemaphore`].
+pub type RPermitExpirableSemaphore = PermitExpirableSemaphore;
+
 impl PermitExpirableSemaphore {
     /// The raw name in Redis.
     pub fn name(&self) -> &str {
