@@ -374,4 +374,13 @@ fn the_blocking_permit_guard_is_renewed_and_tells_its_state() {
     assert!(!permit.release().unwrap());
     assert!(stays.release().unwrap());
     assert_eq!(theirs.available_permits().unwrap(), 2);
+    // The rest of the async handle's methods (issue 41).
+    assert!(sem.is_watchdog());
+    assert!(!sem.clone().without_watchdog().is_watchdog());
+    assert_eq!(sem.timeouts_key(), "{pw:blocking}:timeout");
+    sem.add_permits(-1).unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    assert!(sem.delete().unwrap());
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    assert!(!sem.delete().unwrap(), "nothing left");
 }

@@ -53,6 +53,18 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// `true` when permits this handle acquires without a lease are renewed by the watchdog
+    /// (as [`crate::PermitExpirableSemaphore::is_watchdog`]).
+    pub fn is_watchdog(&self) -> bool {
+        self.inner.is_watchdog()
+    }
+
+    /// The sorted set of acquired permits: `{N}:timeout` (as
+    /// [`crate::PermitExpirableSemaphore::timeouts_key`]).
+    pub fn timeouts_key(&self) -> &str {
+        self.inner.timeouts_key()
+    }
+
     fn wrap(&self, guard: crate::PermitGuard) -> PermitGuard {
         PermitGuard {
             inner: Some(guard),
@@ -66,6 +78,23 @@ impl PermitExpirableSemaphore {
     /// As the async form.
     pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
         self.rt.block_on(self.inner.try_set_permits(permits))
+    }
+
+    /// Adds (or, when negative, removes) permits (as
+    /// [`crate::PermitExpirableSemaphore::add_permits`]).
+    ///
+    /// # Errors
+    /// As the async form.
+    pub fn add_permits(&self, permits: i64) -> Result<()> {
+        self.rt.block_on(self.inner.add_permits(permits))
+    }
+
+    /// Deletes the semaphore's keys (as [`crate::PermitExpirableSemaphore::delete`]).
+    ///
+    /// # Errors
+    /// As the async form.
+    pub fn delete(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.delete())
     }
 
     /// As [`crate::PermitExpirableSemaphore::available_permits`].
