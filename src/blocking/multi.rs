@@ -20,7 +20,7 @@ fn split(parts: Vec<LockPart>) -> (Vec<crate::LockPart>, Option<Arc<Rt>>) {
 /// Several blocking locks taken as one: all parts or none (see [`crate::MultiLock`]). The
 /// owner of every part is the calling thread, as for a blocking [`Lock`](super::Lock): two
 /// threads sharing one `MultiLock` exclude each other, and a thread that holds a part through
-/// its own lock handle re-enters it. `Send + Sync`.
+/// its own lock handle re-enters it (a reentrant part). `Send + Sync`.
 ///
 /// ```no_run
 /// # fn demo(a: redisson_lock::blocking::Client, b: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
