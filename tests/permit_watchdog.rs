@@ -163,6 +163,15 @@ async fn a_permit_released_by_its_id_elsewhere_is_lost_at_the_next_renewal() {
     let stays = sem.acquire(None).await.unwrap();
     let permit = sem.acquire(None).await.unwrap();
     let acquired = Instant::now();
+    // The permit's owned view (issue 41), e.g. for a task the holder spawns.
+    let watch = permit.watch();
+    assert_eq!(watch.lock_name(), "pw:released");
+    assert_eq!(watch.token(), None);
+    assert!(watch.assert_locked().is_ok());
+    let watching = tokio::spawn(async move {
+        watch.lost().await;
+        watch
+    });
 
     // A Java service (any client) releases the permit by its id.
     assert!(other
@@ -173,6 +182,13 @@ async fn a_permit_released_by_its_id_elsewhere_is_lost_at_the_next_renewal() {
     timeout(T, permit.lost()).await.unwrap();
     let lost_after = acquired.elapsed();
     assert_eq!(permit.state(), HoldState::Lost);
+    let watch = timeout(T, watching).await.unwrap().unwrap();
+    assert_eq!(
+        watch.state(),
+        HoldState::Lost,
+        "the view follows the permit"
+    );
+    assert!(watch.assert_locked().is_err());
     assert!(
         lost_after < Duration::from_millis(2500),
         "told by the renewal (every second), not by the deadline (3 s): {lost_after:?}"
@@ -358,4 +374,13 @@ fn the_blocking_permit_guard_is_renewed_and_tells_its_state() {
     assert!(!permit.release().unwrap());
     assert!(stays.release().unwrap());
     assert_eq!(theirs.available_permits().unwrap(), 2);
+    // The rest of the async handle's methods (issue 41).
+    assert!(sem.is_watchdog());
+    assert!(!sem.clone().without_watchdog().is_watchdog());
+    assert_eq!(sem.timeouts_key(), "{pw:blocking}:timeout");
+    sem.add_permits(-1).unwrap();
+    assert_eq!(sem.available_permits().unwrap(), 1);
+    assert!(sem.delete().unwrap());
+    assert_eq!(sem.available_permits().unwrap(), 0);
+    assert!(!sem.delete().unwrap(), "nothing left");
 }

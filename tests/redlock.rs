@@ -660,3 +660,197 @@ async fn a_redlock_is_in_doubt_when_a_quorum_is_no_longer_confirmed() {
         g.state()
     );
 }
+
+/// Polls `cond` until it holds or `bound` passes (the blocking tests run on plain threads).
+fn eventually_sync(bound: Duration, cond: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < bound {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
+/// The blocking MultiLock (issue 41): every part is held by the calling thread (whatever
+/// thread built the multi-lock), which re-enters a part through its own lock handle; another
+/// thread sharing the same MultiLock is another owner, so it cannot take it until the holder
+/// unlocks, then does, as itself. A dropped guard releases every part.
+#[test]
+fn blocking_multilock_is_owned_by_the_calling_thread() {
+    use redisson_lock::{blocking, Owner};
+    let s = RedisServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let admin = rt.block_on(Admin::connect(&s.url()));
+    let hash = |key: &str| rt.block_on(admin.hgetall(key));
+    let client = blocking::Client::connect(&s.url(), Config::default()).unwrap();
+    let field = |owner: Owner| format!("{}:{}", client.id(), owner.id());
+    let multi = Arc::new(
+        blocking::MultiLock::new(vec![
+            client.get_lock("bm:a").into(),
+            client.get_fair_lock("bm:b").into(),
+        ])
+        .unwrap(),
+    );
+    assert!(matches!(
+        blocking::MultiLock::new(Vec::new()),
+        Err(redisson_lock::Error::InvalidArgument(_))
+    ));
+
+    let guard = multi.lock().unwrap();
+    let me = Owner::current_thread();
+    assert_eq!(guard.state(), redisson_lock::HoldState::Held);
+    assert!(!guard.is_lost());
+    assert_eq!(guard.parts().len(), 2);
+    assert!(guard.parts().iter().all(|p| p.owner() == me));
+    for key in ["bm:a", "bm:b"] {
+        let h = hash(key);
+        assert_eq!(h.len(), 1, "{key}: {h:?}");
+        assert_eq!(h.get(&field(me)).map(String::as_str), Some("1"), "{key}");
+    }
+    assert!(multi.is_held_by_current_thread().unwrap());
+    // The same thread through its own handle of a part: the same owner, it re-enters.
+    let a = client.get_lock("bm:a");
+    assert!(a.is_held_by_current_thread().unwrap());
+    a.try_lock().unwrap().expect("re-entered").unlock().unwrap();
+
+    // Another thread is another owner: excluded while held, then it takes every part.
+    let (started, waiting) = std::sync::mpsc::channel();
+    let other = {
+        let multi = multi.clone();
+        std::thread::spawn(move || {
+            let them = Owner::current_thread();
+            assert!(!multi.is_held_by_current_thread().unwrap());
+            assert!(multi.try_lock().unwrap().is_none(), "excluded while held");
+            started.send(()).unwrap();
+            let g = multi
+                .try_lock_for(Duration::from_secs(20))
+                .unwrap()
+                .expect("acquired after the release");
+            assert!(g.parts().iter().all(|p| p.owner() == them));
+            assert!(multi.is_held_by_current_thread().unwrap());
+            (them, g)
+        })
+    };
+    waiting.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(hash("bm:a").get(&field(me)).map(String::as_str), Some("1"));
+    guard.unlock().unwrap();
+    let (them, theirs) = other.join().unwrap();
+    assert_ne!(them, me);
+    for key in ["bm:a", "bm:b"] {
+        let h = hash(key);
+        assert_eq!(h.len(), 1, "{key}: {h:?}");
+        assert_eq!(h.get(&field(them)).map(String::as_str), Some("1"), "{key}");
+    }
+    assert!(!multi.is_held_by_current_thread().unwrap());
+    // Dropped (here, on another thread than the one that took it): released in the background.
+    drop(theirs);
+    assert!(
+        eventually_sync(Duration::from_secs(5), || {
+            !rt.block_on(admin.exists("bm:a")) && !rt.block_on(admin.exists("bm:b"))
+        }),
+        "a dropped guard releases every part"
+    );
+    let leased = multi
+        .try_lock_with_lease(Duration::from_secs(5), Duration::from_secs(10))
+        .unwrap()
+        .expect("free");
+    let ttl = rt.block_on(admin.pttl("bm:a"));
+    assert!(ttl > 8_000 && ttl <= 10_000, "{ttl}");
+    leased.unlock().unwrap();
+    client.shutdown();
+}
+
+/// The blocking RedLock over three masters (issue 41): acquired by the calling thread on every
+/// node (the owner field and TTL checked on each), excluded for another thread, extended (the
+/// TTL raised on every node), unlocked (gone from every node).
+#[test]
+fn blocking_redlock_over_three_masters_acquires_extends_and_unlocks() {
+    use redisson_lock::{blocking, HoldState, Owner};
+    let nodes = Nodes::start(3);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let admins: Vec<Admin> = nodes
+        .servers
+        .iter()
+        .map(|s| rt.block_on(Admin::connect(&s.url())))
+        .collect();
+    let cfg = Config::default().timeout(Duration::from_millis(1000));
+    let clients: Vec<blocking::Client> = nodes
+        .servers
+        .iter()
+        .map(|s| blocking::Client::connect(&s.url(), cfg.clone()).unwrap())
+        .collect();
+    let red = Arc::new(
+        blocking::RedLock::with_options(
+            clients.iter().map(|c| c.get_lock("brl").into()).collect(),
+            fast(),
+        )
+        .unwrap(),
+    );
+    assert_eq!(red.quorum(), 2);
+    let me = Owner::current_thread();
+    let mut guard = red
+        .try_lock_with_lease(Duration::ZERO, Duration::from_secs(10))
+        .unwrap()
+        .expect("acquired");
+    assert_eq!(guard.acquired_parts(), 3);
+    assert_eq!(guard.state(), HoldState::Held);
+    assert!(!guard.is_lost());
+    let validity = guard.validity();
+    assert!(
+        validity > Duration::from_secs(9) && validity <= Duration::from_secs(10),
+        "{validity:?}"
+    );
+    for (admin, client) in admins.iter().zip(&clients) {
+        let h = rt.block_on(admin.hgetall("brl"));
+        let field = format!("{}:{}", client.id(), me.id());
+        assert_eq!(h.len(), 1, "{h:?}");
+        assert_eq!(h.get(&field).map(String::as_str), Some("1"));
+        let ttl = rt.block_on(admin.pttl("brl"));
+        assert!(ttl > 9_000 && ttl <= 10_000, "{ttl}");
+    }
+    // Another thread is another owner: no node grants it the lock.
+    let other = red.clone();
+    let theirs = std::thread::spawn(move || {
+        other
+            .try_lock_with_lease(Duration::from_millis(200), Duration::from_secs(10))
+            .unwrap()
+            .is_some()
+    })
+    .join()
+    .unwrap();
+    assert!(!theirs, "excluded while held");
+
+    assert!(guard.extend(Duration::from_secs(30)).unwrap());
+    assert_eq!(guard.acquired_parts(), 3);
+    assert!(guard.validity() > Duration::from_secs(20));
+    for admin in &admins {
+        let ttl = rt.block_on(admin.pttl("brl"));
+        assert!(
+            ttl > 20_000 && ttl <= 30_000,
+            "extended on every node: {ttl}"
+        );
+    }
+    guard.unlock().unwrap();
+    for admin in &admins {
+        assert!(!rt.block_on(admin.exists("brl")), "released on every node");
+    }
+    // Free again: the other thread takes it now, in watchdog mode.
+    let other = red.clone();
+    let parts = std::thread::spawn(move || {
+        let g = other
+            .try_lock_for(Duration::from_secs(5))
+            .unwrap()
+            .expect("free");
+        let n = g.acquired_parts();
+        g.unlock().unwrap();
+        n
+    })
+    .join()
+    .unwrap();
+    assert_eq!(parts, 3);
+    for c in &clients {
+        c.shutdown();
+    }
+}

@@ -1127,3 +1127,150 @@ async fn a_permit_waiter_whose_message_is_lost_tries_again_within_the_watchdog_t
     );
     got.release().await.unwrap();
 }
+
+/// Polls `cond` (a cheap local read) until it holds or `bound` passes: for the blocking tests,
+/// which run on plain threads.
+fn eventually_sync(bound: Duration, cond: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < bound {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
+/// The blocking semaphore (issue 41): a thread's acquire waits on an empty semaphore and is
+/// woken by another thread's release (well before any fallback re-check), takes exactly that
+/// permit, and the key in Redis holds the count at each step.
+#[test]
+fn blocking_semaphore_waiter_is_woken_by_another_threads_release() {
+    use redisson_lock::blocking;
+    let s = common::RedisServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let admin = rt.block_on(Admin::connect(&s.url()));
+    let value = |key: &str| rt.block_on(get(&admin, key));
+    let client = blocking::Client::connect(&s.url(), common::config()).unwrap();
+    let sem = client.get_semaphore("bsem");
+    assert_eq!(sem.name(), "bsem");
+    assert!(sem.try_set_permits(1).unwrap());
+    assert!(!sem.try_set_permits(5).unwrap(), "set only once");
+    assert_eq!(value("bsem").as_deref(), Some("1"));
+    sem.acquire(1).unwrap();
+    assert_eq!(value("bsem").as_deref(), Some("0"));
+    assert!(!sem.try_acquire(1).unwrap());
+    assert!(!sem.try_acquire_for(1, Duration::from_millis(100)).unwrap());
+
+    let waiter = {
+        let sem = sem.clone();
+        std::thread::spawn(move || {
+            let got = sem.try_acquire_for(1, Duration::from_secs(20)).unwrap();
+            (got, std::time::Instant::now())
+        })
+    };
+    let channel = "redisson_sc:{bsem}";
+    assert!(
+        eventually_sync(Duration::from_secs(5), || {
+            client.as_async().stats().channels.get(channel) == Some(&1)
+        }),
+        "the waiting thread listens on the semaphore's channel"
+    );
+    assert!(!waiter.is_finished(), "no permit: it waits");
+    let releaser = {
+        let sem = sem.clone();
+        std::thread::spawn(move || {
+            let at = std::time::Instant::now();
+            sem.release(1).unwrap();
+            at
+        })
+    };
+    let released = releaser.join().unwrap();
+    let (got, at) = waiter.join().unwrap();
+    assert!(got, "the release let the waiter through");
+    let latency = at.saturating_duration_since(released);
+    assert!(latency < WAKE, "woke {latency:?} after the release");
+    assert_eq!(sem.available_permits().unwrap(), 0, "the waiter took it");
+    assert_eq!(value("bsem").as_deref(), Some("0"));
+
+    sem.add_permits(3).unwrap();
+    assert_eq!(sem.drain_permits().unwrap(), 3);
+    assert_eq!(value("bsem").as_deref(), Some("0"));
+    assert!(sem.delete().unwrap());
+    assert_eq!(value("bsem"), None);
+    assert!(sem
+        .try_set_permits_with_ttl(2, Duration::from_secs(30))
+        .unwrap());
+    let ttl = rt.block_on(admin.pttl("bsem"));
+    assert!(ttl > 25_000 && ttl <= 30_000, "{ttl}");
+    client.shutdown();
+}
+
+/// The blocking count-down latch (issue 41): a thread's wait is opened by the count-downs of
+/// another thread (not by the first one), and the latch's key is gone once open.
+#[test]
+fn blocking_latch_wait_is_opened_by_another_threads_count_down() {
+    use redisson_lock::blocking;
+    let s = common::RedisServer::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let admin = rt.block_on(Admin::connect(&s.url()));
+    let client = blocking::Client::connect(&s.url(), common::config()).unwrap();
+    let latch = client.get_count_down_latch("blatch");
+    assert_eq!(latch.name(), "blatch");
+    assert!(latch.try_set_count(2).unwrap());
+    assert!(!latch.try_set_count(7).unwrap(), "set only once");
+    assert_eq!(latch.count().unwrap(), 2);
+    assert!(!latch.wait_for(Duration::ZERO).unwrap(), "closed");
+
+    let (bounded, unbounded) = (latch.clone(), latch.clone());
+    let waiters = [
+        std::thread::spawn(move || {
+            assert!(bounded.wait_for(Duration::from_secs(20)).unwrap());
+            std::time::Instant::now()
+        }),
+        std::thread::spawn(move || {
+            unbounded.wait().unwrap();
+            std::time::Instant::now()
+        }),
+    ];
+    let channel = "redisson_countdownlatch__channel__{blatch}";
+    assert!(
+        eventually_sync(Duration::from_secs(5), || {
+            client.as_async().stats().channels.get(channel) == Some(&2)
+        }),
+        "both waiting threads listen on the latch's channel"
+    );
+    let counter = latch.clone();
+    std::thread::spawn(move || counter.count_down().unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(latch.count().unwrap(), 1);
+    assert_eq!(rt.block_on(get(&admin, "blatch")).as_deref(), Some("1"));
+    assert!(
+        waiters.iter().all(|w| !w.is_finished()),
+        "count 1: still closed"
+    );
+    let counter = latch.clone();
+    let opened = std::thread::spawn(move || {
+        let at = std::time::Instant::now();
+        counter.count_down().unwrap();
+        at
+    })
+    .join()
+    .unwrap();
+    for w in waiters {
+        let latency = w.join().unwrap().saturating_duration_since(opened);
+        assert!(
+            latency < WAKE,
+            "opened {latency:?} after the last count-down"
+        );
+    }
+    assert_eq!(latch.count().unwrap(), 0);
+    assert!(
+        !rt.block_on(admin.exists("blatch")),
+        "an open latch has no key"
+    );
+    assert!(latch.wait_for(Duration::ZERO).unwrap());
+    assert!(!latch.delete().unwrap(), "nothing left to delete");
+    client.shutdown();
+}

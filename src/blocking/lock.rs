@@ -1,5 +1,6 @@
 //! The blocking locks: `Lock<K>` over the same handles (the owner is the calling thread), the
-//! aliases per kind, the read-write pair, `Guard<K>`; the `get_*` factories.
+//! aliases per kind, the read-write pair, `Guard<K>` and its aliases, `LockPart` (a lock of any
+//! kind as a part of a blocking multi-lock); the `get_*` factories.
 
 use std::{sync::Arc, time::Duration};
 
@@ -225,6 +226,21 @@ pub struct ReadWriteLock {
 
 impl ReadWriteLock {
     crate::lock::kinds::rwlock::halves!(ReadLock, WriteLock);
+
+    /// Both halves, owned (e.g. to make them parts of a [`MultiLock`](super::MultiLock)).
+    pub fn into_parts(self) -> (ReadLock, WriteLock) {
+        (self.read, self.write)
+    }
+
+    /// The read half, owned.
+    pub fn into_read_lock(self) -> ReadLock {
+        self.read
+    }
+
+    /// The write half, owned.
+    pub fn into_write_lock(self) -> WriteLock {
+        self.write
+    }
 }
 
 impl<K: Kind> Lock<K> {
@@ -375,6 +391,22 @@ pub struct Guard<K: Kind> {
 /// # Ok(()) }
 /// ```
 pub type LockGuard = Guard<Reentrant>;
+/// A hold of a blocking [`FairLock`].
+pub type FairGuard = Guard<Fair>;
+/// A hold of a blocking [`ReadLock`].
+pub type ReadGuard = Guard<Read>;
+/// A hold of a blocking [`WriteLock`].
+pub type WriteGuard = Guard<Write>;
+/// A hold of a blocking [`FencedLock`], with its [`token`](Guard::<Fenced>::token).
+pub type FencedGuard = Guard<Fenced>;
+/// A hold of a blocking [`SpinLock`].
+pub type SpinGuard = Guard<Spin>;
+/// A hold of a blocking [`NonReentrantLock`].
+pub type NonReentrantGuard = Guard<NonReentrant>;
+/// A hold of a blocking [`NonReentrantFairLock`].
+pub type NonReentrantFairGuard = Guard<NonReentrantFair>;
+/// A hold of a blocking [`GroupLock`] (every value of it).
+pub type GroupGuard = Guard<Group>;
 
 impl<K: Kind> Guard<K> {
     fn get(&self) -> &crate::Guard<K> {
@@ -410,6 +442,34 @@ impl<K: Kind> Guard<K> {
     pub fn keep(mut self) {
         if let Some(g) = self.inner.take() {
             g.keep();
+        }
+    }
+}
+
+/// A blocking lock of any kind as a part of a blocking [`MultiLock`](super::MultiLock) or
+/// [`RedLock`](super::RedLock) (the blocking twin of [`crate::LockPart`]): made with `.into()`
+/// from any [`Lock<K>`]. Each acquisition of the multi-lock takes its parts as the calling
+/// thread, as the lock itself does.
+///
+/// ```no_run
+/// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+/// use redisson_lock::blocking::{LockPart, MultiLock};
+/// let rw = client.get_read_write_lock("catalog");
+/// let parts: Vec<LockPart> = vec![client.get_lock("a").into(), rw.into_write_lock().into()];
+/// let multi = MultiLock::new(parts)?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct LockPart {
+    pub(super) part: crate::LockPart,
+    pub(super) rt: Arc<Rt>,
+}
+
+impl<K: Kind> From<Lock<K>> for LockPart {
+    fn from(lock: Lock<K>) -> Self {
+        LockPart {
+            part: lock.lock.into(),
+            rt: lock.rt,
         }
     }
 }

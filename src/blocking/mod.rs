@@ -29,18 +29,25 @@
 //! [`Error`]: crate::Error
 
 // The facade per family, one room each over the client and its runtime (`client`): the locks
-// (`lock`), the recipes (`recipes`: election, run-once), the permit-expirable semaphore
-// (`permit`).
+// (`lock`, with `LockPart`), the multi-locks (`multi`: MultiLock, RedLock; it uses the lock
+// room's `LockPart`, no other room), the recipes (`recipes`: election, run-once), the
+// permit-expirable semaphore (`permit`), the semaphore and the count-down latch (`sync`).
+// `tests/blocking_facade.rs` checks that every public async primitive has its twin here.
 
 mod client;
 mod lock;
+mod multi;
 mod permit;
 mod recipes;
+mod sync;
 
 pub use client::Client;
 pub use lock::{
-    FairLock, FencedLock, GroupLock, Guard, Lock, LockGuard, NonReentrantFairLock,
-    NonReentrantLock, RLock, ReadLock, ReadWriteLock, SpinLock, WriteLock,
+    FairGuard, FairLock, FencedGuard, FencedLock, GroupGuard, GroupLock, Guard, Lock, LockGuard,
+    LockPart, NonReentrantFairGuard, NonReentrantFairLock, NonReentrantGuard, NonReentrantLock,
+    RLock, ReadGuard, ReadLock, ReadWriteLock, SpinGuard, SpinLock, WriteGuard, WriteLock,
 };
-pub use permit::{PermitExpirableSemaphore, PermitGuard};
+pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
+pub use permit::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore};
 pub use recipes::{Election, Leadership};
+pub use sync::{CountDownLatch, RCountDownLatch, RSemaphore, Semaphore};

@@ -35,6 +35,9 @@ pub struct PermitExpirableSemaphore {
     rt: Arc<Rt>,
 }
 
+/// Redisson's name for the blocking [`PermitExpirableSemaphore`].
+pub type RPermitExpirableSemaphore = PermitExpirableSemaphore;
+
 impl PermitExpirableSemaphore {
     /// The raw name in Redis.
     pub fn name(&self) -> &str {
@@ -50,6 +53,18 @@ impl PermitExpirableSemaphore {
         }
     }
 
+    /// `true` when permits this handle acquires without a lease are renewed by the watchdog
+    /// (as [`crate::PermitExpirableSemaphore::is_watchdog`]).
+    pub fn is_watchdog(&self) -> bool {
+        self.inner.is_watchdog()
+    }
+
+    /// The sorted set of acquired permits: `{N}:timeout` (as
+    /// [`crate::PermitExpirableSemaphore::timeouts_key`]).
+    pub fn timeouts_key(&self) -> &str {
+        self.inner.timeouts_key()
+    }
+
     fn wrap(&self, guard: crate::PermitGuard) -> PermitGuard {
         PermitGuard {
             inner: Some(guard),
@@ -63,6 +78,23 @@ impl PermitExpirableSemaphore {
     /// As the async form.
     pub fn try_set_permits(&self, permits: u64) -> Result<bool> {
         self.rt.block_on(self.inner.try_set_permits(permits))
+    }
+
+    /// Adds (or, when negative, removes) permits (as
+    /// [`crate::PermitExpirableSemaphore::add_permits`]).
+    ///
+    /// # Errors
+    /// As the async form.
+    pub fn add_permits(&self, permits: i64) -> Result<()> {
+        self.rt.block_on(self.inner.add_permits(permits))
+    }
+
+    /// Deletes the semaphore's keys (as [`crate::PermitExpirableSemaphore::delete`]).
+    ///
+    /// # Errors
+    /// As the async form.
+    pub fn delete(&self) -> Result<bool> {
+        self.rt.block_on(self.inner.delete())
     }
 
     /// As [`crate::PermitExpirableSemaphore::available_permits`].
@@ -165,10 +197,11 @@ impl PermitGuard {
         self.get().valid_until()
     }
 
-    /// An owned view of the permit's state ([`HoldWatch::assert_locked`](crate::HoldWatch::assert_locked)
-    /// before a side effect; its `lock_name` is the semaphore's).
+    /// An owned view of the permit's state (as [`crate::PermitGuard::watch`]:
+    /// [`HoldWatch::assert_locked`](crate::HoldWatch::assert_locked) before a side effect; its
+    /// `lock_name` is the semaphore's).
     pub fn watch(&self) -> crate::HoldWatch {
-        crate::recipes::watch::HoldWatch::of_permit(self.get())
+        self.get().watch()
     }
 
     /// Releases the permit (as [`crate::PermitGuard::release`]).

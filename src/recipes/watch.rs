@@ -128,6 +128,30 @@ impl HoldWatch {
     }
 }
 
+/// The permit guard's view (here, above the synchronizers: the view is the recipes').
+impl PermitGuard {
+    /// An owned view of the permit's state, for tasks the holder spawns: its
+    /// [`state`](HoldWatch::state), [`lost`](HoldWatch::lost) and
+    /// [`assert_locked`](HoldWatch::assert_locked) (call it before a side effect) follow
+    /// this permit; its [`lock_name`](HoldWatch::lock_name) is the semaphore's name and
+    /// it has no [`token`](HoldWatch::token). It does not keep the permit: the guard
+    /// does.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let permit = client.get_permit_expirable_semaphore("exports").acquire(None).await?;
+    /// let watch = permit.watch();
+    /// tokio::spawn(async move {
+    ///     watch.assert_locked()?; // still held: export
+    ///     Ok::<_, redisson_lock::Error>(())
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self) -> HoldWatch {
+        HoldWatch::of_permit(self)
+    }
+}
+
 tokio::task_local! {
     /// The hold of the recipe whose code this task is running.
     static CURRENT: HoldWatch;

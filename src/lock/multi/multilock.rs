@@ -11,6 +11,7 @@ use crate::{
     error::{Error, Result},
     lock::{front::LockPart, guard::AnyGuard},
     service::watchdog::HoldState,
+    types::owner::Owner,
 };
 
 /// The worst of some states (lost before in doubt before held).
@@ -94,6 +95,9 @@ impl MultiGuard {
 #[derive(Debug)]
 pub struct MultiLock {
     parts: Vec<LockPart>,
+    /// The owner every part is taken as; `None` (every public constructor): each part's own
+    /// (its lock handle's). The blocking facade sets the calling thread's at each call.
+    owner: Option<Owner>,
 }
 
 /// Redisson's base wait per part for `lock()` retries.
@@ -117,7 +121,17 @@ impl MultiLock {
                 "a MultiLock needs at least one lock".into(),
             ));
         }
-        Ok(Self { parts })
+        Ok(Self { parts, owner: None })
+    }
+
+    /// The same parts, each taken (and checked) as `owner` instead of its handle's owner: the
+    /// blocking facade's multi-lock, built at each call for the calling thread.
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
+    pub(crate) fn as_owner(&self, owner: Owner) -> MultiLock {
+        MultiLock {
+            parts: self.parts.iter().map(LockPart::share).collect(),
+            owner: Some(owner),
+        }
     }
 
     /// Waits without limit; watchdog mode on every part.
@@ -215,7 +229,7 @@ impl MultiLock {
     /// Cancel safe (reads).
     pub async fn is_held_by_current(&self) -> Result<bool> {
         for p in &self.parts {
-            if !p.handle.is_held_as(p.handle.owner()).await? {
+            if !p.handle.is_held_as(p.owner_for(self.owner)).await? {
                 return Ok(false);
             }
         }
@@ -244,7 +258,9 @@ impl MultiLock {
                     (_, Some(r)) => r,
                     (Some(w), None) => w,
                 };
-                let got = part.acquire(part_lease, Some(part_wait)).await;
+                let got = part
+                    .acquire_as(part.owner_for(self.owner), part_lease, Some(part_wait))
+                    .await;
                 match got {
                     Ok(Some(g)) => held.push(g),
                     Ok(None) | Err(_) => {

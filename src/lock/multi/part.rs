@@ -1,5 +1,6 @@
-//! What both multi-locks do with a part: one attempt as the part's owner, the release of every
-//! part held after a failed attempt, the random pause between rounds.
+//! What both multi-locks do with a part: one attempt as an owner (the part's own, or the one the
+//! multi-lock acts for), the release of every part held after a failed attempt, the random pause
+//! between rounds.
 
 use std::time::Duration;
 
@@ -11,20 +12,33 @@ use crate::{
         front::LockPart,
         guard::{AnyGuard, Guard},
     },
+    types::owner::Owner,
 };
 
 impl LockPart {
-    /// One attempt on this part as its owner, as a type-erased guard.
-    pub(super) async fn acquire(
+    /// One attempt on this part as `owner`, as a type-erased guard.
+    pub(super) async fn acquire_as(
         &self,
+        owner: Owner,
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> Result<Option<AnyGuard>> {
-        let held = self
-            .handle
-            .acquire_as(self.handle.owner(), lease, wait)
-            .await?;
+        let held = self.handle.acquire_as(owner, lease, wait).await?;
         Ok(held.map(Guard::new))
+    }
+
+    /// Another part over the same lock handle (the same lock, client and own owner).
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
+    pub(super) fn share(&self) -> LockPart {
+        LockPart {
+            handle: self.handle.clone(),
+        }
+    }
+
+    /// The owner a multi-lock acting for `owner` uses on this part: that one, else the part's
+    /// own (its lock handle's).
+    pub(super) fn owner_for(&self, owner: Option<Owner>) -> Owner {
+        owner.unwrap_or_else(|| self.handle.owner())
     }
 }
 

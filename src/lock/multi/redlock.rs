@@ -11,6 +11,7 @@ use crate::{
     error::{Error, Result},
     lock::{front::LockPart, guard::AnyGuard},
     service::watchdog::{drift, HoldState},
+    types::owner::Owner,
 };
 
 /// Options of a [`RedLock`].
@@ -78,6 +79,9 @@ impl Default for RedLockOptions {
 pub struct RedLock {
     parts: Vec<LockPart>,
     options: RedLockOptions,
+    /// The owner every part is taken as; `None` (every public constructor): each part's own
+    /// (its lock handle's). The blocking facade sets the calling thread's at each call.
+    owner: Option<Owner>,
 }
 
 /// A held [`RedLock`].
@@ -292,7 +296,22 @@ impl RedLock {
                 "retry_delay range is reversed".into(),
             ));
         }
-        Ok(Self { parts, options })
+        Ok(Self {
+            parts,
+            options,
+            owner: None,
+        })
+    }
+
+    /// The same parts and options, each part taken as `owner` instead of its handle's owner:
+    /// the blocking facade's RedLock, built at each call for the calling thread.
+    #[cfg_attr(not(feature = "blocking"), allow(dead_code))]
+    pub(crate) fn as_owner(&self, owner: Owner) -> RedLock {
+        RedLock {
+            parts: self.parts.iter().map(LockPart::share).collect(),
+            options: self.options.clone(),
+            owner: Some(owner),
+        }
     }
 
     /// Votes needed: N/2 + 1.
@@ -376,7 +395,7 @@ impl RedLock {
                     "node restarted less than one lease ago; not counted".into(),
                 ));
             }
-            let attempt = p.acquire(lease, Some(Duration::ZERO));
+            let attempt = p.acquire_as(p.owner_for(self.owner), lease, Some(Duration::ZERO));
             match tokio::time::timeout(node_timeout, attempt).await {
                 Ok(Ok(g)) => Ok(g),
                 Ok(Err(e)) => Err(e),
