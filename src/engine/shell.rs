@@ -292,7 +292,11 @@ mod tests {
     };
 
     use super::*;
-    use crate::{client::Client, config::Config, engine::Orphan, lock::kinds::backoff::BackOff};
+    use crate::{
+        client::Client,
+        config::Config,
+        engine::{waiter::Every, Orphan},
+    };
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -391,7 +395,7 @@ mod tests {
             self.repeatable
         }
         fn sleep_on(&self) -> SleepOn {
-            SleepOn::BackOff(Box::new(BackOff::constant(10 * MS)))
+            SleepOn::BackOff(Box::new(Every(10 * MS)))
         }
         async fn give_up(&self) -> Result<()> {
             self.give_ups.fetch_add(1, Ordering::SeqCst);
@@ -423,7 +427,10 @@ mod tests {
         // A lock's single try is not retried when unreplicated: its caller decides.
         let w = scripted(&[Reply::Unreplicated, Reply::Done], true);
         let got = run(&w, Wait::Once).await;
-        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
+        assert_eq!(
+            got.unwrap_err().kind(),
+            crate::error::ErrorKind::NotReplicated
+        );
         assert_eq!(w.times().len(), 1);
     }
 
@@ -451,7 +458,7 @@ mod tests {
         // Still failing at the deadline: the last error.
         let w = scripted(&[Reply::Lost; 20], true);
         let got = run(&w, until(120)).await;
-        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
+        assert_eq!(got.unwrap_err().kind(), crate::error::ErrorKind::Timeout);
         assert_eq!(w.times(), vec![Duration::ZERO, 50 * MS, 120 * MS]);
         assert_eq!(w.give_ups.load(Ordering::SeqCst), 1);
     }
@@ -460,12 +467,15 @@ mod tests {
     async fn an_attempt_that_cannot_be_repeated_ends_the_wait_with_its_error() {
         let w = scripted(&[Reply::Busy, Reply::Lost, Reply::Done], false);
         let got = run(&w, until(1_000)).await;
-        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
+        assert_eq!(got.unwrap_err().kind(), crate::error::ErrorKind::Timeout);
         assert_eq!(w.times(), vec![Duration::ZERO, 10 * MS], "not tried again");
         // Other errors end any wait at once.
         let w = scripted(&[Reply::Refused, Reply::Done], true);
         let got = run(&w, until(1_000)).await;
-        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::InvalidArgument);
+        assert_eq!(
+            got.unwrap_err().kind(),
+            crate::error::ErrorKind::InvalidArgument
+        );
         assert_eq!(w.times().len(), 1);
     }
 
@@ -482,7 +492,10 @@ mod tests {
         // waiter.
         let w = scripted(&[Reply::Unreplicated; 10], true);
         let got = run(&w, until(10_000)).await;
-        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::NotReplicated);
+        assert_eq!(
+            got.unwrap_err().kind(),
+            crate::error::ErrorKind::NotReplicated
+        );
         assert_eq!(w.times().len(), 4);
         // No retry whose delay would end past the deadline.
         let w = scripted(&[Reply::Unreplicated; 10], true);
@@ -580,7 +593,7 @@ mod tests {
             true
         }
         fn sleep_on(&self) -> SleepOn {
-            SleepOn::BackOff(Box::new(BackOff::constant(10 * MS)))
+            SleepOn::BackOff(Box::new(Every(10 * MS)))
         }
     }
 

@@ -54,7 +54,8 @@ pub(crate) async fn subscribed<W: Waiter>(
     match subscription.ready(wait).await {
         Ok(()) => Ok(true),
         Err(e)
-            if e.kind() == crate::ErrorKind::Timeout && left(deadline) == Some(Duration::ZERO) =>
+            if e.kind() == crate::error::ErrorKind::Timeout
+                && left(deadline) == Some(Duration::ZERO) =>
         {
             Ok(false)
         }
@@ -188,7 +189,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::{error::Result, lock::kinds::backoff::BackOff, service::pubsub::Wakeups};
+    use crate::{engine::waiter::Every, error::Result, service::pubsub::Wakeups};
 
     const MS: Duration = Duration::from_millis(1);
 
@@ -308,15 +309,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn backoff_sleeps_follow_the_schedule_and_stop_at_the_deadline() {
         let s = Script::new(&[None, None, None, None, None]);
-        let backoff = Box::new(BackOff::constant(40 * MS));
+        let backoff = Box::new(Every(40 * MS));
         let start = Instant::now();
         let got = wait_with_backoff(|| s.attempt(), backoff, Some(start + 100 * MS)).await;
         assert!(got.unwrap().is_none());
         assert_eq!(s.times(), vec![40 * MS, 80 * MS, 100 * MS]);
 
         let s = Script::new(&[None]);
-        let got =
-            wait_with_backoff(|| s.attempt(), Box::new(BackOff::constant(25 * MS)), None).await;
+        let got = wait_with_backoff(|| s.attempt(), Box::new(Every(25 * MS)), None).await;
         assert_eq!(got.unwrap(), Some(50 * MS));
     }
 
@@ -324,12 +324,12 @@ mod tests {
     async fn an_attempt_error_ends_the_wait_with_that_error() {
         let wakeups = Wakeups::new(1);
         let got: Result<Option<()>> = wait_on_wakeups(
-            || async { Err(crate::Error::Timeout("no reply".into())) },
+            || async { Err(crate::error::Error::Timeout("no reply".into())) },
             &wakeups,
             None,
             MS,
         )
         .await;
-        assert_eq!(got.unwrap_err().kind(), crate::ErrorKind::Timeout);
+        assert_eq!(got.unwrap_err().kind(), crate::error::ErrorKind::Timeout);
     }
 }

@@ -346,6 +346,23 @@ impl Clone for AnySchedule {
     }
 }
 
+/// The same delay every step: the engine's unit tests' schedule (a kind's schedules live with
+/// the kind: the spin lock's `BackOff`).
+#[cfg(test)]
+#[derive(Debug, Clone)]
+pub(crate) struct Every(pub(crate) Duration);
+
+#[cfg(test)]
+impl Schedule for Every {
+    fn next_delay(&mut self) -> Duration {
+        self.0
+    }
+
+    fn boxed(&self) -> AnySchedule {
+        Box::new(self.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};

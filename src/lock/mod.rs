@@ -65,7 +65,7 @@ mod tests {
         send_sync_static::<AnyGuard>();
         send_sync_static::<MultiGuard>();
         send_sync_static::<RedLockGuard>();
-        send_sync_static::<crate::Client>();
-        send_sync_static::<crate::Error>();
+        send_sync_static::<crate::client::Client>();
+        send_sync_static::<crate::error::Error>();
     }
 }

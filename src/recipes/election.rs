@@ -278,7 +278,7 @@ impl Election {
     /// so a failover that leaves every new hold in doubt spends a bounded number of terms and
     /// never spins). When the body ends, the leadership is resigned and the body's result
     /// returned. The body gets the [`HoldWatch`] of its term (its [`token`](HoldWatch::token) is
-    /// the term, for fencing writes), and [`assert_locked`](crate::assert_locked) works inside
+    /// the term, for fencing writes), and [`assert_locked`](super::watch::assert_locked) works inside
     /// it.
     ///
     /// ```no_run

@@ -58,7 +58,7 @@ impl Client {
     ///   `at_most` the job's future is dropped, the name released and [`RunOnce::TimedOut`]
     ///   returned. The job gets a [`HoldWatch`] that tells it the moment the hold is in doubt
     ///   or lost (it is not cancelled then: it decides), and
-    ///   [`assert_locked`](crate::assert_locked) works inside it.
+    ///   [`assert_locked`](super::watch::assert_locked) works inside it.
     /// * **`at_least` is kept whatever ends the run**: the job's end, a panic, this future
     ///   dropped, a dropped connection, the process dying, a Redis restart with persistence.
     ///   The key's TTL covers `at_least` from the acquisition on (renewals only ever raise a
@@ -238,7 +238,7 @@ impl Drop for Ending {
 /// A run-once whose name is taken and whose job runs elsewhere (see
 /// [`Client::run_once_begin`]): at `at_most` a task of the client releases the name and
 /// marks the job's [`HoldWatch`] lost (a running synchronous job cannot be stopped; it sees
-/// `Lost`, and [`assert_locked`](crate::assert_locked) fails from then on).
+/// `Lost`, and [`assert_locked`](super::watch::assert_locked) fails from then on).
 pub(crate) struct Begun {
     slot: Arc<Mutex<Option<Ending>>>,
     watch: HoldWatch,

@@ -185,7 +185,7 @@ pub(crate) async fn scoped<F: std::future::Future>(watch: HoldWatch, fut: F) -> 
 /// ShedLock's `LockAssert.assertLocked()`: `Ok(())` when called from code a recipe runs (a
 /// [`run_once`](crate::Client::run_once) job, a `#[run_once]` function, a
 /// [`run_as_leader`](crate::Election::run_as_leader) body, a blocking
-/// [`run_once`](crate::blocking::Client::run_once) job on its thread) while its hold is
+/// `run_once` job (`blocking::Client::run_once`) on its thread) while its hold is
 /// [`Held`](HoldState::Held). The check follows the task that polls the code; a task that code
 /// spawns has no hold of its own: give it the [`HoldWatch`] instead.
 ///
