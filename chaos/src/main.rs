@@ -306,7 +306,11 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Worker(args) => match rt.block_on(async {
             StderrLog::install();
-            worker::run(args).await
+            if args.java_classes.is_some() {
+                java::run(args).await
+            } else {
+                worker::run(args).await
+            }
         }) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -308,11 +308,9 @@ pub(crate) async fn until_stop() {
     }
 }
 
-/// Runs the worker until a line `stop` (or the end) on standard input.
+/// Runs the crate's worker until a line `stop` (or the end) on standard input (the Java
+/// worker, `--java-classes`, is `java::run`: `main` chooses).
 pub async fn run(args: WorkerArgs) -> Result<(), String> {
-    if args.java_classes.is_some() {
-        return crate::java::run(args).await;
-    }
     let history = History::create(args.process, &args.history)?;
     let client = connect(&args).await?;
     let mut red_clients = Vec::new();
