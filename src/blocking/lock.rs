@@ -244,7 +244,11 @@ impl ReadWriteLock {
 }
 
 impl<K: Kind> Lock<K> {
-    fn acquire(&self, lease: Option<Duration>, wait: Option<Duration>) -> Result<Option<Guard<K>>> {
+    fn acquisition(
+        &self,
+        lease: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Option<Guard<K>>> {
         let held = self.rt.block_on(self.lock.handle.acquire_as(
             Owner::current_thread(),
             lease,
@@ -266,7 +270,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// As [`crate::Lock::lock`].
     pub fn lock(&self) -> Result<Guard<K>> {
-        self.acquire(None, None)
+        self.acquisition(None, None)
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))
     }
 
@@ -275,7 +279,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// As [`crate::Lock::lock_with_lease`].
     pub fn lock_with_lease(&self, lease: Duration) -> Result<Guard<K>> {
-        self.acquire(Some(lease), None)
+        self.acquisition(Some(lease), None)
             .map(|g| g.expect("an unbounded wait only ends by acquiring"))
     }
 
@@ -284,7 +288,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// As [`crate::Lock::try_lock`].
     pub fn try_lock(&self) -> Result<Option<Guard<K>>> {
-        self.acquire(None, Some(Duration::ZERO))
+        self.acquisition(None, Some(Duration::ZERO))
     }
 
     /// Waits at most `wait`; watchdog mode.
@@ -292,7 +296,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// As [`crate::Lock::try_lock_for`].
     pub fn try_lock_for(&self, wait: Duration) -> Result<Option<Guard<K>>> {
-        self.acquire(None, Some(wait))
+        self.acquisition(None, Some(wait))
     }
 
     /// Waits at most `wait`; holds for at most `lease`.
@@ -300,7 +304,7 @@ impl<K: Kind> Lock<K> {
     /// # Errors
     /// As [`crate::Lock::try_lock_with_lease`].
     pub fn try_lock_with_lease(&self, wait: Duration, lease: Duration) -> Result<Option<Guard<K>>> {
-        self.acquire(Some(lease), Some(wait))
+        self.acquisition(Some(lease), Some(wait))
     }
 
     /// Releases one hold of the calling thread.

@@ -141,7 +141,8 @@ impl Handle {
         }
     }
 
-    fn hold(&self, owner: Owner, lease_ms: u64) -> Claim {
+    /// The claim of `owner` to this handle's lock, with `lease_ms` as its TTL.
+    fn claim(&self, owner: Owner, lease_ms: u64) -> Claim {
         let key = self.key_for(owner);
         Claim {
             client: self.client.clone(),
@@ -198,7 +199,7 @@ impl Handle {
         };
         let claim = Claim {
             queue_ms,
-            ..self.hold(owner, lease_ms)
+            ..self.claim(owner, lease_ms)
         };
         let seen = Observed {
             kind: self.kind,
@@ -218,7 +219,7 @@ impl Handle {
     /// Releases one hold of `owner` (the Java style, without a guard).
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
-        let claim = self.hold(owner, self.internal_lease_ms.load(Ordering::Relaxed));
+        let claim = self.claim(owner, self.internal_lease_ms.load(Ordering::Relaxed));
         self.client.watchdog().let_go(&claim.key(), None);
         let outcome = claim.release().await?.outcome(claim.name(), &claim.field)?;
         if outcome == UnlockOutcome::Released {
@@ -230,14 +231,14 @@ impl Handle {
 
     pub(crate) async fn hold_count_as(&self, owner: Owner) -> Result<u64> {
         self.check()?;
-        self.hold(owner, 0).count().await
+        self.claim(owner, 0).count().await
     }
 
     pub(crate) async fn is_held_as(&self, owner: Owner) -> Result<bool> {
         self.check()?;
         let field = self.field_for(owner);
         if self.proto.hold_count(&field).is_some() {
-            return Ok(self.hold(owner, 0).count().await? > 0);
+            return Ok(self.claim(owner, 0).count().await? > 0);
         }
         self.client.core().has_field(self.raw_name(), &field).await
     }
@@ -379,7 +380,7 @@ impl<K: Kind> Lock<K> {
 
     /// The acquisition future of every `lock*`/`try_lock*` method: it owns a reference to the
     /// handle, so it is `'static` and can be spawned.
-    fn acquire(
+    fn acquisition(
         &self,
         lease: Option<Duration>,
         wait: Option<Duration>,
@@ -450,7 +451,7 @@ impl<K: Kind> Lock<K> {
     /// registration or hold is left behind (an acquisition that completes after the drop is
     /// released at once).
     pub fn lock(&self) -> impl Future<Output = Result<Guard<K>>> + Send + 'static {
-        let acquire = self.acquire(None, None);
+        let acquire = self.acquisition(None, None);
         async move { acquire.await.map(unbounded) }
     }
 
@@ -467,7 +468,7 @@ impl<K: Kind> Lock<K> {
         &self,
         lease: Duration,
     ) -> impl Future<Output = Result<Guard<K>>> + Send + 'static {
-        let acquire = self.acquire(Some(lease), None);
+        let acquire = self.acquisition(Some(lease), None);
         async move { acquire.await.map(unbounded) }
     }
 
@@ -483,7 +484,7 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     /// Cancel safe, as [`lock`](Self::lock).
     pub fn try_lock(&self) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
-        self.acquire(None, Some(Duration::ZERO))
+        self.acquisition(None, Some(Duration::ZERO))
     }
 
     /// Waits at most `wait` (zero: one attempt; `Duration::MAX`: without limit). Watchdog
@@ -498,7 +499,7 @@ impl<K: Kind> Lock<K> {
         &self,
         wait: Duration,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
-        self.acquire(None, Some(wait))
+        self.acquisition(None, Some(wait))
     }
 
     /// Waits at most `wait`, then holds for at most `lease` (no watchdog).
@@ -513,7 +514,7 @@ impl<K: Kind> Lock<K> {
         wait: Duration,
         lease: Duration,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
-        self.acquire(Some(lease), Some(wait))
+        self.acquisition(Some(lease), Some(wait))
     }
 
     /// Releases one hold of this handle's owner (the Java style; guards do this on drop). A

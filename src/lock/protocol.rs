@@ -210,7 +210,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     /// or back-off steps).
     fn sleep(&self) -> Sleep;
     /// One acquisition attempt, and how its reply reads.
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply);
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply);
     /// Releases one hold; the reply is nil (not held), 0 (still held) or 1 (released).
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall;
     /// Clean-up after a queued waiter gave up (only the fair lock has one).
@@ -255,7 +255,7 @@ pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::K
     let receipt = crate::types::names::unlock_receipt(proto.name(), "0");
     let acquire = |attempt| {
         proto
-            .acquire(AcquireRequest {
+            .acquire_call(AcquireRequest {
                 field,
                 lease_ms: 1,
                 attempt,

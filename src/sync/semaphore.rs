@@ -282,7 +282,7 @@ impl Calls<'_> {
     }
 
     /// SEM-ACQ: `KEYS = [N]`, `ARGV = [permits]`.
-    pub(crate) fn acquire(&self, permits: u64) -> ScriptCall {
+    pub(crate) fn acquire_call(&self, permits: u64) -> ScriptCall {
         ScriptCall::new(
             ScriptId::SemAcquire,
             vec![self.name.into()],
@@ -380,7 +380,7 @@ impl Waiter for Take<'_> {
             self.client().runtime(),
             || (),
             move |_| async move {
-                let call = this.calls().acquire(permits);
+                let call = this.calls().acquire_call(permits);
                 let taken = |v: &Value| v.as_i64() == Some(1);
                 let undo = || async {
                     if let Err(e) = this.give_back(permits).await {
@@ -449,7 +449,7 @@ mod tests {
         };
         let both = ["s", "redisson_sc:{s}"];
         let cases = [
-            (calls.acquire(2), vec!["s"], vec!["2"]),
+            (calls.acquire_call(2), vec!["s"], vec!["2"]),
             (calls.release(3), both.to_vec(), vec!["3", "spublish"]),
             (calls.set(5, 0), both.to_vec(), vec!["5", "spublish", "0"]),
             (

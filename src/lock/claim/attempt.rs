@@ -389,7 +389,7 @@ impl Waiter for Claim {
             ),
         };
         let turn = self.take_turn(deadline).await?;
-        let (call, reply) = self.proto.acquire(AcquireRequest {
+        let (call, reply) = self.proto.acquire_call(AcquireRequest {
             field: &self.field,
             lease_ms: self.lease_ms,
             attempt,

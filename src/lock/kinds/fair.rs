@@ -94,7 +94,7 @@ impl Protocol for FairProtocol {
         }
     }
 
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let lease = Value::from(req.lease_ms as i64);
         let field = Value::from(req.field);
         let now = Value::from(epoch_ms());
@@ -197,7 +197,7 @@ mod tests {
             lease_ms: 10,
             attempt: Attempt::Once,
         };
-        let (try_call, reply) = d.acquire(once);
+        let (try_call, reply) = d.acquire_call(once);
         assert_eq!(
             (try_call.script, reply),
             (ScriptId::FairTry, AcquireReply::NilOrBusy)
@@ -208,7 +208,7 @@ mod tests {
             attempt: Attempt::Queued { queue_ms: 2_000 },
             ..once
         };
-        let (acq, reply) = d.acquire(queued);
+        let (acq, reply) = d.acquire_call(queued);
         assert_eq!(
             (acq.script, reply),
             (ScriptId::FairAcquire, AcquireReply::NilOrPttl)

@@ -78,7 +78,7 @@ impl Protocol for FencedProtocol {
     }
 
     /// `KEYS = [N, token key]`, `ARGV = [lease, field]`; reply `{1, token}` or `{0, pttl}`.
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(
             ScriptId::FencedAcquire,
             vec![self.base.key.clone(), self.token_key.clone()],
@@ -150,7 +150,7 @@ mod tests {
             token_key: Key::from(token_key("n")),
             base: reentrant::ReentrantProtocol::new("n".into()),
         };
-        let (call, reply) = d.acquire(AcquireRequest {
+        let (call, reply) = d.acquire_call(AcquireRequest {
             field: "u:1",
             lease_ms: 5,
             attempt: Attempt::Once,

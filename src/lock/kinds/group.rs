@@ -131,7 +131,7 @@ impl Protocol for GroupProtocol {
 
     /// G-ACQ: `KEYS = [G]`, `ARGV = [lease, now, F, H1..Hn]`; nil or the ms until the latest
     /// conflicting hold ends (every attempt, single tries included).
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let mut args = vec![
             Value::from(req.lease_ms as i64),
             Value::from(epoch_ms()),
@@ -278,7 +278,7 @@ mod tests {
         );
         let reversed = GroupProtocol::new("g".into(), vec![b"b".to_vec(), b"a".to_vec()]);
         assert_eq!(reversed.renewal(), d.renewal(), "one set, one shape");
-        let (acq, reply) = d.acquire(AcquireRequest {
+        let (acq, reply) = d.acquire_call(AcquireRequest {
             field: "u:1",
             lease_ms: 30_000,
             attempt: Attempt::Once,

@@ -69,7 +69,7 @@ impl Protocol for NonReentrantProtocol {
 
     /// NR-ACQ: `KEYS = [N]`, `ARGV = [lease, field, "NON_REENTRANT_REACQUIRE"]`; nil, the
     /// PTTL, or the marker as an error reply.
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(
             ScriptId::NonReentrantAcquire,
             vec![self.base.key.clone()],
@@ -114,7 +114,7 @@ mod tests {
             base: reentrant::ReentrantProtocol::new("n".into()),
         };
         for attempt in [Attempt::Once, Attempt::Queued { queue_ms: 5 }] {
-            let (call, reply) = d.acquire(AcquireRequest {
+            let (call, reply) = d.acquire_call(AcquireRequest {
                 field: "u:1",
                 lease_ms: 30_000,
                 attempt,

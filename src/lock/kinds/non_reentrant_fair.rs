@@ -63,7 +63,7 @@ impl Protocol for NonReentrantFairProtocol {
     pass_on!(name, sleep, release, give_up, renewal, force_unlock);
 
     /// F-TRY / F-ACQ's arguments plus the marker as `ARGV[5]`.
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let lease = Value::from(req.lease_ms as i64);
         let field = Value::from(req.field);
         let now = Value::from(epoch_ms());
@@ -132,7 +132,7 @@ mod tests {
             lease_ms: 10,
             attempt: Attempt::Once,
         };
-        let (try_call, reply) = d.acquire(once);
+        let (try_call, reply) = d.acquire_call(once);
         assert_eq!(
             (try_call.script, reply),
             (ScriptId::NonReentrantFairTry, AcquireReply::NilOrBusy)
@@ -140,7 +140,7 @@ mod tests {
         assert_matches_header(&try_call);
         assert_eq!(try_call.args[3], Value::from(300_000i64), "now before wait");
         assert_eq!(try_call.args[4], Value::from("NON_REENTRANT_REACQUIRE"));
-        let (acq, reply) = d.acquire(AcquireRequest {
+        let (acq, reply) = d.acquire_call(AcquireRequest {
             attempt: Attempt::Queued { queue_ms: 2_000 },
             ..once
         });

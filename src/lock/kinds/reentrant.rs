@@ -125,7 +125,7 @@ impl Protocol for ReentrantProtocol {
         Some(WaitLine::Lock)
     }
 
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         (self.acquire_call(req), AcquireReply::NilOrPttl)
     }
 
@@ -187,7 +187,7 @@ pub(crate) mod tests {
             lease_ms: 30_000,
             attempt: Attempt::Once,
         };
-        let (acq, reply) = d.acquire(req);
+        let (acq, reply) = Protocol::acquire_call(&d, req);
         assert_eq!(reply, AcquireReply::NilOrPttl);
         assert_matches_header(&acq);
         assert_eq!(acq.args, vec![Value::from(30_000i64), Value::from("u:1")]);

@@ -148,7 +148,7 @@ impl Protocol for ReadProtocol {
     }
 
     /// R-ACQ: `KEYS = [N, TP(F)]`, `ARGV = [lease, F, F:write]`.
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(
             ScriptId::ReadAcquire,
             vec![self.0.key.clone(), self.0.timeout_base(req.field)],
@@ -230,7 +230,7 @@ impl Protocol for WriteProtocol {
     }
 
     /// W-ACQ: `KEYS = [N]`, `ARGV = [lease, F:write]`.
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(
             ScriptId::WriteAcquire,
             vec![self.0.key.clone()],
@@ -350,7 +350,7 @@ mod tests {
             lease_ms: 10,
             attempt: Attempt::Once,
         };
-        let (acq, _) = read.acquire(req);
+        let (acq, _) = read.acquire_call(req);
         assert_matches_header(&acq);
         assert_eq!(acq.keys[1], Key::from("{n}:u:1:rwlock_timeout"));
         assert_eq!(acq.args[2], Value::from("u:1:write"));
@@ -368,7 +368,7 @@ mod tests {
 
         let write = WriteProtocol(Names::new("n".into()));
         assert_eq!(write.owner_field("u:1".into()), "u:1:write");
-        let (acq, _) = write.acquire(req);
+        let (acq, _) = write.acquire_call(req);
         assert_matches_header(&acq);
         let rel = write.release(release_req("u:1:write"));
         assert_matches_header(&rel);

@@ -62,7 +62,7 @@ impl Protocol for SpinProtocol {
         Sleep::BackOff(Box::new(self.backoff.clone()))
     }
 
-    fn acquire(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
+    fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         (self.base.acquire_call(req), AcquireReply::NilOrPttl)
     }
 

@@ -66,7 +66,7 @@ impl Calls<'_> {
     /// PS-ACQ for one permit: `KEYS = [N, timeouts, channel]`,
     /// `ARGV = [1, deadline, now, 922337203685477, pub, id]` (deadline = now + lease, or the
     /// no-lease score).
-    pub(crate) fn acquire(&self, id: PermitId, lease_ms: Option<u64>, now: i64) -> ScriptCall {
+    pub(crate) fn acquire_call(&self, id: PermitId, lease_ms: Option<u64>, now: i64) -> ScriptCall {
         let expires = lease_ms.map_or(NO_LEASE, |ms| {
             now.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX))
         });
@@ -172,12 +172,12 @@ mod tests {
                 vec!["1000", "publish"],
             ),
             (
-                calls.acquire(id, Some(500), 1_000),
+                calls.acquire_call(id, Some(500), 1_000),
                 three.to_vec(),
                 vec!["1", "1500", "1000", "922337203685477", "publish", raw],
             ),
             (
-                calls.acquire(id, None, 1_000),
+                calls.acquire_call(id, None, 1_000),
                 three.to_vec(),
                 vec![
                     "1",

@@ -186,7 +186,7 @@ impl Waiter for TakePermit<'_> {
         detach(self.client().runtime(), || (), move |_| async move {
             let id = PermitId::random();
             let now = epoch_ms();
-            let call = this.calls().acquire(id, lease_ms, now);
+            let call = this.calls().acquire_call(id, lease_ms, now);
             let undo = || async {
                 if let Err(e) = this.release_once(id).await {
                     log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
