@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    service::watchdog::{HoldState, LossSignal, Registration, Upkeep},
+    service::watchdog::{HoldState, LossSignal, Upkeep, Watched},
     types::owner::Owner,
 };
 
@@ -83,10 +83,9 @@ pub(crate) struct Held {
     owner: Owner,
     watchdog: bool,
     /// The guard's parts of its owner's hold, and the hold's loss signal (shared by every guard
-    /// of that hold).
-    registration: Registration,
+    /// of that hold); followed (released on drop) until let go or kept.
+    watched: Watched,
     token: Option<u64>,
-    armed: bool,
     /// The kind's name and when the hold began, for observability.
     kind: &'static str,
     since: Instant,
@@ -116,16 +115,14 @@ impl Held {
             queue: claim.proto.wait_line(),
             presence: claim.proto.hold_count(&claim.field),
         };
-        let registration = wd.register(&key, upkeep, sent_at, watchdog, lease);
-        wd.doubted_since(&key, &registration.loss, sent_at);
+        let watched = Watched::start(wd, key, upkeep, sent_at, watchdog, lease);
         crate::observe::guard_opened(kind);
         Self {
             claim,
             owner,
             watchdog,
-            registration,
+            watched,
             token,
-            armed: true,
             kind,
             since: Instant::now(),
         }
@@ -139,24 +136,18 @@ impl Held {
 
     /// Lets this guard's parts go without a release (idempotent).
     fn disarm(&mut self) {
-        if std::mem::take(&mut self.armed) {
-            let r = &self.registration;
-            self.claim
-                .client
-                .watchdog()
-                .let_go(&self.claim.key(), Some((r.epoch, r.parts)));
-        }
+        self.watched.let_go(self.claim.client.watchdog());
     }
 
     fn loss(&self) -> &Arc<LossSignal> {
-        &self.registration.loss
+        self.watched.loss()
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         crate::observe::guard_closed(self.kind, self.since.elapsed());
-        if self.armed {
+        if self.watched.is_followed() {
             let claim = self.take();
             // A hold known gone is not released: the owner's count in Redis is that of a later
             // acquisition now.
@@ -291,7 +282,7 @@ impl<K: Kind> Guard<K> {
     pub fn keep(mut self) {
         // Its parts stay registered: a part without a lease is renewed, a leased one counts
         // until its end.
-        self.held.armed = false;
+        self.held.watched.keep();
     }
 
     /// The same guard, type-erased (to keep guards of several kinds together).
@@ -326,7 +317,7 @@ impl<K: Kind> Guard<K> {
     pub(crate) async fn renew(&self, lease: Duration) -> Result<bool> {
         self.held
             .claim
-            .set_ttl(lease, self.held.registration.parts.lease)
+            .set_ttl(lease, self.held.watched.lease_part())
             .await
     }
 
@@ -356,7 +347,7 @@ impl<K: Kind> Guard<K> {
             return self.unlock().await.map(|_| true);
         }
         let claim = self.held.claim.clone();
-        let part = self.held.registration.parts.lease;
+        let part = self.held.watched.lease_part();
         self.held.disarm();
         if self.held.loss().is_gone() {
             return Ok(false);

@@ -22,6 +22,9 @@
 //!   (register a part, let parts go, what the parts need, a TTL set, holds found gone, forced
 //!   unlocks).
 //!
+//! - [`watched`]: one watched hold ([`Watched`]), what every guard stands on: registered
+//!   with the handle, its doubts, its loss signal, let go once or kept.
+//!
 //! This file is the face: it re-exports what the crate uses.
 
 mod doubt;
@@ -30,12 +33,14 @@ mod loss;
 mod run;
 mod shape;
 mod state;
+mod watched;
 
 pub(crate) use doubt::FailoverHolds;
 #[allow(unused_imports)] // the entry point for other detectors of a stalled node
 pub(crate) use doubt::Node;
-pub(crate) use handle::{Registration, TtlSet, Upkeep, Watchdog};
+pub(crate) use handle::{TtlSet, Upkeep, Watchdog};
 pub use loss::HoldState;
 pub(crate) use loss::{drift, LossSignal};
 pub(crate) use shape::{renewal_call, Layout, RenewalShape};
 pub(crate) use state::HoldKey;
+pub(crate) use watched::Watched;

@@ -17,9 +17,7 @@ use super::calls::NO_LEASE;
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
-    service::watchdog::{
-        HoldKey, HoldState, Layout, LossSignal, Registration, RenewalShape, Upkeep,
-    },
+    service::watchdog::{HoldKey, HoldState, Layout, LossSignal, RenewalShape, Upkeep, Watched},
     types::permit::PermitId,
 };
 
@@ -43,13 +41,11 @@ pub(super) struct Names<'a> {
     pub(super) publish: &'static str,
 }
 
-/// The watch over one permit: its loss signal and how it is followed.
+/// The watch over one permit: the watched hold (its loss signal, its registration with the
+/// watchdog until [`end`](Self::end)) and how the permit lives.
 pub(super) struct PermitWatch {
-    key: HoldKey,
-    loss: Arc<LossSignal>,
+    watched: Watched,
     life: Life,
-    /// The watchdog registration (renewed or leased permits), until [`end`](Self::end).
-    registration: Option<Registration>,
 }
 
 /// The renewal shape of a permit: PS-LEASE over the semaphore's three keys.
@@ -98,35 +94,18 @@ impl PermitWatch {
         now_ms: i64,
     ) -> Self {
         let key = HoldKey::new(names.name.into(), id.to_string().into(), Arc::from([]));
-        let wd = client.watchdog();
-        let upkeep = || Upkeep {
+        let upkeep = Upkeep {
             shape: renewal_shape(names),
             queue: None,
             presence: Some(lease_left_call(names, id, now_ms)),
         };
-        let (loss, registration) = match life {
-            Life::Watchdog => {
-                let r = wd.register(&key, upkeep(), sent_at, true, None);
-                (r.loss.clone(), Some(r))
-            }
-            Life::Leased(lease) => {
-                let r = wd.register(&key, upkeep(), sent_at, false, Some(lease));
-                (r.loss.clone(), Some(r))
-            }
-            Life::Forever => (
-                LossSignal::new(crate::types::millis::later(sent_at, Duration::MAX)),
-                None,
-            ),
+        let (renewed, lease) = match life {
+            Life::Watchdog => (true, None),
+            Life::Leased(lease) => (false, Some(lease)),
+            Life::Forever => (false, None),
         };
-        if life != Life::Forever {
-            wd.doubted_since(&key, &loss, sent_at);
-        }
-        Self {
-            key,
-            loss,
-            life,
-            registration,
-        }
+        let watched = Watched::start(client.watchdog(), key, upkeep, sent_at, renewed, lease);
+        Self { watched, life }
     }
 
     /// How the permit lives.
@@ -136,32 +115,28 @@ impl PermitWatch {
 
     /// The permit's loss signal.
     pub(super) fn loss_signal(&self) -> Arc<LossSignal> {
-        self.loss.clone()
+        self.watched.loss().clone()
     }
 
     /// Where the permit stands.
     pub(super) fn state(&self) -> HoldState {
-        self.loss.state()
+        self.watched.state()
     }
 
     /// Until when the permit is known to live (monotonic clock), unless lost earlier.
     pub(super) fn valid_until(&self) -> Instant {
-        self.loss.deadline()
+        self.watched.loss().deadline()
     }
 
     /// Resolves once the permit is no longer held (in doubt or lost).
     pub(super) async fn not_held(&self) {
-        self.loss.wait_not_held().await
+        self.watched.loss().wait_not_held().await
     }
 
     /// Stops renewing and following the permit (idempotent): before its release, or when it
     /// is kept (a watchdog permit then lives until its last renewal's deadline).
     pub(super) fn end(&mut self, client: &Client) {
-        if let Some(r) = self.registration.take() {
-            client
-                .watchdog()
-                .let_go(&self.key, Some((r.epoch, r.parts)));
-        }
+        self.watched.let_go(client.watchdog());
     }
 }
 
