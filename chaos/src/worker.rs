@@ -178,13 +178,13 @@ pub(crate) fn group_values(rng: &mut Rng) -> Vec<&'static str> {
 
 /// A hold of any kind.
 enum Held {
-    /// A plain guard, and the guard of an immediate re-entry (boxed: a multi-lock's and a
+    /// A plain guard, and the guard of an immediate re-entry (boxed, as a recipe's hold: a multi-lock's and a
     /// RedLock's guards are small).
     One(Box<AnyGuard>, Option<Box<AnyGuard>>),
     Multi(MultiGuard),
     Red(RedLockGuard),
     /// A recipe's hold (`recipes.rs`).
-    Recipe(crate::recipes::RecipeHeld),
+    Recipe(Box<crate::recipes::RecipeHeld>),
 }
 
 impl Held {
@@ -852,7 +852,7 @@ impl Owner_ {
             .begin(&a, async {
                 Ok(crate::recipes::acquire(&client, variant, &a.name, wait)
                     .await?
-                    .map(Held::Recipe))
+                    .map(|r| Held::Recipe(Box::new(r))))
             })
             .await
         else {
@@ -920,7 +920,7 @@ impl Owner_ {
         let me = &mut *self;
         let ran = client
             .run_once(&a.name, ONCE_AT_LEAST, ONCE_AT_MOST, |watch| async move {
-                let held = Held::Recipe(crate::recipes::RecipeHeld::Run(watch));
+                let held = Held::Recipe(Box::new(crate::recipes::RecipeHeld::Run(watch)));
                 let state = held.state();
                 h.emit(
                     "A",
