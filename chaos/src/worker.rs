@@ -178,8 +178,8 @@ pub(crate) fn group_values(rng: &mut Rng) -> Vec<&'static str> {
 
 /// A hold of any kind.
 enum Held {
-    /// A plain guard, and the guard of an immediate re-entry (boxed, as a recipe's hold: a multi-lock's and a
-    /// RedLock's guards are small).
+    /// A plain guard, and the guard of an immediate re-entry (boxed, as a recipe's hold: a
+    /// multi-lock's and a RedLock's guards are small).
     One(Box<AnyGuard>, Option<Box<AnyGuard>>),
     Multi(MultiGuard),
     Red(RedLockGuard),
