@@ -469,6 +469,46 @@ async fn a_dropped_guard_is_released_before_a_later_acquisition_through_the_same
     }
 }
 
+/// A guard names its hold as Redis keeps it: the lock's raw name, the owner field that is the
+/// hash's one field (count 1), its owner, and whether the watchdog renews it (the `Debug` form
+/// says the same). Code that checks or logs a hold by these must not be told another lock's.
+#[tokio::test]
+async fn a_guard_names_its_lock_its_owner_field_and_its_lease_mode_as_redis_holds_them() {
+    let (server, client) = setup().await;
+    let admin = common::Admin::connect(&server.url()).await;
+    let lock = client.get_lock("t:guardview");
+    let g = lock.lock().await.unwrap();
+    assert_eq!(g.name(), "t:guardview");
+    assert_eq!(g.name(), lock.raw_name());
+    assert_eq!(g.owner(), lock.owner());
+    let field = g.owner_field().to_owned();
+    assert_eq!(field, lock.owner_field());
+    assert!(
+        field.starts_with(&format!("{}:", client.id())),
+        "{field} is not a field of client {}",
+        client.id()
+    );
+    let hash = admin.hgetall("t:guardview").await;
+    assert_eq!(
+        hash,
+        [(field.clone(), "1".to_owned())].into_iter().collect(),
+        "the guard's owner field is the hash's one field"
+    );
+    assert!(g.is_watchdog(), "taken without a lease: renewed");
+    let shown = format!("{g:?}");
+    for part in ["t:guardview", field.as_str(), "watchdog: true"] {
+        assert!(shown.contains(part), "{shown} lacks {part}");
+    }
+    g.unlock().await.unwrap();
+
+    let leased = lock.lock_with_lease(Duration::from_secs(10)).await.unwrap();
+    assert!(!leased.is_watchdog(), "taken with a lease: not renewed");
+    assert_eq!(leased.owner_field(), field, "one owner, one field");
+    assert!(format!("{leased:?}").contains("watchdog: false"));
+    leased.unlock().await.unwrap();
+    assert!(!admin.exists("t:guardview").await);
+}
+
 /// The Java idiom "lock with a lease and let it expire" on per-entity names: 100 000 distinct
 /// locks taken with a lease and kept (no unlock) leave nothing in the client's owner ledger once
 /// their leases have run out.
