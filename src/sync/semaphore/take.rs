@@ -1,0 +1,170 @@
+//! Taking permits: `Semaphore::acquire` and its variants, and the engine's waiter `Take` (the
+//! permits of an attempt whose caller went away are given back).
+
+use std::time::Duration;
+
+use fred::types::Value;
+
+use super::handle::{Semaphore, OBJECT};
+use crate::{
+    client::Client,
+    engine::{self, detach, Observed, Orphan, SleepOn, Step, Wait, Waiter, Won},
+    error::{Error, Result},
+    service::pubsub::Reading,
+    sync::call::{flag, run_taking},
+};
+
+impl Semaphore {
+    /// Takes `permits` permits, waiting without limit until a release makes them available
+    /// (Redisson `acquire(permits)`). Zero permits succeed at once without a call.
+    ///
+    /// # Errors
+    /// Redis and connection errors (an attempt whose reply was lost may have taken the
+    /// permits: they are anonymous, so nothing can tell); [`Error::NotReplicated`] once the
+    /// retries of an acquisition no replica acknowledged are used up (each was given back).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropped while waiting it leaves the channel; dropped while an attempt is in
+    /// flight, the attempt finishes in the background and gives back what it took.
+    pub async fn acquire(&self, permits: u64) -> Result<()> {
+        match self.acquire_until(permits, Wait::Until(None)).await? {
+            true => Ok(()),
+            false => Err(Error::Timeout("acquire without limit ended".into())),
+        }
+    }
+
+    /// One attempt to take `permits` permits (Redisson `tryAcquire(permits)`): `true` when
+    /// taken.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire(&self, permits: u64) -> Result<bool> {
+        self.acquire_until(permits, Wait::Once).await
+    }
+
+    /// Takes `permits` permits, waiting at most `wait` (Redisson `tryAcquire(permits, wait)`):
+    /// `true` when taken, `false` when `wait` passed first. A zero `wait` is one attempt.
+    ///
+    /// # Errors
+    /// As [`acquire`](Self::acquire).
+    ///
+    /// # Cancel safety
+    /// As [`acquire`](Self::acquire).
+    pub async fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<bool> {
+        self.acquire_until(permits, Wait::for_duration(wait)).await
+    }
+
+    async fn acquire_until(&self, permits: u64, wait: Wait) -> Result<bool> {
+        if permits == 0 {
+            return Ok(true);
+        }
+        let take = Take {
+            semaphore: self,
+            permits,
+        };
+        let seen = Observed {
+            kind: OBJECT,
+            owner: "",
+            wait: wait.remaining(),
+            lease: None,
+        };
+        Ok(engine::acquire(&take, wait, seen)
+            .await?
+            .map(Won::take)
+            .is_some())
+    }
+}
+
+/// One taking of `permits` permits: the engine's waiter for [`Semaphore::acquire`] and its
+/// variants.
+struct Take<'a> {
+    semaphore: &'a Semaphore,
+    permits: u64,
+}
+
+/// Permits taken, on their way to the caller.
+struct Taken {
+    semaphore: Semaphore,
+    permits: u64,
+}
+
+/// Permits taken for a caller that went away are given back.
+impl Orphan for Taken {
+    fn orphaned(self) {
+        crate::observe::late_acquisition(&self.semaphore.name, "");
+        let client = self.semaphore.client.clone();
+        drop(client.spawn(async move {
+            if let Err(e) = self.semaphore.give_back(self.permits).await {
+                log::warn!(
+                    "could not give back the permits of {} its dropped caller took: {e}",
+                    self.semaphore.name
+                );
+            }
+        }));
+    }
+}
+
+impl Waiter for Take<'_> {
+    type Won = Taken;
+    /// Redisson retries an unreplicated SEM-ACQ, a single try's too.
+    const RETRIES_UNREPLICATED_ONCE: bool = true;
+
+    fn client(&self) -> &Client {
+        &self.semaphore.client
+    }
+
+    fn name(&self) -> &str {
+        &self.semaphore.name
+    }
+
+    /// One SEM-ACQ, never cut short ([`detach`]); taken but acknowledged by no replica: given
+    /// back, [`Error::NotReplicated`].
+    async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
+        let (this, permits) = (self.semaphore.clone(), self.permits);
+        let deadline = wait.deadline();
+        detach(
+            self.client().runtime(),
+            || (),
+            move |_| async move {
+                let call = this.calls().acquire_call(permits);
+                let taken = |v: &Value| v.as_i64() == Some(1);
+                let undo = || async {
+                    if let Err(e) = this.give_back(permits).await {
+                        log::warn!(
+                            "could not give back the unreplicated permits of {}: {e}",
+                            this.name
+                        );
+                    }
+                };
+                let value = run_taking(&this.client, call, (&this.name, ""), deadline, taken, undo)
+                    .await
+                    .map_err(|f| f.error)??;
+                if flag(&value, &this.name)? {
+                    Ok(Step::Done(Won::new(Taken {
+                        semaphore: this,
+                        permits,
+                    })))
+                } else {
+                    Ok(Step::Busy { frees_in: None })
+                }
+            },
+        )
+        .await
+    }
+
+    /// Not repeated after a transient failure: the permits are anonymous, so an attempt whose
+    /// reply was lost cannot be told apart from one that never ran (it may have taken them).
+    fn repeatable(&self) -> bool {
+        false
+    }
+
+    fn sleep_on(&self) -> SleepOn {
+        SleepOn::Channel {
+            channel: self.semaphore.channel.clone(),
+            reading: Reading::Permits,
+        }
+    }
+}
