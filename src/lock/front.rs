@@ -14,7 +14,7 @@ use std::{
 use super::{
     claim::Claim,
     guard::{Guard, Held},
-    protocol::{decode_flag, every_key, Kind, Protocol, Query, Sleep, UnlockOutcome},
+    protocol::{decode_flag, every_key, Kind, Protocol, Query, SleepRule, UnlockOutcome},
 };
 use crate::{
     client::Client,
@@ -275,9 +275,9 @@ impl Handle {
     /// Local waiters of this lock (any owner).
     pub(crate) fn local_waiters(&self) -> usize {
         match self.proto.sleep() {
-            Sleep::Channel(channel) => self.client.stats().channel_waiters(&channel),
+            SleepRule::Channel(channel) => self.client.stats().channel_waiters(&channel),
             // One channel per waiter (`<prefix><owner field>`, an owner field holding a ':').
-            Sleep::OwnChannel { prefix } => self
+            SleepRule::OwnChannel { prefix } => self
                 .client
                 .stats()
                 .channels
@@ -289,7 +289,7 @@ impl Handle {
                 })
                 .map(|(_, n)| n)
                 .sum(),
-            Sleep::BackOff(_) => 0,
+            SleepRule::BackOff(_) => 0,
         }
     }
 

@@ -158,7 +158,7 @@ pub enum UnlockOutcome {
 
 /// Where a kind's waiters sleep between their attempts: the rule, stated once by the kind.
 #[derive(Debug, Clone)]
-pub(crate) enum Sleep {
+pub(crate) enum SleepRule {
     /// Every waiter sleeps on this channel's wake-ups, woken by unlock messages.
     Channel(String),
     /// Each waiter has a channel of its own, `<prefix><owner field>`, on which the release
@@ -171,17 +171,17 @@ pub(crate) enum Sleep {
     BackOff(AnySchedule),
 }
 
-impl Sleep {
+impl SleepRule {
     /// The channel the waiter with owner field `field` sleeps on (`None`: it polls).
     pub(crate) fn channel_for(&self, field: &str) -> Option<String> {
         match self {
-            Sleep::Channel(channel) => Some(channel.clone()),
-            Sleep::OwnChannel { prefix } => Some(Self::own_channel(prefix, field)),
-            Sleep::BackOff(_) => None,
+            SleepRule::Channel(channel) => Some(channel.clone()),
+            SleepRule::OwnChannel { prefix } => Some(Self::own_channel(prefix, field)),
+            SleepRule::BackOff(_) => None,
         }
     }
 
-    /// The own channel of the waiter with owner field `field` under [`Sleep::OwnChannel`].
+    /// The own channel of the waiter with owner field `field` under [`SleepRule::OwnChannel`].
     pub(crate) fn own_channel(prefix: &str, field: &str) -> String {
         format!("{prefix}{field}")
     }
@@ -208,7 +208,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     }
     /// Where this kind's waiters sleep between attempts (one channel for all, one per waiter,
     /// or back-off steps).
-    fn sleep(&self) -> Sleep;
+    fn sleep(&self) -> SleepRule;
     /// One acquisition attempt, and how its reply reads.
     fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply);
     /// Releases one hold; the reply is nil (not held), 0 (still held) or 1 (released).

@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use super::calls::Claim;
 use crate::engine::{detach, Abandoned, Orphan, SleepOn, Step, Wait, Waiter, Won};
 use crate::lock::protocol::{
-    decode_acquire, Acquire, AcquireReply, AcquireRequest, Attempt, Release, Sleep,
+    decode_acquire, Acquire, AcquireReply, AcquireRequest, Attempt, Release, SleepRule,
 };
 use crate::{
     acquisitions::{
@@ -414,9 +414,9 @@ impl Waiter for Claim {
 
     fn sleep_on(&self) -> SleepOn {
         let channel = match self.proto.sleep() {
-            Sleep::BackOff(backoff) => return SleepOn::BackOff(backoff),
-            Sleep::Channel(channel) => channel,
-            Sleep::OwnChannel { prefix } => Sleep::own_channel(&prefix, &self.field),
+            SleepRule::BackOff(backoff) => return SleepOn::BackOff(backoff),
+            SleepRule::Channel(channel) => channel,
+            SleepRule::OwnChannel { prefix } => SleepRule::own_channel(&prefix, &self.field),
         };
         SleepOn::Channel {
             channel,

@@ -5,7 +5,7 @@ use fred::types::{Key, Value};
 
 use crate::lock::{
     front::Lock,
-    protocol::{AcquireReply, AcquireRequest, Attempt, Protocol, ReleaseRequest, Sleep},
+    protocol::{AcquireReply, AcquireRequest, Attempt, Protocol, ReleaseRequest, SleepRule},
 };
 use crate::{
     client::Client,
@@ -88,8 +88,8 @@ impl Protocol for FairProtocol {
         &self.name
     }
 
-    fn sleep(&self) -> Sleep {
-        Sleep::OwnChannel {
+    fn sleep(&self) -> SleepRule {
+        SleepRule::OwnChannel {
             prefix: format!("{}:", self.channel),
         }
     }

@@ -7,7 +7,7 @@ use fred::types::{Key, Value};
 
 use crate::lock::{
     front::Lock,
-    protocol::{AcquireReply, AcquireRequest, Protocol, Query, ReleaseRequest, Sleep},
+    protocol::{AcquireReply, AcquireRequest, Protocol, Query, ReleaseRequest, SleepRule},
 };
 use crate::{
     client::Client,
@@ -120,8 +120,8 @@ impl Protocol for GroupProtocol {
         &self.name
     }
 
-    fn sleep(&self) -> Sleep {
-        Sleep::Channel(self.channel.clone())
+    fn sleep(&self) -> SleepRule {
+        SleepRule::Channel(self.channel.clone())
     }
 
     /// A partial release only raises deadlines and the TTL.

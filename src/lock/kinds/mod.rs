@@ -45,7 +45,7 @@ macro_rules! pass_on {
         }
     };
     (@ sleep) => {
-        fn sleep(&self) -> $crate::lock::protocol::Sleep {
+        fn sleep(&self) -> $crate::lock::protocol::SleepRule {
             self.base.sleep()
         }
     };

@@ -4,7 +4,7 @@ use fred::types::{Key, Value};
 
 use crate::lock::{
     front::Lock,
-    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, Sleep},
+    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, SleepRule},
 };
 use crate::{
     client::Client,
@@ -117,8 +117,8 @@ impl Protocol for ReentrantProtocol {
         &self.name
     }
 
-    fn sleep(&self) -> Sleep {
-        Sleep::Channel(self.channel_name())
+    fn sleep(&self) -> SleepRule {
+        SleepRule::Channel(self.channel_name())
     }
 
     fn wait_line(&self) -> Option<WaitLine> {

@@ -10,7 +10,7 @@ use fred::types::{Key, Value};
 use crate::lock::{
     front::Lock,
     kinds::reentrant,
-    protocol::{AcquireReply, AcquireRequest, Protocol, Query, ReleaseRequest, Sleep},
+    protocol::{AcquireReply, AcquireRequest, Protocol, Query, ReleaseRequest, SleepRule},
 };
 use crate::{
     client::Client,
@@ -143,8 +143,8 @@ impl Protocol for ReadProtocol {
         &self.0.name
     }
 
-    fn sleep(&self) -> Sleep {
-        Sleep::Channel(self.0.channel.clone())
+    fn sleep(&self) -> SleepRule {
+        SleepRule::Channel(self.0.channel.clone())
     }
 
     /// R-ACQ: `KEYS = [N, TP(F)]`, `ARGV = [lease, F, F:write]`.
@@ -221,8 +221,8 @@ impl Protocol for WriteProtocol {
         base + ":write"
     }
 
-    fn sleep(&self) -> Sleep {
-        Sleep::Channel(self.0.channel.clone())
+    fn sleep(&self) -> SleepRule {
+        SleepRule::Channel(self.0.channel.clone())
     }
 
     fn wait_line(&self) -> Option<WaitLine> {

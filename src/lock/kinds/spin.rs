@@ -7,7 +7,7 @@ use crate::lock::{
     front::Lock,
     kinds::backoff::BackOff,
     kinds::reentrant,
-    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, Sleep},
+    protocol::{AcquireReply, AcquireRequest, Protocol, ReleaseRequest, SleepRule},
 };
 use crate::{
     client::Client,
@@ -58,8 +58,8 @@ struct SpinProtocol {
 impl Protocol for SpinProtocol {
     pass_on!(name, renewal);
 
-    fn sleep(&self) -> Sleep {
-        Sleep::BackOff(Box::new(self.backoff.clone()))
+    fn sleep(&self) -> SleepRule {
+        SleepRule::BackOff(Box::new(self.backoff.clone()))
     }
 
     fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
@@ -121,6 +121,6 @@ mod tests {
         assert_matches_header(&rel);
         assert!(!rel.args.contains(&Value::from("publish")));
         assert_matches_header(&d.force_unlock("publish"));
-        assert!(matches!(d.sleep(), Sleep::BackOff(_)));
+        assert!(matches!(d.sleep(), SleepRule::BackOff(_)));
     }
 }
