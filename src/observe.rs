@@ -134,7 +134,7 @@ impl Acquisition {
     /// The returned future wraps `fut` in place (not an `async fn` awaiting it, which would
     /// keep a second slot of `fut`'s size in its state): a waiting acquisition's memory is
     /// its own future's size, once.
-    pub(crate) fn watch<T>(
+    pub(crate) fn observe<T>(
         kind: &'static str,
         lock: &str,
         owner: &str,

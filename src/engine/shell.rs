@@ -63,7 +63,7 @@ pub(crate) fn acquire<'a, W: Waiter>(
     wait: Wait,
     seen: Observed<'a>,
 ) -> impl std::future::Future<Output = Result<Option<Won<W::Won>>>> + 'a {
-    crate::observe::Acquisition::watch(
+    crate::observe::Acquisition::observe(
         seen.kind,
         waiter.name(),
         seen.owner,

@@ -27,6 +27,7 @@ pub(crate) enum Reply {
 
 /// The calls of one permit-expirable semaphore, built from its names (unit-tested against the
 /// scripts' headers and the protocol's argument order).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Calls<'a> {
     pub(crate) name: &'a str,
     pub(crate) timeouts: &'a str,

@@ -1,5 +1,5 @@
 //! `PermitGuard`: one acquired permit, released in the background on drop; where it stands
-//! from its `PermitWatch`.
+//! from its `PermitLife`.
 
 #[cfg(not(feature = "metrics"))]
 use std::time::Duration;
@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::{
     handle::{PermitExpirableSemaphore, OBJECT},
-    watch::{Life, PermitWatch},
+    life::{Life, PermitLife},
 };
 use crate::{error::Result, service::watchdog::HoldState, types::permit::PermitId};
 
@@ -26,7 +26,7 @@ use crate::{error::Result, service::watchdog::HoldState, types::permit::PermitId
 pub struct PermitGuard {
     semaphore: PermitExpirableSemaphore,
     id: PermitId,
-    watch: PermitWatch,
+    watch: PermitLife,
     armed: bool,
     #[cfg(feature = "metrics")]
     since: Instant,
@@ -45,7 +45,7 @@ impl PermitGuard {
     pub(super) fn new(
         semaphore: PermitExpirableSemaphore,
         id: PermitId,
-        watch: PermitWatch,
+        watch: PermitLife,
     ) -> Self {
         crate::observe::guard_opened(OBJECT);
         Self {

@@ -2,7 +2,7 @@
 //! acquisition (set, add, available, release by id, delete) and the release in the background
 //! that a dropped guard or an orphaned acquisition hands a permit to.
 
-use super::{calls::Calls, watch::Names};
+use super::calls::Calls;
 use crate::{
     client::Client,
     error::{Error, Result},
@@ -104,15 +104,6 @@ impl PermitExpirableSemaphore {
     /// (the default; see [`without_watchdog`](Self::without_watchdog)).
     pub fn is_watchdog(&self) -> bool {
         self.watchdog
-    }
-
-    pub(super) fn names(&self) -> Names<'_> {
-        Names {
-            name: &self.name,
-            timeouts: &self.timeouts,
-            channel: &self.channel,
-            publish: self.client.core().messaging().publish_command(),
-        }
     }
 
     pub(super) fn calls(&self) -> Calls<'_> {

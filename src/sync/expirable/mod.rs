@@ -7,8 +7,8 @@
 mod calls;
 mod guard;
 mod handle;
+mod life;
 mod take;
-mod watch;
 
 pub use guard::PermitGuard;
 pub use handle::{PermitExpirableSemaphore, RPermitExpirableSemaphore};

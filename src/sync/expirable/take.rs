@@ -10,7 +10,7 @@ use super::{
     calls::{decode_acquire, is_ok, Reply},
     guard::PermitGuard,
     handle::{PermitExpirableSemaphore, OBJECT},
-    watch::{Life, PermitWatch},
+    life::{Life, PermitLife},
 };
 use crate::{
     client::Client,
@@ -124,9 +124,9 @@ impl PermitExpirableSemaphore {
         };
         Ok(engine::acquire(&take, wait, seen).await?.map(|won| {
             let taken = won.take();
-            let watch = PermitWatch::start(
+            let watch = PermitLife::start(
                 &self.client,
-                self.names(),
+                self.calls(),
                 taken.id,
                 life,
                 taken.sent_at,

@@ -13,7 +13,7 @@ use std::{sync::Arc, time::Duration};
 use fred::types::{Key, Value};
 use tokio::time::Instant;
 
-use super::calls::NO_LEASE;
+use super::calls::{Calls, NO_LEASE};
 use crate::{
     client::Client,
     conn::scripts::{ScriptCall, ScriptId},
@@ -32,72 +32,63 @@ pub(super) enum Life {
     Forever,
 }
 
-/// The keys and channel of one semaphore, as the calls take them.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Names<'a> {
-    pub(super) name: &'a str,
-    pub(super) timeouts: &'a str,
-    pub(super) channel: &'a str,
-    pub(super) publish: &'static str,
-}
-
 /// The watch over one permit: the watched hold (its loss signal, its registration with the
 /// watchdog until [`end`](Self::end)) and how the permit lives.
-pub(super) struct PermitWatch {
+pub(super) struct PermitLife {
     watched: Watched,
     life: Life,
 }
 
 /// The renewal shape of a permit: PS-LEASE over the semaphore's three keys.
-fn renewal_shape(names: Names<'_>) -> RenewalShape {
+fn renewal_shape(calls: Calls<'_>) -> RenewalShape {
     RenewalShape {
         script: ScriptId::PermitRenew,
         keys: Arc::from([
-            Key::from(names.name),
-            Key::from(names.timeouts),
-            Key::from(names.channel),
+            Key::from(calls.name),
+            Key::from(calls.timeouts),
+            Key::from(calls.channel),
         ]),
         layout: Layout::PermitLease,
-        values: Arc::from([names.publish.to_owned()]),
+        values: Arc::from([calls.publish.to_owned()]),
     }
 }
 
 /// PS-GETLEASE for `id` as of `now` (epoch ms): `KEYS = [N, timeouts, channel]`,
 /// `ARGV = [id, 922337203685477, now, pub]`. Answers the ms left (> 0 while the permit lives:
 /// how a leased permit in doubt is confirmed after a reconnect).
-pub(super) fn lease_left_call(names: Names<'_>, id: PermitId, now: i64) -> ScriptCall {
+pub(super) fn lease_left_call(calls: Calls<'_>, id: PermitId, now: i64) -> ScriptCall {
     ScriptCall::new(
         ScriptId::PermitLeaseLeft,
         vec![
-            names.name.into(),
-            names.timeouts.into(),
-            names.channel.into(),
+            calls.name.into(),
+            calls.timeouts.into(),
+            calls.channel.into(),
         ],
         vec![
             Value::Bytes(fred::bytes::Bytes::copy_from_slice(id.as_bytes())),
             Value::from(NO_LEASE),
             Value::from(now),
-            Value::from(names.publish),
+            Value::from(calls.publish),
         ],
     )
 }
 
-impl PermitWatch {
+impl PermitLife {
     /// Starts watching the permit `id`, whose acquisition was sent at `sent_at` (monotonic)
     /// with the epoch clock at `now_ms`.
     pub(super) fn start(
         client: &Client,
-        names: Names<'_>,
+        calls: Calls<'_>,
         id: PermitId,
         life: Life,
         sent_at: Instant,
         now_ms: i64,
     ) -> Self {
-        let key = HoldKey::new(names.name.into(), id.to_string().into(), Arc::from([]));
+        let key = HoldKey::new(calls.name.into(), id.to_string().into(), Arc::from([]));
         let upkeep = Upkeep {
-            shape: renewal_shape(names),
+            shape: renewal_shape(calls),
             queue: None,
-            presence: Some(lease_left_call(names, id, now_ms)),
+            presence: Some(lease_left_call(calls, id, now_ms)),
         };
         let (renewed, lease) = match life {
             Life::Watchdog => (true, None),
@@ -146,7 +137,7 @@ mod tests {
     use crate::conn::scripts::tests::assert_matches_header;
     use crate::service::watchdog::renewal_call;
 
-    const NAMES: Names<'static> = Names {
+    const NAMES: Calls<'static> = Calls {
         name: "p",
         timeouts: "{p}:timeout",
         channel: "redisson_sc:{p}",
