@@ -565,9 +565,41 @@ fn flags(reply: Value, lock: &str) -> Result<Vec<i64>> {
         .map_err(|e| unexpected(lock, format!("flags expected: {e}")))
 }
 
+/// A `1`/`0` reply (every flag a script or a command answers: nothing else is a flag).
+pub(crate) fn flag(reply: &Value, name: &str) -> Result<bool> {
+    match reply.as_i64() {
+        Some(1) => Ok(true),
+        Some(0) => Ok(false),
+        _ => Err(unexpected(name, format!("1 or 0 expected, got {reply:?}"))),
+    }
+}
+
+/// An integer reply.
+pub(crate) fn integer(reply: &Value, name: &str) -> Result<i64> {
+    reply
+        .as_i64()
+        .ok_or_else(|| unexpected(name, format!("an integer expected, got {reply:?}")))
+}
+
 /// An error for a reply the scripts never give.
 pub(crate) fn unexpected(lock: &str, what: impl std::fmt::Display) -> Error {
     Error::Redis(Failure::new(format!(
         "unexpected script reply for lock {lock}: {what}"
     )))
+}
+
+#[cfg(test)]
+mod reply_tests {
+    use super::*;
+
+    #[test]
+    fn replies_decode_strictly() {
+        assert!(flag(&Value::Integer(1), "s").unwrap());
+        assert!(!flag(&Value::Integer(0), "s").unwrap());
+        assert!(flag(&Value::Integer(2), "s").is_err());
+        assert!(flag(&Value::Null, "s").is_err());
+        assert!(flag(&Value::from("x"), "s").is_err());
+        assert_eq!(integer(&Value::Integer(-3), "s").unwrap(), -3);
+        assert!(integer(&Value::Null, "s").is_err());
+    }
 }

@@ -14,10 +14,11 @@ use std::{
 use super::{
     claim::Claim,
     guard::{Guard, Held},
-    protocol::{decode_flag, every_key, Kind, Protocol, Query, SleepRule, UnlockOutcome},
+    protocol::{every_key, Kind, Protocol, Query, SleepRule, UnlockOutcome},
 };
 use crate::{
     client::Client,
+    conn::core::flag,
     engine::{self, Observed, Wait},
     error::{Error, Result},
     service::watchdog::HoldKey,
@@ -258,7 +259,7 @@ impl Handle {
                 .wait_lines()
                 .released(tag, self.raw_name(), true, None);
         }
-        decode_flag(reply, self.raw_name())
+        flag(&reply, self.raw_name())
     }
 
     pub(crate) async fn is_locked(&self) -> Result<bool> {
@@ -266,9 +267,7 @@ impl Handle {
         let core = self.client.core();
         match self.proto.is_locked() {
             Query::Exists(key) => core.exists(&key, self.raw_name()).await,
-            Query::Script(call) => {
-                decode_flag(core.run(call, self.raw_name()).await?, self.raw_name())
-            }
+            Query::Script(call) => flag(&core.run(call, self.raw_name()).await?, self.raw_name()),
         }
     }
 

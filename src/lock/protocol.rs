@@ -333,17 +333,6 @@ pub(crate) fn decode_release(v: Value, lock: &str) -> Result<Release> {
     }
 }
 
-/// Decodes a script that answers 1 for "yes".
-pub(crate) fn decode_flag(v: Value, lock: &str) -> Result<bool> {
-    match v {
-        Value::Null => Ok(false),
-        v => match v.as_i64() {
-            Some(n) => Ok(n == 1),
-            None => Err(unexpected(lock, format!("{v:?}"))),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,8 +382,5 @@ mod tests {
             Release::Released
         );
         assert!(decode_release(Value::Integer(2), "k").is_err());
-        assert!(decode_flag(Value::Integer(1), "k").unwrap());
-        assert!(!decode_flag(Value::Integer(0), "k").unwrap());
-        assert!(decode_flag(Value::from("x"), "k").is_err());
     }
 }

@@ -10,7 +10,7 @@
 //! the object's messages mean, [`Reading`]) and runs the same wait, retry, undo and cancel
 //! shell as a lock's claim. Acquisitions Redisson syncs to a replica run through the same
 //! replica-sync path (`WAIT`) as lock acquisitions; the calls it syncs without undo, and the
-//! replies the three share, are in `call`.
+//! acquisitions undone when unreplicated, are in `synced`.
 //!
 //! Java's semaphore and latch waiters have no time-based fallback: a missed message leaves them
 //! asleep until their deadline. This crate's waiters also re-check after
@@ -27,10 +27,10 @@
 //! [`ScriptCall`]: crate::conn::scripts::ScriptCall
 //! [`Reading`]: crate::service::pubsub::Reading
 
-mod call;
 pub(crate) mod expirable;
 pub(crate) mod latch;
 pub(crate) mod semaphore;
+mod synced;
 
 pub use expirable::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore};
 pub use latch::{CountDownLatch, RCountDownLatch};

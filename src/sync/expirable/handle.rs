@@ -5,8 +5,9 @@
 use super::calls::Calls;
 use crate::{
     client::Client,
+    conn::core::{flag, integer},
     error::{Error, Result},
-    sync::call::{flag, integer, run_synced},
+    sync::synced::run_synced,
     types::{clock::epoch_ms, names, permit::PermitId},
 };
 

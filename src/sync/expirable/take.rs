@@ -17,7 +17,7 @@ use crate::{
     engine::{self, detach, Observed, Orphan, SleepOn, Step, Wait, Waiter, Won},
     error::{Error, Result},
     service::pubsub::Reading,
-    sync::call::run_taking,
+    sync::synced::run_taking,
     types::{clock::epoch_ms, permit::PermitId},
 };
 

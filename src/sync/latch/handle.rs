@@ -5,8 +5,8 @@
 use super::calls::Calls;
 use crate::{
     client::Client,
+    conn::core::flag,
     error::{Error, Result},
-    sync::call::flag,
     types::names,
 };
 

@@ -7,8 +7,9 @@ use std::time::Duration;
 use super::calls::Calls;
 use crate::{
     client::Client,
+    conn::core::{flag, integer},
     error::{Error, Result},
-    sync::call::{flag, integer, run_synced},
+    sync::synced::run_synced,
     types::names,
 };
 

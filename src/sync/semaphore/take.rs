@@ -8,10 +8,11 @@ use fred::types::Value;
 use super::handle::{Semaphore, OBJECT};
 use crate::{
     client::Client,
+    conn::core::flag,
     engine::{self, detach, Observed, Orphan, SleepOn, Step, Wait, Waiter, Won},
     error::{Error, Result},
     service::pubsub::Reading,
-    sync::call::{flag, run_taking},
+    sync::synced::run_taking,
 };
 
 impl Semaphore {

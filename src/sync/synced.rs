@@ -1,6 +1,7 @@
-//! What the synchronizers' calls share: the call Redisson syncs to a replica without undoing
-//! it ([`run_synced`]), an acquisition's call that is undone when unreplicated
-//! ([`run_taking`]), and the `1`/`0` and integer replies ([`flag`], [`integer`]).
+//! How the synchronizers' calls reach the replicas: the call Redisson syncs to a replica
+//! without undoing it ([`run_synced`]), and an acquisition's call that is undone when
+//! unreplicated ([`run_taking`]). Their replies are decoded by the connection's `flag` and
+//! `integer`, as the locks' are.
 
 use std::future::Future;
 
@@ -9,11 +10,7 @@ use tokio::time::Instant;
 
 use crate::{
     client::Client,
-    conn::{
-        core::{unexpected, AcquireFailure},
-        replicas::Synced,
-        scripts::ScriptCall,
-    },
+    conn::{core::AcquireFailure, replicas::Synced, scripts::ScriptCall},
     error::{Error, Result},
 };
 
@@ -77,36 +74,5 @@ pub(crate) async fn run_synced(
             Ok(value)
         }
         Err(failure) => Err(failure.error),
-    }
-}
-
-/// A `1`/`0` reply.
-pub(crate) fn flag(reply: &Value, name: &str) -> Result<bool> {
-    match reply.as_i64() {
-        Some(1) => Ok(true),
-        Some(0) => Ok(false),
-        _ => Err(unexpected(name, format!("1 or 0 expected, got {reply:?}"))),
-    }
-}
-
-/// An integer reply.
-pub(crate) fn integer(reply: &Value, name: &str) -> Result<i64> {
-    reply
-        .as_i64()
-        .ok_or_else(|| unexpected(name, format!("an integer expected, got {reply:?}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn replies_decode_strictly() {
-        assert!(flag(&Value::Integer(1), "s").unwrap());
-        assert!(!flag(&Value::Integer(0), "s").unwrap());
-        assert!(flag(&Value::Integer(2), "s").is_err());
-        assert!(flag(&Value::Null, "s").is_err());
-        assert_eq!(integer(&Value::Integer(-3), "s").unwrap(), -3);
-        assert!(integer(&Value::Null, "s").is_err());
     }
 }
