@@ -110,23 +110,23 @@ async fn run<W: Waiter>(waiter: &W, wait: Wait) -> Result<Option<Won<W::Won>>> {
 /// Why a round of a wait failed: its error, and whether an attempt failed (its outcome unknown
 /// to the caller) or something around the attempts (a subscription: nothing was taken).
 #[derive(Debug)]
-struct Failure {
+struct RoundError {
     error: Error,
     in_attempt: bool,
 }
 
-impl Failure {
+impl RoundError {
     fn of_attempt(error: Error) -> Self {
-        Failure {
+        RoundError {
             error,
             in_attempt: true,
         }
     }
 }
 
-impl From<Error> for Failure {
+impl From<Error> for RoundError {
     fn from(error: Error) -> Self {
-        Failure {
+        RoundError {
             error,
             in_attempt: false,
         }
@@ -147,7 +147,7 @@ async fn wait_until<W: Waiter>(
     // existing one is being retried by the registry (a channel refused for a while).
     let mut kept = None;
     loop {
-        let Failure { error, in_attempt } = match round(waiter, deadline, &mut kept).await {
+        let RoundError { error, in_attempt } = match round(waiter, deadline, &mut kept).await {
             Ok(won) => return Ok(won),
             Err(failure) => failure,
         };
@@ -173,12 +173,12 @@ async fn round<W: Waiter>(
     waiter: &W,
     deadline: Option<Instant>,
     kept: &mut Option<Arc<pubsub::Subscription>>,
-) -> std::result::Result<Option<Won<W::Won>>, Failure> {
+) -> std::result::Result<Option<Won<W::Won>>, RoundError> {
     let wait = Wait::Until(deadline);
     let attempt = || async move {
         retry_unreplicated(waiter, wait)
             .await
-            .map_err(Failure::of_attempt)
+            .map_err(RoundError::of_attempt)
     };
     if waiter.attempts_first() {
         if let Step::Done(won) = attempt().await? {

@@ -16,7 +16,7 @@ use fred::{
     types::{config::Config as FredConfig, scan::ScanType},
 };
 use futures::StreamExt;
-use inspect::{Failure, Result, EXIT_ABORTED, EXIT_ERROR, EXIT_NOT_FOUND};
+use inspect::{CliError, Result, EXIT_ABORTED, EXIT_ERROR, EXIT_NOT_FOUND};
 
 /// Inspect and manage Redisson-compatible distributed locks.
 ///
@@ -119,7 +119,7 @@ fn crate_config(cli: &Cli) -> redisson_lock::Config {
 /// connects in plain text, and needs the `tls` feature).
 fn fred_config(cli: &Cli) -> Result<FredConfig> {
     redisson_lock::cli_support::fred_config(&cli.url, &crate_config(cli))
-        .map_err(|e| Failure::new(EXIT_ERROR, format!("invalid Redis URL or option: {e}")))
+        .map_err(|e| CliError::new(EXIT_ERROR, format!("invalid Redis URL or option: {e}")))
 }
 
 async fn run(cli: Cli) -> Result<()> {
@@ -137,7 +137,7 @@ async fn command(cli: &Cli, redis: &Redis) -> Result<()> {
         Command::Inspect { name, json } => {
             let found = inspect::inspect(redis, &raw(name)).await?;
             if found.is_missing() {
-                return Err(Failure::new(
+                return Err(CliError::new(
                     EXIT_NOT_FOUND,
                     format!("no lock named '{}'", raw(name)),
                 ));
@@ -174,7 +174,7 @@ async fn command(cli: &Cli, redis: &Redis) -> Result<()> {
         }
         Command::Unlock { name, force, yes } => {
             if !force {
-                return Err(Failure::new(
+                return Err(CliError::new(
                     inspect::EXIT_USAGE,
                     "unlock breaks the lock of its holder: pass --force to do it",
                 ));
@@ -197,7 +197,7 @@ async fn scan(redis: &Redis, pattern: &str, kind: ScanType) -> Result<Vec<String
     let mut keys = Vec::new();
     let mut stream = stream;
     while let Some(key) = stream.next().await {
-        let key = key.map_err(Failure::redis)?;
+        let key = key.map_err(CliError::redis)?;
         if let Some(k) = key.as_str() {
             keys.push(k.to_owned());
         }
@@ -247,13 +247,13 @@ async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
     let raw = format!("{}{name}", cli.prefix);
     let found = inspect::inspect(redis, &raw).await?;
     if found.is_synchronizer() {
-        return Err(Failure::new(
+        return Err(CliError::new(
             inspect::EXIT_USAGE,
             format!("'{raw}' is a {}, not a lock: nothing to unlock", found.kind),
         ));
     }
     if !found.exists {
-        return Err(Failure::new(
+        return Err(CliError::new(
             EXIT_NOT_FOUND,
             format!("lock '{raw}' is not held"),
         ));
@@ -269,7 +269,7 @@ async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
         let mut answer = String::new();
         let _ = std::io::stdin().lock().read_line(&mut answer);
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            return Err(Failure::new(EXIT_ABORTED, "aborted"));
+            return Err(CliError::new(EXIT_ABORTED, "aborted"));
         }
     }
     // The crate's own force-unlock of the right kind: the same scripts and unlock messages a
@@ -278,9 +278,9 @@ async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
         .await
         .map_err(|e| match e.kind() {
             redisson_lock::ErrorKind::PermissionDenied => {
-                Failure::new(inspect::EXIT_DENIED, e.to_string())
+                CliError::new(inspect::EXIT_DENIED, e.to_string())
             }
-            _ => Failure::new(EXIT_ERROR, e.to_string()),
+            _ => CliError::new(EXIT_ERROR, e.to_string()),
         })?;
     let done = match found.kind {
         "fair" => client.get_fair_lock(name).force_unlock().await,
@@ -300,13 +300,13 @@ async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
             println!("unlocked '{raw}'");
             Ok(())
         }
-        Ok(false) => Err(Failure::new(
+        Ok(false) => Err(CliError::new(
             EXIT_NOT_FOUND,
             format!("lock '{raw}' was released meanwhile"),
         )),
         Err(e) if e.kind() == redisson_lock::ErrorKind::PermissionDenied => {
-            Err(Failure::new(inspect::EXIT_DENIED, e.to_string()))
+            Err(CliError::new(inspect::EXIT_DENIED, e.to_string()))
         }
-        Err(e) => Err(Failure::new(EXIT_ERROR, e.to_string())),
+        Err(e) => Err(CliError::new(EXIT_ERROR, e.to_string())),
     }
 }

@@ -7,7 +7,7 @@ use fred::clients::Client as Redis;
 
 use super::{
     model::{is_group_field, parse_field, GroupValue, Holder, Inspection, Leader, Waiter},
-    redis::{braced, cmd, subscribers, text, ttl_ms, Failure, Result, EXIT_ERROR},
+    redis::{braced, cmd, subscribers, text, ttl_ms, CliError, Result, EXIT_ERROR},
 };
 
 /// Reads everything about the lock whose raw name is `name`, a key of type `key_type`
@@ -23,7 +23,7 @@ pub async fn inspect(redis: &Redis, name: &str, key_type: &str) -> Result<Inspec
         "none" => {}
         "hash" => out.exists = true,
         other => {
-            return Err(Failure::new(
+            return Err(CliError::new(
                 EXIT_ERROR,
                 format!(
                     "key '{name}' is a {other}, not a lock (locks are hashes; semaphores and \

@@ -15,7 +15,7 @@ use fred::clients::Client as Redis;
 pub use lock::looks_like_lock;
 pub use model::Inspection;
 pub use redis::{
-    connect, Failure, Result, EXIT_ABORTED, EXIT_DENIED, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE,
+    connect, CliError, Result, EXIT_ABORTED, EXIT_DENIED, EXIT_ERROR, EXIT_NOT_FOUND, EXIT_USAGE,
 };
 pub use render::{render, render_json};
 

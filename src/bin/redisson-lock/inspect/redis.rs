@@ -1,4 +1,4 @@
-//! The tool's side of Redis: its `Failure` (with the exit code each maps to), one raw command,
+//! The tool's side of Redis: its `CliError` (with the exit code each maps to), one raw command,
 //! the brace rule of derived names, the subscriber counts of channels (classic and sharded, on
 //! every primary of a cluster) and the bounded first connection.
 
@@ -10,7 +10,7 @@ use fred::{
 
 /// A failure of the tool, with the exit code it maps to.
 #[derive(Debug)]
-pub struct Failure {
+pub struct CliError {
     pub code: i32,
     pub message: String,
 }
@@ -22,7 +22,7 @@ pub const EXIT_NOT_FOUND: i32 = 3;
 pub const EXIT_DENIED: i32 = 4;
 pub const EXIT_ABORTED: i32 = 5;
 
-impl Failure {
+impl CliError {
     pub fn new(code: i32, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -41,7 +41,7 @@ impl Failure {
     }
 }
 
-pub type Result<T> = std::result::Result<T, Failure>;
+pub type Result<T> = std::result::Result<T, CliError>;
 
 /// Runs one command and returns its raw reply.
 pub async fn cmd(redis: &Redis, name: &'static str, args: Vec<Value>) -> Result<Value> {
@@ -52,7 +52,7 @@ pub async fn cmd(redis: &Redis, name: &'static str, args: Vec<Value>) -> Result<
     redis
         .custom(CustomCommand::new_static(name, hash, false), args)
         .await
-        .map_err(Failure::redis)
+        .map_err(CliError::redis)
 }
 
 /// The time to live of key `name` in milliseconds; `None` when it has no expiry (or is gone).
@@ -112,7 +112,7 @@ pub async fn subscribers(redis: &Redis, channels: &[String]) -> Result<Vec<(Stri
         let reply = redis
             .custom(sharded, args("SHARDNUMSUB"))
             .await
-            .map_err(Failure::redis)?;
+            .map_err(CliError::redis)?;
         add(counts(reply));
         let primaries = redis
             .cached_cluster_state()
@@ -124,7 +124,7 @@ pub async fn subscribers(redis: &Redis, channels: &[String]) -> Result<Vec<(Stri
                 .with_cluster_node(node)
                 .custom(classic, args("NUMSUB"))
                 .await
-                .map_err(Failure::redis)?;
+                .map_err(CliError::redis)?;
             add(counts(reply));
         }
     } else {
@@ -137,14 +137,14 @@ pub async fn subscribers(redis: &Redis, channels: &[String]) -> Result<Vec<(Stri
 pub async fn connect(redis: &Redis) -> Result<()> {
     match tokio::time::timeout(std::time::Duration::from_secs(10), redis.init()).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(match Failure::redis(e) {
+        Ok(Err(e)) => Err(match CliError::redis(e) {
             f if f.code == EXIT_DENIED => f,
-            f => Failure::new(
+            f => CliError::new(
                 EXIT_ERROR,
                 format!("cannot connect to Redis: {}", f.message),
             ),
         }),
-        Err(_) => Err(Failure::new(
+        Err(_) => Err(CliError::new(
             EXIT_ERROR,
             "could not connect to Redis within 10 s",
         )),
