@@ -493,3 +493,45 @@ async fn every_kind_is_in_doubt_at_the_drop_and_decided_by_the_renewal_after_it(
     crash_restart_with_then_without_the_keys(&mut s, || guards.iter().map(|g| g.state()).collect())
         .await;
 }
+
+/// A lock guard's owned view (`Guard::watch`, issue 41) follows its hold: a task the holder
+/// spawned sees the hold `Lost` once another client force-unlocks the lock and the next
+/// renewal finds it gone; `assert_locked` then refuses. A fenced guard's view carries its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_guards_watch_follows_its_hold_into_lost() {
+    let s = RedisServer::start();
+    let watchdog = Duration::from_secs(3);
+    let holder = Client::connect(&s.url(), config(watchdog)).await.unwrap();
+    let other = Client::connect(&s.url(), config(watchdog)).await.unwrap();
+    let guard = holder.get_lock("loss:watch").lock().await.unwrap();
+    let watch = guard.watch();
+    assert_eq!(watch.lock_name(), "loss:watch");
+    assert_eq!(watch.token(), None);
+    assert_eq!(watch.state(), HoldState::Held);
+    assert!(watch.assert_locked().is_ok());
+    let watching = tokio::spawn(async move {
+        watch.lost().await;
+        watch
+    });
+    assert!(other.get_lock("loss:watch").force_unlock().await.unwrap());
+    timeout_lost(&guard).await;
+    let watch = tokio::time::timeout(T, watching).await.unwrap().unwrap();
+    assert_eq!(watch.state(), HoldState::Lost, "the view follows the hold");
+    assert!(watch.assert_locked().is_err());
+    drop(guard);
+
+    let fenced = holder
+        .get_fenced_lock("loss:watch:fenced")
+        .lock()
+        .await
+        .unwrap();
+    let watch = fenced.watch();
+    assert_eq!(watch.token(), Some(fenced.token()));
+    assert_eq!(watch.state(), HoldState::Held);
+    fenced.unlock().await.unwrap();
+}
+
+async fn timeout_lost(guard: &LockGuard) {
+    tokio::time::timeout(T, guard.lost()).await.unwrap();
+    assert_eq!(guard.state(), HoldState::Lost);
+}

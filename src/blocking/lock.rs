@@ -432,6 +432,12 @@ impl<K: Kind> Guard<K> {
         self.get().state()
     }
 
+    /// An owned view of the hold's state for threads and tasks the holder starts (as
+    /// [`crate::Guard::watch`]).
+    pub fn watch(&self) -> crate::HoldWatch {
+        self.get().watch()
+    }
+
     /// Releases this hold and reports the outcome (from any thread).
     ///
     /// # Errors

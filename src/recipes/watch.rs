@@ -128,6 +128,30 @@ impl HoldWatch {
     }
 }
 
+/// The lock guard's view (here, above the lock family: the view is the recipes').
+impl<K: Kind> Guard<K> {
+    /// An owned view of the hold's state, for tasks the holder spawns: its
+    /// [`state`](HoldWatch::state), [`lost`](HoldWatch::lost) and
+    /// [`assert_locked`](HoldWatch::assert_locked) (call it before a side effect) follow this
+    /// hold; its [`lock_name`](HoldWatch::lock_name) is the lock's and its
+    /// [`token`](HoldWatch::token) the fenced lock's token. It does not keep the lock: the
+    /// guard does.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
+    /// let guard = client.get_lock("orders").lock().await?;
+    /// let watch = guard.watch();
+    /// tokio::spawn(async move {
+    ///     watch.assert_locked()?; // still held: write
+    ///     Ok::<_, redisson_lock::Error>(())
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self) -> HoldWatch {
+        HoldWatch::of(self)
+    }
+}
+
 /// The permit guard's view (here, above the synchronizers: the view is the recipes').
 impl PermitGuard {
     /// An owned view of the permit's state, for tasks the holder spawns: its
