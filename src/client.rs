@@ -297,6 +297,35 @@ impl Client {
         &self.inner.runtime
     }
 
+    /// The one background release, for every guard dropped and every orphaned acquisition
+    /// (a lock's hold, a permit, a semaphore's anonymous permits): `release` runs on the
+    /// client's runtime in one of the background releases' turns (at most
+    /// `acquisitions::pending::IN_FLIGHT` at once, the rest in line in the order handed over),
+    /// never blocks the caller and never panics; its error is logged, with `what` (the lock
+    /// or semaphore and what stays behind). The one retry rule is the release's own: a
+    /// release that can be repeated (a lock's, answered from its receipt; a permit's, by its
+    /// id) tries its transient failures again, at most `retry_attempts` times `retry_delay`
+    /// apart; one that cannot (anonymous permits: a repeat could give them back twice) is
+    /// tried once. Nothing starts on a closed client.
+    pub(crate) fn release_in_background<F>(&self, what: String, release: F)
+    where
+        F: Future<Output = Result<(), crate::error::Error>> + Send + 'static,
+    {
+        if self.is_closed() {
+            return;
+        }
+        self.pending_releases().spawn(
+            self.runtime(),
+            Box::new(move || {
+                Box::pin(async move {
+                    if let Err(e) = release.await {
+                        log::warn!("background release of {what} failed: {e}");
+                    }
+                })
+            }),
+        );
+    }
+
     /// Runs background work on the client's runtime (works from threads without a runtime).
     pub(crate) fn spawn<F>(&self, fut: F) -> tokio::task::JoinHandle<F::Output>
     where

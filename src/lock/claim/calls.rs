@@ -231,23 +231,16 @@ impl Claim {
     /// Hands a release to the client's background releases (at most `IN_FLIGHT` run at once,
     /// see `acquisitions::pending`); never blocks, never panics.
     pub(crate) fn release_in_background(&self) {
-        if self.client.is_closed() {
-            return;
-        }
         let claim = self.clone();
-        let pending = self.client.pending_releases();
-        let in_flight = pending.begin(&self.key.name);
-        pending.spawn(
-            self.client.runtime(),
-            Box::new(move || {
-                Box::pin(async move {
-                    if let Err(e) = claim.release().await {
-                        log::warn!("background unlock of {} failed: {e}", claim.name());
-                    }
-                    drop(in_flight);
-                })
-            }),
-        );
+        // Marked in flight at once: a later acquisition of the lock through this client waits
+        // for it (see `acquisitions::pending`).
+        let in_flight = self.client.pending_releases().begin(&self.key.name);
+        self.client
+            .release_in_background(format!("lock {}", self.name()), async move {
+                let released = claim.release().await.map(drop);
+                drop(in_flight);
+                released
+            });
     }
 
     /// Owner-checked set of the TTL to exactly `lease` from now where this owner still holds

@@ -181,23 +181,29 @@ impl PermitExpirableSemaphore {
     /// second finds nothing.
     pub(crate) fn release_in_background(&self, id: PermitId) {
         let this = self.clone();
-        drop(self.client.spawn(async move {
-            let config = this.client.config();
-            let mut tries = 0;
-            loop {
-                match this.release_once(id).await {
-                    Err(e) if e.is_transient() && tries < config.retry_attempts && !this.client.is_closed() => {
-                        tries += 1;
-                        tokio::time::sleep(config.retry_delay).await;
+        self.client.release_in_background(
+            format!(
+                "permit {id} of {} (it stays until its lease ends)",
+                self.name
+            ),
+            async move {
+                let config = this.client.config();
+                let mut tries = 0;
+                loop {
+                    match this.release_once(id).await {
+                        Err(e)
+                            if e.is_transient()
+                                && tries < config.retry_attempts
+                                && !this.client.is_closed() =>
+                        {
+                            tries += 1;
+                            tokio::time::sleep(config.retry_delay).await;
+                        }
+                        outcome => return outcome.map(drop),
                     }
-                    Err(e) => {
-                        log::warn!("could not release permit {id} of {}: {e}; it stays until its lease ends", this.name);
-                        return;
-                    }
-                    Ok(_) => return,
                 }
-            }
-        }));
+            },
+        );
     }
 
     /// The permit `id` may have been taken by an acquisition sent at `sent_at` whose reply was

@@ -97,14 +97,13 @@ impl Orphan for Taken {
     fn orphaned(self) {
         crate::observe::late_acquisition(&self.semaphore.name, "");
         let client = self.semaphore.client.clone();
-        drop(client.spawn(async move {
-            if let Err(e) = self.semaphore.give_back(self.permits).await {
-                log::warn!(
-                    "could not give back the permits of {} its dropped caller took: {e}",
-                    self.semaphore.name
-                );
-            }
-        }));
+        client.release_in_background(
+            format!(
+                "{} permits of {} a dropped caller took (tried once: anonymous permits)",
+                self.permits, self.semaphore.name
+            ),
+            async move { self.semaphore.give_back(self.permits).await.map(drop) },
+        );
     }
 }
 
