@@ -153,32 +153,43 @@ impl RedisServer {
     }
 }
 
-/// Removes the working directories of servers started by test processes that are gone (a
-/// server shared for a whole test binary is never dropped, and a killed test drops nothing):
-/// once per process, before its first server.
-fn sweep_stale_dirs() {
+/// The prefixes of every directory the rigs make under the temp dir, each followed by the
+/// PID of the test process that made it (`redisson-lock-<rig>-<pid>-...`).
+const RIG_DIRS: [&str; 4] = [
+    "redisson-lock-test-",
+    "redisson-lock-sentinel-",
+    "redisson-lock-tls-",
+    "redisson-lock-cluster-",
+];
+
+/// Removes the directories the rigs made for test processes that are gone (a deployment
+/// shared for a whole test binary is never dropped, and a killed test drops nothing): once
+/// per process, before its first server, sentinel set or certificates.
+pub(crate) fn sweep_stale_dirs() {
     static SWEPT: std::sync::Once = std::sync::Once::new();
-    SWEPT.call_once(|| {
-        let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-            return;
+    SWEPT.call_once(|| sweep_stale_dirs_in(&std::env::temp_dir()));
+}
+
+/// [`sweep_stale_dirs`] over `root`: every rig directory whose process is not alive goes.
+fn sweep_stale_dirs_in(root: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(rest) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("redisson-lock-test-"))
-            else {
-                continue;
-            };
-            let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-                continue;
-            };
-            let alive = std::path::Path::new(&format!("/proc/{pid}")).exists();
-            if !alive {
-                let _ = std::fs::remove_dir_all(entry.path());
-            }
+        let Some(rest) = RIG_DIRS.iter().find_map(|p| name.strip_prefix(p)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
         }
-    });
+    }
 }
 
 impl Drop for RedisServer {
@@ -214,4 +225,31 @@ pub fn came_up(child: &mut Child, mut up: impl FnMut() -> bool) -> bool {
     let _ = child.kill();
     let _ = child.wait();
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rig's directory of a process that is gone is removed; one of a live process (this
+    /// one), and anything that is not a rig's, stay.
+    #[test]
+    fn stale_rig_dirs_of_dead_processes_are_swept() {
+        let root = std::env::temp_dir().join(format!("sweep-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        // PID 4194304 is above Linux's highest (pid_max is at most 2^22).
+        let dead = ["test", "sentinel", "tls", "cluster"]
+            .map(|rig| root.join(format!("redisson-lock-{rig}-4194304-1")));
+        let live = root.join(format!("redisson-lock-tls-{}-1", std::process::id()));
+        let other = root.join("redisson-lock-chaos-4194304");
+        for d in dead.iter().chain([&live, &other]) {
+            std::fs::create_dir_all(d.join("inside")).unwrap();
+        }
+        sweep_stale_dirs_in(&root);
+        for d in &dead {
+            assert!(!d.exists(), "{d:?} swept");
+        }
+        assert!(live.exists() && other.exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 }

@@ -186,6 +186,7 @@ impl SentinelSet {
     }
 
     fn spawn_sentinel(master_port: u16, auth: &Auth) -> SentinelProcess {
+        crate::redis_server::sweep_stale_dirs();
         for _ in 0..20 {
             let port = free_port();
             if port == 6379 || port == 26379 {

@@ -149,6 +149,7 @@ fn sign_expired(dir: &Path, name: &str, ext: &str) {
 
 impl Certs {
     pub fn make() -> Certs {
+        crate::redis_server::sweep_stale_dirs();
         let dir = std::env::temp_dir().join(format!(
             "redisson-lock-tls-{}-{}",
             std::process::id(),
