@@ -661,18 +661,6 @@ async fn a_redlock_is_in_doubt_when_a_quorum_is_no_longer_confirmed() {
     );
 }
 
-/// Polls `cond` until it holds or `bound` passes (the blocking tests run on plain threads).
-fn eventually_sync(bound: Duration, cond: impl Fn() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    while start.elapsed() < bound {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cond()
-}
-
 /// The blocking MultiLock (issue 41): every part is held by the calling thread (whatever
 /// thread built the multi-lock), which re-enters a part through its own lock handle; another
 /// thread sharing the same MultiLock is another owner, so it cannot take it until the holder
@@ -747,7 +735,7 @@ fn blocking_multilock_is_owned_by_the_calling_thread() {
     // Dropped (here, on another thread than the one that took it): released in the background.
     drop(theirs);
     assert!(
-        eventually_sync(Duration::from_secs(5), || {
+        common::eventually_sync(Duration::from_secs(5), || {
             !rt.block_on(admin.exists("bm:a")) && !rt.block_on(admin.exists("bm:b"))
         }),
         "a dropped guard releases every part"

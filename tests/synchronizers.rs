@@ -1128,19 +1128,6 @@ async fn a_permit_waiter_whose_message_is_lost_tries_again_within_the_watchdog_t
     got.release().await.unwrap();
 }
 
-/// Polls `cond` (a cheap local read) until it holds or `bound` passes: for the blocking tests,
-/// which run on plain threads.
-fn eventually_sync(bound: Duration, cond: impl Fn() -> bool) -> bool {
-    let start = std::time::Instant::now();
-    while start.elapsed() < bound {
-        if cond() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    cond()
-}
-
 /// The blocking semaphore (issue 41): a thread's acquire waits on an empty semaphore and is
 /// woken by another thread's release (well before any fallback re-check), takes exactly that
 /// permit, and the key in Redis holds the count at each step.
@@ -1171,7 +1158,7 @@ fn blocking_semaphore_waiter_is_woken_by_another_threads_release() {
     };
     let channel = "redisson_sc:{bsem}";
     assert!(
-        eventually_sync(Duration::from_secs(5), || {
+        common::eventually_sync(Duration::from_secs(5), || {
             client.as_async().stats().channels.get(channel) == Some(&1)
         }),
         "the waiting thread listens on the semaphore's channel"
@@ -1235,7 +1222,7 @@ fn blocking_latch_wait_is_opened_by_another_threads_count_down() {
     ];
     let channel = "redisson_countdownlatch__channel__{blatch}";
     assert!(
-        eventually_sync(Duration::from_secs(5), || {
+        common::eventually_sync(Duration::from_secs(5), || {
             client.as_async().stats().channels.get(channel) == Some(&2)
         }),
         "both waiting threads listen on the latch's channel"

@@ -226,21 +226,6 @@ pub struct ReadWriteLock {
 
 impl ReadWriteLock {
     crate::lock::kinds::rwlock::halves!(ReadLock, WriteLock);
-
-    /// Both halves, owned (e.g. to make them parts of a [`MultiLock`](super::MultiLock)).
-    pub fn into_parts(self) -> (ReadLock, WriteLock) {
-        (self.read, self.write)
-    }
-
-    /// The read half, owned.
-    pub fn into_read_lock(self) -> ReadLock {
-        self.read
-    }
-
-    /// The write half, owned.
-    pub fn into_write_lock(self) -> WriteLock {
-        self.write
-    }
 }
 
 impl<K: Kind> Lock<K> {

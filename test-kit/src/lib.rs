@@ -284,6 +284,19 @@ pub async fn woke_within<T, E: std::fmt::Debug>(
     value
 }
 
+/// Polls `cond` (a cheap local read) until it holds or `bound` passes, on a plain thread (the
+/// blocking API's tests): [`eventually`] without a runtime.
+pub fn eventually_sync(bound: Duration, cond: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < bound {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
 /// Polls `f` until it is true or `within` passes.
 pub async fn eventually<F, Fut>(within: Duration, mut f: F) -> bool
 where

@@ -295,6 +295,21 @@ macro_rules! halves {
         pub fn write_lock(&self) -> &$write {
             &self.write
         }
+
+        /// Both halves, owned (e.g. to make them parts of a multi-lock).
+        pub fn into_parts(self) -> ($read, $write) {
+            (self.read, self.write)
+        }
+
+        /// The read half, owned.
+        pub fn into_read_lock(self) -> $read {
+            self.read
+        }
+
+        /// The write half, owned.
+        pub fn into_write_lock(self) -> $write {
+            self.write
+        }
     };
 }
 #[cfg(feature = "blocking")]
@@ -302,21 +317,6 @@ pub(crate) use halves;
 
 impl ReadWriteLock {
     halves!(ReadLock, WriteLock);
-
-    /// Both halves, owned (e.g. to make them parts of a [`MultiLock`](crate::MultiLock)).
-    pub fn into_parts(self) -> (ReadLock, WriteLock) {
-        (self.read, self.write)
-    }
-
-    /// The read half, owned.
-    pub fn into_read_lock(self) -> ReadLock {
-        self.read
-    }
-
-    /// The write half, owned.
-    pub fn into_write_lock(self) -> WriteLock {
-        self.write
-    }
 }
 
 impl Client {
