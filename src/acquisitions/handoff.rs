@@ -200,8 +200,10 @@ pub(crate) struct HandOff {
     /// (the run's age is judged then: the question, if any, was decided then).
     release_mark: Option<u64>,
     release_began: Option<Instant>,
-    /// The contest, while one is on.
-    contest: Option<Contest>,
+    /// The contest, while one is on. Boxed: a line exists for every lock a task of this
+    /// client waits on (ten thousand waiters on distinct locks, ten thousand lines), a contest
+    /// only where other clients want the same lock.
+    contest: Option<Box<Contest>>,
     /// Since when another client's owners have had the lock (the head's first attempt that
     /// found it busy with no local holder; `None`: not since this client last had it).
     away_since: Option<Instant>,
@@ -336,7 +338,7 @@ impl HandOff {
                 .map(|(n, _)| n))
             .unwrap_or(1)
             .max(1);
-        self.contest = Some(match self.contest.take() {
+        self.contest = Some(Box::new(match self.contest.take().map(|c| *c) {
             // Still the same contest (the head took the lock after standing back: nobody else
             // did): who was seen holding still had the lock.
             Some(c) => Contest {
@@ -365,7 +367,7 @@ impl HandOff {
                     })
                     .max(self.last_hold),
             },
-        });
+        }));
         Released::Contested
     }
 

@@ -66,30 +66,35 @@ pub(crate) async fn subscribed<W: Waiter>(
 /// The channel wait: attempt; when busy, sleep on the wake-ups for min(what the attempt said,
 /// time left), `fallback` when it said nothing, and attempt again when woken or when the sleep
 /// ends.
-pub(crate) async fn wait_on_wakeups<T, E, F, Fut>(
+#[allow(clippy::manual_async_fn)] // Arguments kept once: see `engine::shell`'s docs.
+pub(crate) fn wait_on_wakeups<'a, T, E, F, Fut>(
     mut attempt: F,
-    wakeups: &impl Wake,
+    wakeups: &'a impl Wake,
     deadline: Option<Instant>,
     fallback: Duration,
-) -> Result<Option<T>, E>
+) -> impl Future<Output = Result<Option<T>, E>> + 'a
 where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Step<T>, E>>,
+    F: FnMut() -> Fut + 'a,
+    Fut: Future<Output = Result<Step<T>, E>> + 'a,
+    T: 'a,
+    E: 'a,
 {
-    loop {
-        let frees_in = match attempt().await? {
-            Step::Done(t) => return Ok(Some(t)),
-            Step::Busy { frees_in } => frees_in,
-        };
-        let remaining = left(deadline);
-        if remaining == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-        let bound = frees_in.unwrap_or(fallback);
-        let sleep = remaining.map_or(bound, |r| r.min(bound));
-        let woken = wakeups.wake_or_timeout(sleep).await;
-        if !woken && left(deadline) == Some(Duration::ZERO) {
-            return Ok(None);
+    async move {
+        loop {
+            let frees_in = match attempt().await? {
+                Step::Done(t) => return Ok(Some(t)),
+                Step::Busy { frees_in } => frees_in,
+            };
+            let remaining = left(deadline);
+            if remaining == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            let bound = frees_in.unwrap_or(fallback);
+            let sleep = remaining.map_or(bound, |r| r.min(bound));
+            let woken = wakeups.wake_or_timeout(sleep).await;
+            if !woken && left(deadline) == Some(Duration::ZERO) {
+                return Ok(None);
+            }
         }
     }
 }
@@ -123,40 +128,45 @@ where
 /// line's one subscription, or the bound the line gave (what a busy attempt said). The
 /// deadline rule is [`wait_on_wakeups`]'s; a failed subscription is an `E` made from its
 /// error. The line's subscription is put in `kept` (the engine keeps it for its next round).
-pub(crate) async fn wait_in_line<W, E, F, Fut>(
-    waiter: &W,
+#[allow(clippy::manual_async_fn)] // Arguments kept once: see `engine::shell`'s docs.
+pub(crate) fn wait_in_line<'a, W, E, F, Fut>(
+    waiter: &'a W,
     ticket: Ticket,
     deadline: Option<Instant>,
-    kept: &mut Option<std::sync::Arc<pubsub::Subscription>>,
+    kept: &'a mut Option<std::sync::Arc<pubsub::Subscription>>,
     mut attempt: F,
-) -> Result<Option<Won<W::Won>>, E>
+) -> impl Future<Output = Result<Option<Won<W::Won>>, E>> + 'a
 where
     W: Waiter,
-    E: From<Error>,
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Step<Won<W::Won>>, E>>,
+    E: From<Error> + 'a,
+    F: FnMut() -> Fut + 'a,
+    Fut: Future<Output = Result<Step<Won<W::Won>>, E>> + 'a,
 {
-    if !ticket.wait_head(deadline).await {
-        return Ok(None);
-    }
-    let subscription = ticket.subscription(waiter.client().pubsub());
-    *kept = Some(subscription.clone());
-    if !subscribed(waiter, &subscription, deadline).await? {
-        return Ok(None);
-    }
-    let fallback = waiter.config().lock_watchdog_timeout;
-    let mut by_message = false;
-    loop {
-        let bound = match ticket.next(by_message) {
-            Plan::Wait(bound) | Plan::Defer(bound) => bound,
-            Plan::Attempt => match attempt().await? {
-                Step::Done(won) => {
-                    ticket.acquired(waiter.lasts_until(won.get()));
-                    return Ok(Some(won));
-                }
-                Step::Busy { frees_in } => {
-                    // In a contest among several other clients the line counts who has had
-                    // the lock: one query, while the messages wait as permits.
+    async move {
+        if !ticket.wait_head(deadline).await {
+            return Ok(None);
+        }
+        let subscription = ticket.subscription(waiter.client().pubsub());
+        *kept = Some(subscription.clone());
+        if !subscribed(waiter, &subscription, deadline).await? {
+            return Ok(None);
+        }
+        let fallback = waiter.config().lock_watchdog_timeout;
+        let mut by_message = false;
+        loop {
+            let bound = match ticket.next(by_message) {
+                Plan::Wait(bound) | Plan::Defer(bound) => bound,
+                Plan::Attempt => {
+                    let frees_in = match attempt().await? {
+                        Step::Done(won) => {
+                            ticket.acquired(waiter.lasts_until(won.get()));
+                            return Ok(Some(won));
+                        }
+                        Step::Busy { frees_in } => frees_in,
+                    };
+                    // In a contest among several other clients the line counts who has had the
+                    // lock: one query, while the messages wait as permits. (Outside the match
+                    // above: the step's slot is not kept across this await.)
                     let holder = if ticket.asks_holder() {
                         let core = waiter.client().core();
                         core.holder_of(waiter.name()).await.ok().flatten()
@@ -166,20 +176,20 @@ where
                     ticket.busy(holder.as_deref());
                     frees_in.unwrap_or(fallback)
                 }
-            },
-        };
-        let remaining = left(deadline);
-        if remaining == Some(Duration::ZERO) {
-            return Ok(None);
-        }
-        let sleep = remaining.map_or(bound, |r| r.min(bound));
-        let (woken, message) = tokio::select! {
-            () = ticket.notified() => (true, false),
-            woken = subscription.wait(Some(sleep)) => (woken, woken),
-        };
-        by_message = message;
-        if !woken && left(deadline) == Some(Duration::ZERO) {
-            return Ok(None);
+            };
+            let remaining = left(deadline);
+            if remaining == Some(Duration::ZERO) {
+                return Ok(None);
+            }
+            let sleep = remaining.map_or(bound, |r| r.min(bound));
+            let (woken, message) = tokio::select! {
+                () = ticket.notified() => (true, false),
+                woken = subscription.wait(Some(sleep)) => (woken, woken),
+            };
+            by_message = message;
+            if !woken && left(deadline) == Some(Duration::ZERO) {
+                return Ok(None);
+            }
         }
     }
 }

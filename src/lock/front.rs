@@ -79,7 +79,7 @@ impl Handle {
             None
         };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
-        let key = HoldKey::new(proto.name().into(), field, proto.renewal().values);
+        let key = HoldKey::new(proto.name().into(), field, proto.renewal_values());
         let user_name = (name != proto.name()).then(|| name.into());
         Self {
             client,
@@ -148,7 +148,6 @@ impl Handle {
         Claim {
             client: self.client.clone(),
             proto: self.proto.clone(),
-            field: key.field.clone(),
             key,
             lease_ms,
             queue_ms: 0,
@@ -156,34 +155,69 @@ impl Handle {
     }
 
     /// Acquires as `owner`. `wait`: `None` without limit, zero = one attempt.
-    pub(crate) async fn acquire_as(
+    pub(crate) fn acquire_as(
         &self,
         owner: Owner,
         lease: Option<Duration>,
         wait: Option<Duration>,
-    ) -> Result<Option<Held>> {
-        self.acquire_for(owner, lease, None, wait).await
+    ) -> impl Future<Output = Result<Option<Held>>> + Send + '_ {
+        self.acquire_for(owner, lease, None, wait)
     }
 
     /// Acquires as `owner` in watchdog mode with a TTL of at least `at_least` from the start
     /// (a run-once job's): renewed while its guard lasts, and held until `at_least` even if
     /// nothing renews it (renewals only ever raise a TTL).
-    pub(crate) async fn acquire_at_least(
+    pub(crate) fn acquire_at_least(
         &self,
         owner: Owner,
         at_least: Duration,
         wait: Option<Duration>,
-    ) -> Result<Option<Held>> {
-        self.acquire_for(owner, None, Some(at_least), wait).await
+    ) -> impl Future<Output = Result<Option<Held>>> + Send + '_ {
+        self.acquire_for(owner, None, Some(at_least), wait)
     }
 
-    async fn acquire_for(
+    /// The acquisition: its claim made before the future (a plain function returning an
+    /// `async` block keeps one copy of what it captures; an `async fn` keeps its arguments and
+    /// their moved copies both, for as long as the acquisition waits).
+    fn acquire_for(
         &self,
         owner: Owner,
         lease: Option<Duration>,
         at_least: Option<Duration>,
         wait: Option<Duration>,
-    ) -> Result<Option<Held>> {
+    ) -> impl Future<Output = Result<Option<Held>>> + Send + '_ {
+        let claim = self.acquisition_claim(owner, lease, at_least, wait);
+        async move {
+            let claim = match claim {
+                Ok(ref claim) => claim,
+                Err(e) => return Err(e),
+            };
+            let seen = Observed {
+                kind: self.kind,
+                owner: &claim.key.field,
+                wait,
+                lease,
+            };
+            let acquired = engine::acquire(claim, Wait::at_most(wait), seen).await;
+            Ok(acquired?.map(|a| {
+                if lease.is_some() {
+                    self.internal_lease_ms
+                        .store(claim.lease_ms, Ordering::Relaxed);
+                }
+                Held::new(a.take(), owner, lease.is_none(), self.kind)
+            }))
+        }
+    }
+
+    /// The claim an acquisition as `owner` makes: its TTL (the lease, else the watchdog
+    /// timeout raised to `at_least`) and, for a queueing kind, how long it waits in line.
+    fn acquisition_claim(
+        &self,
+        owner: Owner,
+        lease: Option<Duration>,
+        at_least: Option<Duration>,
+        wait: Option<Duration>,
+    ) -> Result<Claim> {
         self.check()?;
         let lease_ms = match lease {
             Some(l) => lease_millis(l)?,
@@ -198,23 +232,10 @@ impl Handle {
             Some(w) if !w.is_zero() => clamp_millis(w),
             _ => self.client.config().fair_wait_ms(),
         };
-        let claim = Claim {
+        Ok(Claim {
             queue_ms,
             ..self.claim(owner, lease_ms)
-        };
-        let seen = Observed {
-            kind: self.kind,
-            owner: &claim.field,
-            wait,
-            lease,
-        };
-        let acquired = engine::acquire(&claim, Wait::at_most(wait), seen).await;
-        Ok(acquired?.map(|a| {
-            if lease.is_some() {
-                self.internal_lease_ms.store(lease_ms, Ordering::Relaxed);
-            }
-            Held::new(a.take(), owner, lease.is_none(), self.kind)
-        }))
+        })
     }
 
     /// Releases one hold of `owner` (the Java style, without a guard).
@@ -222,7 +243,10 @@ impl Handle {
         self.check()?;
         let claim = self.claim(owner, self.internal_lease_ms.load(Ordering::Relaxed));
         self.client.watchdog().let_go(&claim.key(), None);
-        let outcome = claim.release().await?.outcome(claim.name(), &claim.field)?;
+        let outcome = claim
+            .release()
+            .await?
+            .outcome(claim.name(), &claim.key.field)?;
         if outcome == UnlockOutcome::Released {
             self.internal_lease_ms
                 .store(self.client.watchdog_ms(), Ordering::Relaxed);
@@ -385,10 +409,11 @@ impl<K: Kind> Lock<K> {
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
         let handle = self.handle.clone();
-        // Boxed: the acquisition's state machine is tens of KiB (more in debug builds), and a
-        // caller that awaits several kinds in one function (a match over lock kinds) would
-        // otherwise carry a slot for each on its stack: a debug-built `lock-peer` overflowed
-        // its worker thread's 2 MiB. One allocation per acquisition.
+        // Boxed: the acquisition's state machine is about a KiB (960 bytes in a release build,
+        // far more in debug builds), and a caller that awaits several kinds in one function (a
+        // match over lock kinds) would otherwise carry a slot for each on its stack: a
+        // debug-built `lock-peer` overflowed its worker thread's 2 MiB. One allocation per
+        // acquisition.
         Box::pin(async move {
             let held = handle.acquire_as(handle.owner, lease, wait).await?;
             Ok(held.map(Guard::new))

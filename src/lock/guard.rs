@@ -59,7 +59,10 @@ use crate::{
 /// ```
 #[must_use = "dropping the guard releases the lock at once"]
 pub struct Guard<K: Kind> {
-    held: Held,
+    /// Boxed: a guard is moved through futures and tasks (every acquisition's output slot is a
+    /// guard's size, a waiting task carries the slot) and kept in callers' collections; a
+    /// pointer there, the hold once on the heap.
+    held: Box<Held>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -113,7 +116,7 @@ impl Held {
         let upkeep = Upkeep {
             shape: claim.proto.renewal(),
             queue: claim.proto.wait_line(),
-            presence: claim.proto.hold_count(&claim.field),
+            presence: claim.proto.hold_count(&claim.key.field),
         };
         let watched = Watched::start(wd, key, upkeep, sent_at, watchdog, lease);
         crate::observe::guard_opened(kind);
@@ -163,7 +166,7 @@ impl<K: Kind> std::fmt::Debug for Guard<K> {
         f.debug_struct("Guard")
             .field("kind", &K::NAME)
             .field("lock", &self.held.claim.name())
-            .field("owner", &self.held.claim.field)
+            .field("owner", &self.held.claim.key.field)
             .field("watchdog", &self.held.watchdog)
             .finish()
     }
@@ -172,7 +175,7 @@ impl<K: Kind> std::fmt::Debug for Guard<K> {
 impl<K: Kind> Guard<K> {
     pub(crate) fn new(held: Held) -> Self {
         Self {
-            held,
+            held: Box::new(held),
             _kind: PhantomData,
         }
     }
@@ -189,7 +192,7 @@ impl<K: Kind> Guard<K> {
 
     /// The hash field of the owner: `<client uuid>:<owner id>` (plus `:write` for a write lock).
     pub fn owner_field(&self) -> &str {
-        &self.held.claim.field
+        &self.held.claim.key.field
     }
 
     /// `true` when the lock is kept alive by the watchdog (taken without a lease).
@@ -272,7 +275,7 @@ impl<K: Kind> Guard<K> {
         } else {
             claim.release().await?
         };
-        outcome.outcome(claim.name(), &claim.field)
+        outcome.outcome(claim.name(), &claim.key.field)
     }
 
     /// Gives up the guard without releasing the hold: the lock stays held (and renewed, in

@@ -231,6 +231,12 @@ pub(crate) trait Protocol: Send + Sync + 'static {
     }
     /// How the watchdog (and an explicit renewal) re-arms a hold.
     fn renewal(&self) -> RenewalShape;
+    /// The renewal's set of values (a group multi-lock's; empty for the other kinds), which
+    /// names a hold: read by every handle, so a kind that makes its shape on demand answers
+    /// this without making one.
+    fn renewal_values(&self) -> std::sync::Arc<[String]> {
+        self.renewal().values
+    }
     /// Deletes the lock whoever holds it; the reply is 1 if there was one.
     fn force_unlock(&self, publish: &str) -> ScriptCall;
     /// How "is it locked?" is answered (default: the key exists).

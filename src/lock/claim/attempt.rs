@@ -192,7 +192,7 @@ impl Claim {
         sent_at: Instant,
         abandoned: &Abandoned<InFlight>,
     ) {
-        crate::observe::not_replicated(self.name(), &self.field);
+        crate::observe::not_replicated(self.name(), &self.key.field);
         match self.release_once().await {
             Ok(Release::StillHeld) => entry.set(Known::Count(before)),
             Ok(Release::Released | Release::NotHeld) => entry.set(Known::Count(0)),
@@ -251,7 +251,7 @@ impl Claim {
                         tokio::time::sleep(timeout).await;
                     }
                     Ok((after, _)) => {
-                        crate::observe::reconciled(claim.name(), &claim.field, before, after);
+                        crate::observe::reconciled(claim.name(), &claim.key.field, before, after);
                         entry.set(Known::Count(after));
                         return;
                     }
@@ -289,7 +289,7 @@ impl Claim {
             if now > before + 1 {
                 log::warn!(
                     "owner {} of {} holds {now}, expected at most {}",
-                    self.field,
+                    self.key.field,
                     self.name(),
                     before + 1
                 );
@@ -344,7 +344,7 @@ pub(crate) struct Acquired {
 /// A late acquisition (its caller went away): the hold is released in the background.
 impl Orphan for Acquired {
     fn orphaned(self) {
-        crate::observe::late_acquisition(self.claim.name(), &self.claim.field);
+        crate::observe::late_acquisition(self.claim.name(), &self.claim.key.field);
         self.claim.release_in_background();
     }
 }
@@ -390,7 +390,7 @@ impl Waiter for Claim {
         };
         let turn = self.take_turn(deadline).await?;
         let (call, reply) = self.proto.acquire_call(AcquireRequest {
-            field: &self.field,
+            field: &self.key.field,
             lease_ms: self.lease_ms,
             attempt,
         });
@@ -416,7 +416,7 @@ impl Waiter for Claim {
         let channel = match self.proto.sleep() {
             SleepRule::BackOff(backoff) => return SleepOn::BackOff(backoff),
             SleepRule::Channel(channel) => channel,
-            SleepRule::OwnChannel { prefix } => SleepRule::own_channel(&prefix, &self.field),
+            SleepRule::OwnChannel { prefix } => SleepRule::own_channel(&prefix, &self.key.field),
         };
         SleepOn::Channel {
             channel,
@@ -447,14 +447,14 @@ impl Waiter for Claim {
 
     /// A queued waiter's clean-up after it gave up (the fair lock leaves its queue).
     async fn give_up(&self) -> Result<()> {
-        if let Some(call) = self.proto.give_up(&self.field, self.queue_ms) {
+        if let Some(call) = self.proto.give_up(&self.key.field, self.queue_ms) {
             self.client.core().run(call, self.name()).await?;
         }
         Ok(())
     }
 
     fn give_up_in_background(&self) {
-        if self.client.is_closed() || self.proto.give_up(&self.field, self.queue_ms).is_none() {
+        if self.client.is_closed() || self.proto.give_up(&self.key.field, self.queue_ms).is_none() {
             return;
         }
         let claim = self.clone();

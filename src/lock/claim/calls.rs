@@ -34,8 +34,6 @@ pub(crate) struct Claim {
     /// `RenewalShape::values`; empty for every other kind), made (and hashed) once by the
     /// handle and shared with the ledger and watchdog entries of this hold.
     pub(crate) key: HoldKey,
-    /// The owner's hash field (`<uuid>:<id>`, plus `:write` for a write lock): the key's.
-    pub(crate) field: Arc<str>,
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
     /// watchdog timeout).
     pub(crate) lease_ms: u64,
@@ -48,7 +46,7 @@ impl std::fmt::Debug for Claim {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Claim")
             .field("lock", &self.name())
-            .field("owner", &self.field)
+            .field("owner", &self.key.field)
             .field("lease_ms", &self.lease_ms)
             .finish()
     }
@@ -68,8 +66,8 @@ impl Claim {
     /// This owner's hold count, read as the kind reads it (see `Protocol::hold_count`).
     pub(crate) async fn count(&self) -> Result<u64> {
         let core = self.client.core();
-        match self.proto.hold_count(&self.field) {
-            None => core.hold_count(self.name(), &self.field).await,
+        match self.proto.hold_count(&self.key.field) {
+            None => core.hold_count(self.name(), &self.key.field).await,
             Some(call) => {
                 let v = core.run(call, self.name()).await?;
                 v.as_i64()
@@ -209,7 +207,7 @@ impl Claim {
         let mut tries = 0;
         let reply = loop {
             let call = self.proto.release(ReleaseRequest {
-                field: &self.field,
+                field: &self.key.field,
                 lease_ms,
                 receipt: &receipt,
                 receipt_px_ms: config.receipt_px_ms(),
@@ -250,7 +248,7 @@ impl Claim {
     pub(crate) async fn set_ttl(&self, lease: Duration, part: Option<u64>) -> Result<bool> {
         let lease_ms = crate::types::millis::lease_millis(lease)?;
         let shape = self.proto.renewal().exact();
-        let call = renewal_call(&[(&shape, vec![&*self.field])], lease_ms);
+        let call = renewal_call(&[(&shape, vec![&*self.key.field])], lease_ms);
         let sent_at = Instant::now();
         // The owner's ledger entry must outlive the TTL this call may set (even without reply).
         let until = crate::types::millis::later(sent_at, lease);

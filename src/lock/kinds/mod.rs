@@ -71,6 +71,9 @@ macro_rules! pass_on {
         fn renewal(&self) -> $crate::service::watchdog::RenewalShape {
             self.base.renewal()
         }
+        fn renewal_values(&self) -> std::sync::Arc<[String]> {
+            self.base.renewal_values()
+        }
     };
     (@ force_unlock) => {
         fn force_unlock(&self, publish: &str) -> $crate::conn::scripts::ScriptCall {

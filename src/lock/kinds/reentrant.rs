@@ -60,8 +60,6 @@ pub(crate) struct ReentrantProtocol {
     /// The unlock channel as the key every release and forced unlock sends (shared: a call
     /// clones it, it copies nothing).
     pub(crate) channel: Key,
-    /// Made once: every watchdog registration of this lock shares it (and its key this one's).
-    renewal: RenewalShape,
 }
 
 impl ReentrantProtocol {
@@ -69,7 +67,6 @@ impl ReentrantProtocol {
         let key = Key::from(raw_name.as_str());
         Self {
             channel: Key::from(names::lock_channel(&raw_name)),
-            renewal: RenewalShape::per_hold(key.clone()),
             key,
             name: raw_name,
         }
@@ -134,8 +131,14 @@ impl Protocol for ReentrantProtocol {
         release_call(ScriptId::Release, "0", &self.key, self.channel.clone(), req)
     }
 
+    /// Made for each hold (its watchdog registration keeps it), not kept by the protocol: a
+    /// handle that only waits, or never holds, has none.
     fn renewal(&self) -> RenewalShape {
-        self.renewal.clone()
+        RenewalShape::per_hold(self.key.clone())
+    }
+
+    fn renewal_values(&self) -> std::sync::Arc<[String]> {
+        crate::service::watchdog::no_values()
     }
 
     /// L-FORCE: `KEYS = [N, channel]`, `ARGV = ["0", publish]`.

@@ -277,8 +277,11 @@ impl Subscription {
 
     /// Sleeps until a message wakes this waiter or `max` passes (`None`: no bound).
     /// Returns `true` when woken by a message.
-    pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
-        self.channel.wakeups.wait(max).await
+    pub(crate) fn wait(
+        &self,
+        max: Option<Duration>,
+    ) -> impl std::future::Future<Output = bool> + Send + '_ {
+        self.channel.wakeups.wait(max)
     }
 
     /// The payloads of the messages on this channel from now on (for channels whose messages

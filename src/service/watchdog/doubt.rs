@@ -231,7 +231,7 @@ fn doubted_lease(
 ) -> Option<(Arc<LossSignal>, Option<crate::conn::scripts::ScriptCall>)> {
     state.holds.get(key).and_then(|hold| {
         (!hold.is_renewed() && hold.loss.state() == HoldState::InDoubt)
-            .then(|| (hold.loss.clone(), hold.presence.clone()))
+            .then(|| (hold.loss.clone(), hold.presence.as_deref().cloned()))
     })
 }
 
@@ -408,7 +408,7 @@ mod tests {
         let ends = Instant::now() + Duration::from_secs(30);
         state.holds.insert(
             HoldKey::new("b".into(), "f".into(), Arc::from([])),
-            hold("b", 0, &[ends], leased.clone(), 1),
+            hold("b", 0, &[ends], leased.clone(), 1).into(),
         );
         let holds = FailoverHolds {
             core: Weak::new(),
@@ -451,7 +451,7 @@ mod tests {
         let ends = Instant::now() + Duration::from_secs(30);
         state
             .holds
-            .insert(key.clone(), hold("b", 0, &[ends], leased.clone(), 1));
+            .insert(key.clone(), hold("b", 0, &[ends], leased.clone(), 1).into());
         assert!(check_begins(&state, &key), "the first check starts");
         // The running check looks: nothing in doubt, it is about to end.
         assert!(doubted_lease(&state, &key).is_none());
@@ -486,13 +486,13 @@ mod tests {
         let renewed = LossSignal::new(Instant::now() + Duration::from_secs(30));
         state.holds.insert(
             HoldKey::new("a".into(), "f".into(), Arc::from([])),
-            hold("a", 1, &[], renewed.clone(), 1),
+            hold("a", 1, &[], renewed.clone(), 1).into(),
         );
         let leased = LossSignal::new(Instant::now() + Duration::from_secs(30));
         let ends = Instant::now() + Duration::from_secs(30);
         state.holds.insert(
             HoldKey::new("b".into(), "f".into(), Arc::from([])),
-            hold("b", 0, &[ends], leased.clone(), 1),
+            hold("b", 0, &[ends], leased.clone(), 1).into(),
         );
         doubt_where(&state, |name| name != "b", "test");
         assert_eq!(renewed.state(), HoldState::InDoubt);

@@ -109,17 +109,19 @@ impl Watchdog {
         let deadline = valid_until(sent_at, part.max(lease.unwrap_or_default()));
         let part_id = lease.map(|_| self.state.next_epoch.fetch_add(1, Ordering::Relaxed));
         let registration = {
-            let mut hold = self.state.holds.entry(key.clone()).or_insert_with(|| Hold {
-                renewed: 0,
-                leases: Vec::new(),
-                leased: false,
-                shape,
-                queue,
-                presence: None,
-                last_sent: sent_at,
-                epoch: self.state.next_epoch.fetch_add(1, Ordering::Relaxed),
-                renewals: 0,
-                loss: LossSignal::new(deadline),
+            let mut hold = self.state.holds.entry(key.clone()).or_insert_with(|| {
+                Box::new(Hold {
+                    renewed: 0,
+                    leases: Vec::new(),
+                    leased: false,
+                    shape,
+                    queue,
+                    presence: None,
+                    last_sent: sent_at,
+                    epoch: self.state.next_epoch.fetch_add(1, Ordering::Relaxed),
+                    renewals: 0,
+                    loss: LossSignal::new(deadline),
+                })
             });
             if hold.loss.is_lost() {
                 // A hold already known lost (its deadline passed before the next run removed
@@ -142,7 +144,7 @@ impl Watchdog {
                 hold.leased = true;
             }
             if presence.is_some() {
-                hold.presence = presence;
+                hold.presence = presence.map(Box::new);
             }
             hold.last_sent = hold.last_sent.max(sent_at);
             Registration {

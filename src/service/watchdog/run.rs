@@ -418,7 +418,8 @@ pub(crate) mod tests {
                     epoch: 1,
                     renewals,
                     loss: LossSignal::new(deadline),
-                },
+                }
+                .into(),
             );
         };
         add("due", now + Duration::from_secs(5), 0);
@@ -448,7 +449,8 @@ pub(crate) mod tests {
                 epoch: 7,
                 renewals: 0,
                 loss: loss.clone(),
-            },
+            }
+            .into(),
         );
         let mut it = item("n", "f", RenewalShape::per_hold("n"));
         it.epoch = 7;
