@@ -248,12 +248,18 @@ fn round<'a, W: Waiter>(
 /// the attempt exists, given back when it ends). Boxed: an attempt's future is most of a
 /// waiting acquisition's size and only needed while it runs; inline, every sleeping waiter
 /// would carry its slot (one allocation per attempt instead, freed before the waiter sleeps).
-async fn attempt<W: Waiter>(waiter: &W, wait: Wait) -> Result<Step<Won<W::Won>>> {
-    let _turn = match waiter.turns() {
-        Some(turns) => Some(turns.acquire().await.map_err(|_| Error::Shutdown)?),
-        None => None,
-    };
-    Box::pin(waiter.attempt(wait)).await
+#[allow(clippy::manual_async_fn)] // Arguments kept once: see the module docs.
+fn attempt<W: Waiter>(
+    waiter: &W,
+    wait: Wait,
+) -> impl Future<Output = Result<Step<Won<W::Won>>>> + '_ {
+    async move {
+        let _turn = match waiter.turns() {
+            Some(turns) => Some(turns.acquire().await.map_err(|_| Error::Shutdown)?),
+            None => None,
+        };
+        Box::pin(waiter.attempt(wait)).await
+    }
 }
 
 /// One attempt, tried again while no replica acknowledges it (each was undone): after
@@ -263,24 +269,32 @@ async fn attempt<W: Waiter>(waiter: &W, wait: Wait) -> Result<Step<Won<W::Won>>>
 /// Inline and small (the pause between tries is boxed: it is rare), so nothing is allocated
 /// for an attempt before it has its turn: ten thousand waiters starting at once would
 /// otherwise each leave an allocation waiting for a turn, freed between the long-lived ones.
-async fn retry_unreplicated<W: Waiter>(waiter: &W, wait: Wait) -> Result<Step<Won<W::Won>>> {
-    let config = waiter.config();
-    let (attempts, delay) = (config.retry_attempts, config.retry_delay);
-    let mut tries = 0;
-    loop {
-        match attempt(waiter, wait).await {
-            Err(e @ Error::NotReplicated { .. }) => {
+#[allow(clippy::manual_async_fn)] // Arguments kept once: see the module docs.
+fn retry_unreplicated<W: Waiter>(
+    waiter: &W,
+    wait: Wait,
+) -> impl Future<Output = Result<Step<Won<W::Won>>>> + '_ {
+    async move {
+        let config = waiter.config();
+        let (attempts, delay) = (config.retry_attempts, config.retry_delay);
+        let mut tries = 0;
+        loop {
+            // The failure is not kept across the pause (nor is the outcome it came in).
+            {
+                let e = match attempt(waiter, wait).await {
+                    Err(e @ Error::NotReplicated { .. }) => e,
+                    other => return other,
+                };
                 if tries >= attempts
                     || waiter.is_closed()
                     || left(wait.deadline()).is_some_and(|r| r <= delay)
                 {
                     return Err(e);
                 }
-                tries += 1;
                 log::debug!("acquiring {}: {e}; trying again", waiter.name());
-                Box::pin(tokio::time::sleep(delay)).await;
             }
-            other => return other,
+            tries += 1;
+            Box::pin(tokio::time::sleep(delay)).await;
         }
     }
 }

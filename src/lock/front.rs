@@ -79,7 +79,7 @@ impl Handle {
             None
         };
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
-        let key = HoldKey::new(proto.name().into(), field, proto.renewal_values());
+        let key = HoldKey::new(proto.shared_name(), field, proto.renewal_values());
         let user_name = (name != proto.name()).then(|| name.into());
         Self {
             client,

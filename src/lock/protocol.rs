@@ -201,6 +201,11 @@ pub(crate) enum Query {
 pub(crate) trait Protocol: Send + Sync + 'static {
     /// The raw lock name in Redis (after the name mapper).
     fn name(&self) -> &str;
+    /// The raw name as the handle's hold key keeps it: a kind that keeps its name shared hands
+    /// out its own (no copy per handle).
+    fn shared_name(&self) -> std::sync::Arc<str> {
+        self.name().into()
+    }
     /// The hash field of an owner whose base field is `<uuid>:<id>` (the write lock appends
     /// `:write`).
     fn owner_field(&self, base: String) -> String {

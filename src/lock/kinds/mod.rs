@@ -43,6 +43,9 @@ macro_rules! pass_on {
         fn name(&self) -> &str {
             $crate::lock::protocol::Protocol::name(&self.base)
         }
+        fn shared_name(&self) -> std::sync::Arc<str> {
+            $crate::lock::protocol::Protocol::shared_name(&self.base)
+        }
     };
     (@ sleep) => {
         fn sleep(&self) -> $crate::lock::protocol::SleepRule {

@@ -1,5 +1,7 @@
 //! The reentrant lock (Redisson `RLock`, protocol §4).
 
+use std::sync::Arc;
+
 use fred::types::{Key, Value};
 
 use crate::lock::{
@@ -55,7 +57,9 @@ kind! {
 /// The reentrant lock's protocol: the hash `N` and the channel `redisson_lock__channel:{N}`.
 /// The fenced and spin locks share it.
 pub(crate) struct ReentrantProtocol {
-    pub(crate) name: String,
+    /// Shared with the key below and with every hold key of the lock's handle: one copy of the
+    /// name per handle, not three.
+    pub(crate) name: Arc<str>,
     pub(crate) key: Key,
     /// The unlock channel as the key every release and forced unlock sends (shared: a call
     /// clones it, it copies nothing).
@@ -64,11 +68,11 @@ pub(crate) struct ReentrantProtocol {
 
 impl ReentrantProtocol {
     pub(crate) fn new(raw_name: String) -> Self {
-        let key = Key::from(raw_name.as_str());
+        let name: Arc<str> = raw_name.into();
         Self {
-            channel: Key::from(names::lock_channel(&raw_name)),
-            key,
-            name: raw_name,
+            channel: Key::from(names::lock_channel(&name)),
+            key: shared_key(&name),
+            name,
         }
     }
 
@@ -85,6 +89,19 @@ impl ReentrantProtocol {
             vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
         )
     }
+}
+
+/// A key over a shared name: its bytes are the name's own (a clone of the key, made for every
+/// call, counts a reference; it copies nothing and allocates nothing).
+pub(crate) fn shared_key(name: &Arc<str>) -> Key {
+    /// The name's bytes, as a key's owner.
+    struct NameBytes(Arc<str>);
+    impl AsRef<[u8]> for NameBytes {
+        fn as_ref(&self) -> &[u8] {
+            self.0.as_bytes()
+        }
+    }
+    Key::from(fred::bytes::Bytes::from_owner(NameBytes(name.clone())))
 }
 
 /// The release call shared by L-REL and W-REL: `KEYS = [N, channel, receipt]`,
@@ -112,6 +129,10 @@ pub(crate) fn release_call(
 impl Protocol for ReentrantProtocol {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn shared_name(&self) -> Arc<str> {
+        self.name.clone()
     }
 
     fn sleep(&self) -> SleepRule {
