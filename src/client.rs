@@ -307,8 +307,13 @@ impl Client {
     /// id) tries its transient failures again, at most `retry_attempts` times `retry_delay`
     /// apart; one that cannot (anonymous permits: a repeat could give them back twice) is
     /// tried once. Nothing starts on a closed client.
-    pub(crate) fn release_in_background<F>(&self, what: String, release: F)
+    ///
+    /// `release` makes the release's future when its turn comes: a release waiting for a turn
+    /// keeps only what it captures (a claim, a permit's id), not a future as large as its
+    /// largest state (ten thousand guards dropped at once: ten thousand of them waiting).
+    pub(crate) fn release_in_background<M, F>(&self, what: String, release: M)
     where
+        M: FnOnce() -> F + Send + 'static,
         F: Future<Output = Result<(), crate::error::Error>> + Send + 'static,
     {
         if self.is_closed() {
@@ -318,7 +323,7 @@ impl Client {
             self.runtime(),
             Box::new(move || {
                 Box::pin(async move {
-                    if let Err(e) = release.await {
+                    if let Err(e) = release().await {
                         log::warn!("background release of {what} failed: {e}");
                     }
                 })

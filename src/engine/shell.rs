@@ -104,7 +104,7 @@ fn run<W: Waiter>(
                 })
             }
             Wait::Until(deadline) => {
-                let give_up = GiveUp::arm(waiter);
+                let mut give_up = GiveUp::arm(waiter);
                 // Only what is returned is kept across the give-up call, and only there (not the
                 // outcome, not past its block: a waiting acquisition's future is as large as its
                 // largest state, and a value kept across two awaits is in every state).
@@ -316,14 +316,14 @@ impl<'a, W: Waiter> GiveUp<'a, W> {
     }
 
     /// The wait succeeded: nothing to clean up.
-    pub(crate) fn disarm(mut self) {
+    pub(crate) fn disarm(&mut self) {
         self.armed = false;
     }
 
     /// The wait ended without success: the give-up call runs now (a transient failure hands
     /// it to the background, so the caller returns at its own deadline and the entry still
     /// leaves the queue).
-    pub(crate) async fn settle(mut self) {
+    pub(crate) async fn settle(&mut self) {
         match self.waiter.give_up().await {
             Ok(()) => {}
             Err(e) if e.is_transient() => self.waiter.give_up_in_background(),

@@ -234,7 +234,7 @@ impl Claim {
         // for it (see `acquisitions::pending`).
         let in_flight = self.client.pending_releases().begin(&self.key.name);
         self.client
-            .release_in_background(format!("lock {}", self.name()), async move {
+            .release_in_background(format!("lock {}", self.name()), move || async move {
                 let released = claim.release().await.map(drop);
                 drop(in_flight);
                 released

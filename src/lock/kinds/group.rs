@@ -171,7 +171,7 @@ impl Protocol for GroupProtocol {
     fn renewal(&self) -> RenewalShape {
         RenewalShape {
             script: ScriptId::GroupRenew,
-            keys: Arc::from([self.key.clone()]),
+            keys: crate::service::watchdog::ShapeKeys::from([self.key.clone()]),
             layout: Layout::WithValues,
             values: self.fields.clone(),
         }

@@ -61,24 +61,27 @@ pub(crate) struct ReentrantProtocol {
     /// name per handle, not three.
     pub(crate) name: Arc<str>,
     pub(crate) key: Key,
-    /// The unlock channel as the key every release and forced unlock sends (shared: a call
-    /// clones it, it copies nothing).
-    pub(crate) channel: Key,
 }
 
 impl ReentrantProtocol {
     pub(crate) fn new(raw_name: String) -> Self {
         let name: Arc<str> = raw_name.into();
         Self {
-            channel: Key::from(names::lock_channel(&name)),
             key: shared_key(&name),
             name,
         }
     }
 
-    /// The unlock channel's name.
+    /// The unlock channel's name, made when a call needs it (a release, a forced unlock, a
+    /// waiter's sleep), not kept by every handle: a hundred thousand holds, a hundred thousand
+    /// channel names nobody uses until the release.
     pub(crate) fn channel_name(&self) -> String {
-        String::from_utf8_lossy(self.channel.as_bytes()).into_owned()
+        names::lock_channel(&self.name)
+    }
+
+    /// The unlock channel as the key a release and a forced unlock send.
+    fn channel(&self) -> Key {
+        Key::from(self.channel_name())
     }
 
     /// L-ACQ: `KEYS = [N]`, `ARGV = [lease, field]`.
@@ -149,7 +152,7 @@ impl Protocol for ReentrantProtocol {
 
     /// L-REL: `KEYS = [N, channel, receipt]`, `ARGV = ["0", lease, field, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        release_call(ScriptId::Release, "0", &self.key, self.channel.clone(), req)
+        release_call(ScriptId::Release, "0", &self.key, self.channel(), req)
     }
 
     /// Made for each hold (its watchdog registration keeps it), not kept by the protocol: a
@@ -166,7 +169,7 @@ impl Protocol for ReentrantProtocol {
     fn force_unlock(&self, publish: &str) -> ScriptCall {
         ScriptCall::new(
             ScriptId::ForceUnlock,
-            vec![self.key.clone(), self.channel.clone()],
+            vec![self.key.clone(), self.channel()],
             vec![Value::from("0"), Value::from(publish)],
         )
     }

@@ -192,7 +192,7 @@ impl Protocol for ReadProtocol {
     fn renewal(&self) -> RenewalShape {
         RenewalShape {
             script: ScriptId::ReadRenew,
-            keys: Arc::from([
+            keys: crate::service::watchdog::ShapeKeys::from([
                 self.0.key.clone(),
                 Key::from(names::braced(&self.0.name).as_ref()),
             ]),

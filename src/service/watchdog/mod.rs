@@ -41,6 +41,6 @@ pub(crate) use doubt::Node;
 pub(crate) use handle::{TtlSet, Upkeep, Watchdog};
 pub use loss::HoldState;
 pub(crate) use loss::{drift, LossSignal};
-pub(crate) use shape::{no_values, renewal_call, Layout, RenewalShape};
+pub(crate) use shape::{no_values, renewal_call, Layout, RenewalShape, ShapeKeys};
 pub(crate) use state::HoldKey;
 pub(crate) use watched::Watched;

@@ -71,18 +71,24 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
     if items.is_empty() {
         return false;
     }
-    let batches = batch(
+    let lease_ms = timeout.as_millis() as u64;
+    let groups = groups(
         &items,
         core.config().lock_watchdog_batch_size,
-        timeout.as_millis() as u64,
         core.is_clustered(),
     );
     state
         .renew_calls
-        .fetch_add(batches.len() as u64, Ordering::Relaxed);
-    let lease_ms = timeout.as_millis() as u64;
+        .fetch_add(groups.len() as u64, Ordering::Relaxed);
     let items = &items;
-    let calls = batches.into_iter().map(|b| async move {
+    // Each call is made when it is sent, at most `RENEWALS_IN_FLIGHT` at once: a hundred
+    // thousand holds are a thousand calls, and all of them made and sent at once were
+    // tens of MB of arguments and buffers for a moment (which the allocator then keeps).
+    let calls = groups.into_iter().map(|entries| async move {
+        let b = Batch {
+            call: group_call(items, &entries, lease_ms),
+            entries,
+        };
         let sent_at = Instant::now();
         let sent_epoch = state.doubts.current();
         if b.entries.len() < 2 || !core.is_clustered() {
@@ -112,35 +118,54 @@ async fn renew_all(core: &Core, state: &WatchdogState, timeout: Duration) -> boo
         }
     });
     let mut failed = false;
-    let replies = futures::future::join_all(calls).await.into_iter().flatten();
-    for (entries, sent_at, sent_epoch, reply) in replies {
-        match reply {
-            Ok(flags) if flags.len() == entries.len() => {
-                let until = valid_until(sent_at, timeout);
-                for (&i, flag) in entries.iter().zip(flags) {
-                    apply(state, &items[i], flag == 1, sent_at, until);
-                    if flag == 1 {
-                        confirmed(&items[i], sent_epoch);
-                    }
-                }
-            }
-            Ok(flags) => {
-                failed = true;
-                log::warn!(
-                    "renewal script answered {} flags for {} entries",
-                    flags.len(),
-                    entries.len()
-                );
-            }
-            Err(e) => {
-                failed = true;
-                crate::observe::renewal_failed(entries.len(), &e);
-                let batch: Vec<&Item> = entries.iter().map(|&i| &items[i]).collect();
-                renewal_failed(state, &batch, &e);
-            }
+    let mut replies =
+        futures::StreamExt::buffer_unordered(futures::stream::iter(calls), RENEWALS_IN_FLIGHT);
+    while let Some(replies) = futures::StreamExt::next(&mut replies).await {
+        for reply in replies {
+            failed |= apply_reply(state, items, timeout, reply);
         }
     }
     failed
+}
+
+/// At most this many renewal calls of one run are in flight at once (each of up to
+/// `lock_watchdog_batch_size` holds): enough to keep the connection's pipeline full, few enough
+/// that a run over a hundred thousand holds keeps a few calls' arguments in memory, not all.
+const RENEWALS_IN_FLIGHT: usize = 32;
+
+/// One renewal call's reply: its holds (indexes into the run's items), when it was sent and in
+/// which doubt epoch, and the reply flags or the error.
+type Reply = (Vec<usize>, Instant, u64, crate::error::Result<Vec<i64>>);
+
+/// Applies one renewal call's reply to its holds; `true` when the call failed.
+fn apply_reply(state: &WatchdogState, items: &[Item], timeout: Duration, reply: Reply) -> bool {
+    let (entries, sent_at, sent_epoch, reply) = reply;
+    match reply {
+        Ok(flags) if flags.len() == entries.len() => {
+            let until = valid_until(sent_at, timeout);
+            for (&i, flag) in entries.iter().zip(flags) {
+                apply(state, &items[i], flag == 1, sent_at, until);
+                if flag == 1 {
+                    confirmed(&items[i], sent_epoch);
+                }
+            }
+            false
+        }
+        Ok(flags) => {
+            log::warn!(
+                "renewal script answered {} flags for {} entries",
+                flags.len(),
+                entries.len()
+            );
+            true
+        }
+        Err(e) => {
+            crate::observe::renewal_failed(entries.len(), &e);
+            let batch: Vec<&Item> = entries.iter().map(|&i| &items[i]).collect();
+            renewal_failed(state, &batch, &e);
+            true
+        }
+    }
 }
 
 /// Takes the holds due: forgets (and reports lost) those whose deadline has passed, skips those
@@ -176,8 +201,30 @@ fn collect(state: &WatchdogState, now: Instant, max_renewals: Option<u64>) -> Ve
 /// Groups items into renewal calls of at most `size` entries each, one entry per item (per
 /// hold: a read lock with several readers of this client is listed once per reader, so each
 /// reply flag is one reader's); on a cluster, calls are per slot, so a period costs
-/// ⌈holds per slot / size⌉ calls for each slot in use.
+/// ⌈holds per slot / size⌉ calls for each slot in use. (The run makes each call as it sends
+/// it: [`groups`] and [`group_call`].)
+#[cfg(test)]
 fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Batch> {
+    groups(items, size, clustered)
+        .into_iter()
+        .map(|entries| Batch {
+            call: group_call(items, &entries, lease_ms),
+            entries,
+        })
+        .collect()
+}
+
+/// The renewal call over the items `entries` (one group of [`groups`]).
+fn group_call(items: &[Item], entries: &[usize], lease_ms: u64) -> ScriptCall {
+    let described: Vec<(&RenewalShape, Vec<&str>)> = entries
+        .iter()
+        .map(|&i| (&items[i].shape, vec![&*items[i].key.field]))
+        .collect();
+    renewal_call(&described, lease_ms)
+}
+
+/// The items of each renewal call (see [`batch`]), made before the calls are.
+fn groups(items: &[Item], size: usize, clustered: bool) -> Vec<Vec<usize>> {
     // One script per call, and on a cluster one slot per call (a script may only touch keys of
     // one slot): a stable sort keeps each call's entries in collection order.
     let call_of = |shape: &RenewalShape| {
@@ -200,14 +247,7 @@ fn batch(items: &[Item], size: usize, lease_ms: u64, clustered: bool) -> Vec<Bat
         let (run, tail) = rest.split_at(len);
         rest = tail;
         for chunk in run.chunks(size.max(1)) {
-            let described: Vec<(&RenewalShape, Vec<&str>)> = chunk
-                .iter()
-                .map(|&i| (&items[i].shape, vec![&*items[i].key.field]))
-                .collect();
-            batches.push(Batch {
-                call: renewal_call(&described, lease_ms),
-                entries: chunk.to_vec(),
-            });
+            batches.push(chunk.to_vec());
         }
     }
     batches
@@ -309,7 +349,7 @@ pub(crate) mod tests {
     fn per_lock(name: &str, prefix: &str) -> RenewalShape {
         RenewalShape {
             script: ScriptId::ReadRenew,
-            keys: Arc::from([Key::from(name), Key::from(prefix)]),
+            keys: crate::service::watchdog::ShapeKeys::from([Key::from(name), Key::from(prefix)]),
             layout: Layout::PerLock,
             values: Arc::from([]),
         }

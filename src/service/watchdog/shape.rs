@@ -33,12 +33,53 @@ pub(crate) enum Layout {
     PermitLease,
 }
 
+/// The lock's keys of one renewal entry: most kinds have one (kept inline: every hold of a
+/// reentrant lock has a shape, and an allocation each for one key would be most of it).
+#[derive(Debug, Clone)]
+pub(crate) enum ShapeKeys {
+    One(Key),
+    Many(Arc<[Key]>),
+}
+
+impl std::ops::Deref for ShapeKeys {
+    type Target = [Key];
+    fn deref(&self) -> &[Key] {
+        match self {
+            ShapeKeys::One(key) => std::slice::from_ref(key),
+            ShapeKeys::Many(keys) => keys,
+        }
+    }
+}
+
+impl<const N: usize> From<[Key; N]> for ShapeKeys {
+    fn from(keys: [Key; N]) -> Self {
+        match <[Key; 1]>::try_from(keys.to_vec()) {
+            Ok([key]) => ShapeKeys::One(key),
+            Err(keys) => ShapeKeys::Many(keys.into()),
+        }
+    }
+}
+
+impl PartialEq for ShapeKeys {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for ShapeKeys {}
+
+impl std::hash::Hash for ShapeKeys {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (**self).hash(state);
+    }
+}
+
 /// How a lock kind's holds are renewed: the script, the lock's keys for one entry, the layout.
 /// The reply of such a call is one flag per entry: 1 renewed, 0 gone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct RenewalShape {
     pub(crate) script: ScriptId,
-    pub(crate) keys: Arc<[Key]>,
+    pub(crate) keys: ShapeKeys,
     pub(crate) layout: Layout,
     /// The hold's values ([`Layout::WithValues`]; empty otherwise).
     pub(crate) values: Arc<[String]>,
@@ -65,7 +106,7 @@ impl RenewalShape {
     pub(crate) fn per_hold(key: impl Into<Key>) -> Self {
         Self {
             script: ScriptId::Renew,
-            keys: Arc::from([key.into()]),
+            keys: ShapeKeys::One(key.into()),
             layout: Layout::PerHold,
             values: no_values(),
         }

@@ -186,7 +186,7 @@ impl PermitExpirableSemaphore {
                 "permit {id} of {} (it stays until its lease ends)",
                 self.name
             ),
-            async move {
+            move || async move {
                 let config = this.client.config();
                 let mut tries = 0;
                 loop {

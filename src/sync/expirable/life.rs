@@ -43,7 +43,7 @@ pub(super) struct PermitLife {
 fn renewal_shape(calls: Calls<'_>) -> RenewalShape {
     RenewalShape {
         script: ScriptId::PermitRenew,
-        keys: Arc::from([
+        keys: crate::service::watchdog::ShapeKeys::from([
             Key::from(calls.name),
             Key::from(calls.timeouts),
             Key::from(calls.channel),

@@ -102,7 +102,7 @@ impl Orphan for Taken {
                 "{} permits of {} a dropped caller took (tried once: anonymous permits)",
                 self.permits, self.semaphore.name
             ),
-            async move { self.semaphore.give_back(self.permits).await.map(drop) },
+            move || async move { self.semaphore.give_back(self.permits).await.map(drop) },
         );
     }
 }
