@@ -22,10 +22,7 @@ use std::{
     time::Duration,
 };
 
-use tokio::{
-    sync::{Mutex as Gate, OwnedMutexGuard},
-    time::Instant,
-};
+use tokio::{sync::Semaphore, time::Instant};
 
 use crate::service::watchdog::HoldKey;
 
@@ -47,12 +44,22 @@ type Key = HoldKey;
 
 /// One owner's entry: the gate around what is known of its count, and until when a hold of
 /// it can last unless the watchdog renews it.
+///
+/// One allocation per entry (a held lock keeps its owner's entry): the gate is a semaphore of
+/// one permit, taken by [`Ledgers::enter`] (the permit forgotten, the entry holding the slot)
+/// and given back when the [`Entry`] is dropped; what is known of the count is read and
+/// written only by the gate's holder.
 struct Slot {
-    gate: Arc<Gate<Known>>,
+    gate: Semaphore,
+    known: Mutex<Known>,
     lasts_until: Mutex<Instant>,
 }
 
 impl Slot {
+    fn known(&self) -> Known {
+        *self.known.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn extend(&self, until: Instant) {
         let mut t = self.lasts_until.lock().unwrap_or_else(|p| p.into_inner());
         *t = (*t).max(until);
@@ -76,7 +83,8 @@ impl Ledgers {
             map.entry(key.clone())
                 .or_insert_with(|| {
                     Arc::new(Slot {
-                        gate: Arc::new(Gate::new(Known::Count(0))),
+                        gate: Semaphore::new(1),
+                        known: Mutex::new(Known::Count(0)),
                         lasts_until: Mutex::new(Instant::now()),
                     })
                 })
@@ -89,10 +97,19 @@ impl Ledgers {
             key: Some(key),
             ledgers: self,
         };
-        let gate = entering.slot.as_ref().expect("set above").gate.clone();
-        let guard = gate.lock_owned().await;
+        let slot = entering.slot.as_ref().expect("set above");
+        // Taken and forgotten in the same poll: the entry made below gives it back on drop.
+        // (Nothing closes the gate; were it closed, the entry would run without it and give
+        // nothing back.)
+        let gated = match slot.gate.acquire().await {
+            Ok(permit) => {
+                permit.forget();
+                true
+            }
+            Err(_) => false,
+        };
         Entry {
-            guard: Some(guard),
+            gated,
             slot: entering.slot.take().expect("taken once, here"),
             lease: Duration::from_millis(lease_ms),
             key: entering.key.take().expect("taken once, here"),
@@ -105,7 +122,10 @@ impl Ledgers {
     fn forget_if_idle(&self, key: &Key, refs: usize) {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         let unused = map.get(key).is_some_and(|s| {
-            Arc::strong_count(s) == refs && s.gate.try_lock().is_ok_and(|k| *k == Known::Count(0))
+            Arc::strong_count(s) == refs
+                && s.gate
+                    .try_acquire()
+                    .is_ok_and(|_gate| s.known() == Known::Count(0))
         });
         if unused {
             map.remove(key);
@@ -134,7 +154,7 @@ impl Ledgers {
         // The map's reference is the only one: no entry is held or awaited (a new `enter`
         // clones it under this lock first).
         map.retain(|key, slot| {
-            let idle = Arc::strong_count(slot) == 1 && Arc::strong_count(&slot.gate) == 1;
+            let idle = Arc::strong_count(slot) == 1 && slot.gate.available_permits() == 1;
             let over = *slot.lasts_until.lock().unwrap_or_else(|p| p.into_inner()) <= now;
             !(idle && over && !renewed(key))
         });
@@ -158,7 +178,8 @@ impl Ledgers {
 
 /// One owner's entry, gate held.
 pub(crate) struct Entry {
-    guard: Option<OwnedMutexGuard<Known>>,
+    /// The entry took the gate's permit (given back on drop).
+    gated: bool,
     slot: Arc<Slot>,
     lease: Duration,
     key: Key,
@@ -167,11 +188,11 @@ pub(crate) struct Entry {
 
 impl Entry {
     pub(crate) fn known(&self) -> Known {
-        **self.guard.as_ref().expect("held until drop")
+        self.slot.known()
     }
 
     pub(crate) fn set(&mut self, known: Known) {
-        **self.guard.as_mut().expect("held until drop") = known;
+        *self.slot.known.lock().unwrap_or_else(|p| p.into_inner()) = known;
     }
 }
 
@@ -180,7 +201,9 @@ impl Drop for Entry {
         let idle = self.known() == Known::Count(0);
         self.slot
             .extend(crate::types::millis::later(Instant::now(), self.lease));
-        drop(self.guard.take());
+        if std::mem::take(&mut self.gated) {
+            self.slot.gate.add_permits(1);
+        }
         if idle {
             // The map's reference and this one.
             self.ledgers.forget_if_idle(&self.key, 2);

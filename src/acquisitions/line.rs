@@ -98,7 +98,9 @@ struct State {
 impl State {
     fn new(policy: LocalHandOff) -> Self {
         Self {
-            waiters: VecDeque::new(),
+            // Most lines have one waiter (ten thousand tasks on ten thousand locks): room
+            // for one, grown when a second comes.
+            waiters: VecDeque::with_capacity(1),
             next_id: 0,
             subscription: None,
             hand_off: HandOff::new(policy),
@@ -149,15 +151,20 @@ impl WaitLines {
     }
 
     /// Joins the queue of the lock at its tail.
-    pub(crate) fn join(self: &Arc<Self>, line: WaitLine, name: &str, channel: &str) -> Ticket {
+    pub(crate) fn join(
+        self: &Arc<Self>,
+        line: WaitLine,
+        name: Arc<str>,
+        channel: String,
+    ) -> Ticket {
         let mut map = self.map.lock();
         let queue = map
-            .entry(Key::new(line, name))
+            .entry(Key { line, name })
             .or_insert_with_key(|k| {
                 self.live.fetch_add(1, Ordering::AcqRel);
                 Arc::new(Line {
                     key: k.clone(),
-                    channel: channel.to_owned(),
+                    channel,
                     state: Mutex::new(State::new(self.policy)),
                 })
             })
@@ -435,9 +442,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn waiters_become_head_in_arrival_order() {
         let q = queues();
-        let a = q.join(LOCK, "n", "ch");
-        let b = q.join(LOCK, "n", "ch");
-        let c = q.join(LOCK, "n", "ch");
+        let a = q.join(LOCK, "n".into(), "ch".into());
+        let b = q.join(LOCK, "n".into(), "ch".into());
+        let c = q.join(LOCK, "n".into(), "ch".into());
         assert!(q.has_waiters(LOCK, "n"));
         assert!(
             !q.has_waiters(WaitLine::Write, "n"),
@@ -470,9 +477,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_dropped_or_timed_out_waiter_leaves_and_a_leaving_head_passes_the_turn() {
         let q = queues();
-        let head = q.join(LOCK, "n", "ch");
-        let second = q.join(LOCK, "n", "ch");
-        let third = q.join(LOCK, "n", "ch");
+        let head = q.join(LOCK, "n".into(), "ch".into());
+        let second = q.join(LOCK, "n".into(), "ch".into());
+        let third = q.join(LOCK, "n".into(), "ch".into());
         let start = Instant::now();
         assert!(!second.wait_head(Some(start + 50 * MS)).await);
         assert_eq!(
@@ -497,8 +504,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_local_holder_makes_the_head_wait_and_its_release_hands_over() {
         let q = queues();
-        let first = q.join(LOCK, "n", "ch");
-        let second = q.join(LOCK, "n", "ch");
+        let first = q.join(LOCK, "n".into(), "ch".into());
+        let second = q.join(LOCK, "n".into(), "ch".into());
         assert_eq!(first.plan(), Plan::Attempt);
         first.acquired(Instant::now() + 1_000 * MS);
         assert!(second.wait_head(Some(Instant::now())).await);
@@ -520,7 +527,7 @@ mod tests {
     fn a_waiter_attempts_first_unless_others_are_queued_and_it_may_not_hold() {
         let q = queues();
         assert!(q.attempts_first(LOCK, "n", || false), "nobody queued");
-        let _queued = q.join(LOCK, "n", "ch");
+        let _queued = q.join(LOCK, "n".into(), "ch".into());
         assert!(
             !q.attempts_first(LOCK, "n", || false),
             "no barging past the queue"
@@ -538,15 +545,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_line_asks_with_the_channel_counts_and_wakes_the_head_as_the_policy_decides() {
         let q = Arc::new(WaitLines::new(LocalHandOff::Bounded(10 * MS)));
-        let first = q.join(LOCK, "n", "ch");
-        let second = q.join(LOCK, "n", "ch");
+        let first = q.join(LOCK, "n".into(), "ch".into());
+        let second = q.join(LOCK, "n".into(), "ch".into());
         first.acquired(Instant::now() + 30_000 * MS);
         assert!(second.wait_head(Some(Instant::now())).await);
         // Within the budget: a hand-over, no question.
         assert_eq!(q.releasing(LOCK, "n"), None);
         q.released(LOCK, "n", true, None);
         assert_eq!((q.hand_overs(), q.contests()), (1, 0));
-        let third = q.join(LOCK, "n", "ch");
+        let third = q.join(LOCK, "n".into(), "ch".into());
         second.acquired(Instant::now() + 30_000 * MS);
         assert!(third.wait_head(Some(Instant::now())).await);
         // Past it: the question goes with the release, on the queue's channel; someone
@@ -569,7 +576,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_queue_outlives_its_last_waiter_while_an_owner_holds() {
         let q = queues();
-        let t = q.join(LOCK, "n", "ch");
+        let t = q.join(LOCK, "n".into(), "ch".into());
         t.acquired(Instant::now() + 30_000 * MS);
         assert_eq!(q.len(), 1, "the holder's queue keeps its run");
         assert!(!q.has_waiters(LOCK, "n"));

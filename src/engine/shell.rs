@@ -229,7 +229,9 @@ fn round<'a, W: Waiter>(
         };
         let client = waiter.client();
         if let Some(line) = waiter.wait_line() {
-            let ticket = client.wait_lines().join(line, waiter.name(), &channel);
+            let ticket = client
+                .wait_lines()
+                .join(line, waiter.shared_name(), channel);
             return wait_in_line(waiter, ticket, deadline, kept, attempt).await;
         }
         let subscription = Arc::new(client.pubsub().subscribe_as(&channel, reading));

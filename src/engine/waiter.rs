@@ -184,6 +184,12 @@ pub(crate) trait Waiter: Sync {
     /// The raw name, for logs.
     fn name(&self) -> &str;
 
+    /// The raw name as a local wait line keeps it (a waiter that has it shared hands out its
+    /// own: no copy per line).
+    fn shared_name(&self) -> std::sync::Arc<str> {
+        self.name().into()
+    }
+
     /// The turns an attempt takes one of while it runs (the client's: at most
     /// `ATTEMPTS_IN_FLIGHT` attempts in flight at once); `None`: no limit (a test's waiter
     /// without a client).

@@ -27,7 +27,7 @@
 //! The wait line's `Ticket` and the pub/sub `Subscription` leave their line and channel on
 //! drop by themselves.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use tokio::time::Instant;
 
@@ -361,6 +361,10 @@ impl Waiter for Claim {
 
     fn name(&self) -> &str {
         &self.key.name
+    }
+
+    fn shared_name(&self) -> Arc<str> {
+        self.key.name.clone()
     }
 
     /// One acquisition attempt (stages in the module docs).

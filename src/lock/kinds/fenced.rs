@@ -81,7 +81,7 @@ impl Protocol for FencedProtocol {
     fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(
             ScriptId::FencedAcquire,
-            vec![self.base.key.clone(), self.token_key.clone()],
+            vec![self.base.key(), self.token_key.clone()],
             vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
         );
         (call, AcquireReply::FlagAndValue)

@@ -72,7 +72,7 @@ impl Protocol for NonReentrantProtocol {
     fn acquire_call(&self, req: AcquireRequest<'_>) -> (ScriptCall, AcquireReply) {
         let call = ScriptCall::new(
             ScriptId::NonReentrantAcquire,
-            vec![self.base.key.clone()],
+            vec![self.base.key()],
             vec![
                 Value::from(req.lease_ms as i64),
                 Value::from(req.field),

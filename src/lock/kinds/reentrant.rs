@@ -57,19 +57,20 @@ kind! {
 /// The reentrant lock's protocol: the hash `N` and the channel `redisson_lock__channel:{N}`.
 /// The fenced and spin locks share it.
 pub(crate) struct ReentrantProtocol {
-    /// Shared with the key below and with every hold key of the lock's handle: one copy of the
-    /// name per handle, not three.
+    /// Shared with the calls' keys and with every hold key of the lock's handle: the one copy
+    /// of the name a handle keeps (a key is made over it per call: [`key`](Self::key)).
     pub(crate) name: Arc<str>,
-    pub(crate) key: Key,
 }
 
 impl ReentrantProtocol {
     pub(crate) fn new(raw_name: String) -> Self {
         let name: Arc<str> = raw_name.into();
-        Self {
-            key: shared_key(&name),
-            name,
-        }
+        Self { name }
+    }
+
+    /// The lock's key, over the shared name (a call's: made per call, kept by none).
+    pub(crate) fn key(&self) -> Key {
+        shared_key(&self.name)
     }
 
     /// The unlock channel's name, made when a call needs it (a release, a forced unlock, a
@@ -88,7 +89,7 @@ impl ReentrantProtocol {
     pub(crate) fn acquire_call(&self, req: AcquireRequest<'_>) -> ScriptCall {
         ScriptCall::new(
             ScriptId::Acquire,
-            vec![self.key.clone()],
+            vec![self.key()],
             vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
         )
     }
@@ -152,13 +153,13 @@ impl Protocol for ReentrantProtocol {
 
     /// L-REL: `KEYS = [N, channel, receipt]`, `ARGV = ["0", lease, field, publish, receipt PX]`.
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
-        release_call(ScriptId::Release, "0", &self.key, self.channel(), req)
+        release_call(ScriptId::Release, "0", &self.key(), self.channel(), req)
     }
 
     /// Made for each hold (its watchdog registration keeps it), not kept by the protocol: a
     /// handle that only waits, or never holds, has none.
     fn renewal(&self) -> RenewalShape {
-        RenewalShape::per_hold(self.key.clone())
+        RenewalShape::per_hold(self.key())
     }
 
     fn renewal_values(&self) -> std::sync::Arc<[String]> {
@@ -169,7 +170,7 @@ impl Protocol for ReentrantProtocol {
     fn force_unlock(&self, publish: &str) -> ScriptCall {
         ScriptCall::new(
             ScriptId::ForceUnlock,
-            vec![self.key.clone(), self.channel()],
+            vec![self.key(), self.channel()],
             vec![Value::from("0"), Value::from(publish)],
         )
     }

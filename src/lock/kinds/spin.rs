@@ -70,7 +70,7 @@ impl Protocol for SpinProtocol {
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         ScriptCall::new(
             ScriptId::SpinRelease,
-            vec![self.base.key.clone(), Key::from(req.receipt)],
+            vec![self.base.key(), Key::from(req.receipt)],
             vec![
                 Value::from(req.lease_ms as i64),
                 Value::from(req.field),
@@ -81,11 +81,7 @@ impl Protocol for SpinProtocol {
 
     /// `KEYS = [N]` (no message).
     fn force_unlock(&self, _publish: &str) -> ScriptCall {
-        ScriptCall::new(
-            ScriptId::SpinForceUnlock,
-            vec![self.base.key.clone()],
-            vec![],
-        )
+        ScriptCall::new(ScriptId::SpinForceUnlock, vec![self.base.key()], vec![])
     }
 }
 

@@ -20,11 +20,13 @@ use crate::types::millis::later;
 pub(crate) struct Watched {
     key: HoldKey,
     loss: Arc<LossSignal>,
-    /// The guard's parts of the hold (the hold's epoch, and its renewed and leased parts) while
-    /// the guard follows it; `None` once let go or kept, and for a hold nothing follows.
-    parts: Option<(u64, Parts)>,
-    /// The leased part's id in the hold, kept for an owner's exact TTL set.
-    lease_part: Option<u64>,
+    /// The hold's registration epoch and the guard's parts of it (renewed, leased: the leased
+    /// part's id is kept for an owner's exact TTL set after the guard let go)...
+    epoch: u64,
+    parts: Parts,
+    /// ...which the guard follows (releases on drop) until it lets them go or keeps them;
+    /// `false` from the start for a hold nothing follows.
+    followed: bool,
 }
 
 impl Watched {
@@ -44,8 +46,9 @@ impl Watched {
             return Self {
                 key,
                 loss: LossSignal::new(later(sent_at, Duration::MAX)),
-                parts: None,
-                lease_part: None,
+                epoch: 0,
+                parts: Parts::default(),
+                followed: false,
             };
         }
         let r = watchdog.register(&key, upkeep, sent_at, renewed, lease);
@@ -53,8 +56,9 @@ impl Watched {
         Self {
             key,
             loss: r.loss,
-            lease_part: r.parts.lease,
-            parts: Some((r.epoch, r.parts)),
+            epoch: r.epoch,
+            parts: r.parts,
+            followed: true,
         }
     }
 
@@ -70,19 +74,19 @@ impl Watched {
 
     /// The leased part's id in the hold, for a TTL set that moves that part's end.
     pub(crate) fn lease_part(&self) -> Option<u64> {
-        self.lease_part
+        self.parts.lease
     }
 
     /// Whether the guard still follows the hold (not let go, not kept).
     pub(crate) fn is_followed(&self) -> bool {
-        self.parts.is_some()
+        self.followed
     }
 
     /// Lets the guard's parts go (idempotent): the hold is no longer renewed for them, and its
     /// deadline is what the parts left need.
     pub(crate) fn let_go(&mut self, watchdog: &Watchdog) {
-        if let Some(parts) = self.parts.take() {
-            watchdog.let_go(&self.key, Some(parts));
+        if std::mem::take(&mut self.followed) {
+            watchdog.let_go(&self.key, Some((self.epoch, self.parts)));
         }
     }
 
@@ -90,6 +94,6 @@ impl Watched {
     /// release: a part without a lease goes on being renewed, a leased one counts until its
     /// end).
     pub(crate) fn keep(&mut self) {
-        self.parts = None;
+        self.followed = false;
     }
 }
