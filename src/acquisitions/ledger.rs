@@ -18,7 +18,10 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::Duration,
 };
 
@@ -52,7 +55,31 @@ type Key = HoldKey;
 struct Slot {
     gate: Semaphore,
     known: Mutex<Known>,
-    lasts_until: Mutex<Instant>,
+    /// Until when a hold of the entry can last (a [`Stamps::end`]).
+    lasts_until: AtomicU64,
+}
+
+/// Instants as an entry keeps them: milliseconds since the ledger began (its client's clock:
+/// a paused test clock too), rounded up for an end, down for a now, so an end is never read as
+/// past before it is.
+#[derive(Clone, Copy)]
+struct Stamps(Instant);
+
+impl Stamps {
+    fn millis(self, at: Instant) -> (u64, bool) {
+        let since = at.saturating_duration_since(self.0);
+        let ms = u64::try_from(since.as_millis()).unwrap_or(u64::MAX);
+        (ms, !since.subsec_nanos().is_multiple_of(1_000_000))
+    }
+
+    fn end(self, at: Instant) -> u64 {
+        let (ms, part) = self.millis(at);
+        ms.saturating_add(u64::from(part))
+    }
+
+    fn now(self, at: Instant) -> u64 {
+        self.millis(at).0
+    }
 }
 
 impl Slot {
@@ -60,17 +87,27 @@ impl Slot {
         *self.known.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn extend(&self, until: Instant) {
-        let mut t = self.lasts_until.lock().unwrap_or_else(|p| p.into_inner());
-        *t = (*t).max(until);
+    fn extend(&self, stamps: Stamps, until: Instant) {
+        self.lasts_until
+            .fetch_max(stamps.end(until), Ordering::AcqRel);
     }
 }
 
 /// Every owner's entry, created on first use and dropped when back to a count of zero, or by a
 /// sweep once it can no longer matter.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct Ledgers {
     map: Arc<Mutex<HashMap<Key, Arc<Slot>>>>,
+    stamps: Stamps,
+}
+
+impl Default for Ledgers {
+    fn default() -> Self {
+        Ledgers {
+            map: Default::default(),
+            stamps: Stamps(Instant::now()),
+        }
+    }
 }
 
 impl Ledgers {
@@ -85,7 +122,7 @@ impl Ledgers {
                     Arc::new(Slot {
                         gate: Semaphore::new(1),
                         known: Mutex::new(Known::Count(0)),
-                        lasts_until: Mutex::new(Instant::now()),
+                        lasts_until: AtomicU64::new(self.stamps.end(Instant::now())),
                     })
                 })
                 .clone()
@@ -141,7 +178,7 @@ impl Ledgers {
             .get(key)
             .cloned();
         if let Some(slot) = slot {
-            slot.extend(until);
+            slot.extend(self.stamps, until);
         }
     }
 
@@ -155,7 +192,7 @@ impl Ledgers {
         // clones it under this lock first).
         map.retain(|key, slot| {
             let idle = Arc::strong_count(slot) == 1 && slot.gate.available_permits() == 1;
-            let over = *slot.lasts_until.lock().unwrap_or_else(|p| p.into_inner()) <= now;
+            let over = slot.lasts_until.load(Ordering::Acquire) <= self.stamps.now(now);
             !(idle && over && !renewed(key))
         });
         before - map.len()
@@ -199,8 +236,10 @@ impl Entry {
 impl Drop for Entry {
     fn drop(&mut self) {
         let idle = self.known() == Known::Count(0);
-        self.slot
-            .extend(crate::types::millis::later(Instant::now(), self.lease));
+        self.slot.extend(
+            self.ledgers.stamps,
+            crate::types::millis::later(Instant::now(), self.lease),
+        );
         if std::mem::take(&mut self.gated) {
             self.slot.gate.add_permits(1);
         }
