@@ -159,7 +159,7 @@ impl Protocol for ReentrantProtocol {
     /// Made for each hold (its watchdog registration keeps it), not kept by the protocol: a
     /// handle that only waits, or never holds, has none.
     fn renewal(&self) -> RenewalShape {
-        RenewalShape::per_hold(self.key())
+        RenewalShape::per_hold_of(self.name.clone())
     }
 
     fn renewal_values(&self) -> std::sync::Arc<[String]> {

@@ -364,7 +364,7 @@ mod tests {
         assert_matches_header(&read.force_unlock("publish"));
 
         let braced = ReadProtocol(Names::new("{t}:n".into()));
-        assert_eq!(braced.renewal().keys[1], Key::from("{t}:n"));
+        assert_eq!(braced.renewal().keys.to_vec()[1], Key::from("{t}:n"));
 
         let write = WriteProtocol(Names::new("n".into()));
         assert_eq!(write.owner_field("u:1".into()), "u:1:write");

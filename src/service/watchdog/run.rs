@@ -228,8 +228,8 @@ fn groups(items: &[Item], size: usize, clustered: bool) -> Vec<Vec<usize>> {
     // One script per call, and on a cluster one slot per call (a script may only touch keys of
     // one slot): a stable sort keeps each call's entries in collection order.
     let call_of = |shape: &RenewalShape| {
-        let slot = match (clustered, shape.keys.first()) {
-            (true, Some(key)) => crate::conn::cluster::slot_of(key),
+        let slot = match (clustered, shape.keys.first_bytes()) {
+            (true, Some(key)) => fred::util::redis_keyslot(key),
             _ => 0,
         };
         (shape.script as usize, slot)

@@ -33,20 +33,42 @@ pub(crate) enum Layout {
     PermitLease,
 }
 
-/// The lock's keys of one renewal entry: most kinds have one (kept inline: every hold of a
-/// reentrant lock has a shape, and an allocation each for one key would be most of it).
+/// The lock's keys of one renewal entry. Every hold has a shape (the watchdog keeps it with
+/// the hold), so the common cases allocate nothing of their own: a reentrant lock's one key is
+/// its name, shared with the handle ([`Name`](Self::Name), made a key per call); another kind's
+/// one key is kept inline ([`One`](Self::One)).
 #[derive(Debug, Clone)]
 pub(crate) enum ShapeKeys {
+    /// One key: the lock's name, shared.
+    Name(Arc<str>),
     One(Key),
     Many(Arc<[Key]>),
 }
 
-impl std::ops::Deref for ShapeKeys {
-    type Target = [Key];
-    fn deref(&self) -> &[Key] {
+impl ShapeKeys {
+    /// The keys, in order (a call's: a [`Name`](Self::Name) becomes a key over the name).
+    pub(crate) fn to_vec(&self) -> Vec<Key> {
         match self {
-            ShapeKeys::One(key) => std::slice::from_ref(key),
-            ShapeKeys::Many(keys) => keys,
+            ShapeKeys::Name(name) => vec![crate::lock::kinds::reentrant::shared_key(name)],
+            ShapeKeys::One(key) => vec![key.clone()],
+            ShapeKeys::Many(keys) => keys.to_vec(),
+        }
+    }
+
+    /// The first key's bytes (its hash slot is the call's).
+    pub(crate) fn first_bytes(&self) -> Option<&[u8]> {
+        match self {
+            ShapeKeys::Name(name) => Some(name.as_bytes()),
+            ShapeKeys::One(key) => Some(key.as_bytes()),
+            ShapeKeys::Many(keys) => keys.first().map(|k| k.as_bytes()),
+        }
+    }
+
+    fn bytes(&self) -> Vec<&[u8]> {
+        match self {
+            ShapeKeys::Name(name) => vec![name.as_bytes()],
+            ShapeKeys::One(key) => vec![key.as_bytes()],
+            ShapeKeys::Many(keys) => keys.iter().map(|k| k.as_bytes()).collect(),
         }
     }
 }
@@ -60,9 +82,10 @@ impl<const N: usize> From<[Key; N]> for ShapeKeys {
     }
 }
 
+/// The same keys, however kept.
 impl PartialEq for ShapeKeys {
     fn eq(&self, other: &Self) -> bool {
-        **self == **other
+        self.bytes() == other.bytes()
     }
 }
 
@@ -70,7 +93,7 @@ impl Eq for ShapeKeys {}
 
 impl std::hash::Hash for ShapeKeys {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        (**self).hash(state);
+        self.bytes().hash(state);
     }
 }
 
@@ -103,6 +126,16 @@ impl RenewalShape {
 
     /// One entry per hold with the lock's hash as its only key (L-RENEW). `key`: the lock's
     /// name, or its key (shared, not copied: every lock handle keeps a shape).
+    /// [`per_hold`](Self::per_hold) over the lock's shared name (no key kept).
+    pub(crate) fn per_hold_of(name: Arc<str>) -> Self {
+        Self {
+            script: ScriptId::Renew,
+            keys: ShapeKeys::Name(name),
+            layout: Layout::PerHold,
+            values: no_values(),
+        }
+    }
+
     pub(crate) fn per_hold(key: impl Into<Key>) -> Self {
         Self {
             script: ScriptId::Renew,
@@ -137,7 +170,7 @@ pub(crate) fn renewal_call(entries: &[(&RenewalShape, Vec<&str>)], lease_ms: u64
     args.push(Value::from(lease_ms as i64));
     for (shape, fields) in entries {
         debug_assert_eq!(shape.script, script, "one script per call");
-        keys.extend(shape.keys.iter().cloned());
+        keys.extend(shape.keys.to_vec());
         match shape.layout {
             Layout::PerHold => {}
             Layout::PerLock => args.push(Value::from(fields.len() as i64)),
