@@ -84,6 +84,19 @@ pub(crate) fn request_id() -> String {
     out
 }
 
+/// A key over a shared name: its bytes are the name's own (a clone of the key, made for every
+/// call, counts a reference; it copies nothing and allocates nothing).
+pub(crate) fn shared_key(name: &std::sync::Arc<str>) -> fred::types::Key {
+    /// The name's bytes, as a key's owner.
+    struct NameBytes(std::sync::Arc<str>);
+    impl AsRef<[u8]> for NameBytes {
+        fn as_ref(&self) -> &[u8] {
+            self.0.as_bytes()
+        }
+    }
+    fred::types::Key::from(fred::bytes::Bytes::from_owner(NameBytes(name.clone())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

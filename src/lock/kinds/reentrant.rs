@@ -70,7 +70,7 @@ impl ReentrantProtocol {
 
     /// The lock's key, over the shared name (a call's: made per call, kept by none).
     pub(crate) fn key(&self) -> Key {
-        shared_key(&self.name)
+        names::shared_key(&self.name)
     }
 
     /// The unlock channel's name, made when a call needs it (a release, a forced unlock, a
@@ -93,19 +93,6 @@ impl ReentrantProtocol {
             vec![Value::from(req.lease_ms as i64), Value::from(req.field)],
         )
     }
-}
-
-/// A key over a shared name: its bytes are the name's own (a clone of the key, made for every
-/// call, counts a reference; it copies nothing and allocates nothing).
-pub(crate) fn shared_key(name: &Arc<str>) -> Key {
-    /// The name's bytes, as a key's owner.
-    struct NameBytes(Arc<str>);
-    impl AsRef<[u8]> for NameBytes {
-        fn as_ref(&self) -> &[u8] {
-            self.0.as_bytes()
-        }
-    }
-    Key::from(fred::bytes::Bytes::from_owner(NameBytes(name.clone())))
 }
 
 /// The release call shared by L-REL and W-REL: `KEYS = [N, channel, receipt]`,

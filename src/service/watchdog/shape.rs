@@ -49,7 +49,7 @@ impl ShapeKeys {
     /// The keys, in order (a call's: a [`Name`](Self::Name) becomes a key over the name).
     pub(crate) fn to_vec(&self) -> Vec<Key> {
         match self {
-            ShapeKeys::Name(name) => vec![crate::lock::kinds::reentrant::shared_key(name)],
+            ShapeKeys::Name(name) => vec![crate::types::names::shared_key(name)],
             ShapeKeys::One(key) => vec![key.clone()],
             ShapeKeys::Many(keys) => keys.to_vec(),
         }
