@@ -409,7 +409,7 @@ impl<K: Kind> Lock<K> {
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
         let handle = self.handle.clone();
-        // Boxed: the acquisition's state machine is about a KiB (960 bytes in a release build,
+        // Boxed: the acquisition's state machine is under a KiB (880 bytes in a release build,
         // far more in debug builds), and a caller that awaits several kinds in one function (a
         // match over lock kinds) would otherwise carry a slot for each on its stack: a
         // debug-built `lock-peer` overflowed its worker thread's 2 MiB. One allocation per
