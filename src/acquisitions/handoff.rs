@@ -216,6 +216,116 @@ pub(crate) struct HandOff {
     sharing: u32,
 }
 
+/// A line's hand-off state, small while it is a fresh one's: a line exists for every lock a
+/// task of this client waits on (ten thousand waiters on ten thousand locks another client
+/// holds, ten thousand lines), and such a line's state stays [`HandOff::new`]'s but for when
+/// the other clients' turn began (its head's attempts found the lock busy). Only a line where
+/// more happens (a local holder, a run, a contest) keeps the whole state, boxed.
+///
+/// Every operation runs [`HandOff`]'s own on the state (a fresh one made on the stack when the
+/// line has none): what the line does is exactly what a [`HandOff`] kept whole would do.
+#[derive(Debug)]
+pub(crate) enum LineHandOff {
+    /// [`HandOff::new`]`(policy)` with `away_since` (see [`HandOff`]'s field).
+    Fresh {
+        policy: LocalHandOff,
+        away_since: Option<Instant>,
+    },
+    /// Anything else.
+    Whole(Box<HandOff>),
+}
+
+impl LineHandOff {
+    /// A line's state with no holder, no run and no contest, under `policy`.
+    pub(crate) fn new(policy: LocalHandOff) -> Self {
+        Self::Fresh {
+            policy,
+            away_since: None,
+        }
+    }
+
+    /// Runs `f` on the state; a fresh state that `f` leaves fresh stays small.
+    fn with<R>(&mut self, f: impl FnOnce(&mut HandOff) -> R) -> R {
+        match self {
+            Self::Whole(h) => f(h),
+            Self::Fresh { policy, away_since } => {
+                let mut h = HandOff {
+                    away_since: *away_since,
+                    ..HandOff::new(*policy)
+                };
+                let out = f(&mut h);
+                match h.fresh_but_away() {
+                    Some(away) => *away_since = away,
+                    None => *self = Self::Whole(Box::new(h)),
+                }
+                out
+            }
+        }
+    }
+
+    /// Reads the state.
+    fn view<R>(&self, f: impl FnOnce(&HandOff) -> R) -> R {
+        match self {
+            Self::Whole(h) => f(h),
+            Self::Fresh { policy, away_since } => f(&HandOff {
+                away_since: *away_since,
+                ..HandOff::new(*policy)
+            }),
+        }
+    }
+
+    /// See [`HandOff::holds`].
+    pub(crate) fn holds(&self) -> bool {
+        self.view(HandOff::holds)
+    }
+
+    /// See [`HandOff::releasing`].
+    pub(crate) fn releasing(&mut self, now: Instant, messages: Option<u64>, waiters: bool) -> bool {
+        self.with(|h| h.releasing(now, messages, waiters))
+    }
+
+    /// See [`HandOff::released`].
+    pub(crate) fn released(
+        &mut self,
+        now: Instant,
+        freed: bool,
+        others: Option<u32>,
+        head: bool,
+    ) -> Released {
+        self.with(|h| h.released(now, freed, others, head))
+    }
+
+    /// See [`HandOff::hands_over`].
+    pub(crate) fn hands_over(&self, now: Instant) -> bool {
+        self.view(|h| h.hands_over(now))
+    }
+
+    /// See [`HandOff::line_emptied`].
+    pub(crate) fn line_emptied(&mut self) {
+        self.with(HandOff::line_emptied);
+    }
+
+    /// See [`HandOff::next`].
+    pub(crate) fn next(&mut self, now: Instant, by_message: bool, messages: Option<u64>) -> Plan {
+        self.with(|h| h.next(now, by_message, messages))
+    }
+
+    /// See [`HandOff::asks_holder`].
+    pub(crate) fn asks_holder(&self) -> bool {
+        self.view(HandOff::asks_holder)
+    }
+
+    /// See [`HandOff::busy`].
+    pub(crate) fn busy(&mut self, now: Instant, holder: Option<u64>, messages: Option<u64>) {
+        self.with(|h| h.busy(now, holder, messages));
+    }
+
+    /// See [`HandOff::acquired`].
+    pub(crate) fn acquired(&mut self, now: Instant, until: Instant) {
+        self.with(|h| h.acquired(now, until));
+    }
+}
+
 /// What a release that freed the lock does while someone waits in line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verdict {
@@ -247,6 +357,41 @@ impl HandOff {
             owed: Duration::ZERO,
             sharing: 1,
         }
+    }
+
+    /// `Some(away_since)` when the state is [`HandOff::new`]'s but for `away_since` (see
+    /// [`LineHandOff`]).
+    fn fresh_but_away(&self) -> Option<Option<Instant>> {
+        // Every field named: a field added later must say here whether a fresh state has it.
+        let HandOff {
+            policy: _,
+            holder,
+            run_since,
+            last_hold,
+            handed,
+            others,
+            quiet,
+            stand_back,
+            release_mark,
+            release_began,
+            contest,
+            away_since,
+            owed,
+            sharing,
+        } = self;
+        let fresh = holder.is_none()
+            && run_since.is_none()
+            && last_hold.is_zero()
+            && !handed
+            && others.is_none()
+            && quiet.is_zero()
+            && *stand_back == STAND_BACK
+            && release_mark.is_none()
+            && release_began.is_none()
+            && contest.is_none()
+            && owed.is_zero()
+            && *sharing == 1;
+        fresh.then_some(*away_since)
     }
 
     /// `true` while an owner of this line holds the lock (the line lives on for its release).
@@ -993,5 +1138,82 @@ mod tests {
             assert!(!r.handed, "round {i}");
             assert_eq!(r.plan, Plan::Attempt, "round {i}: Off never stands back");
         }
+    }
+
+    /// The whole state and the line's state, driven alike, answer alike and end alike.
+    fn same(line: &LineHandOff, whole: &HandOff) -> bool {
+        line.view(|h| format!("{h:?}")) == format!("{whole:?}")
+    }
+
+    #[test]
+    fn a_line_state_stays_small_while_other_clients_hold_and_acts_as_the_whole_state() {
+        for policy in [
+            LocalHandOff::Bounded(10 * MS),
+            LocalHandOff::Off,
+            LocalHandOff::Unbounded,
+        ] {
+            let (mut whole, mut line) = (HandOff::new(policy), LineHandOff::new(policy));
+            let mut now = Instant::now();
+            // The head of a lock another client holds: attempts, finds it busy, sleeps.
+            for i in 0..3u64 {
+                let plan = whole.next(now, i > 0, Some(i));
+                assert_eq!(line.next(now, i > 0, Some(i)), plan, "{policy:?}");
+                assert_eq!(plan, Plan::Attempt);
+                assert_eq!(line.asks_holder(), whole.asks_holder());
+                whole.busy(now, Some(7), Some(i));
+                line.busy(now, Some(7), Some(i));
+                now += 5 * MS;
+            }
+            assert!(
+                matches!(
+                    line,
+                    LineHandOff::Fresh {
+                        away_since: Some(_),
+                        ..
+                    }
+                ),
+                "{policy:?}: only when the other clients' turn began is kept: {line:?}"
+            );
+            assert!(same(&line, &whole));
+            // It acquires: a holder, a run: the whole state from then on.
+            whole.acquired(now, now + 30_000 * MS);
+            line.acquired(now, now + 30_000 * MS);
+            assert!(matches!(line, LineHandOff::Whole(_)), "{policy:?}");
+            assert!(line.holds() && whole.holds());
+            now += 20 * MS;
+            let asks = whole.releasing(now, Some(3), true);
+            assert_eq!(line.releasing(now, Some(3), true), asks);
+            assert_eq!(line.hands_over(now), whole.hands_over(now));
+            let released = whole.released(now, true, Some(1), true);
+            assert_eq!(line.released(now, true, Some(1), true), released);
+            for i in 0..4u64 {
+                now += 30 * MS;
+                let plan = whole.next(now, true, Some(4 + i));
+                assert_eq!(line.next(now, true, Some(4 + i)), plan, "{policy:?} {i}");
+                whole.busy(now, Some(9), Some(4 + i));
+                line.busy(now, Some(9), Some(4 + i));
+            }
+            whole.line_emptied();
+            line.line_emptied();
+            assert!(same(&line, &whole), "{policy:?}");
+        }
+    }
+
+    #[test]
+    fn a_fresh_line_state_with_a_partial_release_or_an_empty_line_stays_fresh() {
+        let policy = LocalHandOff::Bounded(10 * MS);
+        let mut line = LineHandOff::new(policy);
+        let now = Instant::now();
+        assert_eq!(line.released(now, false, None, true), Released::Kept);
+        line.line_emptied();
+        assert!(!line.holds());
+        assert!(matches!(
+            line,
+            LineHandOff::Fresh {
+                away_since: None,
+                ..
+            }
+        ));
+        assert!(same(&line, &HandOff::new(policy)));
     }
 }

@@ -42,8 +42,10 @@ use tokio::{
     time::Instant,
 };
 
+#[cfg(doc)]
+use super::handoff::HandOff;
 pub(crate) use super::handoff::Plan;
-use super::handoff::{HandOff, Released};
+use super::handoff::{LineHandOff, Released};
 use crate::{
     config::LocalHandOff,
     service::pubsub::{PubSub, Subscription},
@@ -81,7 +83,8 @@ impl Key {
 
 struct Line {
     key: Key,
-    channel: String,
+    /// Shared with the subscription registry's entry for it.
+    channel: Arc<str>,
     state: Mutex<State>,
 }
 
@@ -92,7 +95,7 @@ struct State {
     /// The queue's one subscription to the lock's channel.
     subscription: Option<Arc<Subscription>>,
     /// The hand-off policy's state for this lock.
-    hand_off: HandOff,
+    hand_off: LineHandOff,
 }
 
 impl State {
@@ -103,7 +106,7 @@ impl State {
             waiters: VecDeque::with_capacity(1),
             next_id: 0,
             subscription: None,
-            hand_off: HandOff::new(policy),
+            hand_off: LineHandOff::new(policy),
         }
     }
 
@@ -164,7 +167,7 @@ impl WaitLines {
                 self.live.fetch_add(1, Ordering::AcqRel);
                 Arc::new(Line {
                     key: k.clone(),
-                    channel,
+                    channel: channel.into(),
                     state: Mutex::new(State::new(self.policy)),
                 })
             })
@@ -188,7 +191,7 @@ impl WaitLines {
     /// A local owner is about to send a release that may free the lock. Returns the channel to
     /// ask `PUBSUB NUMSUB` about (together with the release) when the policy wants a fresh
     /// answer (see [`HandOff::releasing`]).
-    pub(crate) fn releasing(&self, line: WaitLine, name: &str) -> Option<String> {
+    pub(crate) fn releasing(&self, line: WaitLine, name: &str) -> Option<Arc<str>> {
         let queue = self.get(line, name)?;
         let mut st = queue.state.lock();
         let (messages, waiters) = (st.messages(), !st.waiters.is_empty());
@@ -291,7 +294,7 @@ impl WaitLines {
                 let st = q.state.lock();
                 let counted = usize::from(st.subscription.is_some());
                 let extra = st.waiters.len().saturating_sub(counted);
-                (extra > 0).then(|| (q.channel.clone(), extra))
+                (extra > 0).then(|| (q.channel.to_string(), extra))
             })
             .collect()
     }
@@ -394,7 +397,7 @@ impl Ticket {
     pub(crate) fn subscription(&self, pubsub: &PubSub) -> Arc<Subscription> {
         let mut st = self.queue.state.lock();
         st.subscription
-            .get_or_insert_with(|| Arc::new(pubsub.subscribe(&self.queue.channel)))
+            .get_or_insert_with(|| Arc::new(pubsub.subscribe_shared(&self.queue.channel)))
             .clone()
     }
 }

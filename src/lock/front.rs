@@ -1,16 +1,6 @@
 //! The generic front end: [`Lock<K>`] for every kind, written once, over a non-generic
 //! [`Handle`] that the blocking facade and the multi-locks share.
 
-use std::{
-    future::Future,
-    marker::PhantomData,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
-    time::Duration,
-};
-
 use super::{
     claim::Claim,
     guard::{Guard, Held},
@@ -25,6 +15,16 @@ use crate::{
     types::millis::{clamp_millis, lease_millis},
     types::owner::Owner,
     types::ttl::Ttl,
+};
+use futures::FutureExt;
+use std::{
+    future::Future,
+    marker::PhantomData,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
 };
 
 /// One lock bound to one owner, whatever its kind.
@@ -161,39 +161,33 @@ impl Handle {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Held>>> + Send + '_ {
-        self.acquire_for(owner, lease, None, wait)
-    }
-
-    /// Acquires as `owner` in watchdog mode with a TTL of at least `at_least` from the start
-    /// (a run-once job's): renewed while its guard lasts, and held until `at_least` even if
-    /// nothing renews it (renewals only ever raise a TTL).
-    pub(crate) fn acquire_at_least(
-        &self,
-        owner: Owner,
-        at_least: Duration,
-        wait: Option<Duration>,
-    ) -> impl Future<Output = Result<Option<Held>>> + Send + '_ {
-        self.acquire_for(owner, None, Some(at_least), wait)
+        Self::acquire_for(self, owner, lease, None, wait)
     }
 
     /// The acquisition: its claim made before the future (a plain function returning an
     /// `async` block keeps one copy of what it captures; an `async fn` keeps its arguments and
-    /// their moved copies both, for as long as the acquisition waits).
-    fn acquire_for(
-        &self,
+    /// their moved copies both, for as long as the acquisition waits). Through a borrowed
+    /// handle or an owned one (`Lock`'s `'static` futures: no block around this one keeps a
+    /// second copy of the arguments).
+    fn acquire_for<'a, H>(
+        this: H,
         owner: Owner,
         lease: Option<Duration>,
         at_least: Option<Duration>,
         wait: Option<Duration>,
-    ) -> impl Future<Output = Result<Option<Held>>> + Send + '_ {
-        let claim = self.acquisition_claim(owner, lease, at_least, wait);
+    ) -> impl Future<Output = Result<Option<Held>>> + Send + 'a
+    where
+        H: std::ops::Deref<Target = Handle> + Send + Sync + 'a,
+    {
+        let claim = this.acquisition_claim(owner, lease, at_least, wait);
         async move {
+            let this = &*this;
             let claim = match claim {
                 Ok(ref claim) => claim,
                 Err(e) => return Err(e),
             };
             let seen = Observed {
-                kind: self.kind,
+                kind: this.kind,
                 owner: &claim.key.field,
                 wait,
                 lease,
@@ -201,10 +195,10 @@ impl Handle {
             let acquired = engine::acquire(claim, Wait::at_most(wait), seen).await;
             Ok(acquired?.map(|a| {
                 if lease.is_some() {
-                    self.internal_lease_ms
+                    this.internal_lease_ms
                         .store(claim.lease_ms, Ordering::Relaxed);
                 }
-                Held::new(a.take(), owner, lease.is_none(), self.kind)
+                Held::new(a.take(), owner, lease.is_none(), this.kind)
             }))
         }
     }
@@ -408,31 +402,31 @@ impl<K: Kind> Lock<K> {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
-        let handle = self.handle.clone();
-        // Boxed: the acquisition's state machine is under a KiB (880 bytes in a release build,
+        let owner = self.handle.owner;
+        // Boxed: the acquisition's state machine is under a KiB (840 bytes in a release build,
         // far more in debug builds), and a caller that awaits several kinds in one function (a
         // match over lock kinds) would otherwise carry a slot for each on its stack: a
         // debug-built `lock-peer` overflowed its worker thread's 2 MiB. One allocation per
         // acquisition.
-        Box::pin(async move {
-            let held = handle.acquire_as(handle.owner, lease, wait).await?;
-            Ok(held.map(Guard::new))
-        })
+        Box::pin(
+            Handle::acquire_for(self.handle.clone(), owner, lease, None, wait)
+                .map(|held| Ok(held?.map(Guard::new))),
+        )
     }
 
-    /// One attempt in watchdog mode with a TTL of at least `at_least` (a run-once job's; see
-    /// [`Handle::acquire_at_least`]).
+    /// One attempt in watchdog mode with a TTL of at least `at_least` from the start (a
+    /// run-once job's): renewed while its guard lasts, and held until `at_least` even if
+    /// nothing renews it (renewals only ever raise a TTL; see [`Handle::acquisition_claim`]).
     pub(crate) fn try_lock_at_least(
         &self,
         at_least: Duration,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
-        let handle = self.handle.clone();
-        Box::pin(async move {
-            let held = handle
-                .acquire_at_least(handle.owner, at_least, Some(Duration::ZERO))
-                .await?;
-            Ok(held.map(Guard::new))
-        })
+        let owner = self.handle.owner;
+        let once = Some(Duration::ZERO);
+        Box::pin(
+            Handle::acquire_for(self.handle.clone(), owner, None, Some(at_least), once)
+                .map(|held| Ok(held?.map(Guard::new))),
+        )
     }
 
     /// The user-facing name (before the name mapper).

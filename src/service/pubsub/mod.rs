@@ -87,6 +87,13 @@ impl PubSub {
         self.shared.join(channel, reading, Scope::Routed)
     }
 
+    /// [`subscribe`](Self::subscribe) to a channel whose name the caller shares: the registry
+    /// keeps that name rather than a copy of its own.
+    pub(crate) fn subscribe_shared(&self, channel: &Arc<str>) -> Subscription {
+        self.shared
+            .join_shared(channel, Reading::Lock, Scope::Routed)
+    }
+
     /// Joins (or creates) the shared subscription of a node-local channel (keyspace
     /// notifications, read through [`Subscription::payloads`]): a classic subscription on every
     /// master of a cluster, the one subscription of a single server. Dropping the returned

@@ -217,6 +217,27 @@ impl Shared {
         reading: Reading,
         scope: Scope,
     ) -> Subscription {
+        self.join_named(channel, || channel.into(), reading, scope)
+    }
+
+    /// [`join`](Self::join) with the channel's name already shared: a new entry keeps that
+    /// name rather than a copy.
+    pub(super) fn join_shared(
+        self: &Arc<Self>,
+        channel: &Arc<str>,
+        reading: Reading,
+        scope: Scope,
+    ) -> Subscription {
+        self.join_named(channel, || channel.clone(), reading, scope)
+    }
+
+    fn join_named(
+        self: &Arc<Self>,
+        channel: &str,
+        name: impl FnOnce() -> Arc<str>,
+        reading: Reading,
+        scope: Scope,
+    ) -> Subscription {
         let mut map = self.channels.lock();
         if let Some(existing) = map.get(channel) {
             let failed = matches!(*existing.status.borrow(), Status::Failed(_));
@@ -228,7 +249,7 @@ impl Shared {
                 };
             }
         }
-        let name: Arc<str> = channel.into();
+        let name = name();
         let entry = Arc::new(Channel {
             name: name.clone(),
             reading,

@@ -95,21 +95,30 @@ impl Wakeups {
     }
 
     /// Sleeps until a wake-up or `max` passes (`None`: no bound). `true` when woken.
-    pub(crate) async fn wait(&self, max: Option<Duration>) -> bool {
-        let acquire = self.permits.acquire();
-        let permit = match max {
-            Some(d) => match tokio::time::timeout(d, acquire).await {
-                Ok(p) => p,
-                Err(_) => return false,
-            },
-            None => acquire.await,
-        };
-        match permit {
+    ///
+    /// The timeout wraps the semaphore's own future, nothing around them both: every parked
+    /// waiter carries this future (an `async fn` here kept its arguments and the acquisition
+    /// beside the timeout that holds it).
+    pub(crate) fn wait(
+        &self,
+        max: Option<Duration>,
+    ) -> impl std::future::Future<Output = bool> + Send + '_ {
+        use futures::{future::Either, FutureExt};
+        let woken = |permit: Result<tokio::sync::SemaphorePermit<'_>, _>| match permit {
             Ok(p) => {
                 p.forget();
                 true
             }
-            Err(_) => false,
+            // Closed: never, the semaphore lives as long as the channel.
+            Err(tokio::sync::AcquireError { .. }) => false,
+        };
+        let acquire = self.permits.acquire();
+        match max {
+            Some(d) => Either::Left(tokio::time::timeout(d, acquire).map(move |r| match r {
+                Ok(permit) => woken(permit),
+                Err(_) => false,
+            })),
+            None => Either::Right(acquire.map(woken)),
         }
     }
 }
