@@ -2,7 +2,8 @@
 //! acquire after their releases, by their wake-ups; a mass release (every guard dropped at
 //! once) leaves nothing behind in the client's own bookkeeping (`Client::stats`: watchdog
 //! holds, subscriptions, waiters, wait lines, owner entries, background releases); one client's
-//! renewals keep fifty thousand holds alive. On one standalone server each.
+//! renewals keep fifty thousand holds alive, and a renewal run keeps at most 32 calls in
+//! flight. On one standalone server each.
 
 use redisson_lock_test_kit as common;
 
@@ -178,4 +179,79 @@ async fn renewals_of_fifty_thousand_holds_keep_every_key_alive() {
     );
     drop(held);
     left_nothing(&client, "after dropping 50 000 guards").await;
+}
+
+/// A renewal run keeps at most 32 calls in flight (each made when it is sent): with its first
+/// reply held by a proxy (the connection's later replies wait behind it), the server has run
+/// 32 of the run's 80 calls and no more; released, the rest follow and every hold stays.
+#[tokio::test]
+async fn a_renewal_run_keeps_at_most_32_calls_in_flight() {
+    const N: u64 = 80;
+    const IN_FLIGHT: u64 = 32;
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = common::proxy::Proxy::start(s.port()).await;
+    // One hold per call; runs 2 s apart.
+    let config = common::config()
+        .lock_watchdog_timeout(Duration::from_secs(6))
+        .lock_watchdog_batch_size(1);
+    let client = Client::connect(&proxy.url(), config).await.unwrap();
+    let mut guards = Vec::new();
+    for i in 0..N {
+        guards.push(client.get_lock(&format!("fly:{i}")).lock().await.unwrap());
+    }
+    let scripts = || async { admin.command_calls("evalsha").await };
+    // Right after a run (its calls counted by the client before they are sent, all of them
+    // answered once the server's count stands still): the next one is about 2 s away.
+    let runs = client.stats().renewal_calls;
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            client.stats().renewal_calls >= runs + N
+        })
+        .await,
+        "a renewal run"
+    );
+    let mut before = scripts().await;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = scripts().await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
+    let held = proxy.hold_next_reply_matching(|chunk| chunk.starts_with(b"*"));
+    assert!(
+        held.wait_caught(Duration::from_secs(10)).await.is_some(),
+        "the next run's first reply"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            scripts().await - before >= IN_FLIGHT
+        })
+        .await,
+        "the run's first calls reach the server"
+    );
+    // Nothing to wait on for "no more": a bounded look.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        scripts().await - before,
+        IN_FLIGHT,
+        "no call is sent while {IN_FLIGHT} wait for their replies"
+    );
+    held.release();
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            scripts().await - before >= N
+        })
+        .await,
+        "the rest of the run follows"
+    );
+    for i in 0..N {
+        assert!(admin.pttl(&format!("fly:{i}")).await > 0, "fly:{i} kept");
+    }
+    assert!(guards.iter().all(|g| !g.is_lost()));
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
 }

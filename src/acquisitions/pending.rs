@@ -247,8 +247,9 @@ mod tests {
     }
 
     /// Three times `IN_FLIGHT` releases handed over at once: never more than `IN_FLIGHT` run
-    /// together, the rest start in the order they were handed over, every one runs, and the
-    /// counts go back to zero (no worker is left counted).
+    /// together, one waiting for its turn is not made into its future before the turn comes,
+    /// the rest start in the order they were handed over, every one runs, and the counts go
+    /// back to zero (no worker is left counted).
     #[tokio::test(start_paused = true)]
     async fn background_releases_run_at_most_in_flight_at_once_in_order() {
         use std::sync::atomic::AtomicUsize;
@@ -256,13 +257,16 @@ mod tests {
         let running = Arc::new(AtomicUsize::new(0));
         let most = Arc::new(AtomicUsize::new(0));
         let started = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let made = Arc::new(AtomicUsize::new(0));
         let n = IN_FLIGHT * 3;
         for i in 0..n {
             let in_flight = pending.begin(&format!("n{i}").into());
             let (running, most, started) = (running.clone(), most.clone(), started.clone());
+            let made = made.clone();
             pending.spawn(
                 &tokio::runtime::Handle::current(),
                 Box::new(move || {
+                    made.fetch_add(1, Ordering::SeqCst);
                     Box::pin(async move {
                         started.lock().push(i);
                         let now = running.fetch_add(1, Ordering::SeqCst) + 1;
@@ -275,6 +279,15 @@ mod tests {
             );
         }
         assert_eq!(pending.in_flight(), n, "begun, not finished");
+        // The workers run their first releases, which sleep: only theirs are made.
+        while started.lock().len() < IN_FLIGHT {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            IN_FLIGHT,
+            "a release waiting for its turn is not made yet"
+        );
         let start = Instant::now();
         while pending.in_flight() > 0 {
             assert!(start.elapsed() < Duration::from_secs(5), "never finished");
@@ -283,6 +296,7 @@ mod tests {
         assert_eq!(most.load(Ordering::SeqCst), IN_FLIGHT);
         let order = started.lock().clone();
         assert_eq!(order.len(), n, "every release ran once");
+        assert_eq!(made.load(Ordering::SeqCst), n, "and was made once");
         assert!(
             order[IN_FLIGHT..].windows(2).all(|w| w[0] < w[1]),
             "the waiting ones start in the order they were handed over"
