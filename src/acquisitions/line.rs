@@ -29,7 +29,7 @@
 //! it), and not the spin lock (no channel; its waiters poll with back-off by design).
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::VecDeque,
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc,
@@ -49,13 +49,16 @@ use super::handoff::{LineHandOff, Released};
 use crate::{
     config::LocalHandOff,
     service::pubsub::{PubSub, Subscription},
-    types::line::WaitLine,
+    types::{
+        line::WaitLine,
+        table::{Keyed, Table},
+    },
 };
 
 /// Every local wait line of one client, by [`WaitLine`] and raw lock name.
 #[derive(Default)]
 pub(crate) struct WaitLines {
-    map: Mutex<HashMap<Key, Arc<Line>>>,
+    map: Mutex<Table<Line>>,
     /// Number of queues, read without the lock on the uncontended path.
     live: AtomicUsize,
     policy: LocalHandOff,
@@ -65,19 +68,21 @@ pub(crate) struct WaitLines {
 }
 
 /// A line's key: which line, of which lock.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug)]
 struct Key {
     line: WaitLine,
-    /// Shared by the map's key and the line's own (one allocation per line).
     name: Arc<str>,
 }
 
-impl Key {
-    fn new(line: WaitLine, name: &str) -> Self {
-        Self {
-            line,
-            name: name.into(),
-        }
+impl Keyed for Line {
+    type Key<'a> = (WaitLine, &'a str);
+
+    fn key(&self) -> (WaitLine, &str) {
+        (self.key.line, &self.key.name)
+    }
+
+    fn has_key(&self, key: (WaitLine, &str)) -> bool {
+        self.key() == key
     }
 }
 
@@ -129,7 +134,7 @@ impl WaitLines {
         if self.live.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.map.lock().get(&Key::new(line, name)).cloned()
+        self.map.lock().get((line, name)).cloned()
     }
 
     /// `true` when local waiters are queued for the lock.
@@ -162,14 +167,16 @@ impl WaitLines {
     ) -> Ticket {
         let mut map = self.map.lock();
         let queue = map
-            .entry(Key { line, name })
-            .or_insert_with_key(|k| {
+            .get_or_insert_with((line, &name), || {
                 self.live.fetch_add(1, Ordering::AcqRel);
-                Arc::new(Line {
-                    key: k.clone(),
+                Line {
+                    key: Key {
+                        line,
+                        name: name.clone(),
+                    },
                     channel: channel.into(),
                     state: Mutex::new(State::new(self.policy)),
-                })
+                }
             })
             .clone();
         let notify = Arc::new(Notify::new());
@@ -208,7 +215,7 @@ impl WaitLines {
             return;
         }
         let mut map = self.map.lock();
-        let Some(queue) = map.get(&Key::new(line, name)).cloned() else {
+        let Some(queue) = map.get((line, name)).cloned() else {
             return;
         };
         let mut st = queue.state.lock();
@@ -246,7 +253,7 @@ impl WaitLines {
             return false;
         }
         let map = self.map.lock();
-        let Some(queue) = map.get(&Key::new(line, name)).cloned() else {
+        let Some(queue) = map.get((line, name)).cloned() else {
             return false;
         };
         let mut st = queue.state.lock();
@@ -277,9 +284,8 @@ impl WaitLines {
     }
 
     /// Removes `queue` from the map if it is still the queue of its key.
-    fn remove(&self, map: &mut HashMap<Key, Arc<Line>>, queue: &Arc<Line>) {
-        if map.get(&queue.key).is_some_and(|q| Arc::ptr_eq(q, queue)) {
-            map.remove(&queue.key);
+    fn remove(&self, map: &mut Table<Line>, queue: &Arc<Line>) {
+        if map.remove(queue) {
             self.live.fetch_sub(1, Ordering::AcqRel);
         }
     }

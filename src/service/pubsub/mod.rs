@@ -24,7 +24,7 @@ mod readers;
 mod registry;
 mod wakeups;
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
 
 use fred::{clients::SubscriberClient, interfaces::ClientLike};
 use parking_lot::Mutex;
@@ -50,7 +50,7 @@ impl PubSub {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             sub,
-            channels: Mutex::new(HashMap::new()),
+            channels: Mutex::default(),
             ops: tx,
             messaging: core.messaging(),
             clustered: core.is_clustered(),
@@ -111,8 +111,8 @@ impl PubSub {
     pub(crate) fn channel_waiters(&self) -> impl Iterator<Item = (String, usize)> {
         let map = self.shared.channels.lock();
         let all: Vec<(String, usize)> = map
-            .iter()
-            .map(|(name, c)| (name.to_string(), c.wakeups.waiters()))
+            .values()
+            .map(|c| (c.name.to_string(), c.wakeups.waiters()))
             .collect();
         all.into_iter()
     }

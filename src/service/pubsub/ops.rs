@@ -115,7 +115,7 @@ pub(super) async fn run_ops(
                         let map = shared.channels.lock();
                         channels
                             .iter()
-                            .filter(|c| map.get(&c.name).is_some_and(|m| Arc::ptr_eq(m, c)))
+                            .filter(|c| map.is_current(c))
                             .cloned()
                             .collect()
                     };

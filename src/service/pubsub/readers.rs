@@ -113,10 +113,10 @@ pub(super) async fn run_topology(
         }
         let (sharded, node_local) = {
             let map = shared.channels.lock();
-            (
-                shared.messaging.sharded && map.values().any(|c| c.scope == Scope::Routed),
-                map.values().any(|c| c.scope == Scope::NodeLocal),
-            )
+            let sharded =
+                shared.messaging.sharded && map.values().any(|c| c.scope == Scope::Routed);
+            let node_local = map.values().any(|c| c.scope == Scope::NodeLocal);
+            (sharded, node_local)
         };
         if !sharded && !node_local {
             continue;

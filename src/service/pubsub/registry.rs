@@ -9,7 +9,6 @@
 //! every master, `keyspace.rs`).
 
 use std::{
-    collections::HashMap,
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc,
@@ -25,6 +24,7 @@ use super::wakeups::{Reading, Wakeups};
 use crate::{
     conn::{cluster::Messaging, core::Core},
     error::{Error, Result},
+    types::table::{Keyed, Table},
 };
 
 /// Where a channel's messages are published, hence where it is subscribed.
@@ -104,7 +104,7 @@ impl StatusCell {
 
 /// One subscribed channel and its wake-ups.
 pub(super) struct Channel {
-    /// The channel's name, shared with the registry's map key.
+    /// The channel's name (the registry's key for it).
     pub(super) name: Arc<str>,
     pub(super) reading: Reading,
     pub(super) scope: Scope,
@@ -123,6 +123,18 @@ pub(super) struct Channel {
     /// channel nobody reads payloads of (a lock's waiters) carries no buffer, and sent only
     /// while someone listens.
     payloads: std::sync::OnceLock<tokio::sync::broadcast::Sender<Value>>,
+}
+
+impl Keyed for Channel {
+    type Key<'a> = &'a str;
+
+    fn key(&self) -> &str {
+        &self.name
+    }
+
+    fn has_key(&self, key: &str) -> bool {
+        *self.name == *key
+    }
 }
 
 impl Channel {
@@ -177,7 +189,7 @@ const PAYLOADS: usize = 1024;
 /// What the registry's tasks and its subscriptions share.
 pub(super) struct Shared {
     pub(super) sub: SubscriberClient,
-    pub(super) channels: Mutex<HashMap<Arc<str>, Arc<Channel>>>,
+    pub(super) channels: Mutex<Table<Channel>>,
     pub(super) ops: mpsc::UnboundedSender<Op>,
     pub(super) messaging: Messaging,
     pub(super) clustered: bool,
@@ -249,9 +261,8 @@ impl Shared {
                 };
             }
         }
-        let name = name();
         let entry = Arc::new(Channel {
-            name: name.clone(),
+            name: name(),
             reading,
             scope,
             established: Default::default(),
@@ -261,7 +272,7 @@ impl Shared {
             messages: AtomicU64::new(0),
             payloads: std::sync::OnceLock::new(),
         });
-        if map.insert(name, entry.clone()).is_none() {
+        if map.replace(entry.clone()).is_none() {
             crate::observe::subscriptions_changed(1);
         }
         // Sent under the map lock so the order of operations equals the order of decisions.
@@ -326,15 +337,11 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut map = self.shared.channels.lock();
         let left = self.channel.wakeups.leave();
-        if left == 0 {
-            let current = map
-                .get(&self.channel.name)
-                .is_some_and(|c| Arc::ptr_eq(c, &self.channel));
-            if current {
-                map.remove(&self.channel.name);
-                crate::observe::subscriptions_changed(-1);
-                let _ = self.shared.ops.send(Op::Unsubscribe(self.channel.clone()));
-            }
+        // The last one out of the channel's current entry (a failed one replaced meanwhile
+        // is no longer in the table: removing it removes nothing).
+        if left == 0 && map.remove(&self.channel) {
+            crate::observe::subscriptions_changed(-1);
+            let _ = self.shared.ops.send(Op::Unsubscribe(self.channel.clone()));
         }
     }
 }
