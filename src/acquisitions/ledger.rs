@@ -298,6 +298,32 @@ mod tests {
         assert!(!ledgers.may_hold(&key("k", "f")));
     }
 
+    /// An `enter` cancelled while it waited for the gate keeps a count the holder it waited for
+    /// left behind (a hold still counted is never forgotten by a cancelled bystander).
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_enter_cancelled_while_queued_keeps_the_count_it_waited_behind() {
+        let ledgers = Ledgers::default();
+        let mut first = ledgers.enter(key("k", "f"), 0).await;
+        first.set(Known::Count(1));
+        let queued = {
+            let ledgers = ledgers.clone();
+            tokio::spawn(async move {
+                let _entry = ledgers.enter(key("k", "f"), 0).await;
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!queued.is_finished(), "waiting for the gate");
+        drop(first);
+        queued.abort();
+        assert!(queued.await.unwrap_err().is_cancelled());
+        assert_eq!(ledgers.len(), 1, "the count of 1 is kept");
+        assert!(ledgers.may_hold(&key("k", "f")));
+        assert_eq!(
+            ledgers.enter(key("k", "f"), 0).await.known(),
+            Known::Count(1)
+        );
+    }
+
     #[tokio::test]
     async fn entries_serialise_and_are_dropped_when_back_to_zero() {
         let ledgers = Ledgers::default();
