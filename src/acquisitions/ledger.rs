@@ -275,47 +275,41 @@ mod tests {
         HoldKey::new(lock.into(), field.into(), Arc::from([]))
     }
 
+    /// A holder whose entry ends at `left` while another `enter` of its key waits for the
+    /// gate; the waiter is cancelled before it runs again (its `Acquire` had been given the
+    /// gate: the cancellation gives it back). Returns the ledgers afterwards.
+    async fn holder_leaves_then_the_queued_enter_is_cancelled(left: Known) -> Ledgers {
+        let ledgers = Ledgers::default();
+        let mut first = ledgers.enter(key("k", "f"), 0).await;
+        first.set(left);
+        let queued = {
+            let ledgers = ledgers.clone();
+            tokio::spawn(async move {
+                let _entry = ledgers.enter(key("k", "f"), 0).await;
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!queued.is_finished(), "waiting for the gate");
+        drop(first);
+        queued.abort();
+        assert!(queued.await.unwrap_err().is_cancelled());
+        ledgers
+    }
+
     /// An `enter` cancelled while it waited for the gate leaves no entry behind, even when the
     /// holder it waited for left first (its clean-up then saw the waiter's reference).
     #[tokio::test(flavor = "current_thread")]
     async fn an_enter_cancelled_while_queued_leaves_no_entry() {
-        let ledgers = Ledgers::default();
-        let first = ledgers.enter(key("k", "f"), 0).await;
-        let queued = {
-            let ledgers = ledgers.clone();
-            tokio::spawn(async move {
-                let _entry = ledgers.enter(key("k", "f"), 0).await;
-            })
-        };
-        tokio::task::yield_now().await;
-        assert!(!queued.is_finished(), "waiting for the gate");
-        // The holder leaves at a count of zero while the other waits, then the waiter is
-        // cancelled before it runs again.
-        drop(first);
-        queued.abort();
-        assert!(queued.await.unwrap_err().is_cancelled());
+        let ledgers = holder_leaves_then_the_queued_enter_is_cancelled(Known::Count(0)).await;
         assert_eq!(ledgers.len(), 0, "an idle entry left for the next sweep");
         assert!(!ledgers.may_hold(&key("k", "f")));
     }
 
-    /// An `enter` cancelled while it waited for the gate keeps a count the holder it waited for
-    /// left behind (a hold still counted is never forgotten by a cancelled bystander).
+    /// ... and keeps a count the holder it waited for left behind (a hold still counted is
+    /// never forgotten by a cancelled bystander).
     #[tokio::test(flavor = "current_thread")]
     async fn an_enter_cancelled_while_queued_keeps_the_count_it_waited_behind() {
-        let ledgers = Ledgers::default();
-        let mut first = ledgers.enter(key("k", "f"), 0).await;
-        first.set(Known::Count(1));
-        let queued = {
-            let ledgers = ledgers.clone();
-            tokio::spawn(async move {
-                let _entry = ledgers.enter(key("k", "f"), 0).await;
-            })
-        };
-        tokio::task::yield_now().await;
-        assert!(!queued.is_finished(), "waiting for the gate");
-        drop(first);
-        queued.abort();
-        assert!(queued.await.unwrap_err().is_cancelled());
+        let ledgers = holder_leaves_then_the_queued_enter_is_cancelled(Known::Count(1)).await;
         assert_eq!(ledgers.len(), 1, "the count of 1 is kept");
         assert!(ledgers.may_hold(&key("k", "f")));
         assert_eq!(
