@@ -1181,20 +1181,31 @@ mod tests {
             assert!(matches!(line, LineHandOff::Whole(_)), "{policy:?}");
             assert!(line.holds() && whole.holds());
             now += 20 * MS;
+            // A release begins, the line empties meanwhile (its mark is dropped), a waiter comes.
             let asks = whole.releasing(now, Some(3), true);
             assert_eq!(line.releasing(now, Some(3), true), asks);
+            whole.line_emptied();
+            line.line_emptied();
+            assert!(same(&line, &whole), "{policy:?}");
             assert_eq!(line.hands_over(now), whole.hands_over(now));
-            let released = whole.released(now, true, Some(1), true);
-            assert_eq!(line.released(now, true, Some(1), true), released);
+            // Two other clients listen: a contest among several, where the head asks who holds.
+            let released = whole.released(now, true, Some(2), true);
+            assert_eq!(line.released(now, true, Some(2), true), released);
+            let mut asked = false;
             for i in 0..4u64 {
                 now += 30 * MS;
                 let plan = whole.next(now, true, Some(4 + i));
                 assert_eq!(line.next(now, true, Some(4 + i)), plan, "{policy:?} {i}");
+                asked |= whole.asks_holder();
+                assert_eq!(line.asks_holder(), whole.asks_holder(), "{policy:?} {i}");
                 whole.busy(now, Some(9), Some(4 + i));
                 line.busy(now, Some(9), Some(4 + i));
             }
-            whole.line_emptied();
-            line.line_emptied();
+            assert_eq!(
+                asked,
+                policy != LocalHandOff::Unbounded,
+                "{policy:?}: a contest asks who holds"
+            );
             assert!(same(&line, &whole), "{policy:?}");
         }
     }

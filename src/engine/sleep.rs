@@ -44,14 +44,19 @@ impl Wake for pubsub::Wakeups {
 /// trip on the subscriber connection) for at most the configured subscription timeout, never
 /// past the deadline: `Ok(false)` when the deadline passed meanwhile (the caller gives up
 /// quietly), an error when the subscription failed or timed out before the deadline.
-pub(crate) async fn subscribed<W: Waiter>(
+///
+/// A plain function returning the wait (its bound computed at the call): a parked waiter's
+/// future holds this one while the subscription settles, and an `async fn` kept its arguments
+/// beside the wait.
+pub(crate) fn subscribed<'a, W: Waiter>(
     waiter: &W,
-    subscription: &pubsub::Subscription,
+    subscription: &'a pubsub::Subscription,
     deadline: Option<Instant>,
-) -> Result<bool, Error> {
+) -> impl Future<Output = Result<bool, Error>> + 'a {
     let limit = waiter.config().subscription_timeout;
-    let wait = left(deadline).map_or(limit, |l| l.min(limit));
-    match subscription.ready(wait).await {
+    let ready = subscription.ready(left(deadline).map_or(limit, |l| l.min(limit)));
+    // A combinator, not an `async` block: a block awaiting a future it captured keeps it twice.
+    futures::FutureExt::map(ready, move |ready| match ready {
         Ok(()) => Ok(true),
         Err(e)
             if e.kind() == crate::error::ErrorKind::Timeout
@@ -60,7 +65,7 @@ pub(crate) async fn subscribed<W: Waiter>(
             Ok(false)
         }
         Err(e) => Err(e),
-    }
+    })
 }
 
 /// The channel wait: attempt; when busy, sleep on the wake-ups for min(what the attempt said,
@@ -151,37 +156,40 @@ where
         if !subscribed(waiter, &subscription, deadline).await? {
             return Ok(None);
         }
-        let fallback = waiter.config().lock_watchdog_timeout;
         let mut by_message = false;
         loop {
-            let bound = match ticket.next(by_message) {
-                Plan::Wait(bound) | Plan::Defer(bound) => bound,
-                Plan::Attempt => {
-                    let frees_in = match attempt().await? {
-                        Step::Done(won) => {
-                            ticket.acquired(waiter.lasts_until(won.get()));
-                            return Ok(Some(won));
-                        }
-                        Step::Busy { frees_in } => frees_in,
-                    };
-                    // In a contest among several other clients the line counts who has had the
-                    // lock: one query, while the messages wait as permits. (Outside the match
-                    // above: the step's slot is not kept across this await.)
-                    let holder = if ticket.asks_holder() {
-                        let core = waiter.client().core();
-                        core.holder_of(waiter.name()).await.ok().flatten()
-                    } else {
-                        None
-                    };
-                    ticket.busy(holder.as_deref());
-                    frees_in.unwrap_or(fallback)
+            // How long to sleep, computed in a block of its own: nothing of it is kept across
+            // the sleep (every parked waiter carries this state).
+            let sleep = {
+                let bound = match ticket.next(by_message) {
+                    Plan::Wait(bound) | Plan::Defer(bound) => bound,
+                    Plan::Attempt => {
+                        let frees_in = match attempt().await? {
+                            Step::Done(won) => {
+                                ticket.acquired(waiter.lasts_until(won.get()));
+                                return Ok(Some(won));
+                            }
+                            Step::Busy { frees_in } => frees_in,
+                        };
+                        // In a contest among several other clients the line counts who has had the
+                        // lock: one query, while the messages wait as permits. (Outside the match
+                        // above: the step's slot is not kept across this await.)
+                        let holder = if ticket.asks_holder() {
+                            let core = waiter.client().core();
+                            core.holder_of(waiter.name()).await.ok().flatten()
+                        } else {
+                            None
+                        };
+                        ticket.busy(holder.as_deref());
+                        // A lock without a TTL: the watchdog timeout bounds the sleep.
+                        frees_in.unwrap_or(waiter.config().lock_watchdog_timeout)
+                    }
+                };
+                match left(deadline) {
+                    Some(Duration::ZERO) => return Ok(None),
+                    remaining => remaining.map_or(bound, |r| r.min(bound)),
                 }
             };
-            let remaining = left(deadline);
-            if remaining == Some(Duration::ZERO) {
-                return Ok(None);
-            }
-            let sleep = remaining.map_or(bound, |r| r.min(bound));
             let (woken, message) = tokio::select! {
                 () = ticket.notified() => (true, false),
                 woken = subscription.wait(Some(sleep)) => (woken, woken),

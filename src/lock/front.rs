@@ -403,7 +403,7 @@ impl<K: Kind> Lock<K> {
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
         let owner = self.handle.owner;
-        // Boxed: the acquisition's state machine is under a KiB (840 bytes in a release build,
+        // Boxed: the acquisition's state machine is under a KiB (728 bytes in a release build,
         // far more in debug builds), and a caller that awaits several kinds in one function (a
         // match over lock kinds) would otherwise carry a slot for each on its stack: a
         // debug-built `lock-peer` overflowed its worker thread's 2 MiB. One allocation per

@@ -292,8 +292,15 @@ pub(crate) struct Subscription {
 
 impl Subscription {
     /// Waits until the server has registered the subscription (SUBSCRIBE + PING answered).
-    pub(crate) async fn ready(&self, timeout: Duration) -> Result<()> {
-        match tokio::time::timeout(timeout, self.channel.status.settled()).await {
+    ///
+    /// The timeout runs from this call (not from the first poll).
+    pub(crate) fn ready(
+        &self,
+        timeout: Duration,
+    ) -> impl std::future::Future<Output = Result<()>> + Send + '_ {
+        use futures::FutureExt;
+        let settled = tokio::time::timeout(timeout, self.channel.status.settled());
+        settled.map(move |status| match status {
             Err(_) => Err(Error::Timeout(
                 format!(
                     "subscription to {} not established within {timeout:?}",
@@ -304,7 +311,7 @@ impl Subscription {
             Ok(Status::Ready) => Ok(()),
             Ok(Status::Failed(e)) => Err(*e),
             Ok(Status::Pending) => unreachable!("settled returned a pending status"),
-        }
+        })
     }
 
     /// Sleeps until a message wakes this waiter or `max` passes (`None`: no bound).
