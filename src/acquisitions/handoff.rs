@@ -1211,7 +1211,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fresh_line_state_with_a_partial_release_or_an_empty_line_stays_fresh() {
+    fn a_fresh_line_state_stays_fresh_through_a_partial_release_not_through_a_release_under_way() {
         let policy = LocalHandOff::Bounded(10 * MS);
         let mut line = LineHandOff::new(policy);
         let now = Instant::now();
@@ -1226,5 +1226,15 @@ mod tests {
             }
         ));
         assert!(same(&line, &HandOff::new(policy)));
+        // A local owner that took the lock without the line (its own first attempt) releases
+        // it while a waiter is queued: no holder, but a release under way is more than fresh.
+        let mut whole = HandOff::new(policy);
+        let asks = whole.releasing(now, Some(5), true);
+        assert_eq!(line.releasing(now, Some(5), true), asks);
+        assert!(matches!(line, LineHandOff::Whole(_)), "{line:?}");
+        assert!(same(&line, &whole));
+        let released = whole.released(now + MS, true, None, true);
+        assert_eq!(line.released(now + MS, true, None, true), released);
+        assert!(same(&line, &whole));
     }
 }
