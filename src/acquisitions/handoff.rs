@@ -916,6 +916,46 @@ mod tests {
         assert_eq!(l.h.plan(l.now, Some(8)), Plan::Attempt);
     }
 
+    /// A contest that goes on (the head took the lock after standing back, nobody else did)
+    /// starts afresh from its latest release: that release's message mark and time, no
+    /// message seen yet; it keeps the most other clients it heard of, and the other clients'
+    /// turn counts from that release.
+    #[test]
+    fn a_contest_that_goes_on_counts_from_its_latest_release() {
+        let mut h = HandOff::new(LocalHandOff::Bounded(10 * MS));
+        let mut now = Instant::now();
+        h.acquired(now, now + 30_000 * MS);
+        now += 100 * MS;
+        assert!(h.releasing(now, Some(7), true), "a spent run asks");
+        assert_eq!(h.released(now, true, Some(3), true), Released::Contested);
+        assert!(h.asks_holder(), "three others listen");
+        assert_eq!(h.plan(now, Some(8)), Plan::Defer(STAND_BACK));
+        now += STAND_BACK;
+        assert_eq!(h.plan(now, Some(8)), Plan::Attempt);
+        // Nobody took it: the head has it, still contesting, and stands back twice as long.
+        h.acquired(now, now + 30_000 * MS);
+        now += 40 * MS;
+        assert!(!h.releasing(now, Some(9), true), "a contest asks nothing");
+        assert_eq!(h.released(now, true, Some(5), true), Released::Contested);
+        let release = now;
+        assert_eq!(
+            h.plan(now, Some(9)),
+            Plan::Defer(MESSAGE_WAIT),
+            "waits for this release's own message, from now"
+        );
+        now += 20 * MS;
+        assert_eq!(
+            h.plan(now, Some(10)),
+            Plan::Defer(2 * STAND_BACK),
+            "stands back from the message it just saw"
+        );
+        // Another client's owner has it: their turn began with this release; five others.
+        now += 2 * STAND_BACK;
+        h.busy(now, None, Some(10));
+        assert_eq!(h.away_since, Some(release));
+        assert_eq!(h.sharing, 5, "the most others heard of");
+    }
+
     #[test]
     fn when_nobody_takes_the_lock_from_a_head_standing_back_the_client_is_alone_a_while() {
         let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
