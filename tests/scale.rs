@@ -212,12 +212,14 @@ async fn a_renewal_run_keeps_at_most_32_calls_in_flight() {
         "a renewal run"
     );
     let mut before = scripts().await;
+    let settled = Instant::now() + Duration::from_secs(10);
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let now = scripts().await;
         if now == before {
             break;
         }
+        assert!(Instant::now() < settled, "the run's calls never settled");
         before = now;
     }
     let held = proxy.hold_next_reply_matching(|chunk| chunk.starts_with(b"*"));

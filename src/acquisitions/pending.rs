@@ -280,9 +280,17 @@ mod tests {
         }
         assert_eq!(pending.in_flight(), n, "begun, not finished");
         // The workers run their first releases, which sleep: only theirs are made.
-        while started.lock().len() < IN_FLIGHT {
+        for _ in 0..10_000 {
+            if started.lock().len() >= IN_FLIGHT {
+                break;
+            }
             tokio::task::yield_now().await;
         }
+        assert_eq!(
+            started.lock().len(),
+            IN_FLIGHT,
+            "the first releases started"
+        );
         assert_eq!(
             made.load(Ordering::SeqCst),
             IN_FLIGHT,

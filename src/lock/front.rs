@@ -1,6 +1,18 @@
 //! The generic front end: [`Lock<K>`] for every kind, written once, over a non-generic
 //! [`Handle`] that the blocking facade and the multi-locks share.
 
+use std::{
+    future::Future,
+    marker::PhantomData,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use futures::FutureExt;
+
 use super::{
     claim::Claim,
     guard::{Guard, Held},
@@ -15,16 +27,6 @@ use crate::{
     types::millis::{clamp_millis, lease_millis},
     types::owner::Owner,
     types::ttl::Ttl,
-};
-use futures::FutureExt;
-use std::{
-    future::Future,
-    marker::PhantomData,
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
-    time::Duration,
 };
 
 /// One lock bound to one owner, whatever its kind.
