@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use fred::{
-    clients::{Client as FredClient, SubscriberClient},
+    clients::Client as FredClient,
     interfaces::{ClientLike, PubsubInterface},
     types::{
         config::{Config as FredConfig, ReconnectPolicy, ServerConfig},
@@ -279,7 +279,7 @@ pub(crate) struct Opened {
     /// The command connection.
     pub(crate) redis: FredClient,
     /// The subscriber connection.
-    pub(crate) sub: SubscriberClient,
+    pub(crate) sub: FredClient,
     pub(crate) clustered: bool,
     /// Sentinel: how to reach each sentinel directly (for its failover events).
     pub(crate) sentinels: Option<Sentinels>,
@@ -418,9 +418,10 @@ pub(crate) async fn open(target: Target<'_>, config: &Config) -> Result<Opened> 
     builder.with_performance_config(|p| p.broadcast_channel_capacity = 4096);
     // The subscriber's SSUBSCRIBE follows redirections through fred.
     builder.with_connection_config(|c| c.max_redirections = 5);
-    let sub = builder
-        .build_subscriber_client()
-        .map_err(|e| Error::from_redis(e, ""))?;
+    // A plain client, not fred's `SubscriberClient`: the registry keeps its channels and
+    // subscribes them again itself; fred's own record of every subscribed channel (about
+    // 110 bytes and three allocations a channel) would be a second copy nobody reads.
+    let sub = builder.build().map_err(|e| Error::from_redis(e, ""))?;
     init(&redis, config.connect_timeout).await?;
     if let Err(e) = init(&sub, config.connect_timeout).await {
         let _ = redis.quit().await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use fred::{
-    clients::{Client as FredClient, SubscriberClient},
+    clients::Client as FredClient,
     interfaces::{ClientLike, KeysInterface, LuaInterface, ServerInterface},
     types::{config::Server, ClusterHash, CustomCommand, Key, Value},
 };
@@ -71,10 +71,7 @@ pub(crate) struct AcquireFailure {
 impl Core {
     /// Connects the command connection and a subscriber connection (see [`connect`]), loads
     /// every script, and returns the core with the (initialised) subscriber client.
-    pub(crate) async fn connect(
-        target: Target<'_>,
-        config: Config,
-    ) -> Result<(Core, SubscriberClient)> {
+    pub(crate) async fn connect(target: Target<'_>, config: Config) -> Result<(Core, FredClient)> {
         config.validate()?;
         let Opened {
             redis,

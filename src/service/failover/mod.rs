@@ -70,7 +70,11 @@ impl Failovers {
     /// Starts watching the sentinels of `core`'s deployment (nothing on other deployments).
     /// `sub` is the registry's subscriber connection, moved to the new master with the
     /// command connection.
-    pub(crate) fn start(core: &Arc<Core>, holds: FailoverHolds, sub: SubscriberClient) -> Self {
+    pub(crate) fn start(
+        core: &Arc<Core>,
+        holds: FailoverHolds,
+        sub: fred::clients::Client,
+    ) -> Self {
         let Some(sentinels) = core.sentinels().cloned() else {
             return Self {
                 clients: Vec::new(),

@@ -27,7 +27,7 @@ use crate::{
 pub(super) async fn watch(
     core: Weak<Core>,
     holds: FailoverHolds,
-    sub: SubscriberClient,
+    sub: fred::clients::Client,
     sentinels: Sentinels,
     clients: Vec<SubscriberClient>,
 ) {
@@ -101,7 +101,7 @@ struct Watcher {
     core: Weak<Core>,
     holds: FailoverHolds,
     /// The registry's subscriber connection, moved with the command connection.
-    sub: SubscriberClient,
+    sub: fred::clients::Client,
     sentinels: Sentinels,
     rx: mpsc::UnboundedReceiver<(usize, Event)>,
     /// Events read while a switch was handled, handled next.
@@ -287,7 +287,7 @@ fn end(core: &Core, holds: &FailoverHolds) {
 /// (they converge within moments), for at most `within`. `true` once both reach it.
 async fn move_to(
     core: &Core,
-    sub: &SubscriberClient,
+    sub: &fred::clients::Client,
     sentinels: &Sentinels,
     mut to: Option<(String, u16)>,
     within: Duration,

@@ -36,7 +36,7 @@
 use std::sync::Arc;
 
 use fred::{
-    clients::SubscriberClient,
+    clients::Client as FredClient,
     error::Error as FredError,
     interfaces::{ClientLike, ClusterInterface, PubsubInterface},
     types::{
@@ -78,7 +78,7 @@ impl Masters {
 
 /// The cluster's masters as the subscriber client's slot table has them (address order, each
 /// once). Empty until the table is known.
-pub(crate) fn current(sub: &SubscriberClient) -> Vec<Server> {
+pub(crate) fn current(sub: &FredClient) -> Vec<Server> {
     sub.cached_cluster_state()
         .map(|state| state.unique_primary_nodes())
         .unwrap_or_default()
@@ -125,7 +125,7 @@ fn on(node: &Server) -> Options {
 /// `SUBSCRIBE names` on `node`'s connection, then `PING` there: its reply comes after the
 /// server has registered the subscription (fred resolves `SUBSCRIBE` when it is written).
 pub(crate) async fn subscribe_on(
-    sub: &SubscriberClient,
+    sub: &FredClient,
     node: &Server,
     names: &[String],
 ) -> Result<(), FredError> {
@@ -136,7 +136,7 @@ pub(crate) async fn subscribe_on(
 
 /// `UNSUBSCRIBE names` on `node`'s connection.
 pub(crate) async fn unsubscribe_on(
-    sub: &SubscriberClient,
+    sub: &FredClient,
     node: &Server,
     names: &[String],
 ) -> Result<(), FredError> {

@@ -26,7 +26,7 @@ mod wakeups;
 
 use std::sync::Arc;
 
-use fred::{clients::SubscriberClient, interfaces::ClientLike};
+use fred::{clients::Client as FredClient, interfaces::ClientLike};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
@@ -46,7 +46,7 @@ pub(crate) struct PubSub {
 impl PubSub {
     /// Starts the registry's tasks on an initialised subscriber client, listening the way the
     /// core resolved (classic, sharded or both).
-    pub(crate) fn start(sub: SubscriberClient, core: &Arc<Core>) -> Self {
+    pub(crate) fn start(sub: FredClient, core: &Arc<Core>) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             sub,

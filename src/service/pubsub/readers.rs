@@ -7,7 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use fred::{
-    clients::SubscriberClient,
+    clients::Client as FredClient,
     interfaces::{ClusterInterface, EventInterface},
     types::Value,
 };
@@ -78,7 +78,7 @@ fn message_value(v: &Value) -> Option<i64> {
 const TOPOLOGY_CHECK: Duration = Duration::from_secs(1);
 
 /// The primaries of every slot range, as the subscriber connection sees them.
-fn slot_owners(sub: &SubscriberClient) -> Vec<(u16, u16, String)> {
+fn slot_owners(sub: &FredClient) -> Vec<(u16, u16, String)> {
     sub.cached_cluster_state()
         .map(|state| {
             state

@@ -16,7 +16,7 @@ use std::{
     time::Duration,
 };
 
-use fred::{clients::SubscriberClient, error::Error as FredError, types::Value};
+use fred::{clients::Client as FredClient, error::Error as FredError, types::Value};
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::{mpsc, Notify};
 
@@ -188,7 +188,7 @@ const PAYLOADS: usize = 1024;
 
 /// What the registry's tasks and its subscriptions share.
 pub(super) struct Shared {
-    pub(super) sub: SubscriberClient,
+    pub(super) sub: FredClient,
     pub(super) channels: Mutex<Table<Channel>>,
     pub(super) ops: mpsc::UnboundedSender<Op>,
     pub(super) messaging: Messaging,
