@@ -40,6 +40,7 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
+use futures::future::Either;
 use tokio::time::Instant;
 
 use super::{
@@ -230,21 +231,51 @@ fn round<'a, W: Waiter>(
                 return Ok(None);
             }
         }
-        let (channel, reading) = match waiter.sleep_on() {
+        // One future awaited, whichever way the waiter sleeps: what each way keeps (the line's
+        // ticket, the channel's subscription) is inside its own future, not a local of this
+        // block beside the others' (a local kept across one await is laid out beside every
+        // await's future).
+        let sleeping = match waiter.sleep_on() {
             SleepOn::BackOff(backoff) => {
                 return wait_with_backoff(attempt, backoff, deadline).await
             }
-            SleepOn::Channel { channel, reading } => (channel, reading),
+            SleepOn::Channel { channel, reading } => {
+                let client = waiter.client();
+                match waiter.wait_line() {
+                    Some(line) => {
+                        let ticket = client
+                            .wait_lines()
+                            .join(line, waiter.shared_name(), channel);
+                        Either::Left(wait_in_line(waiter, ticket, deadline, kept, attempt))
+                    }
+                    None => {
+                        let subscription =
+                            Arc::new(client.pubsub().subscribe_as(&channel, reading));
+                        *kept = Some(subscription.clone());
+                        Either::Right(wait_on_channel(waiter, subscription, deadline, attempt))
+                    }
+                }
+            }
         };
-        let client = waiter.client();
-        if let Some(line) = waiter.wait_line() {
-            let ticket = client
-                .wait_lines()
-                .join(line, waiter.shared_name(), channel);
-            return wait_in_line(waiter, ticket, deadline, kept, attempt).await;
-        }
-        let subscription = Arc::new(client.pubsub().subscribe_as(&channel, reading));
-        *kept = Some(subscription.clone());
+        sleeping.await
+    }
+}
+
+/// The channel wait of a waiter without a wait line: the subscription's barrier, then the
+/// wake-ups ([`wait_on_wakeups`]).
+#[allow(clippy::manual_async_fn)] // Arguments kept once: see the module docs.
+fn wait_on_channel<'a, W, F, Fut>(
+    waiter: &'a W,
+    subscription: Arc<pubsub::Subscription>,
+    deadline: Option<Instant>,
+    attempt: F,
+) -> impl Future<Output = std::result::Result<Option<Won<W::Won>>, RoundError>> + 'a
+where
+    W: Waiter,
+    F: FnMut() -> Fut + 'a,
+    Fut: Future<Output = std::result::Result<Step<Won<W::Won>>, RoundError>> + 'a,
+{
+    async move {
         if !subscribed(waiter, &subscription, deadline).await? {
             return Ok(None);
         }

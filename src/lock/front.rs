@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use futures::FutureExt;
+use futures::{future::Either, FutureExt};
 
 use super::{
     claim::Claim,
@@ -181,28 +181,32 @@ impl Handle {
     where
         H: std::ops::Deref<Target = Handle> + Send + Sync + 'a,
     {
-        let claim = this.acquisition_claim(owner, lease, at_least, wait);
-        async move {
-            let this = &*this;
-            let claim = match claim {
-                Ok(ref claim) => claim,
-                Err(e) => return Err(e),
-            };
+        // A refused claim is a ready error; the block keeps the claim itself, not the result
+        // (an error's slot), and reads the handle through its own capture (no reference to
+        // it, or to the claim, kept beside the wait).
+        let claim = match this.acquisition_claim(owner, lease, at_least, wait) {
+            Ok(claim) => claim,
+            Err(e) => return Either::Left(futures::future::ready(Err(e))),
+        };
+        // The lease is the claim's TTL when there is one (its milliseconds: all the
+        // observation reads of it).
+        let leased = lease.is_some();
+        Either::Right(async move {
             let seen = Observed {
                 kind: this.kind,
                 owner: &claim.key.field,
                 wait,
-                lease,
+                lease: leased.then(|| Duration::from_millis(claim.lease_ms)),
             };
-            let acquired = engine::acquire(claim, Wait::at_most(wait), seen).await;
+            let acquired = engine::acquire(&claim, Wait::at_most(wait), seen).await;
             Ok(acquired?.map(|a| {
-                if lease.is_some() {
+                if leased {
                     this.internal_lease_ms
                         .store(claim.lease_ms, Ordering::Relaxed);
                 }
-                Held::new(a.take(), owner, lease.is_none(), this.kind)
+                Held::new(a.take(), owner, !leased, this.kind)
             }))
-        }
+        })
     }
 
     /// The claim an acquisition as `owner` makes: its TTL (the lease, else the watchdog
