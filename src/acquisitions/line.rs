@@ -30,17 +30,16 @@
 
 use std::{
     collections::VecDeque,
+    future::Future,
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc,
     },
+    task::{Context, Poll, Waker},
 };
 
 use parking_lot::Mutex;
-use tokio::{
-    sync::{futures::Notified, Notify},
-    time::Instant,
-};
+use tokio::time::Instant;
 
 #[cfg(doc)]
 use super::handoff::HandOff;
@@ -93,9 +92,28 @@ struct Line {
     state: Mutex<State>,
 }
 
+/// One waiter's place in a line, and its wake-up: a turn handed to it (`turn`) and the task to
+/// wake for it. Kept in the line itself: a waiter has no allocation of its own for its wake-up
+/// (ten thousand waiters on ten thousand locks).
+struct Place {
+    id: u64,
+    /// A turn was handed to the waiter and it has not seen it yet (a permit: handed before the
+    /// waiter looks, it is kept until it does).
+    turn: bool,
+    waker: Option<Waker>,
+}
+
+impl Place {
+    /// Hands the waiter a turn; the task to wake, once the line's locks are let go.
+    fn hand_turn(&mut self) -> Option<Waker> {
+        self.turn = true;
+        self.waker.take()
+    }
+}
+
 struct State {
     /// Front: the head.
-    waiters: VecDeque<(u64, Arc<Notify>)>,
+    waiters: VecDeque<Place>,
     next_id: u64,
     /// The queue's one subscription to the lock's channel.
     subscription: Option<Arc<Subscription>>,
@@ -179,19 +197,21 @@ impl WaitLines {
                 }
             })
             .clone();
-        let notify = Arc::new(Notify::new());
         let id = {
             let mut st = queue.state.lock();
             let id = st.next_id;
             st.next_id += 1;
-            st.waiters.push_back((id, notify.clone()));
+            st.waiters.push_back(Place {
+                id,
+                turn: false,
+                waker: None,
+            });
             id
         };
         Ticket {
             queues: self.clone(),
             queue,
             id,
-            notify,
         }
     }
 
@@ -219,10 +239,10 @@ impl WaitLines {
             return;
         };
         let mut st = queue.state.lock();
-        let head = st.waiters.front().map(|(_, notify)| notify.clone());
+        let has_head = !st.waiters.is_empty();
         match st
             .hand_off
-            .released(Instant::now(), freed, others, head.is_some())
+            .released(Instant::now(), freed, others, has_head)
         {
             Released::Kept => return,
             // Nobody waits and nobody holds: the queue ends.
@@ -233,10 +253,11 @@ impl WaitLines {
             Released::HandedOver => self.hand_overs.fetch_add(1, Ordering::Relaxed),
             Released::Contested => self.contests.fetch_add(1, Ordering::Relaxed),
         };
+        let woken = st.waiters.front_mut().and_then(Place::hand_turn);
         drop(st);
         drop(map);
-        if let Some(head) = head {
-            head.notify_one();
+        if let Some(waker) = woken {
+            waker.wake();
         }
     }
 
@@ -257,9 +278,9 @@ impl WaitLines {
             return false;
         };
         let mut st = queue.state.lock();
-        let Some(head) = st.waiters.front().map(|(_, notify)| notify.clone()) else {
+        if st.waiters.is_empty() {
             return false;
-        };
+        }
         let now = Instant::now();
         if !st.hand_off.hands_over(now) {
             return false;
@@ -267,9 +288,12 @@ impl WaitLines {
         let outcome = st.hand_off.released(now, true, None, true);
         debug_assert!(matches!(outcome, Released::HandedOver));
         self.hand_overs.fetch_add(1, Ordering::Relaxed);
+        let woken = st.waiters.front_mut().and_then(Place::hand_turn);
         drop(st);
         drop(map);
-        head.notify_one();
+        if let Some(waker) = woken {
+            waker.wake();
+        }
         true
     }
 
@@ -317,7 +341,6 @@ pub(crate) struct Ticket {
     queues: Arc<WaitLines>,
     queue: Arc<Line>,
     id: u64,
-    notify: Arc<Notify>,
 }
 
 impl Ticket {
@@ -327,7 +350,25 @@ impl Ticket {
             .lock()
             .waiters
             .front()
-            .is_some_and(|(id, _)| *id == self.id)
+            .is_some_and(|p| p.id == self.id)
+    }
+
+    /// Takes a turn handed to this waiter, if one was: `Ready` then, else the task is woken
+    /// when one is (see [`Place`]).
+    fn poll_turn(&self, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.queue.state.lock();
+        let Some(place) = st.waiters.iter_mut().find(|p| p.id == self.id) else {
+            // Not in the line (never while the ticket lives): nothing will hand it a turn.
+            return Poll::Ready(());
+        };
+        if std::mem::take(&mut place.turn) {
+            return Poll::Ready(());
+        }
+        match &mut place.waker {
+            Some(waker) if waker.will_wake(cx.waker()) => {}
+            slot => *slot = Some(cx.waker().clone()),
+        }
+        Poll::Pending
     }
 
     /// Waits until this waiter is the head (`true`) or the deadline passes (`false`).
@@ -336,10 +377,10 @@ impl Ticket {
             if self.is_head() {
                 // The turn may have been handed over with a wake-up this call did not need:
                 // take it, so it does not read as a hand-over later.
-                let _ = futures::FutureExt::now_or_never(self.notify.notified());
+                let _ = futures::FutureExt::now_or_never(self.notified());
                 return true;
             }
-            let notified = self.notify.notified();
+            let notified = self.notified();
             match deadline {
                 None => notified.await,
                 Some(d) => {
@@ -352,8 +393,10 @@ impl Ticket {
     }
 
     /// A turn handed to this waiter (head promotion, a local hand-over or a contest's start).
-    pub(crate) fn notified(&self) -> Notified<'_> {
-        self.notify.notified()
+    /// Cancel safe: a turn is taken only when this returns `Ready`; one handed while it is
+    /// dropped stays for the next look.
+    pub(crate) fn notified(&self) -> impl Future<Output = ()> + Send + '_ {
+        std::future::poll_fn(move |cx| self.poll_turn(cx))
     }
 
     /// What the head does next (see [`HandOff::next`]), `by_message` telling whether its last
@@ -412,9 +455,10 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let mut map = self.queues.map.lock();
         let mut st = self.queue.state.lock();
-        let was_head = st.waiters.front().is_some_and(|(id, _)| *id == self.id);
-        st.waiters.retain(|(id, _)| *id != self.id);
+        let was_head = st.waiters.front().is_some_and(|p| p.id == self.id);
+        st.waiters.retain(|p| p.id != self.id);
         let mut subscription = None;
+        let mut woken = None;
         if st.waiters.is_empty() {
             // Nobody left to listen. The queue (its run, its contest) lives on while one of its
             // owners holds the lock: that owner's release ends it.
@@ -424,12 +468,13 @@ impl Drop for Ticket {
                 self.queues.remove(&mut map, &self.queue);
             }
         } else if was_head {
-            if let Some((_, next)) = st.waiters.front() {
-                next.notify_one();
-            }
+            woken = st.waiters.front_mut().and_then(Place::hand_turn);
         }
         drop(st);
         drop(map);
+        if let Some(waker) = woken {
+            waker.wake();
+        }
         // Leaving the channel takes the registry's lock: not under ours.
         drop(subscription);
     }
