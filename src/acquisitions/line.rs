@@ -29,7 +29,6 @@
 //! it), and not the spin lock (no channel; its waiters poll with back-off by design).
 
 use std::{
-    collections::VecDeque,
     future::Future,
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
@@ -39,6 +38,7 @@ use std::{
 };
 
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use tokio::time::Instant;
 
 #[cfg(doc)]
@@ -112,8 +112,9 @@ impl Place {
 }
 
 struct State {
-    /// Front: the head.
-    waiters: VecDeque<Place>,
+    /// Front: the head. Most lines have one waiter (ten thousand tasks on ten thousand locks):
+    /// it is kept in the line, a second one moves them all to an allocation of their own.
+    waiters: SmallVec<[Place; 1]>,
     next_id: u64,
     /// The queue's one subscription to the lock's channel.
     subscription: Option<Arc<Subscription>>,
@@ -124,9 +125,7 @@ struct State {
 impl State {
     fn new(policy: LocalHandOff) -> Self {
         Self {
-            // Most lines have one waiter (ten thousand tasks on ten thousand locks): room
-            // for one, grown when a second comes.
-            waiters: VecDeque::with_capacity(1),
+            waiters: SmallVec::new(),
             next_id: 0,
             subscription: None,
             hand_off: LineHandOff::new(policy),
@@ -201,7 +200,7 @@ impl WaitLines {
             let mut st = queue.state.lock();
             let id = st.next_id;
             st.next_id += 1;
-            st.waiters.push_back(Place {
+            st.waiters.push(Place {
                 id,
                 turn: false,
                 waker: None,
@@ -253,7 +252,7 @@ impl WaitLines {
             Released::HandedOver => self.hand_overs.fetch_add(1, Ordering::Relaxed),
             Released::Contested => self.contests.fetch_add(1, Ordering::Relaxed),
         };
-        let woken = st.waiters.front_mut().and_then(Place::hand_turn);
+        let woken = st.waiters.first_mut().and_then(Place::hand_turn);
         drop(st);
         drop(map);
         if let Some(waker) = woken {
@@ -288,7 +287,7 @@ impl WaitLines {
         let outcome = st.hand_off.released(now, true, None, true);
         debug_assert!(matches!(outcome, Released::HandedOver));
         self.hand_overs.fetch_add(1, Ordering::Relaxed);
-        let woken = st.waiters.front_mut().and_then(Place::hand_turn);
+        let woken = st.waiters.first_mut().and_then(Place::hand_turn);
         drop(st);
         drop(map);
         if let Some(waker) = woken {
@@ -349,7 +348,7 @@ impl Ticket {
             .state
             .lock()
             .waiters
-            .front()
+            .first()
             .is_some_and(|p| p.id == self.id)
     }
 
@@ -455,7 +454,7 @@ impl Drop for Ticket {
     fn drop(&mut self) {
         let mut map = self.queues.map.lock();
         let mut st = self.queue.state.lock();
-        let was_head = st.waiters.front().is_some_and(|p| p.id == self.id);
+        let was_head = st.waiters.first().is_some_and(|p| p.id == self.id);
         st.waiters.retain(|p| p.id != self.id);
         let mut subscription = None;
         let mut woken = None;
@@ -468,7 +467,7 @@ impl Drop for Ticket {
                 self.queues.remove(&mut map, &self.queue);
             }
         } else if was_head {
-            woken = st.waiters.front_mut().and_then(Place::hand_turn);
+            woken = st.waiters.first_mut().and_then(Place::hand_turn);
         }
         drop(st);
         drop(map);
