@@ -33,9 +33,9 @@ use crate::{
 pub(crate) struct Handle {
     client: Client,
     proto: Arc<dyn Protocol>,
-    /// The user-facing name when a name mapper made the raw name another (else the raw name
-    /// is it, and no copy is kept).
-    user_name: Option<Box<str>>,
+    /// What few handles have (a mapped name, a refusal), kept aside: a handle is made per lock
+    /// and kept by every waiting acquisition (ten thousand handles, a slot each otherwise).
+    rare: Option<Box<Rare>>,
     owner: Owner,
     /// What names a hold of this handle's owner: the raw name (`proto.name()`), the owner's
     /// field and a group multi-lock's set of values (`RenewalShape::values`; empty for other
@@ -44,9 +44,17 @@ pub(crate) struct Handle {
     /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
     /// this handle, else the watchdog timeout. Re-armed by a partial `unlock()`.
     internal_lease_ms: AtomicU64,
-    invalid: Option<Invalid>,
     /// The kind's name ([`Kind::NAME`]), for logs, spans and metrics.
     kind: &'static str,
+}
+
+/// What few handles have.
+#[derive(Debug, Default)]
+struct Rare {
+    /// The user-facing name when a name mapper made the raw name another (else the raw name
+    /// is it, and no copy is kept).
+    user_name: Option<Box<str>>,
+    invalid: Option<Invalid>,
 }
 
 /// Why a handle refuses every operation before sending anything.
@@ -83,14 +91,15 @@ impl Handle {
         let internal_lease_ms = AtomicU64::new(client.watchdog_ms());
         let key = HoldKey::new(proto.shared_name(), field, proto.renewal_values());
         let user_name = (name != proto.name()).then(|| name.into());
+        let rare = (user_name.is_some() || invalid.is_some())
+            .then(|| Box::new(Rare { user_name, invalid }));
         Self {
             client,
             proto,
-            user_name,
+            rare,
             owner,
             key,
             internal_lease_ms,
-            invalid,
             kind: "unknown",
         }
     }
@@ -109,7 +118,7 @@ impl Handle {
     }
 
     pub(crate) fn check(&self) -> Result<()> {
-        match &self.invalid {
+        match self.rare.as_ref().and_then(|r| r.invalid.as_ref()) {
             Some(Invalid::EmptyName) => Err(Error::InvalidArgument(
                 "lock name must not be empty".to_owned(),
             )),
@@ -438,8 +447,9 @@ impl<K: Kind> Lock<K> {
     /// The user-facing name (before the name mapper).
     pub fn name(&self) -> &str {
         self.handle
-            .user_name
-            .as_deref()
+            .rare
+            .as_ref()
+            .and_then(|r| r.user_name.as_deref())
             .unwrap_or_else(|| self.handle.raw_name())
     }
 
