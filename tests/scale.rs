@@ -3,7 +3,8 @@
 //! once) leaves nothing behind in the client's own bookkeeping (`Client::stats`: watchdog
 //! holds, subscriptions, waiters, wait lines, owner entries, background releases); one client's
 //! renewals keep fifty thousand holds alive, and a renewal run keeps at most 32 calls in
-//! flight. On one standalone server each.
+//! flight; a burst of acquisitions keeps at most 64 attempts in flight. On one standalone
+//! server each.
 
 use redisson_lock_test_kit as common;
 
@@ -253,6 +254,70 @@ async fn a_renewal_run_keeps_at_most_32_calls_in_flight() {
         assert!(admin.pttl(&format!("fly:{i}")).await > 0, "fly:{i} kept");
     }
     assert!(guards.iter().all(|g| !g.is_lost()));
+    for g in guards {
+        g.unlock().await.unwrap();
+    }
+}
+
+/// A burst of acquisitions keeps at most 64 attempts in flight (`ATTEMPTS_IN_FLIGHT`: an
+/// attempt in flight holds about 7 KiB, and many at once leave the allocator holes that ten
+/// thousand parked waiters then pay for): with the first attempt's reply held by a proxy (the
+/// connection's later replies wait behind it), the server has run 64 of 100 acquisitions and no
+/// more; released, the rest follow and every lock is taken.
+#[tokio::test]
+async fn an_acquisition_burst_keeps_at_most_64_attempts_in_flight() {
+    const N: u64 = 100;
+    const IN_FLIGHT: u64 = 64;
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = common::proxy::Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), common::config())
+        .await
+        .unwrap();
+    let scripts = || async { admin.command_calls("evalsha").await };
+    let before = scripts().await;
+    // An uncontended acquisition's reply is a nil: the first one is held.
+    let held = proxy.hold_next_reply_matching(|chunk| chunk.starts_with(b"$-1"));
+    let mut set = JoinSet::new();
+    for i in 0..N {
+        let lock = client.get_lock(&format!("burst:{i}"));
+        set.spawn(async move { lock.lock().await.unwrap() });
+    }
+    assert!(
+        held.wait_caught(Duration::from_secs(10)).await.is_some(),
+        "the first attempt's reply"
+    );
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            scripts().await - before >= IN_FLIGHT
+        })
+        .await,
+        "the first attempts reach the server"
+    );
+    // Nothing to wait on for "no more": a bounded look.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        scripts().await - before,
+        IN_FLIGHT,
+        "no attempt is sent while {IN_FLIGHT} wait for their replies"
+    );
+    held.release();
+    let mut guards = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while let Ok(Some(done)) = tokio::time::timeout_at(deadline, set.join_next()).await {
+        guards.push(done.unwrap());
+    }
+    assert_eq!(
+        guards.len() as u64,
+        N,
+        "every acquisition ends once released"
+    );
+    for i in 0..N {
+        assert!(
+            admin.pttl(&format!("burst:{i}")).await > 0,
+            "burst:{i} held"
+        );
+    }
     for g in guards {
         g.unlock().await.unwrap();
     }

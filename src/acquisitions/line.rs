@@ -370,13 +370,20 @@ impl Ticket {
         Poll::Pending
     }
 
+    /// `true` when this waiter is the head now (a turn handed to it with the headship is
+    /// taken: it does not read as a hand-over later).
+    pub(crate) fn head_now(&self) -> bool {
+        let head = self.is_head();
+        if head {
+            let _ = futures::FutureExt::now_or_never(self.notified());
+        }
+        head
+    }
+
     /// Waits until this waiter is the head (`true`) or the deadline passes (`false`).
     pub(crate) async fn wait_head(&self, deadline: Option<Instant>) -> bool {
         loop {
-            if self.is_head() {
-                // The turn may have been handed over with a wake-up this call did not need:
-                // take it, so it does not read as a hand-over later.
-                let _ = futures::FutureExt::now_or_never(self.notified());
+            if self.head_now() {
                 return true;
             }
             let notified = self.notified();

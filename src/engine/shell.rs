@@ -35,8 +35,11 @@
 //! across an await it does not need to cross (what a sleep is bounded by is computed in a block
 //! that ends before it; the outage pause is kept as a count of doublings); and a future awaited
 //! as the last step is wrapped with a combinator, not awaited in an `async` block (which keeps
-//! it twice: captured and awaited). A lock's parked acquisition went from 1 440 to 880 bytes,
-//! then to 728 (`-Zprint-type-sizes`).
+//! it twice: captured and awaited); a round awaits one future whichever way it sleeps, none of
+//! them inside the `match` that picks it (the scrutinee would be kept through the await); and a
+//! wait that is larger than the parked state and rare (a place in line behind other local
+//! waiters, a channel's first subscription barrier) is boxed when it happens. A lock's parked
+//! acquisition went from 1 440 to 880 bytes, then to 728, then to 600 (`-Zprint-type-sizes`).
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -231,17 +234,18 @@ fn round<'a, W: Waiter>(
                 return Ok(None);
             }
         }
-        // One future awaited, whichever way the waiter sleeps: what each way keeps (the line's
-        // ticket, the channel's subscription) is inside its own future, not a local of this
-        // block beside the others' (a local kept across one await is laid out beside every
-        // await's future).
+        // One future awaited, whichever way the waiter sleeps: what each way keeps (the
+        // backoff, the line's ticket, the channel's subscription) is inside its own future, not
+        // a local of this block beside the others' (a local kept across one await is laid out
+        // beside every await's future), and none is awaited inside the match (its scrutinee, a
+        // temporary, would be kept through the await).
         let sleeping = match waiter.sleep_on() {
             SleepOn::BackOff(backoff) => {
-                return wait_with_backoff(attempt, backoff, deadline).await
+                Either::Left(wait_with_backoff(attempt, backoff, deadline))
             }
             SleepOn::Channel { channel, reading } => {
                 let client = waiter.client();
-                match waiter.wait_line() {
+                Either::Right(match waiter.wait_line() {
                     Some(line) => {
                         let ticket = client
                             .wait_lines()
@@ -254,7 +258,7 @@ fn round<'a, W: Waiter>(
                         *kept = Some(subscription.clone());
                         Either::Right(wait_on_channel(waiter, subscription, deadline, attempt))
                     }
-                }
+                })
             }
         };
         sleeping.await
@@ -276,7 +280,10 @@ where
     Fut: Future<Output = std::result::Result<Step<Won<W::Won>>, RoundError>> + 'a,
 {
     async move {
-        if !subscribed(waiter, &subscription, deadline).await? {
+        // Boxed, and only when there is a wait (see `wait_in_line`).
+        if !subscription.is_ready()
+            && !Box::pin(subscribed(waiter, &subscription, deadline)).await?
+        {
             return Ok(None);
         }
         // A lock without a TTL (only left behind by a foreign client), a semaphore without

@@ -90,12 +90,16 @@ where
                 Step::Done(t) => return Ok(Some(t)),
                 Step::Busy { frees_in } => frees_in,
             };
-            let remaining = left(deadline);
-            if remaining == Some(Duration::ZERO) {
-                return Ok(None);
-            }
-            let bound = frees_in.unwrap_or(fallback);
-            let sleep = remaining.map_or(bound, |r| r.min(bound));
+            // How long to sleep, computed in a block of its own: nothing of it is kept across
+            // the sleep (every parked waiter carries this state).
+            let sleep = {
+                let remaining = left(deadline);
+                if remaining == Some(Duration::ZERO) {
+                    return Ok(None);
+                }
+                let bound = frees_in.unwrap_or(fallback);
+                remaining.map_or(bound, |r| r.min(bound))
+            };
             let woken = wakeups.wake_or_timeout(sleep).await;
             if !woken && left(deadline) == Some(Duration::ZERO) {
                 return Ok(None);
@@ -106,23 +110,28 @@ where
 
 /// The back-off wait (no pub/sub): sleep the next step (never past the deadline), attempt, and
 /// repeat until done or out of time.
-pub(crate) async fn wait_with_backoff<T, E, F, Fut>(
+#[allow(clippy::manual_async_fn)] // Arguments kept once: see `engine::shell`'s docs.
+pub(crate) fn wait_with_backoff<T, E, F, Fut>(
     mut attempt: F,
     mut backoff: AnySchedule,
     deadline: Option<Instant>,
-) -> Result<Option<T>, E>
+) -> impl Future<Output = Result<Option<T>, E>>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Step<T>, E>>,
 {
-    loop {
-        let step = backoff.next_delay();
-        let sleep = left(deadline).map_or(step, |r| r.min(step));
-        tokio::time::sleep(sleep).await;
-        match attempt().await? {
-            Step::Done(t) => return Ok(Some(t)),
-            Step::Busy { .. } if left(deadline) == Some(Duration::ZERO) => return Ok(None),
-            Step::Busy { .. } => {}
+    async move {
+        loop {
+            let sleep = {
+                let step = backoff.next_delay();
+                left(deadline).map_or(step, |r| r.min(step))
+            };
+            tokio::time::sleep(sleep).await;
+            match attempt().await? {
+                Step::Done(t) => return Ok(Some(t)),
+                Step::Busy { .. } if left(deadline) == Some(Duration::ZERO) => return Ok(None),
+                Step::Busy { .. } => {}
+            }
         }
     }
 }
@@ -148,12 +157,18 @@ where
     Fut: Future<Output = Result<Step<Won<W::Won>>, E>> + 'a,
 {
     async move {
-        if !ticket.wait_head(deadline).await {
+        // Waiting for the headship and for the subscription's barrier are boxed, and only when
+        // there is a wait (a line's only waiter is its head; a channel is subscribed once): a
+        // parked waiter's future is as large as its largest state, and these two were larger
+        // than the parked one.
+        if !ticket.head_now() && !Box::pin(ticket.wait_head(deadline)).await {
             return Ok(None);
         }
         let subscription = ticket.subscription(waiter.client().pubsub());
         *kept = Some(subscription.clone());
-        if !subscribed(waiter, &subscription, deadline).await? {
+        if !subscription.is_ready()
+            && !Box::pin(subscribed(waiter, &subscription, deadline)).await?
+        {
             return Ok(None);
         }
         let mut by_message = false;

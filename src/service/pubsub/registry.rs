@@ -291,6 +291,11 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
+    /// `true` once the server has registered the subscription (see [`ready`](Self::ready)).
+    pub(crate) fn is_ready(&self) -> bool {
+        *self.channel.status.borrow() == Status::Ready
+    }
+
     /// Waits until the server has registered the subscription (SUBSCRIBE + PING answered).
     ///
     /// The timeout runs from this call (not from the first poll).
