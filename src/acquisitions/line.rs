@@ -499,6 +499,30 @@ mod tests {
         Arc::new(WaitLines::default())
     }
 
+    /// A waiter's wake-up lives in its place: a turn handed while it is not looking is kept
+    /// until it looks, and taken once; a waiter parked on its turn is woken by the hand-over.
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_handed_while_nobody_looks_is_kept_until_the_waiter_looks() {
+        use futures::FutureExt;
+        let q = queues();
+        let a = q.join(LOCK, "n".into(), "ch".into());
+        let b = q.join(LOCK, "n".into(), "ch".into());
+        assert!(b.notified().now_or_never().is_none(), "no turn yet");
+        drop(a);
+        assert!(b.notified().now_or_never().is_some(), "the turn kept");
+        assert!(b.notified().now_or_never().is_none(), "and taken once");
+        let c = q.join(LOCK, "n".into(), "ch".into());
+        let parked = tokio::spawn(async move { c.wait_head(None).await });
+        tokio::task::yield_now().await;
+        assert!(!parked.is_finished(), "c waits behind b");
+        drop(b);
+        let woken = tokio::time::timeout(Duration::from_secs(1), parked).await;
+        assert!(
+            matches!(woken, Ok(Ok(true))),
+            "the hand-over woke c: {woken:?}"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn waiters_become_head_in_arrival_order() {
         let q = queues();
