@@ -564,8 +564,13 @@ async fn alone_the_local_hand_off_is_used_without_a_question_per_hand_over(b: Ba
 /// One owner of `client` holding the lock `n` and another queued behind it (the line's head):
 /// the holder's guard, the holder's and the head's owner fields, the head's acquisition (its
 /// guard and when it got it) and the client's stats once the head is in line.
+/// A holder of `n` and a head parked behind it: its attempts before and after its
+/// subscription have reached the server (the client counts it as a waiter as soon as it has
+/// joined the channel, before its barrier and its second attempt: a test that releases then
+/// could see that attempt run after the release).
 async fn a_holder_and_a_head(
     client: &Client,
+    admin: &common::Admin,
     n: &str,
 ) -> (
     HeadGuard,
@@ -574,6 +579,7 @@ async fn a_holder_and_a_head(
     tokio::task::JoinHandle<(HeadGuard, Instant)>,
     redisson_lock::Stats,
 ) {
+    let scripts_before = admin.command_calls("evalsha").await;
     let holder = client.get_lock(n);
     let first = holder.lock().await.unwrap();
     let probe = client.get_lock(n);
@@ -587,6 +593,13 @@ async fn a_holder_and_a_head(
         (g, Instant::now())
     });
     until_waiters(&probe, 1).await;
+    assert!(
+        common::eventually(Duration::from_secs(10), || async {
+            admin.command_calls("evalsha").await >= scripts_before + 3
+        })
+        .await,
+        "the holder's acquisition and the head's two attempts reach the server"
+    );
     (first, fields.0, fields.1, waiting, client.stats())
 }
 
@@ -626,7 +639,7 @@ async fn the_head_attempts_behind_a_local_release_before_its_reply_is_back() {
         .await
         .unwrap();
     let n = "t:handoff-pipelined";
-    let (first, _, head_field, waiting, before) = a_holder_and_a_head(&client, n).await;
+    let (first, _, head_field, waiting, before) = a_holder_and_a_head(&client, &admin, n).await;
 
     proxy.set_latency(common::proxy::Direction::Downstream, DELAY);
     let began = Instant::now();
@@ -682,7 +695,8 @@ async fn with_replica_sync_on_its_own_connection_the_head_waits_for_the_release_
     .await
     .unwrap();
     let n = "t:handoff-synced";
-    let (first, holder_field, head_field, waiting, before) = a_holder_and_a_head(&client, n).await;
+    let (first, holder_field, head_field, waiting, before) =
+        a_holder_and_a_head(&client, &admin, n).await;
 
     proxy.set_latency(common::proxy::Direction::Downstream, DELAY);
     let began = Instant::now();
