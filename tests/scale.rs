@@ -182,6 +182,26 @@ async fn renewals_of_fifty_thousand_holds_keep_every_key_alive() {
     left_nothing(&client, "after dropping 50 000 guards").await;
 }
 
+/// With the first reply held, `in_flight` scripts (`what`) reach the server after `before`,
+/// and no more: the client sends nothing else while they wait for their replies.
+async fn exactly_in_flight(admin: &Admin, before: u64, in_flight: u64, what: &str) {
+    let sent = || async { admin.command_calls("evalsha").await - before };
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            sent().await >= in_flight
+        })
+        .await,
+        "the first {in_flight} {what} reach the server"
+    );
+    // Nothing to wait on for "no more": a bounded look.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        sent().await,
+        in_flight,
+        "nothing more is sent while {in_flight} {what} wait for their replies"
+    );
+}
+
 /// A renewal run keeps at most 32 calls in flight (each made when it is sent): with its first
 /// reply held by a proxy (the connection's later replies wait behind it), the server has run
 /// 32 of the run's 80 calls and no more; released, the rest follow and every hold stays.
@@ -228,20 +248,7 @@ async fn a_renewal_run_keeps_at_most_32_calls_in_flight() {
         held.wait_caught(Duration::from_secs(10)).await.is_some(),
         "the next run's first reply"
     );
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            scripts().await - before >= IN_FLIGHT
-        })
-        .await,
-        "the run's first calls reach the server"
-    );
-    // Nothing to wait on for "no more": a bounded look.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        scripts().await - before,
-        IN_FLIGHT,
-        "no call is sent while {IN_FLIGHT} wait for their replies"
-    );
+    exactly_in_flight(&admin, before, IN_FLIGHT, "renewal calls").await;
     held.release();
     assert!(
         common::eventually(Duration::from_secs(5), || async {
@@ -287,20 +294,7 @@ async fn an_acquisition_burst_keeps_at_most_64_attempts_in_flight() {
         held.wait_caught(Duration::from_secs(10)).await.is_some(),
         "the first attempt's reply"
     );
-    assert!(
-        common::eventually(Duration::from_secs(5), || async {
-            scripts().await - before >= IN_FLIGHT
-        })
-        .await,
-        "the first attempts reach the server"
-    );
-    // Nothing to wait on for "no more": a bounded look.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        scripts().await - before,
-        IN_FLIGHT,
-        "no attempt is sent while {IN_FLIGHT} wait for their replies"
-    );
+    exactly_in_flight(&admin, before, IN_FLIGHT, "acquisition attempts").await;
     held.release();
     let mut guards = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
