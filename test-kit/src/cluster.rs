@@ -309,9 +309,14 @@ impl Node {
             })
     }
 
-    /// Waits until the freshly spawned server answers PING; false if it exited (port taken).
-    fn came_up(child: &mut Child, port: u16) -> bool {
-        crate::redis_server::came_up(child, || ping(port))
+    /// Waits until the freshly spawned server listens on both its ports and answers PING;
+    /// false if it exited (a port taken). The bus is bound after the client port, and a
+    /// node that cannot bind it exits then.
+    fn came_up(child: &mut Child, port: u16, bus_port: u16) -> bool {
+        let pid = child.id();
+        crate::redis_server::came_up(child, port, || {
+            crate::redis_server::listens(pid, bus_port) && ping(port)
+        })
     }
 }
 
@@ -361,7 +366,7 @@ impl RedisCluster {
                 }
                 let mut child = Node::spawn(&dir, port, bus_port);
                 watchdog.send(child.id().to_string());
-                if Node::came_up(&mut child, port) {
+                if Node::came_up(&mut child, port, bus_port) {
                     used.extend([port, bus_port]);
                     nodes.push(Node {
                         port,
@@ -384,8 +389,10 @@ impl RedisCluster {
             started_in: Duration::ZERO,
             steady_load: AtomicBool::new(false),
         };
-        let out = Command::new("redis-cli")
-            .args(["--cluster", "create"])
+        // Bounded: a create whose nodes cannot meet waits for the join forever (CI saw a whole
+        // run held so, a node of the cluster having been another test binary's, killed by it).
+        let out = Command::new("timeout")
+            .args(["60", "redis-cli", "--cluster", "create"])
             .args(cluster.ports().iter().map(|p| format!("127.0.0.1:{p}")))
             .args(["--cluster-replicas", "1", "--cluster-yes"])
             .stdin(Stdio::null())
@@ -393,7 +400,8 @@ impl RedisCluster {
             .expect("run redis-cli --cluster create");
         assert!(
             out.status.success(),
-            "redis-cli --cluster create failed: {}{}",
+            "redis-cli --cluster create failed ({}; 124: timed out): {}{}",
+            out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -905,8 +913,15 @@ impl RedisCluster {
     /// `redis-cli` fails. Returns how long it took.
     pub fn reshard(&self, from: u16, to: u16, slots: usize, pipeline: usize) -> Duration {
         let t0 = Instant::now();
-        let out = Command::new("redis-cli")
-            .args(["--cluster", "reshard", &format!("127.0.0.1:{from}")])
+        // Bounded, as the create is: a reshard waits for the nodes to agree.
+        let out = Command::new("timeout")
+            .args([
+                "120",
+                "redis-cli",
+                "--cluster",
+                "reshard",
+                &format!("127.0.0.1:{from}"),
+            ])
             .args(["--cluster-from", &self.node_id(from)])
             .args(["--cluster-to", &self.node_id(to)])
             .args(["--cluster-slots", &slots.to_string()])
@@ -917,7 +932,8 @@ impl RedisCluster {
             .expect("run redis-cli --cluster reshard");
         assert!(
             out.status.success(),
-            "redis-cli --cluster reshard failed: {}{}",
+            "redis-cli --cluster reshard failed ({}; 124: timed out): {}{}",
+            out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -986,7 +1002,7 @@ impl RedisCluster {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .send(child.id().to_string());
-            if Node::came_up(&mut child, port) {
+            if Node::came_up(&mut child, port, node.bus_port) {
                 *node.child.lock().unwrap_or_else(|e| e.into_inner()) = Some(child);
                 break;
             }

@@ -93,7 +93,7 @@ impl RedisServer {
             Err(e) => panic!("cannot run redis-server: {e} (run scripts/test.sh to install it)"),
         };
         let port = self.port;
-        if !came_up(&mut child, || ping(port)) {
+        if !came_up(&mut child, port, || ping(port)) {
             return false; // e.g. port taken in the meantime
         }
         self.child = Some(child);
@@ -208,16 +208,25 @@ pub fn fixture_log_dir() -> Option<std::path::PathBuf> {
     Some(dir)
 }
 
-/// Waits up to 10 s for a freshly spawned server or sentinel to be `up` (answer PING, accept
-/// a connection). `false` when it exited first (e.g. its port was taken meanwhile) or never came
-/// up; then it has been stopped and reaped. Every rig starts its processes through this.
-pub fn came_up(child: &mut Child, mut up: impl FnMut() -> bool) -> bool {
+/// Waits up to 10 s for a freshly spawned server or sentinel to listen on `port` itself and be
+/// `up` (answer PING, accept a connection). `false` when it exited first (e.g. its port was
+/// taken meanwhile) or never came up; then it has been stopped and reaped. Every rig starts its
+/// processes through this.
+///
+/// `up` alone is not enough: the suite runs several test binaries at once, each picking free
+/// ports, so another binary's server can take the port between [`free_port`] and the spawn. Our
+/// server then fails to bind and exits, but until it has, `up` is answered by the other
+/// binary's server: a rig that took that answer as its own went on with someone else's server
+/// (CI saw a cluster's `redis-cli --cluster create` find a node "not empty", another test's
+/// cluster node, and earlier a new cluster whose node went silent). So the listening socket on
+/// `port` must be one of the child's own file descriptors first.
+pub fn came_up(child: &mut Child, port: u16, mut up: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return false;
         }
-        if up() {
+        if listens(child.id(), port) && up() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -227,9 +236,96 @@ pub fn came_up(child: &mut Child, mut up: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// Whether process `pid` holds the socket listening on `127.0.0.1:<port>` (Linux: the socket's
+/// inode in `/proc/net/tcp`, among the links of `/proc/<pid>/fd`).
+pub fn listens(pid: u32, port: u16) -> bool {
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return false;
+    };
+    let Some(inode) = listening_inode(&table, port) else {
+        return false;
+    };
+    let want = format!("socket:[{inode}]");
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == want.as_str())
+    })
+}
+
+/// The inode of the socket listening on `127.0.0.1:<port>` in a `/proc/net/tcp` table
+/// (`sl local_address rem_address st ... inode`, addresses in hex, state `0A` = LISTEN).
+fn listening_inode(table: &str, port: u16) -> Option<u64> {
+    let local = format!("0100007F:{port:04X}");
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        (f.len() > 9 && f[1] == local && f[3] == "0A")
+            .then(|| f[9].parse().ok())
+            .flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A listening socket is found among its own process's descriptors only: this process
+    /// listens on the port; another process (a child that holds no socket) does not, and
+    /// nobody does once the listener is closed.
+    #[test]
+    fn a_port_is_owned_by_the_process_that_listens_on_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(listens(std::process::id(), port));
+        let mut other = Command::new("sleep").arg("5").spawn().unwrap();
+        assert!(!listens(other.id(), port));
+        let _ = other.kill();
+        let _ = other.wait();
+        drop(listener);
+        assert!(!listens(std::process::id(), port));
+    }
+
+    /// The race CI met: another process listens on the port a rig picked, and answers the
+    /// rig's readiness check. The rig's own server, which cannot bind, is not taken for up.
+    #[test]
+    fn a_server_whose_port_another_process_holds_did_not_come_up() {
+        let other = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = other.local_addr().unwrap().port();
+        let dir = std::env::temp_dir().join(format!("came-up-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server (scripts/test.sh installs it)");
+        // `up` as the other process's server would answer it: at once.
+        assert!(!came_up(&mut child, port, || true));
+        assert!(child.try_wait().unwrap().is_some(), "stopped and reaped");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// The LISTEN line of the port is picked, not a connection from or to it.
+    #[test]
+    fn the_listening_inode_is_read_from_the_tcp_table() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 111 1 0 20 4 30 10 -1
+   1: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 222 1 0 100 0 0 10 0
+   2: 0100007F:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 333 1 0 100 0 0 10 0";
+        assert_eq!(listening_inode(table, 8080), Some(222));
+        assert_eq!(listening_inode(table, 8081), Some(333));
+        assert_eq!(listening_inode(table, 8082), None);
+    }
 
     /// A rig's directory of a process that is gone is removed; one of a live process (this
     /// one), and anything that is not a rig's, stay.

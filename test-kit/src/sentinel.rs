@@ -226,7 +226,7 @@ impl SentinelSet {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("run redis-server --sentinel");
-            let up = crate::redis_server::came_up(&mut child, || {
+            let up = crate::redis_server::came_up(&mut child, port, || {
                 let pong = match &auth.sentinel {
                     Some(p) => cli_auth(port, "default", p, &["PING"]),
                     None => cli(port, &["PING"]),

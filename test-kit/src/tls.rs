@@ -303,7 +303,7 @@ impl TlsRedis {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("run redis-server");
-            if crate::redis_server::came_up(&mut child, || {
+            if crate::redis_server::came_up(&mut child, port, || {
                 TcpStream::connect(("127.0.0.1", port)).is_ok()
             }) {
                 return TlsRedis {
@@ -314,6 +314,25 @@ impl TlsRedis {
             }
         }
         panic!("could not start a TLS redis-server");
+    }
+
+    /// Whether the node listens on its cluster bus, the TLS port + 10000 (waits up to 2 s: the
+    /// bus is bound after the client port). False when another process holds that port: the
+    /// node then exits, or was never the one listening there.
+    fn listens_on_bus(&self) -> bool {
+        let Some(pid) = self.child.as_ref().map(Child::id) else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            if crate::redis_server::listens(pid, self.port + 10_000) {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// `rediss://127.0.0.1:<port>`
@@ -353,11 +372,6 @@ fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// Whether a loopback port can be bound right now.
-fn free(port: u16) -> bool {
-    std::net::TcpListener::bind(("127.0.0.1", port)).is_ok()
-}
-
 /// A free port below 55000 (never 6379).
 fn low_free_port() -> u16 {
     loop {
@@ -393,7 +407,7 @@ impl TlsCluster {
                         "5000",
                     ],
                 );
-                if node.port < 55_000 && free(node.port + 10_000) {
+                if node.port < 55_000 && node.listens_on_bus() {
                     break node;
                 }
             })
@@ -541,7 +555,7 @@ impl TlsSentinelSet {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("run redis-server --sentinel");
-            if crate::redis_server::came_up(&mut child, || {
+            if crate::redis_server::came_up(&mut child, port, || {
                 tls_cli(certs, port, &["PING"]).contains("PONG")
             }) {
                 return TlsSentinelProcess {
