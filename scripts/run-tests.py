@@ -21,12 +21,21 @@ targets overlap.
    `SKIPPED part of <name> (<what>): <why>` a skipped part of a test that ran. Every such line
    is repeated at the end.
 
+5. Stops a target that runs longer than `TEST_TARGET_TIMEOUT` seconds (default 600; the
+   longest takes about 100 s on 2 cores): first the backtrace of every thread of its test
+   process (gdb, when installed; a thread is named after its test), then SIGKILL to the
+   target's whole process group (cargo, the test binary and every server or peer it started).
+   The target fails with its output so far and the backtraces, and the others go on: a hung
+   test shows where it hung instead of holding the whole run until CI's limit.
+
 Exit status: 0 when every target passed.
 """
 
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -52,6 +61,80 @@ HINTS = {
     "compat-tests --test beside_java": 70,
     "workspace --doc": 30,
 }
+
+
+def target_timeout():
+    try:
+        return float(os.environ.get("TEST_TARGET_TIMEOUT", "600"))
+    except ValueError:
+        return 600.0
+
+
+def group_processes(pgid):
+    """(pid, ppid, command) of every process in the process group `pgid`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        # The command name (field 2) may hold spaces: the fields after it follow its ')'.
+        rest = stat[stat.rfind(")") + 2:].split()
+        if len(rest) > 2 and int(rest[2]) == pgid:
+            found.append((int(entry), int(rest[1]), cmd))
+    return found
+
+
+def hang_report(pgid):
+    """What a hung target's processes are doing: the list of its process group and the
+    backtraces of every thread of its test binaries (gdb, when installed)."""
+    procs = group_processes(pgid)
+    lines = ["processes of the target (pid, parent, command):"]
+    lines += [f"  {pid} {ppid} {cmd[:200]}" for pid, ppid, cmd in procs]
+    gdb = shutil.which("gdb")
+    for pid, _, cmd in procs:
+        exe = cmd.split(" ", 1)[0]
+        if "/target/" not in exe or "/deps/" not in exe:
+            continue  # only the test binaries (cargo's own, servers and peers left out)
+        if not gdb:
+            lines.append(f"(no gdb: no backtraces of {pid})")
+            continue
+        try:
+            bt = subprocess.run(
+                [gdb, "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off",
+                 "-ex", "thread apply all bt 40"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+            ).stdout
+        except subprocess.TimeoutExpired:
+            bt = "(gdb took more than 120 s)"
+        lines.append(f"---- threads of {pid} ({exe}) ----\n{bt}")
+    return "\n".join(lines)
+
+
+def run_target(cmd, out, limit):
+    """Runs `cmd` in a process group of its own; returns its exit code, or None after
+    stopping it at `limit` seconds (the hang report written to `out` first)."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        return proc.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        out.flush()
+        report = hang_report(proc.pid)
+        out.write(f"\n==== still running after {limit:.0f} s (TEST_TARGET_TIMEOUT): stopped ====\n")
+        out.write(report + "\n")
+        out.flush()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return None
 
 
 def log(msg):
@@ -139,6 +222,7 @@ def tally(text):
 
 def main():
     jobs = max(1, int(os.environ.get("TEST_JOBS", "3")))
+    limit = target_timeout()
     todo = targets()
     known = {**HINTS, **load_durations()}
     todo.sort(key=lambda t: -known.get(label(*t), 5))
@@ -159,12 +243,14 @@ def main():
             cmd = ["cargo", "test", "-q", "--workspace", "--all-features"] + sel
             t0 = time.monotonic()
             with tempfile.TemporaryFile(mode="w+") as out:
-                code = subprocess.call(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+                code = run_target(cmd, out, limit)
                 out.seek(0)
                 text = out.read()
             secs = time.monotonic() - t0
             counts, skipped = tally(text)
             ok = code == 0
+            if code is None:
+                code = f"killed after {limit:.0f} s"
             with lock:
                 results.append((name, ok, secs, counts, skipped))
                 status = "ok  " if ok else "FAIL"
