@@ -5,18 +5,21 @@
 //! protocol, `docs/performance.md`, "The scale commands"): the crate's `lock-peer` and the Java
 //! driver of each Redisson version. Each row starts a fresh process per side (so its memory
 //! starts from the same place), with `--watchdog-ms BENCH_SCALE_WATCHDOG_MS` (10 000: a renewal
-//! every 3.3 s; 3 000 is the stress the issue measured), and the server is flushed between rows. Memory is the process's RSS
-//! (`/proc/<pid>/status`): a JVM's counts its heap as it grows, the crate's its allocator's.
+//! every 3.3 s; 3 000 is the stress the issue measured), and the server is flushed between rows. Memory is read from
+//! `/proc/<pid>/status`: per hold and per waiter, the growth of the anonymous memory
+//! (`RssAnon`: a JVM's heap as it grows, the crate's allocator's), and of the RSS beside it
+//! (which also counts the program's code, paged in as it first runs: about 1 MiB of the
+//! crate's for its first waiter, shared and reclaimable, not memory the waiters use).
 //!
 //! * **Held locks** (`BENCH_SCALE_HOLDS`, 1k, 10k, 100k): 16 owners take the locks
-//!   (`scale hold`), then the locks are held for two watchdog timeouts: the RSS each hold added,
+//!   (`scale hold`), then the locks are held for two watchdog timeouts: the memory each hold added,
 //!   the rate they were taken at, the server's commands and CPU per held lock and second over
 //!   that time (renewals), and how many of the locks still exist at its end; then all are
 //!   released at once (`scale release`: the crate drops every guard together) and the RSS
 //!   after, and after 3 s idle.
 //! * **Waiters** (`BENCH_SCALE_WAITERS`, 1k, 10k): a crate `lock-peer` holds the locks; the
 //!   side starts one waiter per lock (`scale wait`, 60 s), each an owner of its own, on
-//!   distinct locks. Once the subscriptions stop growing: the RSS each waiter added and the
+//!   distinct locks. Once the subscriptions stop growing: the memory each waiter added and the
 //!   channels subscribed (`PUBSUB CHANNELS`). Then the holder releases every lock at once, and
 //!   the row says how many waiters acquired, timed out or failed, and the time from the start
 //!   of the releases to the last acquisition. The crate's own counters after its release
@@ -74,12 +77,51 @@ impl Side {
 
 /// The RSS of process `pid` in KiB.
 fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The anonymous part of the RSS of process `pid` in KiB (`RssAnon`: the heap, the stacks,
+/// a JVM's heap; not the program's code and other files mapped in).
+fn anon_kib(pid: u32) -> u64 {
+    status_kib(pid, "RssAnon:")
+}
+
+fn status_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// A process's memory at one moment: RSS and its anonymous part, in KiB.
+#[derive(Clone, Copy)]
+struct Mem {
+    rss: u64,
+    anon: u64,
+}
+
+impl Mem {
+    fn of(pid: u32) -> Mem {
+        Mem {
+            rss: rss_kib(pid),
+            anon: anon_kib(pid),
+        }
+    }
+
+    /// What each of `n` items added since `before`: the anonymous memory first (what the
+    /// items use), then the RSS (with the program's code paged in by the first use, about 1
+    /// MiB for the crate's waiters, shared and dropped under memory pressure).
+    fn per_item(before: Mem, after: Mem, n: usize) -> String {
+        format!(
+            "{} anonymous (RSS {}, {} -> {})",
+            per(before.anon, after.anon, n),
+            per(before.rss, after.rss, n),
+            mib(before.rss),
+            mib(after.rss)
+        )
+    }
 }
 
 fn mib(kib: u64) -> String {
@@ -189,7 +231,7 @@ async fn held_row(
     let mut peer = side.start(url, watchdog_ms);
     let pid = peer.child.id();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = rss_kib(pid);
+    let before = Mem::of(pid);
     let prefix = format!("scale:held:{}:", side.short());
     let within = Duration::from_secs(120 + n as u64 / 500);
     let line = scale(
@@ -202,7 +244,7 @@ async fn held_row(
         quit(peer);
         return None;
     };
-    let holding = rss_kib(pid);
+    let holding = Mem::of(pid);
     // Two watchdog timeouts of renewals.
     let window = Duration::from_millis(2 * watchdog_ms);
     let (c0, s0, t0) = (processed(raw).await, cpu_time(server), Instant::now());
@@ -223,12 +265,10 @@ async fn held_row(
     quit(peer);
     let release_ms = released.as_deref().map_or(f64::NAN, |l| field(l, "ms"));
     Some(format!(
-        "{} per hold ({} -> {}); taken at {:.1}k/s; renewals: {:.3} commands and {:.2} µs of \
+        "{} per hold; taken at {:.1}k/s; renewals: {:.3} commands and {:.2} µs of \
          server CPU per held lock per second; {kept} of {n} kept after two watchdog periods; \
          all released in {release_ms:.0} ms, RSS then {}, after 3 s idle {}",
-        per(before, holding, n),
-        mib(before),
-        mib(holding),
+        Mem::per_item(before, holding, n),
         field(&line, "per_s") / 1000.0,
         commands,
         cpu_us,
@@ -263,7 +303,7 @@ async fn waiters_row(
     let mut peer = side.start(url, watchdog_ms);
     let pid = peer.child.id();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let before = rss_kib(pid);
+    let before = Mem::of(pid);
     scale(
         &mut peer,
         &side.label,
@@ -287,7 +327,7 @@ async fn waiters_row(
     // The waiters' own share settles too (the last attempts' replies).
     tokio::time::sleep(Duration::from_millis(500)).await;
     let parked = started.elapsed();
-    let waiting = rss_kib(pid);
+    let waiting = Mem::of(pid);
     let released = scale(&mut holder, "holder", "scale release", within)?;
     let waited = scale(&mut peer, &side.label, "scale waited", within)?;
     let at = field(&released, "at");
@@ -299,12 +339,10 @@ async fn waiters_row(
         "-".into()
     };
     let mut row = format!(
-        "{} per waiter ({} -> {}); {subscribed} channels subscribed (parked in {:.1} s); \
+        "{} per waiter; {subscribed} channels subscribed (parked in {:.1} s); \
          releases took {:.0} ms; {acquired:.0} of {n} acquired, {:.0} timed out, {:.0} \
          failed{}; from the start of the releases to the last acquisition {wake}",
-        per(before, waiting, n),
-        mib(before),
-        mib(waiting),
+        Mem::per_item(before, waiting, n),
         parked.as_secs_f64(),
         field(&released, "end") - at,
         field(&waited, "timed_out"),
@@ -355,9 +393,11 @@ async fn churn_rows(
         tokio::time::sleep(Duration::from_secs(5)).await;
         let idle = rss_kib(pid);
         let left = keys_with(raw, &prefix).await;
+        // Unlock receipts (protocol §4.3) name the lock too, and expire on their own.
+        let receipts = keys_with(raw, &format!("redisson_unlock_latch:{{{prefix}")).await;
         rows.push(format!(
             "{ops} lock + unlock on distinct names, 32 owners, at {:.1}k/s: RSS {} -> {}, \
-             after 5 s idle {}; {left} keys left",
+             after 5 s idle {}; {left} keys left, {receipts} of them unlock receipts",
             field(&line, "per_s") / 1000.0,
             mib(before),
             mib(after),
