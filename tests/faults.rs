@@ -321,7 +321,11 @@ async fn s13_high_latency_causes_no_false_loss_and_waits_end_on_time() {
     use common::proxy::Direction;
     let s = RedisServer::start();
     let proxy = Proxy::start(s.port()).await;
-    let config = common::config().lock_watchdog_timeout(Duration::from_secs(3));
+    // A 6 s watchdog timeout: a renewal every 2 s, each confirmed 0.6 s after it is sent, so
+    // a hold's validity is at least 3.4 s ahead of it at any moment, with room for a renewal
+    // run made late by a loaded machine. (With 3 s, the second assertion below had 0.4 s of
+    // room, and a CI run found the validity less than 1 s ahead once.)
+    let config = common::config().lock_watchdog_timeout(Duration::from_secs(6));
     let slow = Client::connect(&proxy.url(), config).await.unwrap();
     let other = Client::connect(&s.url(), common::config()).await.unwrap();
     let latency = Duration::from_millis(300);
@@ -330,10 +334,22 @@ async fn s13_high_latency_causes_no_false_loss_and_waits_end_on_time() {
     let rtt = latency * 2;
 
     let guard = slow.get_lock("s13").lock().await.unwrap();
-    // Five renewal periods at a 600 ms round trip: the lock is never presumed lost.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    let first = guard.valid_until();
+    // Five renewal periods at a 600 ms round trip: the lock is never presumed lost, and the
+    // renewals' confirmations move its validity on (by about 7.4 s by then).
+    tokio::time::sleep(Duration::from_secs(10)).await;
     assert!(!guard.is_lost(), "no false loss under latency");
-    assert!(guard.valid_until() > tokio::time::Instant::now() + Duration::from_secs(1));
+    let now = tokio::time::Instant::now();
+    assert!(
+        guard.valid_until() > now + Duration::from_secs(1),
+        "valid {:?} ahead",
+        guard.valid_until().saturating_duration_since(now)
+    );
+    assert!(
+        guard.valid_until() >= first + Duration::from_secs(4),
+        "renewed under latency: validity moved {:?}",
+        guard.valid_until() - first
+    );
     guard.unlock().await.unwrap();
 
     let _held = other.get_lock("s13b").lock().await.unwrap();
