@@ -574,11 +574,11 @@ async fn alone_the_local_hand_off_is_used_without_a_question_per_hand_over(b: Ba
 
 /// One owner of `client` holding the lock `n` and another queued behind it (the line's head):
 /// the holder's guard, the holder's and the head's owner fields, the head's acquisition (its
-/// guard and when it got it) and the client's stats once the head is in line.
-/// A holder of `n` and a head parked behind it: its attempts before and after its
-/// subscription have reached the server (the client counts it as a waiter as soon as it has
-/// joined the channel, before its barrier and its second attempt: a test that releases then
-/// could see that attempt run after the release).
+/// guard and when it got it) and the client's stats once the head is in line. It returns once
+/// the head's attempts before and after its subscription have reached the server (`admin`
+/// counts them): the client counts the head as a waiter as soon as it has joined the channel,
+/// before its barrier and its second attempt, and a test that released then could see that
+/// attempt run after the release.
 async fn a_holder_and_a_head(
     client: &Client,
     admin: &common::Admin,
