@@ -1,6 +1,6 @@
 //! Test rig for Redis Sentinel: one master, two replicas (or as many as asked: `--replicaof`,
 //! `repl-diskless-sync-delay 0`, ready when the master lists them all `state=online`) and three
-//! sentinels (`redis-server sentinel.conf --sentinel`, `down-after-milliseconds 1000`,
+//! sentinels (`redis-server sentinel.conf --sentinel`, `down-after-milliseconds 2000`,
 //! `failover-timeout 3000`), all on free loopback ports and stopped by PID.
 
 use std::{
@@ -12,7 +12,13 @@ use std::{
 use crate::redis_server::{free_port, RedisServer};
 
 pub const MASTER_NAME: &str = "mymaster";
-pub const DOWN_AFTER_MS: u64 = 1000;
+/// How long a sentinel waits for a PING reply before it calls a server down: 2 s, not 1 s.
+/// A sentinel that moves to a new master (`+switch-master`) reconnects to it at most once a
+/// second (its last try, to the dead master, counts) and starts the down timer at the switch,
+/// so at 1 s its first PING's reply races the timer: a lost race (3 failovers in 39
+/// here) has it call the new master down at once, with its peers' stale votes about the old
+/// one making a quorum, and the sentinels fail the new master over too.
+pub const DOWN_AFTER_MS: u64 = 2000;
 pub const FAILOVER_TIMEOUT_MS: u64 = 3000;
 
 /// One reply of `redis-cli` (raw output, trimmed).
