@@ -595,6 +595,21 @@ async fn an_uncontended_lock_and_unlock_costs_at_most_two_point_one_server_comma
     assert_eq!(count("evalsha"), 2 * pairs);
     assert_eq!(count("eval"), 0);
     assert_eq!(count("del"), pairs, "only the release script's DEL");
+    // The scripts' own work: a fresh acquisition is EXISTS, HINCRBY, PEXPIRE (no owner check
+    // and no TTL read while the lock is free); a full release is GET (the receipt), HEXISTS,
+    // HINCRBY, DEL, PUBLISH, SET (the receipt).
+    for (command, per) in [
+        ("exists", 1),
+        ("hexists", 1),
+        ("pttl", 0),
+        ("hincrby", 2),
+        ("pexpire", 1),
+        ("get", 1),
+        ("publish", 1),
+        ("set", 1),
+    ] {
+        assert_eq!(count(command), per * pairs, "{command}: {calls:?}");
+    }
     let sent = count("evalsha") + count("eval") + count("unlink") + count("ping");
     let per_pair = sent as f64 / pairs as f64;
     assert!(
