@@ -82,11 +82,11 @@ pub(crate) struct ReleaseRequest<'a> {
     pub(crate) field: &'a str,
     /// The lease re-armed on a partial release.
     pub(crate) lease_ms: u64,
-    /// This request's unlock receipt key (Redisson's unlock latch).
-    pub(crate) receipt: &'a str,
+    /// This request's unlock receipt key (Redisson's unlock latch), shared by its retries.
+    pub(crate) receipt: &'a fred::types::Key,
     pub(crate) receipt_px_ms: u64,
     /// The publish command passed to the script (`publish` or `spublish`).
-    pub(crate) publish: &'a str,
+    pub(crate) publish: &'static str,
 }
 
 /// How the reply of an acquire script reads.
@@ -263,7 +263,7 @@ pub(crate) trait Protocol: Send + Sync + 'static {
 /// Every key a lock can touch for `field`: the keys of each of its calls and its channel. On a
 /// cluster they must all hash to one slot (checked once, when a handle is made).
 pub(crate) fn every_key(proto: &dyn Protocol, field: &str) -> Vec<fred::types::Key> {
-    let receipt = crate::types::names::unlock_receipt(proto.name(), "0");
+    let receipt = fred::types::Key::from(crate::types::names::unlock_receipt(proto.name(), "0"));
     let acquire = |attempt| {
         proto
             .acquire_call(AcquireRequest {

@@ -6,18 +6,38 @@ pub(crate) fn braced(name: &str) -> std::borrow::Cow<'_, str> {
     if name.contains('{') {
         std::borrow::Cow::Borrowed(name)
     } else {
-        std::borrow::Cow::Owned(format!("{{{name}}}"))
+        std::borrow::Cow::Owned(around(&[], name, &[]))
     }
+}
+
+/// The parts of `before`, the name under the brace rule, the parts of `after`: one string of
+/// the exact length, written in one allocation (a release builds two of these per call).
+fn around(before: &[&str], name: &str, after: &[&str]) -> String {
+    let braces = !name.contains('{');
+    let len = before.iter().chain(after).map(|p| p.len()).sum::<usize>()
+        + name.len()
+        + if braces { 2 } else { 0 };
+    let mut out = String::with_capacity(len);
+    before.iter().for_each(|p| out.push_str(p));
+    if braces {
+        out.push('{');
+        out.push_str(name);
+        out.push('}');
+    } else {
+        out.push_str(name);
+    }
+    after.iter().for_each(|p| out.push_str(p));
+    out
 }
 
 /// `prefix:{name}`, or `prefix:name` when `name` already contains a `{` anywhere.
 pub(crate) fn prefix_name(prefix: &str, name: &str) -> String {
-    format!("{prefix}:{}", braced(name))
+    around(&[prefix, ":"], name, &[])
 }
 
 /// `{name}:suffix`, or `name:suffix` when `name` already contains a `{` anywhere.
 pub(crate) fn suffix_name(name: &str, suffix: &str) -> String {
-    format!("{}:{suffix}", braced(name))
+    around(&[], name, &[":", suffix])
 }
 
 /// The unlock channel of an RLock / fenced lock: `redisson_lock__channel:{N}`.
@@ -45,27 +65,25 @@ pub(crate) fn latch_channel(name: &str) -> String {
 /// leaves so that a repeated unlock is answered from it): `redisson_unlock_latch:{N}:<request
 /// id>`.
 pub(crate) fn unlock_receipt(name: &str, request_id: &str) -> String {
-    const PREFIX: &str = "redisson_unlock_latch:";
-    let mut receipt = String::with_capacity(PREFIX.len() + name.len() + 3 + request_id.len());
-    receipt.push_str(PREFIX);
-    if name.contains('{') {
-        receipt.push_str(name);
-    } else {
-        receipt.push('{');
-        receipt.push_str(name);
-        receipt.push('}');
-    }
-    receipt.push(':');
-    receipt.push_str(request_id);
-    receipt
+    around(&["redisson_unlock_latch:"], name, &[":", request_id])
 }
 
-/// A fresh unlock request id: 16 bytes as 32 lowercase hex characters, unique to this request.
+/// The receipt of a fresh unlock request ([`unlock_receipt`] with a new request id), as the
+/// key the release's calls send: one allocation, which every retry's call shares.
+pub(crate) fn fresh_unlock_receipt(name: &str) -> fred::types::Key {
+    let mut id = [0u8; 32];
+    request_id_into(&mut id);
+    let id = std::str::from_utf8(&id).expect("hex digits");
+    fred::types::Key::from(unlock_receipt(name, id))
+}
+
+/// Writes a fresh unlock request id: 16 bytes as 32 lowercase hex digits, unique to this
+/// request.
 ///
 /// The bytes are a random 128-bit value drawn once per process plus a counter, so ids never
 /// repeat within a process and clash across processes only if two random draws do (2^-128);
 /// that is as unique as a fresh v4 UUID per request, without a system call per release.
-pub(crate) fn request_id() -> String {
+fn request_id_into(out: &mut [u8; 32]) {
     use std::sync::{
         atomic::{AtomicU64, Ordering},
         OnceLock,
@@ -76,12 +94,10 @@ pub(crate) fn request_id() -> String {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let value = base.wrapping_add(u128::from(n));
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(32);
-    for b in value.to_be_bytes() {
-        out.push(HEX[usize::from(b >> 4)] as char);
-        out.push(HEX[usize::from(b & 0xf)] as char);
+    for (i, b) in value.to_be_bytes().into_iter().enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 0xf)];
     }
-    out
 }
 
 /// A key over a shared name: its bytes are the name's own (a clone of the key, made for every
@@ -132,15 +148,27 @@ mod tests {
 
     #[test]
     fn receipt_names_and_request_ids() {
-        let id = request_id();
+        let receipt = fresh_unlock_receipt("k");
+        let receipt = receipt.as_str().expect("text");
+        let id = receipt
+            .strip_prefix("redisson_unlock_latch:{k}:")
+            .expect("the receipt of k");
         assert_eq!(id.len(), 32);
         assert!(id
             .chars()
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-        assert_ne!(id, request_id());
+        assert_ne!(
+            fresh_unlock_receipt("k"),
+            fresh_unlock_receipt("k"),
+            "a request id per receipt"
+        );
         assert_eq!(
             unlock_receipt("k", "ab"),
             "redisson_unlock_latch:{k}:ab".to_string()
+        );
+        assert_eq!(
+            unlock_receipt("{t}k", "ab"),
+            "redisson_unlock_latch:{t}k:ab".to_string()
         );
     }
 }

@@ -202,7 +202,7 @@ impl Claim {
     async fn release_call(&self, lease: Duration) -> Result<Release> {
         let core = self.client.core();
         let config = core.config();
-        let receipt = names::unlock_receipt(self.name(), &names::request_id());
+        let receipt = names::fresh_unlock_receipt(self.name());
         let lease_ms = crate::types::millis::clamp_millis(lease);
         let mut tries = 0;
         let reply = loop {
@@ -222,7 +222,7 @@ impl Claim {
                 other => break other?,
             }
         };
-        self.client.receipts().done(receipt.into());
+        self.client.receipts().done(receipt);
         decode_release(reply, self.name())
     }
 

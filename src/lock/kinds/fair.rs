@@ -125,16 +125,16 @@ impl Protocol for FairProtocol {
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         let mut keys = self.lock_keys();
         keys.push(Key::from(self.channel.as_str()));
-        keys.push(Key::from(req.receipt));
+        keys.push(req.receipt.clone());
         ScriptCall::new(
             ScriptId::FairRelease,
             keys,
             vec![
-                Value::from("0"),
+                Value::from_static_str("0"),
                 Value::from(req.lease_ms as i64),
                 Value::from(req.field),
                 Value::from(epoch_ms()),
-                Value::from(req.publish),
+                Value::from_static_str(req.publish),
                 Value::from(req.receipt_px_ms as i64),
             ],
         )

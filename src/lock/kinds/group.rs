@@ -149,9 +149,9 @@ impl Protocol for GroupProtocol {
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         let mut args = vec![
             Value::from(req.field),
-            Value::from("0"),
+            Value::from_static_str("0"),
             Value::from(req.lease_ms as i64),
-            Value::from(req.publish),
+            Value::from_static_str(req.publish),
             Value::from(req.receipt_px_ms as i64),
             Value::from(epoch_ms()),
         ];
@@ -161,7 +161,7 @@ impl Protocol for GroupProtocol {
             vec![
                 self.key.clone(),
                 Key::from(self.channel.as_str()),
-                Key::from(req.receipt),
+                req.receipt.clone(),
             ],
             args,
         )

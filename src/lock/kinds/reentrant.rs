@@ -106,12 +106,12 @@ pub(crate) fn release_call(
 ) -> ScriptCall {
     ScriptCall::new(
         script,
-        vec![key.clone(), channel, Key::from(req.receipt)],
+        vec![key.clone(), channel, req.receipt.clone()],
         vec![
-            Value::from(message),
+            Value::from_static_str(message),
             Value::from(req.lease_ms as i64),
             Value::from(req.field),
-            Value::from(req.publish),
+            Value::from_static_str(req.publish),
             Value::from(req.receipt_px_ms as i64),
         ],
     )
@@ -184,11 +184,13 @@ pub(crate) mod tests {
     use super::*;
     use crate::{conn::scripts::tests::assert_matches_header, lock::protocol::Attempt};
 
+    static RECEIPT: Key = Key::from_static_str("redisson_unlock_latch:{n}:ab");
+
     pub(crate) fn release_req(field: &str) -> ReleaseRequest<'_> {
         ReleaseRequest {
             field,
             lease_ms: 30_000,
-            receipt: "redisson_unlock_latch:{n}:ab",
+            receipt: &RECEIPT,
             receipt_px_ms: 16_000,
             publish: "publish",
         }

@@ -170,12 +170,12 @@ impl Protocol for ReadProtocol {
                 Key::from(self.0.channel.as_str()),
                 self.0.timeout_base(req.field),
                 Key::from(names::braced(&self.0.name).as_ref()),
-                Key::from(req.receipt),
+                req.receipt.clone(),
             ],
             vec![
-                Value::from("0"),
+                Value::from_static_str("0"),
                 Value::from(req.field),
-                Value::from(req.publish),
+                Value::from_static_str(req.publish),
                 Value::from(req.receipt_px_ms as i64),
             ],
         )

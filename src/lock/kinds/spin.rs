@@ -1,7 +1,7 @@
 //! The spin lock (Redisson `RSpinLock`, protocol §10): the RLock layout without pub/sub; waiters
 //! retry after a back-off sleep.
 
-use fred::types::{Key, Value};
+use fred::types::Value;
 
 use crate::lock::{
     front::Lock,
@@ -70,7 +70,7 @@ impl Protocol for SpinProtocol {
     fn release(&self, req: ReleaseRequest<'_>) -> ScriptCall {
         ScriptCall::new(
             ScriptId::SpinRelease,
-            vec![self.base.key(), Key::from(req.receipt)],
+            vec![self.base.key(), req.receipt.clone()],
             vec![
                 Value::from(req.lease_ms as i64),
                 Value::from(req.field),
