@@ -27,7 +27,7 @@ use std::{
 
 use tokio::{sync::Semaphore, time::Instant};
 
-use crate::service::watchdog::HoldKey;
+use crate::service::watchdog::{HoldKey, HoldKeyHash};
 
 /// How often the client sweeps its ledger.
 pub(crate) const SWEEP_EVERY: Duration = Duration::from_secs(1);
@@ -97,7 +97,7 @@ impl Slot {
 /// sweep once it can no longer matter.
 #[derive(Clone)]
 pub(crate) struct Ledgers {
-    map: Arc<Mutex<HashMap<Key, Arc<Slot>>>>,
+    map: Arc<Mutex<HashMap<Key, Arc<Slot>, HoldKeyHash>>>,
     stamps: Stamps,
 }
 

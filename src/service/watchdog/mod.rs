@@ -42,5 +42,5 @@ pub(crate) use handle::{TtlSet, Upkeep, Watchdog};
 pub use loss::HoldState;
 pub(crate) use loss::{drift, LossSignal};
 pub(crate) use shape::{no_values, renewal_call, Layout, RenewalShape, ShapeKeys};
-pub(crate) use state::HoldKey;
+pub(crate) use state::{HoldKey, HoldKeyHash};
 pub(crate) use watched::Watched;
