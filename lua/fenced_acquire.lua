@@ -4,12 +4,12 @@
 -- without TTL: {1, token} when acquired, {0, PTTL of N} when held by someone else.
 -- KEYS[1] = lock hash N, KEYS[2] = redisson_lock_token:{N}
 -- ARGV[1] = lease in ms, ARGV[2] = owner field
-local held_by_caller = redis.call('hexists', KEYS[1], ARGV[2]) == 1
-if held_by_caller or redis.call('exists', KEYS[1]) == 0 then
+local fresh = redis.call('exists', KEYS[1]) == 0
+if fresh or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local token = redis.call('incr', KEYS[2])
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  -- A re-entry never lowers the TTL (as L-ACQ).
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+  -- A re-entry never lowers the TTL (as L-ACQ); a fresh hold has none to keep.
+  if fresh or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
   return {1, token}

@@ -6,14 +6,10 @@
 -- A fresh acquisition (N absent, the common case) costs three commands: EXISTS, HINCRBY,
 -- PEXPIRE. A re-entry never lowers the TTL (the owner's hold lives as long as its longest
 -- part: a shorter lease taken on top of a longer one does not cut the longer one short).
-if redis.call('exists', KEYS[1]) == 0 then
+local fresh = redis.call('exists', KEYS[1]) == 0
+if fresh or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return nil
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
+  if fresh or redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then
     redis.call('pexpire', KEYS[1], ARGV[1])
   end
   return nil

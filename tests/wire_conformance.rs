@@ -565,6 +565,38 @@ fn a_guard_dropped_on_a_thread_without_a_runtime_is_released_without_panicking()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fenced_lock_and_unlock_run_the_commands_of_a_free_lock_only() {
+    // The fenced acquisition is L-ACQ plus the token's INCR: on a free lock no owner check
+    // and no TTL read; its release is L-REL.
+    let (_s, client, admin) = setup().await;
+    let lock = client.get_fenced_lock("wire:fenced-cost");
+    admin.reset_stats().await;
+    let pairs = 200;
+    let mut last = 0;
+    for _ in 0..pairs {
+        let guard = lock.lock().await.unwrap();
+        let token = guard.token();
+        assert!(token > last, "a new token each hold");
+        last = token;
+        guard.unlock().await.unwrap();
+    }
+    let calls = admin.all_command_calls().await;
+    let count = |name: &str| calls.get(name).copied().unwrap_or(0);
+    for (command, per) in [
+        ("exists", 1),
+        ("incr", 1),
+        ("hexists", 1),
+        ("pttl", 0),
+        ("hincrby", 2),
+        ("pexpire", 1),
+        ("del", 1),
+        ("publish", 1),
+    ] {
+        assert_eq!(count(command), per * pairs, "{command}: {calls:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uncontended_lock_and_unlock_costs_at_most_two_point_one_server_commands() {
     // Acquire and release are one script call each; the unlock latches are cleaned up in
     // batches (one UNLINK for many releases) instead of one DEL per release.
