@@ -36,7 +36,10 @@
 //!   own message to it, so those races were two more local holds per Java hold, `ABBB`
 //!   cycles, Java's share about a quarter): it attempts only [`STAND_BACK`] after that
 //!   message (a remote waiter woken by it has sent its attempt by then), so another client
-//!   gets the lock. If nobody takes it
+//!   gets the lock. An unlock message after the release's own, while the head stands back,
+//!   is another client's release: it took the lock and gave it up, its turn is over, and the
+//!   head's attempt after the stand-back ends the contest (or, among several others, counts
+//!   that turn). If nobody takes it
 //!   meanwhile, the next stand-back is twice as long, up to [`STAND_BACK_MAX`] (a JVM's
 //!   waiting thread does not always attempt within 50 ms); the length is kept while other
 //!   clients take their turns. If nobody takes it even then (the listener was no waiter, or
@@ -157,6 +160,16 @@ struct Contest {
     wins: u32,
     /// When the head, standing back, first saw the message it waited for.
     seen: Option<Instant>,
+    /// The subscription's count of the last message the head, standing back, has accounted
+    /// for (the one it waited for, then each later one): a later message is another client's
+    /// release, so another client took the lock (and gave it up) meanwhile.
+    heard: Option<u64>,
+    /// Whether another client took the lock while the head stood back this time (a later
+    /// unlock message came): the head's attempt after it then wins, but somebody did take it.
+    taken: bool,
+    /// How many turns of other clients this contest has counted by their unlock messages alone
+    /// (taken and given up while the head stood back: who held is unknown).
+    unnamed: u32,
     /// How many other clients listened on the lock's channel when it began (at least 1).
     others: u32,
     /// The other clients seen holding the lock since it began (first seen first), the last
@@ -169,6 +182,22 @@ struct Contest {
     /// twice as long has had its turn (two clients each waiting for the other, standing
     /// back, would otherwise leave the lock to a third until [`TURN_MAX`]).
     mine: Duration,
+}
+
+impl Contest {
+    /// How many turns of other clients this contest has seen: those seen holding, and those
+    /// known by their unlock messages alone.
+    fn turns(&self) -> usize {
+        self.held.len() + self.unnamed as usize
+    }
+
+    /// Among how many other clients the time away is shared (see [`HandOff`]'s `sharing`):
+    /// the turns known by their messages alone may be one client's, so they do not count.
+    fn sharing(&self) -> u32 {
+        self.others
+            .max(u32::try_from(self.held.len()).unwrap_or(u32::MAX))
+            .max(1)
+    }
 }
 
 /// The hand-off state of one lock's wait line. `messages` arguments are the count of unlock
@@ -491,6 +520,8 @@ impl HandOff {
                 began: now,
                 waiting: now,
                 seen: None,
+                heard: None,
+                taken: false,
                 others: c.others.max(listening),
                 ..c
             },
@@ -501,6 +532,9 @@ impl HandOff {
                 opened: now,
                 wins: 0,
                 seen: None,
+                heard: None,
+                taken: false,
+                unnamed: 0,
                 others: listening,
                 held: Vec::new(),
                 last: None,
@@ -597,6 +631,18 @@ impl HandOff {
             }
         }
         let until = *contest.seen.get_or_insert(now) + stand_back;
+        // The message waited for is the release's own (the one after the mark); any later one
+        // is another client's release: it took the lock while the head stood back.
+        if let Some(count) = messages {
+            let heard = *contest
+                .heard
+                .get_or_insert(contest.after.map_or(count, |after| after + 1));
+            if count > heard {
+                contest.taken = true;
+                contest.unnamed += u32::try_from(count - heard).unwrap_or(u32::MAX);
+                contest.heard = Some(count);
+            }
+        }
         if until > now {
             return Plan::Defer(until - now);
         }
@@ -637,7 +683,7 @@ impl HandOff {
             if contest.last.is_some_and(|last| last != holder) {
                 contest.streak = now;
             }
-            let everyone = contest.held.len() >= contest.others as usize;
+            let everyone = contest.turns() >= contest.others as usize;
             let its_turn = now.saturating_duration_since(contest.streak) >= 2 * contest.mine;
             let long = now.saturating_duration_since(contest.opened) >= TURN_MAX;
             if !(everyone || again || its_turn || long) {
@@ -646,11 +692,36 @@ impl HandOff {
                 contest.after = messages;
                 contest.waiting = now;
                 contest.seen = None;
+                contest.heard = None;
+                contest.taken = false;
                 self.contest = Some(contest);
                 return;
             }
         }
-        self.sharing = contest.others.max(contest.held.len() as u32).max(1);
+        self.sharing = contest.sharing();
+    }
+
+    /// The head's attempt after a stand-back won, but other clients took the lock and gave it
+    /// up meanwhile (their unlock messages came after the release's own): their turns are
+    /// over. The contest ends as when the head finds the lock busy, once every other client
+    /// that listened has had a turn (or [`TURN_MAX`] passed); else the head stands back again
+    /// (as long: somebody did come) after this client's next release.
+    fn taken_meanwhile(&mut self, now: Instant) {
+        let Some(contest) = self.contest.as_mut() else {
+            return;
+        };
+        self.away_since.get_or_insert(contest.began.min(now));
+        self.quiet = Duration::ZERO;
+        let everyone = contest.turns() >= contest.others as usize;
+        let long = now.saturating_duration_since(contest.opened) >= TURN_MAX;
+        if everyone || long {
+            self.sharing = contest.sharing();
+            self.contest = None;
+        } else {
+            contest.seen = None;
+            contest.heard = None;
+            contest.taken = false;
+        }
     }
 
     /// The head acquired the lock, its hold lasting at least until `until`. A hand-over goes on
@@ -658,6 +729,13 @@ impl HandOff {
     /// a contest.
     pub(crate) fn acquired(&mut self, now: Instant, until: Instant) {
         self.holder = Some((until, now));
+        let taken = self
+            .contest
+            .as_ref()
+            .is_some_and(|c| c.seen.is_some() && c.taken);
+        if taken && !self.handed {
+            self.taken_meanwhile(now);
+        }
         if let Some(since) = self.away_since.take() {
             // Shared among the other clients that took their turns meanwhile: each of them
             // is owed about one turn of this client.
@@ -667,7 +745,10 @@ impl HandOff {
             self.run_since.get_or_insert(now);
         } else if let Some(contest) = &mut self.contest {
             if contest.seen.is_none() {
-                contest.wins += 1;
+                // A race won (or, after `taken_meanwhile`, the contest goes on).
+                if !taken {
+                    contest.wins += 1;
+                }
             } else if self.stand_back < STAND_BACK_MAX {
                 // The head stood back and nobody took the lock: perhaps the other client's
                 // waiter is slower than that. Still a contest, standing back twice as long.
@@ -914,6 +995,129 @@ mod tests {
         assert_eq!(l.h.plan(l.now, Some(8)), Plan::Defer(STAND_BACK));
         l.pass(STAND_BACK);
         assert_eq!(l.h.plan(l.now, Some(8)), Plan::Attempt);
+    }
+
+    /// The head of a spent run's contest (`others` other clients listening), standing back
+    /// after its release's own message (the 8th): `Line` at the end of the stand-back.
+    fn standing_back_among(others: u32) -> Line {
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        l.h.acquired(l.now, l.now + 30_000 * MS);
+        l.pass(100 * MS);
+        assert!(l.h.releasing(l.now, Some(7), true), "a spent run asks");
+        assert_eq!(
+            l.h.released(l.now, true, Some(others), true),
+            Released::Contested
+        );
+        l.pass(MS);
+        assert_eq!(l.h.plan(l.now, Some(8)), Plan::Defer(STAND_BACK));
+        l
+    }
+
+    #[test]
+    fn another_clients_release_while_the_head_stands_back_ends_the_contest() {
+        // The other client's waiter took the lock at the release's message and gave it up
+        // within the stand-back (a 2 ms hold): its unlock message is the 9th.
+        let mut l = standing_back_among(1);
+        l.pass(5 * MS);
+        assert_eq!(
+            l.h.plan(l.now, Some(9)),
+            Plan::Defer(STAND_BACK - 5 * MS),
+            "the stand-back is not cut short: a Java client's releasing thread locks again"
+        );
+        l.pass(STAND_BACK - 5 * MS);
+        assert_eq!(l.h.plan(l.now, Some(9)), Plan::Attempt);
+        // The head's attempt wins: somebody did take the lock meanwhile, so the contest is
+        // over, the stand-back stays as it was and the client is not taken for alone.
+        l.h.acquired(l.now, l.now + 30_000 * MS);
+        assert!(l.wins().is_none(), "the other client had its turn");
+        assert_eq!(l.h.stand_back, STAND_BACK, "not doubled");
+        assert_eq!(l.h.quiet, Duration::ZERO);
+        assert!(l.h.others.is_none_or(|(n, _)| n > 0), "not alone");
+        // Their turn counted from this client's release: the next run is about as long.
+        assert_eq!(l.h.owed, STAND_BACK + MS);
+        // The same stand-back without the 9th message: nobody came, twice as long next time.
+        let mut l = standing_back_among(1);
+        l.pass(STAND_BACK);
+        assert_eq!(l.h.plan(l.now, Some(8)), Plan::Attempt);
+        l.h.acquired(l.now, l.now + 30_000 * MS);
+        assert!(l.wins().is_some(), "nobody took it: still a contest");
+        assert_eq!(l.h.stand_back, 2 * STAND_BACK);
+    }
+
+    #[test]
+    fn a_waiter_that_takes_each_stand_backs_lock_keeps_the_client_from_taking_itself_for_alone() {
+        // The handoff test's shape: a remote waiter that takes one short hold per contest,
+        // within the head's stand-back, rounds after rounds. Its turns are seen by their
+        // messages, so the stand-back never grows and the client never takes itself for
+        // alone (which made its runs double: 0.1, 0.2, 0.4, 0.8 s).
+        let mut l = Line::new(LocalHandOff::Bounded(10 * MS));
+        let mut messages = 0;
+        for round in 0..12 {
+            let mut handed = 0;
+            loop {
+                l.h.acquired(l.now, l.now + 30_000 * MS);
+                l.pass(2 * MS);
+                let asks = l.h.releasing(l.now, Some(messages), true);
+                let others = asks.then_some(1);
+                messages += 1;
+                match l.h.released(l.now, true, others, true) {
+                    Released::HandedOver => handed += 1,
+                    Released::Contested => break,
+                    other => panic!("round {round}: {other:?}"),
+                }
+            }
+            assert!(
+                handed <= 40,
+                "round {round}: a run of {handed} hand-overs (about {STAND_BACK:?} of 2 ms holds)"
+            );
+            // The release's own message, then the remote hold and its release.
+            l.pass(MS);
+            assert_eq!(l.h.plan(l.now, Some(messages)), Plan::Defer(STAND_BACK));
+            l.pass(3 * MS);
+            messages += 1;
+            assert!(matches!(l.h.plan(l.now, Some(messages)), Plan::Defer(_)));
+            l.pass(STAND_BACK);
+            assert_eq!(l.h.plan(l.now, Some(messages)), Plan::Attempt);
+            l.h.acquired(l.now, l.now + 30_000 * MS);
+            assert!(l.wins().is_none(), "round {round}");
+            assert_eq!(l.h.stand_back, STAND_BACK, "round {round}");
+            assert_eq!(l.h.quiet, Duration::ZERO, "round {round}");
+            l.pass(2 * MS);
+            l.h.releasing(l.now, Some(messages), true);
+            messages += 1;
+            assert_eq!(
+                l.h.released(l.now, true, None, true),
+                Released::HandedOver,
+                "round {round}"
+            );
+        }
+    }
+
+    #[test]
+    fn among_several_others_a_turn_known_by_its_message_counts_as_one() {
+        // Two others listen; one takes the lock within the stand-back and gives it up: one of
+        // two turns. The contest goes on (the head stands back again after its next release,
+        // as long), and ends once the second is seen holding.
+        let mut l = standing_back_among(2);
+        assert_eq!(l.h.plan(l.now, Some(9)), Plan::Defer(STAND_BACK));
+        l.pass(STAND_BACK);
+        assert_eq!(l.h.plan(l.now, Some(9)), Plan::Attempt);
+        l.h.acquired(l.now, l.now + 30_000 * MS);
+        assert_eq!(
+            l.wins(),
+            Some(0),
+            "one turn of two: still a contest, no race won"
+        );
+        assert_eq!(l.h.stand_back, STAND_BACK, "somebody came: not doubled");
+        l.pass(2 * MS);
+        assert!(!l.h.releasing(l.now, Some(9), true));
+        assert_eq!(l.h.released(l.now, true, None, true), Released::Contested);
+        l.pass(MS);
+        assert_eq!(l.h.plan(l.now, Some(10)), Plan::Defer(STAND_BACK));
+        l.pass(STAND_BACK);
+        assert_eq!(l.h.plan(l.now, Some(10)), Plan::Attempt);
+        l.h.busy(l.now, Some(7), Some(10));
+        assert!(l.wins().is_none(), "both others have had a turn");
     }
 
     /// A contest that goes on (the head took the lock after standing back, nobody else did)
