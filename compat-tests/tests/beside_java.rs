@@ -1111,14 +1111,17 @@ struct Shape {
     hold_ms: u64,
 }
 
-/// Fleets of several crate and Java processes on one hot lock (3 owners each, 10 rounds, 50 ms
-/// holds; 2 crate + 1 Java with 100 ms holds too): 2 crate + 1 Java, 3 + 1, 2 + 2, 1 + 2, and
+/// Fleets of several crate and Java processes on one hot lock (3 owners each, 10 rounds, 20
+/// with two JVMs, 50 ms holds; 2 crate + 1 Java with 100 ms holds too): 2 crate + 1 Java, 3 + 1, 2 + 2, 1 + 2, and
 /// 3 crate processes alone. While all wait (P processes): the Java processes together get at
 /// least half their fair share (0.5 × Java processes / P), every Java process at least a
 /// quarter of its own (0.25 / P), every crate process at least 0.4 / P. The issue's goal for
 /// the bench's 40 rounds is 0.6 / P for each; over 10 rounds two JVMs of one fleet split their
 /// side unevenly (0.12 and 0.42 of the holds beside two crate processes, both JVMs alike):
-/// Redisson's releasing thread keeps the lock from the other JVM, whoever else is there.
+/// Redisson's releasing thread keeps the lock from the other JVM, whoever else is there. So
+/// the shapes with two JVMs run twice the rounds: over 10, one CI run (with other load beside
+/// it) saw the second JVM get 4 of 68 holds (0.059 against its 0.0625), the Java side as a
+/// whole 0.50, the order showing the other JVM re-taking the lock from it.
 ///
 /// The policy of before issue 39 fails it on the Java side: beside two or three crate
 /// processes a JVM got one hold in a hundred (0.006-0.011 over 30-45 s runs in the issue; here
@@ -1197,6 +1200,8 @@ fn every_process_of_a_fleet_gets_its_turn_beside_java() {
             .chain(javas.iter_mut().take(shape.javas))
             .collect();
         let p = fleet.len();
+        // Two JVMs split their side as Redisson does (see above): more holds to judge each.
+        let rounds = if shape.javas > 1 { 2 * rounds } else { rounds };
         let f = peer::fleet_on_hot_lock(
             &mut fleet,
             &format!("fleet-{i}"),
