@@ -47,6 +47,8 @@ pub struct Reply {
     pub ok: bool,
     pub value: String,
     pub at: u128,
+    /// How long the command took in the peer, from its start to its reply (`elapsed_ms=`).
+    pub elapsed_ms: f64,
 }
 
 impl Reply {
@@ -61,7 +63,17 @@ impl Reply {
             .find_map(|w| w.strip_prefix("at="))
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no at= stamp in {line:?}"));
-        Reply { ok, value, at }
+        let elapsed_ms = line
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("elapsed_ms="))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no elapsed_ms= in {line:?}"));
+        Reply {
+            ok,
+            value,
+            at,
+            elapsed_ms,
+        }
     }
 }
 
