@@ -74,12 +74,6 @@ const NOT_TWINNED: &[(&str, &str)] = &[
         "run_once",
         "an attribute for async fns (blocking::Client::run_once is the method)",
     ),
-    // Not yet twinned (issue 41 leaves them async only): asynchronous streams of events.
-    (
-        "LockEvents",
-        "not yet twinned: the lock events stream (Lock::events)",
-    ),
-    ("LeaderWatch", "not yet twinned: Election::observe's watch"),
 ];
 
 fn read(rel: &str) -> String {

@@ -7,13 +7,14 @@ use redisson_lock_test_kit as common;
 use std::{
     sync::{
         atomic::{AtomicUsize, Ordering},
+        mpsc::RecvTimeoutError,
         Arc,
     },
     time::Duration,
 };
 
 use common::RedisServer;
-use redisson_lock::{Client, Config, HoldState, Leader, LeaderWatch};
+use redisson_lock::{Client, Config, ErrorKind, HoldState, Leader, LeaderWatch};
 use tokio::time::{timeout, Instant};
 
 fn short_watchdog() -> Config {
@@ -274,6 +275,60 @@ fn the_blocking_facade_campaigns_proclaims_and_resigns() {
     second.resign().unwrap();
 }
 
+/// The blocking twin of `observe`: the first item is who leads now, the next the change a
+/// resign makes (observed from the unlock message, well within the poll), a bounded wait with
+/// no change times out and keeps the watch, and the iterator ends after the client's shutdown.
+#[test]
+fn the_blocking_facade_observes_who_leads_and_ends_after_shutdown() {
+    let server = RedisServer::start();
+    let a = redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    let b = redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    assert_eq!(
+        b.get_election("bl-watch")
+            .observe_every(Duration::ZERO)
+            .unwrap_err()
+            .kind(),
+        ErrorKind::InvalidArgument
+    );
+    let leading = a.get_election("bl-watch").campaign().unwrap();
+    assert!(leading.proclaim("a:1").unwrap());
+    // A poll of 30 s: the resign must be seen from its message, not by a poll.
+    let mut leaders = b
+        .get_election("bl-watch")
+        .observe_every(Duration::from_secs(30))
+        .unwrap();
+    let now = leaders.next().expect("open").unwrap().expect("a leads");
+    assert!(now.is_of(a.as_async()));
+    assert_eq!(
+        (now.term, now.value.as_deref()),
+        (leading.term(), Some("a:1"))
+    );
+    assert_eq!(
+        leaders
+            .next_timeout(Duration::from_millis(200))
+            .unwrap_err(),
+        RecvTimeoutError::Timeout,
+        "nothing changed"
+    );
+    let resigned = std::time::Instant::now();
+    leading.resign().unwrap();
+    let change = leaders
+        .next_timeout(Duration::from_secs(10))
+        .expect("the resign is a change")
+        .unwrap();
+    assert_eq!(change, None, "nobody leads");
+    assert!(
+        resigned.elapsed() < Duration::from_secs(5),
+        "seen from the message"
+    );
+    b.shutdown();
+    assert_eq!(
+        leaders.next_timeout(Duration::from_secs(10)).unwrap_err(),
+        RecvTimeoutError::Disconnected
+    );
+    assert!(leaders.next().is_none(), "the iterator ends");
+}
+
 // ---------------------------------------------------------------------------------------------
 // run_as_leader under faults (issue 38, finding 4): the body stops while the term is in doubt
 // and starts again in the same term once it is confirmed; a new term only after a loss.
@@ -336,6 +391,36 @@ async fn run_as_leader_spends_one_term_when_a_restart_loses_its_hold() {
     );
     drop(leading);
     client.shutdown().await;
+}
+
+/// A watch already waiting when its client shuts down ends at once, not at its next look: with
+/// a 60 s poll and 3 s of quiet its next look was about 2 s away (the waits double from 10 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_leader_watch_ends_when_its_client_shuts_down() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let mut watch = client
+        .get_election("ends-waiting")
+        .observe_every(Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut watch).await, None, "nobody leads");
+    let waiting = tokio::spawn(async move { watch.next().await.map(|r| r.is_ok()) });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let shut = Instant::now();
+    client.shutdown().await;
+    let ended = timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    assert_eq!(ended, None, "the watch ends");
+    assert!(
+        shut.elapsed() < Duration::from_secs(1),
+        "ended {:?} after the shutdown",
+        shut.elapsed()
+    );
 }
 
 /// Issue 38, finding 5: a watch of a client that was shut down ends (`None`), as documented,

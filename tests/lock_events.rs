@@ -5,7 +5,7 @@
 
 use redisson_lock_test_kit as common;
 
-use std::time::Duration;
+use std::{sync::mpsc::RecvTimeoutError, time::Duration};
 
 use common::{cluster::RedisCluster, RedisServer};
 use redisson_lock::{Client, Config, ErrorKind, LockEvent, LockEvents, ShardedSubscriptionMode};
@@ -86,6 +86,79 @@ async fn a_server_without_the_needed_setting_is_a_typed_error_not_a_silent_strea
         assert!(err.to_string().contains("notify-keyspace-events"), "{err}");
         assert_eq!(client.stats().subscribed_channels, 0, "nothing subscribed");
     }
+}
+
+/// A stream already waiting for an event when its client shuts down ends (`None`, as
+/// documented); it used to wait for ever (its channels' senders live as long as it does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_stream_ends_when_its_client_shuts_down() {
+    let server = RedisServer::start_with(&["--notify-keyspace-events", "Egx"]);
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let mut events = client.get_lock("ev-end").events().await.unwrap();
+    let waiting = tokio::spawn(async move { events.next().await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client.shutdown().await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the stream ends once the client is shut down")
+        .unwrap();
+    assert_eq!(ended, None);
+}
+
+/// The blocking twin: a release's deletion and a lease's expiry come through the iterator and
+/// `next_timeout`; a wait with no event times out and keeps the stream; a server without the
+/// setting is the same typed error; dropping it leaves the channels; after the client's
+/// shutdown the stream ends.
+#[test]
+fn the_blocking_facade_reports_deletions_and_expiries_and_ends_after_shutdown() {
+    let off = RedisServer::start_with(&["--notify-keyspace-events", ""]);
+    let client = redisson_lock::blocking::Client::connect(&off.url(), Config::default()).unwrap();
+    assert_eq!(
+        client.get_lock("ev").events().unwrap_err().kind(),
+        ErrorKind::EventsUnavailable
+    );
+    let server = RedisServer::start_with(&["--notify-keyspace-events", "Egx"]);
+    let client =
+        redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    let lock = client.get_lock("ev");
+    let mut events = lock.events().unwrap();
+    assert_eq!(
+        events.next_timeout(Duration::from_millis(200)),
+        Err(RecvTimeoutError::Timeout)
+    );
+    lock.lock().unwrap().unlock().unwrap();
+    assert_eq!(
+        events.next_timeout(Duration::from_secs(5)),
+        Ok(LockEvent::Deleted)
+    );
+    lock.lock_with_lease(Duration::from_millis(100))
+        .unwrap()
+        .keep();
+    assert_eq!(events.next(), Some(LockEvent::Expired));
+    // A second stream; dropping both leaves the channel.
+    let other = client.get_lock("ev").events().unwrap();
+    drop(other);
+    drop(events);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let admin = common::Admin::connect(&server.url()).await;
+        assert!(
+            common::eventually(Duration::from_secs(2), || async {
+                admin.numsub("__keyevent@0__:del").await == 0
+            })
+            .await,
+            "the channels left"
+        );
+    });
+    let mut events = lock.events().unwrap();
+    client.shutdown();
+    assert_eq!(
+        events.next_timeout(Duration::from_secs(5)),
+        Err(RecvTimeoutError::Disconnected)
+    );
+    assert_eq!(events.next(), None);
 }
 
 /// `notify-keyspace-events` set to `setting` on every node of the cluster, replicas included

@@ -1,8 +1,9 @@
 //! The blocking locks: `Lock<K>` over the same handles (the owner is the calling thread), the
 //! aliases per kind, the read-write pair, `Guard<K>` and its aliases, `LockPart` (a lock of any
-//! kind as a part of a blocking multi-lock); the `get_*` factories.
+//! kind as a part of a blocking multi-lock), `LockEvents` (a lock's key events as a blocking
+//! iterator); the `get_*` factories.
 
-use std::{sync::Arc, time::Duration};
+use std::{sync::mpsc::RecvTimeoutError, sync::Arc, time::Duration};
 
 use super::client::{Client, Rt};
 use crate::{
@@ -12,7 +13,7 @@ use crate::{
         UnlockOutcome, Write,
     },
     types::ttl::Ttl,
-    BackOff, Owner,
+    BackOff, LockEvent, Owner,
 };
 
 impl Client {
@@ -341,6 +342,78 @@ impl<K: Kind> Lock<K> {
     /// A Redis or connection error.
     pub fn remaining_ttl(&self) -> Result<Ttl> {
         self.rt.block_on(self.lock.remaining_ttl())
+    }
+
+    /// The deleted and expired events of this lock's key (as [`crate::Lock::events`]): a
+    /// blocking iterator, subscribed (and acknowledged by the server) before this returns.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+    /// use std::time::Duration;
+    /// use redisson_lock::LockEvent;
+    /// let lock = client.get_lock("orders");
+    /// let mut events = lock.events()?;
+    /// std::thread::spawn(move || {
+    ///     for event in events.by_ref() {
+    ///         if event == LockEvent::Expired {
+    ///             eprintln!("a holder of orders let it expire");
+    ///         }
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`crate::Lock::events`].
+    pub fn events(&self) -> Result<LockEvents> {
+        let inner = self.rt.block_on(self.lock.events())?;
+        Ok(LockEvents {
+            inner,
+            rt: self.rt.clone(),
+        })
+    }
+}
+
+/// The events of one lock's key for synchronous code (the blocking twin of
+/// [`crate::LockEvents`]), from [`Lock::events`]: an [`Iterator`] whose `next` blocks until
+/// the next event and ends once the client is shut down, and
+/// [`next_timeout`](Self::next_timeout) for a bounded wait. Dropping it unsubscribes. What the
+/// events mean, and what they do not promise, is [`crate::LockEvents`]'s.
+#[derive(Debug)]
+pub struct LockEvents {
+    inner: crate::LockEvents,
+    rt: Arc<Rt>,
+}
+
+impl LockEvents {
+    /// Waits at most `timeout` for the next event.
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Timeout`] when none came within `timeout` (the stream goes on: an
+    /// event that comes later is returned by the next call);
+    /// [`RecvTimeoutError::Disconnected`] once the client is shut down.
+    pub fn next_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> std::result::Result<LockEvent, RecvTimeoutError> {
+        // The async stream is cancel safe: a wait that times out loses no event.
+        match self
+            .rt
+            .block_on(async { tokio::time::timeout(timeout, self.inner.next()).await })
+        {
+            Ok(Some(event)) => Ok(event),
+            Ok(None) => Err(RecvTimeoutError::Disconnected),
+            Err(_) => Err(RecvTimeoutError::Timeout),
+        }
+    }
+}
+
+impl Iterator for LockEvents {
+    type Item = LockEvent;
+
+    /// Blocks until the next event; `None` once the client is shut down.
+    fn next(&mut self) -> Option<LockEvent> {
+        self.rt.block_on(self.inner.next())
     }
 }
 

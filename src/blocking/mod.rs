@@ -43,11 +43,12 @@ mod sync;
 
 pub use client::Client;
 pub use lock::{
-    FairGuard, FairLock, FencedGuard, FencedLock, GroupGuard, GroupLock, Guard, Lock, LockGuard,
-    LockPart, NonReentrantFairGuard, NonReentrantFairLock, NonReentrantGuard, NonReentrantLock,
-    RLock, ReadGuard, ReadLock, ReadWriteLock, SpinGuard, SpinLock, WriteGuard, WriteLock,
+    FairGuard, FairLock, FencedGuard, FencedLock, GroupGuard, GroupLock, Guard, Lock, LockEvents,
+    LockGuard, LockPart, NonReentrantFairGuard, NonReentrantFairLock, NonReentrantGuard,
+    NonReentrantLock, RLock, ReadGuard, ReadLock, ReadWriteLock, SpinGuard, SpinLock, WriteGuard,
+    WriteLock,
 };
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use permit::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore};
-pub use recipes::{Election, Leadership};
+pub use recipes::{Election, LeaderWatch, Leadership};
 pub use sync::{CountDownLatch, RCountDownLatch, RSemaphore, Semaphore};

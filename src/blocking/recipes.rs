@@ -1,8 +1,8 @@
-//! The recipes for synchronous code: `Election` / `Leadership` over the async ones, and
-//! `Client::run_once` (the job on the calling thread between the recipe's `run_once_begin` and
-//! `Begun::finish`: the hold, not the job, is cut at `at_most`).
+//! The recipes for synchronous code: `Election` / `Leadership` / `LeaderWatch` over the async
+//! ones, and `Client::run_once` (the job on the calling thread between the recipe's
+//! `run_once_begin` and `Begun::finish`: the hold, not the job, is cut at `at_most`).
 
-use std::{sync::Arc, time::Duration};
+use std::{sync::mpsc::RecvTimeoutError, sync::Arc, time::Duration};
 
 use super::client::{Client, Rt};
 use crate::error::Result;
@@ -114,6 +114,83 @@ impl Election {
     /// As [`crate::Election::leader`].
     pub fn leader(&self) -> Result<Option<crate::Leader>> {
         self.rt.block_on(self.inner.leader())
+    }
+
+    /// Who leads, as it changes (as [`crate::Election::observe`]): a blocking iterator whose
+    /// first item is who leads now.
+    ///
+    /// ```no_run
+    /// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
+    /// let leaders = client.get_election("scheduler").observe()?;
+    /// for change in leaders {
+    ///     match change? {
+    ///         Some(leader) => println!("{} leads (term {})", leader.holder, leader.term),
+    ///         None => println!("nobody leads"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`crate::Election::observe`].
+    pub fn observe(&self) -> Result<LeaderWatch> {
+        self.observe_every(crate::DEFAULT_OBSERVE_POLL)
+    }
+
+    /// As [`observe`](Self::observe), looking at most every `poll` (as
+    /// [`crate::Election::observe_every`]).
+    ///
+    /// # Errors
+    /// As [`crate::Election::observe_every`].
+    pub fn observe_every(&self, poll: Duration) -> Result<LeaderWatch> {
+        let inner = self.rt.block_on(self.inner.observe_every(poll))?;
+        Ok(LeaderWatch {
+            inner,
+            rt: self.rt.clone(),
+        })
+    }
+}
+
+/// Who leads an election, as it changes, for synchronous code (the blocking twin of
+/// [`crate::LeaderWatch`]), from [`Election::observe`]: an [`Iterator`] whose first item is who
+/// leads now and every later one the next change (`Ok(None)`: nobody leads), ending once the
+/// client is shut down; [`next_timeout`](Self::next_timeout) for a bounded wait.
+#[derive(Debug)]
+pub struct LeaderWatch {
+    inner: crate::LeaderWatch,
+    rt: Arc<Rt>,
+}
+
+impl LeaderWatch {
+    /// Waits at most `timeout` for the next change (the first call: who leads now).
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Timeout`] when nothing changed within `timeout` (the watch goes on:
+    /// a later change is returned by the next call); [`RecvTimeoutError::Disconnected`] once
+    /// the client is shut down. A failed look is an item, `Ok(Err(_))`, as the iterator's.
+    pub fn next_timeout(
+        &mut self,
+        timeout: Duration,
+    ) -> std::result::Result<Result<Option<crate::Leader>>, RecvTimeoutError> {
+        // The async watch is cancel safe: a wait that times out loses no change.
+        match self
+            .rt
+            .block_on(async { tokio::time::timeout(timeout, self.inner.next()).await })
+        {
+            Ok(Some(change)) => Ok(change),
+            Ok(None) => Err(RecvTimeoutError::Disconnected),
+            Err(_) => Err(RecvTimeoutError::Timeout),
+        }
+    }
+}
+
+impl Iterator for LeaderWatch {
+    type Item = Result<Option<crate::Leader>>;
+
+    /// Blocks until the next change (the first call: who leads now); `None` once the client
+    /// is shut down.
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rt.block_on(self.inner.next())
     }
 }
 

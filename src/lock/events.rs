@@ -43,7 +43,7 @@ pub struct LockEvents {
     name: String,
     deleted: Receiver<Value>,
     expired: Receiver<Value>,
-    _subscriptions: [Subscription; 2],
+    subscriptions: [Subscription; 2],
 }
 
 impl std::fmt::Debug for LockEvents {
@@ -81,6 +81,7 @@ impl LockEvents {
             let (got, event) = tokio::select! {
                 got = self.deleted.recv() => (got, LockEvent::Deleted),
                 got = self.expired.recv() => (got, LockEvent::Expired),
+                () = self.subscriptions[0].shut_down() => return None,
             };
             match got {
                 Ok(v) if payload_is(&v, &self.name) => {
@@ -180,7 +181,7 @@ impl<K: Kind> Lock<K> {
             name,
             deleted,
             expired,
-            _subscriptions: subscriptions,
+            subscriptions,
         })
     }
 }

@@ -264,7 +264,7 @@ impl Election {
             election: self.clone(),
             last: None,
             messages: Some(messages),
-            _unlocks: unlocks,
+            unlocks,
             events,
             poll,
             step: FIRST_LOOK,
@@ -496,7 +496,7 @@ pub struct LeaderWatch {
     /// The last value returned (`None` before the first).
     last: Option<Option<Leader>>,
     messages: Option<Receiver<Value>>,
-    _unlocks: Subscription,
+    unlocks: Subscription,
     events: Option<LockEvents>,
     poll: Duration,
     step: Duration,
@@ -543,6 +543,8 @@ impl LeaderWatch {
                 got = recv(&mut self.messages) => got,
                 got = event(&mut self.events) => got,
                 () = tokio::time::sleep(step) => false,
+                // Looks once more: the client is closed now, so the watch ends.
+                () = self.unlocks.shut_down() => true,
             };
             if woken {
                 self.step = FIRST_LOOK;

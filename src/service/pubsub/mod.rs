@@ -50,6 +50,7 @@ impl PubSub {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             sub,
+            closed: tokio::sync::watch::Sender::new(false),
             channels: Mutex::default(),
             ops: tx,
             messaging: core.messaging(),
@@ -118,6 +119,7 @@ impl PubSub {
     }
 
     pub(crate) async fn shutdown(&self) {
+        self.shared.closed.send_replace(true);
         for t in &self.tasks {
             t.abort();
         }

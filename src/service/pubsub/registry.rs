@@ -189,6 +189,9 @@ const PAYLOADS: usize = 1024;
 /// What the registry's tasks and its subscriptions share.
 pub(super) struct Shared {
     pub(super) sub: FredClient,
+    /// `true` once the client is shut down: the streams over subscriptions (lock events, a
+    /// leader watch) end then, rather than wait on channels that will never carry anything.
+    pub(super) closed: tokio::sync::watch::Sender<bool>,
     pub(super) channels: Mutex<Table<Channel>>,
     pub(super) ops: mpsc::UnboundedSender<Op>,
     pub(super) messaging: Messaging,
@@ -336,6 +339,13 @@ impl Subscription {
             .payloads
             .get_or_init(|| tokio::sync::broadcast::channel(PAYLOADS).0)
             .subscribe()
+    }
+
+    /// Resolves once the client is shut down (at once if it already is).
+    pub(crate) async fn shut_down(&self) {
+        let mut closed = self.shared.closed.subscribe();
+        // An error: the sender is gone with the registry, which is as shut down.
+        let _ = closed.wait_for(|closed| *closed).await;
     }
 
     /// How many messages (and wake-everyone events: a lag, a reconnect) the channel has seen
