@@ -38,8 +38,9 @@
 //!   message (a remote waiter woken by it has sent its attempt by then), so another client
 //!   gets the lock. An unlock message after the release's own, while the head stands back,
 //!   is another client's release: it took the lock and gave it up, its turn is over, and the
-//!   head's attempt after the stand-back ends the contest (or, among several others, counts
-//!   that turn). If nobody takes it
+//!   head's attempt after the stand-back ends the contest (among several others, whose
+//!   holders it cannot name then, the contest goes on, the stand-back not lengthened). If
+//!   nobody takes it
 //!   meanwhile, the next stand-back is twice as long, up to [`STAND_BACK_MAX`] (a JVM's
 //!   waiting thread does not always attempt within 50 ms); the length is kept while other
 //!   clients take their turns. If nobody takes it even then (the listener was no waiter, or
@@ -167,9 +168,6 @@ struct Contest {
     /// Whether another client took the lock while the head stood back this time (a later
     /// unlock message came): the head's attempt after it then wins, but somebody did take it.
     taken: bool,
-    /// How many turns of other clients this contest has counted by their unlock messages alone
-    /// (taken and given up while the head stood back: who held is unknown).
-    unnamed: u32,
     /// How many other clients listened on the lock's channel when it began (at least 1).
     others: u32,
     /// The other clients seen holding the lock since it began (first seen first), the last
@@ -185,14 +183,13 @@ struct Contest {
 }
 
 impl Contest {
-    /// How many turns of other clients this contest has seen: those seen holding, and those
-    /// known by their unlock messages alone.
-    fn turns(&self) -> usize {
-        self.held.len() + self.unnamed as usize
+    /// Whether every other client that listened has been seen holding since the contest
+    /// began.
+    fn everyone_held(&self) -> bool {
+        self.held.len() >= self.others as usize
     }
 
-    /// Among how many other clients the time away is shared (see [`HandOff`]'s `sharing`):
-    /// the turns known by their messages alone may be one client's, so they do not count.
+    /// Among how many other clients the time away is shared (see [`HandOff`]'s `sharing`).
     fn sharing(&self) -> u32 {
         self.others
             .max(u32::try_from(self.held.len()).unwrap_or(u32::MAX))
@@ -534,7 +531,6 @@ impl HandOff {
                 seen: None,
                 heard: None,
                 taken: false,
-                unnamed: 0,
                 others: listening,
                 held: Vec::new(),
                 last: None,
@@ -639,7 +635,6 @@ impl HandOff {
                 .get_or_insert(contest.after.map_or(count, |after| after + 1));
             if count > heard {
                 contest.taken = true;
-                contest.unnamed += u32::try_from(count - heard).unwrap_or(u32::MAX);
                 contest.heard = Some(count);
             }
         }
@@ -683,7 +678,7 @@ impl HandOff {
             if contest.last.is_some_and(|last| last != holder) {
                 contest.streak = now;
             }
-            let everyone = contest.turns() >= contest.others as usize;
+            let everyone = contest.everyone_held();
             let its_turn = now.saturating_duration_since(contest.streak) >= 2 * contest.mine;
             let long = now.saturating_duration_since(contest.opened) >= TURN_MAX;
             if !(everyone || again || its_turn || long) {
@@ -701,18 +696,19 @@ impl HandOff {
         self.sharing = contest.sharing();
     }
 
-    /// The head's attempt after a stand-back won, but other clients took the lock and gave it
-    /// up meanwhile (their unlock messages came after the release's own): their turns are
-    /// over. The contest ends as when the head finds the lock busy, once every other client
-    /// that listened has had a turn (or [`TURN_MAX`] passed); else the head stands back again
-    /// (as long: somebody did come) after this client's next release.
+    /// The head's attempt after a stand-back won, but another client took the lock and gave it
+    /// up meanwhile (its unlock message came after the release's own): somebody did come. With
+    /// one other client listening, its turn is over and the contest ends as when the head
+    /// finds the lock busy. Among several, who held is unknown (it may be the one seen already,
+    /// taking the lock again): the contest goes on until each is seen holding (or
+    /// [`TURN_MAX`]), the head standing back as long again after this client's next release.
     fn taken_meanwhile(&mut self, now: Instant) {
         let Some(contest) = self.contest.as_mut() else {
             return;
         };
         self.away_since.get_or_insert(contest.began.min(now));
         self.quiet = Duration::ZERO;
-        let everyone = contest.turns() >= contest.others as usize;
+        let everyone = contest.others <= 1 || contest.everyone_held();
         let long = now.saturating_duration_since(contest.opened) >= TURN_MAX;
         if everyone || long {
             self.sharing = contest.sharing();
@@ -1094,21 +1090,19 @@ mod tests {
     }
 
     #[test]
-    fn among_several_others_a_turn_known_by_its_message_counts_as_one() {
-        // Two others listen; one takes the lock within the stand-back and gives it up: one of
-        // two turns. The contest goes on (the head stands back again after its next release,
-        // as long), and ends once the second is seen holding.
+    fn among_several_others_a_turn_known_by_its_message_alone_ends_nothing() {
+        // Two others listen; one takes the lock within the stand-back and gives it up: who it
+        // was is unknown (perhaps the one seen next, taking it again). The contest goes on,
+        // the head standing back as long again after its next release (somebody came), and
+        // ends once both are seen holding.
         let mut l = standing_back_among(2);
         assert_eq!(l.h.plan(l.now, Some(9)), Plan::Defer(STAND_BACK));
         l.pass(STAND_BACK);
         assert_eq!(l.h.plan(l.now, Some(9)), Plan::Attempt);
         l.h.acquired(l.now, l.now + 30_000 * MS);
-        assert_eq!(
-            l.wins(),
-            Some(0),
-            "one turn of two: still a contest, no race won"
-        );
+        assert_eq!(l.wins(), Some(0), "still a contest, no race won");
         assert_eq!(l.h.stand_back, STAND_BACK, "somebody came: not doubled");
+        assert_eq!(l.h.quiet, Duration::ZERO);
         l.pass(2 * MS);
         assert!(!l.h.releasing(l.now, Some(9), true));
         assert_eq!(l.h.released(l.now, true, None, true), Released::Contested);
@@ -1117,7 +1111,10 @@ mod tests {
         l.pass(STAND_BACK);
         assert_eq!(l.h.plan(l.now, Some(10)), Plan::Attempt);
         l.h.busy(l.now, Some(7), Some(10));
-        assert!(l.wins().is_none(), "both others have had a turn");
+        assert!(l.wins().is_some(), "one of two seen holding");
+        l.pass(STAND_BACK);
+        l.h.busy(l.now, Some(9), Some(11));
+        assert!(l.wins().is_none(), "both others seen holding");
     }
 
     /// A contest that goes on (the head took the lock after standing back, nobody else did)

@@ -1,7 +1,7 @@
 //! The blocking client and the runtime it blocks the calling thread on; the factories of each
 //! family are in that family's room.
 
-use std::{future::Future, sync::Arc};
+use std::{future::Future, sync::mpsc::RecvTimeoutError, sync::Arc, time::Duration};
 
 use tokio::runtime::Runtime;
 
@@ -28,6 +28,22 @@ impl Rt {
     /// `spawn_blocking` thread (allowed) from an async worker (not allowed) without trying.
     pub(super) fn block_on<F: Future>(&self, fut: F) -> F::Output {
         self.0.as_ref().expect("runtime present").block_on(fut)
+    }
+
+    /// Blocks on a stream's `next` for at most `timeout`: the item, else
+    /// [`RecvTimeoutError::Timeout`], or [`RecvTimeoutError::Disconnected`] once the stream
+    /// has ended. The crate's streams are cancel safe: a wait that times out loses nothing.
+    pub(super) fn next_within<T>(
+        &self,
+        timeout: Duration,
+        next: impl Future<Output = Option<T>>,
+    ) -> std::result::Result<T, RecvTimeoutError> {
+        // The timer is made inside the runtime (it needs its time driver).
+        match self.block_on(async move { tokio::time::timeout(timeout, next).await }) {
+            Ok(Some(item)) => Ok(item),
+            Ok(None) => Err(RecvTimeoutError::Disconnected),
+            Err(_) => Err(RecvTimeoutError::Timeout),
+        }
     }
 }
 

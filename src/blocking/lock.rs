@@ -396,15 +396,7 @@ impl LockEvents {
         &mut self,
         timeout: Duration,
     ) -> std::result::Result<LockEvent, RecvTimeoutError> {
-        // The async stream is cancel safe: a wait that times out loses no event.
-        match self
-            .rt
-            .block_on(async { tokio::time::timeout(timeout, self.inner.next()).await })
-        {
-            Ok(Some(event)) => Ok(event),
-            Ok(None) => Err(RecvTimeoutError::Disconnected),
-            Err(_) => Err(RecvTimeoutError::Timeout),
-        }
+        self.rt.next_within(timeout, self.inner.next())
     }
 }
 

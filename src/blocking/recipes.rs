@@ -172,15 +172,7 @@ impl LeaderWatch {
         &mut self,
         timeout: Duration,
     ) -> std::result::Result<Result<Option<crate::Leader>>, RecvTimeoutError> {
-        // The async watch is cancel safe: a wait that times out loses no change.
-        match self
-            .rt
-            .block_on(async { tokio::time::timeout(timeout, self.inner.next()).await })
-        {
-            Ok(Some(change)) => Ok(change),
-            Ok(None) => Err(RecvTimeoutError::Disconnected),
-            Err(_) => Err(RecvTimeoutError::Timeout),
-        }
+        self.rt.next_within(timeout, self.inner.next())
     }
 }
 
