@@ -107,6 +107,24 @@ async fn a_waiting_stream_ends_when_its_client_shuts_down() {
     assert_eq!(ended, None);
 }
 
+/// A stream whose client is dropped (every handle, no shutdown) ends too: the registry's tasks
+/// are gone with the client, so nothing would ever come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_stream_ends_when_its_client_is_dropped() {
+    let server = RedisServer::start_with(&["--notify-keyspace-events", "Egx"]);
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let mut events = client.get_lock("ev-dropped").events().await.unwrap();
+    let waiting = tokio::spawn(async move { events.next().await });
+    drop(client);
+    let ended = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the stream ends once the client is dropped")
+        .unwrap();
+    assert_eq!(ended, None);
+}
+
 /// The blocking twin: a release's deletion and a lease's expiry come through the iterator and
 /// `next_timeout`; a wait with no event times out and keeps the stream; a server without the
 /// setting is the same typed error; dropping it leaves the channels; after the client's

@@ -71,7 +71,7 @@ fn payload_is(v: &Value, name: &str) -> bool {
 }
 
 impl LockEvents {
-    /// The next event of the lock's key; `None` once the client is shut down.
+    /// The next event of the lock's key; `None` once the client is shut down (or dropped).
     ///
     /// # Cancel safety
     /// Cancel safe: an event not returned because the future was dropped is returned by the

@@ -129,6 +129,9 @@ impl PubSub {
 
 impl Drop for PubSub {
     fn drop(&mut self) {
+        // The client is gone: its streams end (they keep the registry's shared state alive,
+        // not its tasks, so nothing would ever reach them).
+        self.shared.closed.send_replace(true);
         for t in &self.tasks {
             t.abort();
         }
