@@ -276,7 +276,7 @@ fn the_blocking_facade_campaigns_proclaims_and_resigns() {
 }
 
 /// The blocking twin of `observe`: the first item is who leads now, the next the change a
-/// resign makes (observed from the unlock message, well within the poll), a bounded wait with
+/// resign makes (well within the 30 s poll), a bounded wait with
 /// no change times out and keeps the watch, and the iterator ends after the client's shutdown.
 #[test]
 fn the_blocking_facade_observes_who_leads_and_ends_after_shutdown() {
@@ -319,7 +319,7 @@ fn the_blocking_facade_observes_who_leads_and_ends_after_shutdown() {
     assert_eq!(change, None, "nobody leads");
     assert!(
         resigned.elapsed() < Duration::from_secs(5),
-        "seen from the message"
+        "seen well within the 30 s poll"
     );
     b.shutdown();
     assert_eq!(
