@@ -622,3 +622,78 @@ async fn after_a_connection_kill_only_the_readers_still_present_are_held_again()
     assert_eq!((ga.state(), la.state()), (HoldState::Lost, HoldState::Lost));
     assert_eq!((gc.state(), lc.state()), (HoldState::Held, HoldState::Held));
 }
+
+/// A handle makes each half the first time it is asked for. However a half is made (asked for
+/// after the other one holds the lock, or taken with `into_parts`), both halves act as the
+/// handle's one owner: the writer reads through the half made later, and the halves taken
+/// with `into_parts` count the holds made through the handle.
+#[tokio::test]
+async fn halves_made_at_different_times_act_as_one_owner() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let rw = client.get_read_write_lock("halves");
+    let w = rw.write_lock().lock().await.unwrap();
+    let write_field = rw.write_lock().owner_field().to_owned();
+    let (read, write) = rw.into_parts();
+    assert_eq!(format!("{}:write", read.owner_field()), write_field);
+    assert_eq!(write.owner_field(), write_field);
+    assert_eq!(write.hold_count().await.unwrap(), 1, "the write half held");
+    let r = read
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("the writer's own owner may read");
+    assert_eq!(read.hold_count().await.unwrap(), 1);
+
+    // Another handle of the same owner, taken whole before any half was asked for.
+    let again = client
+        .get_read_write_lock_with_owner("halves", read.owner())
+        .into_write_lock();
+    assert!(
+        again.is_held_by_current().await.unwrap(),
+        "the same owner's write half"
+    );
+    r.unlock().await.unwrap();
+    w.unlock().await.unwrap();
+    let other = client.get_read_write_lock("halves");
+    assert!(other.write_lock().try_lock().await.unwrap().is_some());
+}
+
+/// The blocking read-write lock, whose halves are made when first asked for, acts as the
+/// calling thread: its writer may read, and another thread may do neither until both holds
+/// are released.
+#[test]
+fn the_blocking_halves_act_as_the_calling_thread() {
+    let server = RedisServer::start();
+    let client =
+        redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
+    let rw = Arc::new(client.get_read_write_lock("halves:blocking"));
+    let w = rw.write_lock().lock().unwrap();
+    let r = rw
+        .read_lock()
+        .try_lock()
+        .unwrap()
+        .expect("the writer's thread may read");
+    let other = rw.clone();
+    let seen = std::thread::spawn(move || {
+        (
+            other.read_lock().try_lock().unwrap().is_some(),
+            other.write_lock().try_lock().unwrap().is_some(),
+        )
+    })
+    .join()
+    .unwrap();
+    assert_eq!(seen, (false, false), "another thread reads or writes");
+    w.unlock().unwrap();
+    r.unlock().unwrap();
+    let other = rw.clone();
+    let wrote = std::thread::spawn(move || {
+        let g = other.write_lock().try_lock().unwrap();
+        g.map(|g| g.unlock().unwrap()).is_some()
+    })
+    .join()
+    .unwrap();
+    assert!(wrote, "free once both holds are released");
+}

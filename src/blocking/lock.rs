@@ -42,13 +42,13 @@ impl Client {
 
     /// A read-write lock; its owner is whichever thread calls it.
     pub fn get_read_write_lock(&self, name: &str) -> ReadWriteLock {
-        let (read, write) = self
-            .inner
-            .get_read_write_lock_with_owner(name, Owner::current_thread())
-            .into_parts();
         ReadWriteLock {
-            read: self.wrap(read),
-            write: self.wrap(write),
+            inner: self
+                .inner
+                .get_read_write_lock_with_owner(name, Owner::current_thread()),
+            rt: self.rt.clone(),
+            read: std::sync::OnceLock::new(),
+            write: std::sync::OnceLock::new(),
         }
     }
 
@@ -221,11 +221,27 @@ pub type GroupLock = Lock<Group>;
 /// ```
 #[derive(Debug)]
 pub struct ReadWriteLock {
-    read: ReadLock,
-    write: WriteLock,
+    inner: crate::ReadWriteLock,
+    rt: Arc<Rt>,
+    read: std::sync::OnceLock<ReadLock>,
+    write: std::sync::OnceLock<WriteLock>,
 }
 
 impl ReadWriteLock {
+    fn new_read(&self) -> ReadLock {
+        Lock {
+            lock: self.inner.read_lock().clone(),
+            rt: self.rt.clone(),
+        }
+    }
+
+    fn new_write(&self) -> WriteLock {
+        Lock {
+            lock: self.inner.write_lock().clone(),
+            rt: self.rt.clone(),
+        }
+    }
+
     crate::lock::kinds::rwlock::halves!(ReadLock, WriteLock);
 }
 

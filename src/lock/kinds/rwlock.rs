@@ -3,7 +3,7 @@
 //! `redisson_rwlock:{N}` (`0` after a read release wakes one waiter, `1` after a write release
 //! wakes all).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use fred::types::{Key, Value};
 
@@ -276,39 +276,76 @@ impl Protocol for WriteProtocol {
 /// w.unlock().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
+///
+/// Each half is made the first time it is asked for (a handle that only ever waits for the
+/// write lock carries no read half).
 pub struct ReadWriteLock {
-    read: ReadLock,
-    write: WriteLock,
+    client: Client,
+    name: Box<str>,
+    owner: Owner,
+    read: OnceLock<ReadLock>,
+    write: OnceLock<WriteLock>,
 }
 
-/// The accessors of a read-write lock's halves (its fields `read` and `write`), written once
-/// for this lock and the blocking facade's.
+impl std::fmt::Debug for ReadWriteLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadWriteLock")
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .finish()
+    }
+}
+
+impl ReadWriteLock {
+    fn new_read(&self) -> ReadLock {
+        Lock::new(&self.client, &self.name, self.owner, |raw| {
+            ReadProtocol(Names::new(raw))
+        })
+    }
+
+    fn new_write(&self) -> WriteLock {
+        Lock::new(&self.client, &self.name, self.owner, |raw| {
+            WriteProtocol(Names::new(raw))
+        })
+    }
+}
+
+/// The accessors of a read-write lock's halves, written once for this lock and the blocking
+/// facade's: each half is kept in a `OnceLock` field (`read`, `write`) and made by `new_read`
+/// / `new_write` the first time it is asked for.
 macro_rules! halves {
     ($read:ty, $write:ty) => {
         /// The read half.
         pub fn read_lock(&self) -> &$read {
-            &self.read
+            self.read.get_or_init(|| self.new_read())
         }
 
         /// The write half.
         pub fn write_lock(&self) -> &$write {
-            &self.write
+            self.write.get_or_init(|| self.new_write())
         }
 
         /// Both halves, owned (e.g. to make them parts of a multi-lock).
-        pub fn into_parts(self) -> ($read, $write) {
-            (self.read, self.write)
+        pub fn into_parts(mut self) -> ($read, $write) {
+            (self.take_read(), self.take_write())
         }
 
         /// The read half, owned.
-        pub fn into_read_lock(self) -> $read {
-            self.read
+        pub fn into_read_lock(mut self) -> $read {
+            self.take_read()
         }
 
         /// The write half, owned.
-        pub fn into_write_lock(self) -> $write {
-            self.write
+        pub fn into_write_lock(mut self) -> $write {
+            self.take_write()
+        }
+
+        fn take_read(&mut self) -> $read {
+            self.read.take().unwrap_or_else(|| self.new_read())
+        }
+
+        fn take_write(&mut self) -> $write {
+            self.write.take().unwrap_or_else(|| self.new_write())
         }
     };
 }
@@ -328,8 +365,11 @@ impl Client {
     /// A read-write lock whose halves act as `owner`.
     pub fn get_read_write_lock_with_owner(&self, name: &str, owner: Owner) -> ReadWriteLock {
         ReadWriteLock {
-            read: Lock::new(self, name, owner, |raw| ReadProtocol(Names::new(raw))),
-            write: Lock::new(self, name, owner, |raw| WriteProtocol(Names::new(raw))),
+            client: self.clone(),
+            name: name.into(),
+            owner,
+            read: OnceLock::new(),
+            write: OnceLock::new(),
         }
     }
 }
