@@ -1,0 +1,272 @@
+//! Memory per waiter of every kind that waits, by hand (the bench's `scale` section measures
+//! the reentrant lock beside Redisson; this measures the crate's other kinds the same way,
+//! without Java).
+//!
+//! ```sh
+//! cargo run --release -p compat-tests --example waiters            # 10 000 waiters per kind
+//! cargo run --release -p compat-tests --example waiters -- 1000    # another count
+//! ```
+//!
+//! It starts its own `redis-server` on a free loopback port and, per kind, a fresh process of
+//! itself with two clients: a holder that makes `count` objects busy (locks held, a read
+//! lock's name by a writer; semaphores without permits; latches counting 1), then a waiting
+//! client with one task per object, each an owner of its own, on a handle it keeps while it
+//! waits (`try_lock_for` / `try_acquire_for` / `wait_for`, 120 s). Once every waiter is parked
+//! (`Client::stats`: waiters and subscribed channels): the growth of the process's anonymous
+//! memory (`RssAnon`) and RSS since just before the waiters started, per waiter. Then the
+//! holder frees everything and the line says how many got through and how long after the
+//! first free the last one did. The holder's own memory is allocated before the baseline;
+//! what it frees before then can be reused by the waiters, so read the figures as the
+//! waiters' cost in a process that already holds as many locks.
+
+use std::{
+    any::Any,
+    time::{Duration, Instant},
+};
+
+use redisson_lock::{Client, Config};
+use tokio::task::JoinSet;
+
+const KINDS: [&str; 9] = [
+    "reentrant",
+    "fair",
+    "fenced",
+    "non-reentrant",
+    "read",
+    "write",
+    "semaphore",
+    "permits",
+    "latch",
+];
+
+/// `(RssAnon, VmRSS)` of this process in bytes.
+fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .unwrap_or(0)
+            * 1024
+    };
+    (kib("RssAnon:"), kib("VmRSS:"))
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--one") {
+        // A child: `--one <url> <kind> <count>`.
+        let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+        let count = args[3].parse().expect("a count");
+        match runtime.block_on(one(&args[1], &args[2], count)) {
+            Ok(line) => println!("{line}"),
+            Err(e) => println!("| {} | {count} | failed: {e} |", args[2]),
+        }
+        return;
+    }
+    let count: usize = args.first().and_then(|c| c.parse().ok()).unwrap_or(10_000);
+    let server = redisson_lock_test_kit::RedisServer::start();
+    let me = std::env::current_exe().expect("this program's path");
+    println!("| kind | waiters | memory per waiter: anonymous (RSS) | got through / timed out / failed | first free → last through |");
+    println!("| --- | --- | --- | --- | --- |");
+    for kind in KINDS {
+        let out = std::process::Command::new(&me)
+            .args(["--one", &server.url(), kind, &count.to_string()])
+            .output()
+            .expect("a child of this program");
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        if !out.status.success() {
+            eprintln!("{kind}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+}
+
+/// One kind's row.
+async fn one(url: &str, kind: &str, count: usize) -> redisson_lock::Result<String> {
+    let holder = Client::connect(
+        url,
+        Config::default().lock_watchdog_timeout(Duration::from_secs(300)),
+    )
+    .await?;
+    let waiting = Client::connect(url, Config::default()).await?;
+    let kind: &'static str = KINDS
+        .into_iter()
+        .find(|k| *k == kind)
+        .unwrap_or("reentrant");
+    let prefix = format!("waiters:{kind}:");
+    let held = busy(&holder, kind, &prefix, count).await?;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let before = memory();
+    let mut waiters = JoinSet::new();
+    spawn_waiters(&mut waiters, &waiting, kind, &prefix, count);
+    let started = Instant::now();
+    loop {
+        let s = waiting.stats();
+        if s.waiters >= count && s.subscribed_channels >= count {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            return Ok(format!(
+                "| {kind} | {count} | only {} parked on {} channels |",
+                s.waiters, s.subscribed_channels
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Let the last subscriptions' replies and the attempts' buffers settle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let parked = memory();
+
+    let freed = Instant::now();
+    free(&holder, kind, &prefix, count, held).await?;
+    let (mut through, mut timed_out, mut failed) = (0, 0, 0);
+    let mut kept = Vec::with_capacity(count);
+    while let Some(done) = waiters.join_next().await {
+        match done {
+            Ok(Ok(Some(got))) => {
+                through += 1;
+                kept.push(got);
+            }
+            Ok(Ok(None)) => timed_out += 1,
+            _ => failed += 1,
+        }
+    }
+    let last = freed.elapsed();
+    let per = |a: u64, b: u64| b.saturating_sub(a) / count as u64;
+    Ok(format!(
+        "| {kind} | {count} | {} B ({} B) | {through} / {timed_out} / {failed} | {} ms |",
+        per(before.0, parked.0),
+        per(before.1, parked.1),
+        last.as_millis()
+    ))
+}
+
+/// Makes `count` objects `<prefix><i>` of `kind` busy through `holder`; what it holds.
+async fn busy(
+    holder: &Client,
+    kind: &str,
+    prefix: &str,
+    count: usize,
+) -> redisson_lock::Result<Vec<Box<dyn Any + Send>>> {
+    let mut held: Vec<Box<dyn Any + Send>> = Vec::with_capacity(count);
+    for i in 0..count {
+        let name = format!("{prefix}{i}");
+        match kind {
+            "reentrant" => held.push(Box::new(holder.get_lock(&name).lock().await?)),
+            "fair" => held.push(Box::new(holder.get_fair_lock(&name).lock().await?)),
+            "fenced" => held.push(Box::new(holder.get_fenced_lock(&name).lock().await?)),
+            "non-reentrant" => {
+                held.push(Box::new(holder.get_non_reentrant_lock(&name).lock().await?))
+            }
+            "read" | "write" => held.push(Box::new(
+                holder
+                    .get_read_write_lock(&name)
+                    .write_lock()
+                    .lock()
+                    .await?,
+            )),
+            "latch" => {
+                holder.get_count_down_latch(&name).try_set_count(1).await?;
+            }
+            // Semaphores: absent, no permit.
+            _ => {}
+        }
+    }
+    Ok(held)
+}
+
+/// What one waiter got (a guard, or nothing to keep), `None` if it timed out.
+type Got = redisson_lock::Result<Option<Box<dyn Any + Send>>>;
+
+fn boxed<T: Any + Send>(got: Option<T>) -> Option<Box<dyn Any + Send>> {
+    got.map(|g| Box::new(g) as Box<dyn Any + Send>)
+}
+
+/// One waiter of `kind` per object `<prefix><i>`, each a task of its own whose future is only
+/// its kind's (a `match` inside one future would give every waiter the largest kind's size).
+fn spawn_waiters(set: &mut JoinSet<Got>, client: &Client, kind: &str, prefix: &str, count: usize) {
+    let wait = Duration::from_secs(120);
+    macro_rules! each {
+        (|$c:ident, $name:ident| $body:expr) => {
+            for i in 0..count {
+                let ($c, $name) = (client.clone(), format!("{prefix}{i}"));
+                set.spawn(async move { $body });
+            }
+        };
+    }
+    match kind {
+        "reentrant" => each!(|c, name| {
+            let lock = c.get_lock(&name);
+            Ok(boxed(lock.try_lock_for(wait).await?))
+        }),
+        "fair" => each!(|c, name| {
+            let lock = c.get_fair_lock(&name);
+            Ok(boxed(lock.try_lock_for(wait).await?))
+        }),
+        "fenced" => each!(|c, name| {
+            let lock = c.get_fenced_lock(&name);
+            Ok(boxed(lock.try_lock_for(wait).await?))
+        }),
+        "non-reentrant" => each!(|c, name| {
+            let lock = c.get_non_reentrant_lock(&name);
+            Ok(boxed(lock.try_lock_for(wait).await?))
+        }),
+        "read" => each!(|c, name| {
+            let rw = c.get_read_write_lock(&name);
+            Ok(boxed(rw.read_lock().try_lock_for(wait).await?))
+        }),
+        "write" => each!(|c, name| {
+            let rw = c.get_read_write_lock(&name);
+            Ok(boxed(rw.write_lock().try_lock_for(wait).await?))
+        }),
+        "semaphore" => each!(|c, name| {
+            let semaphore = c.get_semaphore(&name);
+            Ok(boxed(
+                semaphore.try_acquire_for(1, wait).await?.then_some(()),
+            ))
+        }),
+        "permits" => each!(|c, name| {
+            let semaphore = c.get_permit_expirable_semaphore(&name);
+            Ok(boxed(semaphore.try_acquire_for(wait, None).await?))
+        }),
+        _ => each!(|c, name| {
+            let latch = c.get_count_down_latch(&name);
+            Ok(boxed(latch.wait_for(wait).await?.then_some(())))
+        }),
+    }
+}
+
+/// Frees what [`busy`] made busy: drops the holds at once, gives each semaphore a permit,
+/// counts each latch down.
+async fn free(
+    holder: &Client,
+    kind: &'static str,
+    prefix: &str,
+    count: usize,
+    held: Vec<Box<dyn Any + Send>>,
+) -> redisson_lock::Result<()> {
+    drop(held);
+    let mut set = JoinSet::new();
+    for i in 0..count {
+        let (holder, name) = (holder.clone(), format!("{prefix}{i}"));
+        set.spawn(async move {
+            match kind {
+                "semaphore" => holder.get_semaphore(&name).release(1).await,
+                "permits" => {
+                    holder
+                        .get_permit_expirable_semaphore(&name)
+                        .add_permits(1)
+                        .await
+                }
+                "latch" => holder.get_count_down_latch(&name).count_down().await,
+                _ => Ok(()),
+            }
+        });
+    }
+    while let Some(done) = set.join_next().await {
+        done.expect("a free task")?;
+    }
+    Ok(())
+}
