@@ -1,6 +1,7 @@
 //! Redis Cluster behaviour beyond the shared behavioural suites: Java releases of both Redisson
 //! generations, the `Both` bridge, slot safety, one subscription per channel, per-slot renewal
-//! batches, and a lock across a failover, a slot migration and a killed master.
+//! batches, a lock across a failover, a slot migration and a killed master, and the recipes
+//! (an election, a run-once job) across a failover.
 
 use redisson_lock_test_kit as common;
 
@@ -12,7 +13,7 @@ use fred::{
     interfaces::{ClientLike, EventInterface, PubsubInterface},
     types::config::Config as FredConfig,
 };
-use redisson_lock::{Client, Config, Error, HoldState, ShardedSubscriptionMode as Mode};
+use redisson_lock::{Client, Config, Error, HoldState, RunOnce, ShardedSubscriptionMode as Mode};
 use tokio::time::Instant;
 
 const WITHIN: Duration = Duration::from_secs(10);
@@ -656,4 +657,93 @@ async fn a_killed_master_puts_its_slots_holds_in_doubt_until_the_new_master_conf
     for g in guards {
         g.unlock().await.unwrap();
     }
+}
+
+/// The recipes across a manual failover of their names' master: the leader keeps its term
+/// (held again on the promoted replica, with the same fencing token, and another client's view
+/// names it) and another candidate does not win meanwhile, not even for longer than a watchdog
+/// timeout; a run-once job of the same master keeps its name (another client's run-once
+/// skips) and ends `Ran`. Once the leader resigns, the other candidate wins with a later term.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_election_and_a_run_once_job_keep_their_names_across_a_failover() {
+    let c = RedisCluster::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(3));
+    let (a, b) = (client(&c, config.clone()).await, client(&c, config).await);
+    let admin = Admin::connect(&c.cluster_url()).await;
+    let n = c.name_per_master("recipe-").remove(1);
+    // In the election's slot: `{n}:job` hashes as `n`.
+    let job_name = format!("{{{n}}}:job");
+
+    let leadership = a.get_election(&n).campaign().await.unwrap();
+    let term = leadership.term();
+    let (end_job, job_may_end) = tokio::sync::oneshot::channel::<()>();
+    let job = tokio::spawn({
+        let (a, job_name) = (a.clone(), job_name.clone());
+        async move {
+            a.run_once(
+                &job_name,
+                Duration::ZERO,
+                Duration::from_secs(60),
+                |_| async move {
+                    let _ = job_may_end.await;
+                },
+            )
+            .await
+        }
+    });
+    assert!(
+        eventually(WITHIN, || async { admin.exists(&job_name).await }).await,
+        "the job took its name"
+    );
+
+    let replica = c.replica_for_key(&n);
+    c.failover(replica).await;
+    assert_eq!(c.master_for_key(&n), replica);
+    assert!(
+        held_again(|| leadership.state()).await,
+        "the leader held again"
+    );
+    let seen = b
+        .get_election(&n)
+        .leader()
+        .await
+        .unwrap()
+        .expect("a leader after the failover");
+    assert_eq!(seen.term, term, "the same term");
+    assert!(seen.holder.starts_with(a.id()), "led by a: {seen:?}");
+    // Longer than a watchdog timeout: a leadership whose renewals stopped would have expired.
+    assert!(
+        b.get_election(&n)
+            .try_campaign_for(Duration::from_secs(4))
+            .await
+            .unwrap()
+            .is_none(),
+        "another candidate won while the leader held"
+    );
+    assert!(
+        matches!(
+            b.run_once(
+                &job_name,
+                Duration::ZERO,
+                Duration::from_secs(1),
+                |_| async {}
+            )
+            .await
+            .unwrap(),
+            RunOnce::Skipped
+        ),
+        "a second run while the job runs"
+    );
+    end_job.send(()).unwrap();
+    assert!(matches!(job.await.unwrap().unwrap(), RunOnce::Ran(())));
+
+    leadership.resign().await.unwrap();
+    let next = b
+        .get_election(&n)
+        .try_campaign_for(WITHIN)
+        .await
+        .unwrap()
+        .expect("the other candidate wins after the resign");
+    assert!(next.term() > term, "a later term");
+    next.resign().await.unwrap();
 }
