@@ -9,9 +9,9 @@
 
 use redisson_lock_test_kit as common;
 
-use std::{any::Any, time::Duration};
+use std::time::Duration;
 
-use common::{Admin, RedisServer};
+use common::{waiting, Admin, RedisServer};
 use fred::interfaces::{KeysInterface, ServerInterface};
 use redisson_lock::{Client, Config, LockGuard, Stats};
 use tokio::{task::JoinSet, time::Instant};
@@ -62,15 +62,8 @@ async fn left_nothing(client: &Client, what: &str) {
     assert!(settled, "{what}: left behind {:?}", client.stats());
 }
 
-/// Ten thousand waiters, each on a lock of its own that another client holds: once the holder
-/// drops every guard at once, every waiter acquires, long before any lock's TTL (the holder's
-/// 120 s watchdog timeout, which would end the sleep of a waiter whose wake-up was lost). Then
-/// both clients drop everything at once and keep nothing: no watchdog hold, subscription, wait
-/// line, owner entry or background release.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases() {
-    const N: usize = 10_000;
-    let server = RedisServer::start();
+/// A holder whose holds outlive any test (a 120 s watchdog timeout) and a waiting client.
+async fn holder_and_waiting(server: &RedisServer) -> (Client, Client) {
     let holder = Client::connect(
         &server.url(),
         Config::default().lock_watchdog_timeout(Duration::from_secs(120)),
@@ -80,6 +73,19 @@ async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases
     let waiting = Client::connect(&server.url(), Config::default())
         .await
         .unwrap();
+    (holder, waiting)
+}
+
+/// Ten thousand waiters, each on a lock of its own that another client holds: once the holder
+/// drops every guard at once, every waiter acquires, long before any lock's TTL (the holder's
+/// 120 s watchdog timeout, which would end the sleep of a waiter whose wake-up was lost). Then
+/// both clients drop everything at once and keep nothing: no watchdog hold, subscription, wait
+/// line, owner entry or background release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases() {
+    const N: usize = 10_000;
+    let server = RedisServer::start();
+    let (holder, waiting) = holder_and_waiting(&server).await;
     let held = hold(&holder, "scale:w:", N, 16).await;
 
     let mut waiters = JoinSet::new();
@@ -144,149 +150,6 @@ async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases
     );
 }
 
-/// The kinds that wait on a channel besides the reentrant lock, as [`busy`], [`wait_on`] and
-/// [`free`] name them.
-const WAITING_KINDS: [&str; 8] = [
-    "fair",
-    "fenced",
-    "non-reentrant",
-    "read",
-    "write",
-    "semaphore",
-    "permits",
-    "latch",
-];
-
-/// Makes `count` objects `<prefix><i>` of `kind` busy through `holder`: locks held (a read
-/// lock's name by a writer), semaphores without permits, latches counting 1. What it holds.
-async fn busy(holder: &Client, kind: &str, prefix: &str, count: usize) -> Vec<Box<dyn Any + Send>> {
-    let mut held: Vec<Box<dyn Any + Send>> = Vec::with_capacity(count);
-    for i in 0..count {
-        let name = format!("{prefix}{i}");
-        match kind {
-            "fair" => held.push(Box::new(holder.get_fair_lock(&name).lock().await.unwrap())),
-            "fenced" => held.push(Box::new(
-                holder.get_fenced_lock(&name).lock().await.unwrap(),
-            )),
-            "non-reentrant" => held.push(Box::new(
-                holder.get_non_reentrant_lock(&name).lock().await.unwrap(),
-            )),
-            "read" | "write" => held.push(Box::new(
-                holder
-                    .get_read_write_lock(&name)
-                    .write_lock()
-                    .lock()
-                    .await
-                    .unwrap(),
-            )),
-            // Absent: no permit.
-            "semaphore" | "permits" => {}
-            "latch" => assert!(holder
-                .get_count_down_latch(&name)
-                .try_set_count(1)
-                .await
-                .unwrap()),
-            other => unreachable!("kind {other}"),
-        }
-    }
-    held
-}
-
-/// One waiter of `kind` on `name` (an owner of its own), waiting up to 240 s: what it got
-/// (a guard, or nothing to keep), or a panic if it did not get through.
-async fn wait_on(client: Client, kind: &'static str, name: String) -> Box<dyn Any + Send> {
-    let wait = Duration::from_secs(240);
-    let got: Option<Box<dyn Any + Send>> = match kind {
-        "fair" => client
-            .get_fair_lock(&name)
-            .try_lock_for(wait)
-            .await
-            .unwrap()
-            .map(|g| Box::new(g) as _),
-        "fenced" => client
-            .get_fenced_lock(&name)
-            .try_lock_for(wait)
-            .await
-            .unwrap()
-            .map(|g| Box::new(g) as _),
-        "non-reentrant" => client
-            .get_non_reentrant_lock(&name)
-            .try_lock_for(wait)
-            .await
-            .unwrap()
-            .map(|g| Box::new(g) as _),
-        "read" => client
-            .get_read_write_lock(&name)
-            .read_lock()
-            .try_lock_for(wait)
-            .await
-            .unwrap()
-            .map(|g| Box::new(g) as _),
-        "write" => client
-            .get_read_write_lock(&name)
-            .write_lock()
-            .try_lock_for(wait)
-            .await
-            .unwrap()
-            .map(|g| Box::new(g) as _),
-        "semaphore" => client
-            .get_semaphore(&name)
-            .try_acquire_for(1, wait)
-            .await
-            .unwrap()
-            .then(|| Box::new(()) as _),
-        "permits" => client
-            .get_permit_expirable_semaphore(&name)
-            .try_acquire_for(wait, None)
-            .await
-            .unwrap()
-            .map(|g| Box::new(g) as _),
-        "latch" => client
-            .get_count_down_latch(&name)
-            .wait_for(wait)
-            .await
-            .unwrap()
-            .then(|| Box::new(()) as _),
-        other => unreachable!("kind {other}"),
-    };
-    got.unwrap_or_else(|| panic!("the {kind} waiter on {name} timed out"))
-}
-
-/// Frees what [`busy`] made busy: drops the holds at once, gives each semaphore a permit,
-/// counts each latch down.
-async fn free(
-    holder: &Client,
-    kind: &str,
-    prefix: &str,
-    count: usize,
-    held: Vec<Box<dyn Any + Send>>,
-) {
-    drop(held);
-    let mut set = JoinSet::new();
-    for i in 0..count {
-        let (holder, name, kind) = (holder.clone(), format!("{prefix}{i}"), kind.to_owned());
-        set.spawn(async move {
-            match kind.as_str() {
-                "semaphore" => holder.get_semaphore(&name).release(1).await.unwrap(),
-                "permits" => holder
-                    .get_permit_expirable_semaphore(&name)
-                    .add_permits(1)
-                    .await
-                    .unwrap(),
-                "latch" => holder
-                    .get_count_down_latch(&name)
-                    .count_down()
-                    .await
-                    .unwrap(),
-                _ => {}
-            }
-        });
-    }
-    while let Some(done) = set.join_next().await {
-        done.unwrap();
-    }
-}
-
 /// A thousand waiters of each other kind that waits (fair, fenced, non-reentrant, read and
 /// write locks, semaphore and permit-expirable semaphore permits, latches), each on an object
 /// of its own that another client keeps busy: once it is freed, every waiter gets through,
@@ -296,22 +159,20 @@ async fn free(
 async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_releases() {
     const N: usize = 1_000;
     let server = RedisServer::start();
-    let holder = Client::connect(
-        &server.url(),
-        Config::default().lock_watchdog_timeout(Duration::from_secs(120)),
-    )
-    .await
-    .unwrap();
-    let waiting = Client::connect(&server.url(), Config::default())
-        .await
-        .unwrap();
-    for kind in WAITING_KINDS {
+    let (holder, waiting) = holder_and_waiting(&server).await;
+    // The reentrant lock has its own test at 10 000 (above).
+    for kind in waiting::KINDS.into_iter().filter(|k| *k != "reentrant") {
         let prefix = format!("scale:k:{kind}:");
-        let held = busy(&holder, kind, &prefix, N).await;
+        let held = waiting::busy(&holder, kind, &prefix, N).await.unwrap();
         let mut waiters = JoinSet::new();
-        for i in 0..N {
-            waiters.spawn(wait_on(waiting.clone(), kind, format!("{prefix}{i}")));
-        }
+        waiting::spawn_waiters(
+            &mut waiters,
+            &waiting,
+            kind,
+            &prefix,
+            N,
+            Duration::from_secs(240),
+        );
         let parked = common::eventually(Duration::from_secs(120), || async {
             let s = waiting.stats();
             s.waiters == N && s.subscribed_channels == N
@@ -328,7 +189,9 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
         );
 
         let freed = Instant::now();
-        free(&holder, kind, &prefix, N, held).await;
+        waiting::free(&holder, kind, &prefix, N, held)
+            .await
+            .unwrap();
         let mut got = Vec::with_capacity(N);
         while let Some(done) = tokio::time::timeout(Duration::from_secs(110), waiters.join_next())
             .await
@@ -336,7 +199,8 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
                 panic!("{kind}: every waiter gets through by its wake-up, not a TTL bound")
             })
         {
-            got.push(done.unwrap());
+            let waited = done.unwrap().unwrap();
+            got.push(waited.unwrap_or_else(|| panic!("{kind}: a waiter timed out")));
         }
         assert_eq!(got.len(), N, "{kind}");
         eprintln!(

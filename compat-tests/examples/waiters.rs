@@ -19,25 +19,11 @@
 //! what it frees before then can be reused by the waiters, so read the figures as the
 //! waiters' cost in a process that already holds as many locks.
 
-use std::{
-    any::Any,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use redisson_lock::{Client, Config};
+use redisson_lock_test_kit::waiting::{busy, free, spawn_waiters, KINDS};
 use tokio::task::JoinSet;
-
-const KINDS: [&str; 9] = [
-    "reentrant",
-    "fair",
-    "fenced",
-    "non-reentrant",
-    "read",
-    "write",
-    "semaphore",
-    "permits",
-    "latch",
-];
 
 /// `(RssAnon, VmRSS)` of this process in bytes.
 fn memory() -> (u64, u64) {
@@ -100,7 +86,14 @@ async fn one(url: &str, kind: &str, count: usize) -> redisson_lock::Result<Strin
 
     let before = memory();
     let mut waiters = JoinSet::new();
-    spawn_waiters(&mut waiters, &waiting, kind, &prefix, count);
+    spawn_waiters(
+        &mut waiters,
+        &waiting,
+        kind,
+        &prefix,
+        count,
+        Duration::from_secs(120),
+    );
     let started = Instant::now();
     loop {
         let s = waiting.stats();
@@ -141,132 +134,4 @@ async fn one(url: &str, kind: &str, count: usize) -> redisson_lock::Result<Strin
         per(before.1, parked.1),
         last.as_millis()
     ))
-}
-
-/// Makes `count` objects `<prefix><i>` of `kind` busy through `holder`; what it holds.
-async fn busy(
-    holder: &Client,
-    kind: &str,
-    prefix: &str,
-    count: usize,
-) -> redisson_lock::Result<Vec<Box<dyn Any + Send>>> {
-    let mut held: Vec<Box<dyn Any + Send>> = Vec::with_capacity(count);
-    for i in 0..count {
-        let name = format!("{prefix}{i}");
-        match kind {
-            "reentrant" => held.push(Box::new(holder.get_lock(&name).lock().await?)),
-            "fair" => held.push(Box::new(holder.get_fair_lock(&name).lock().await?)),
-            "fenced" => held.push(Box::new(holder.get_fenced_lock(&name).lock().await?)),
-            "non-reentrant" => {
-                held.push(Box::new(holder.get_non_reentrant_lock(&name).lock().await?))
-            }
-            "read" | "write" => held.push(Box::new(
-                holder
-                    .get_read_write_lock(&name)
-                    .write_lock()
-                    .lock()
-                    .await?,
-            )),
-            "latch" => {
-                holder.get_count_down_latch(&name).try_set_count(1).await?;
-            }
-            // Semaphores: absent, no permit.
-            _ => {}
-        }
-    }
-    Ok(held)
-}
-
-/// What one waiter got (a guard, or nothing to keep), `None` if it timed out.
-type Got = redisson_lock::Result<Option<Box<dyn Any + Send>>>;
-
-fn boxed<T: Any + Send>(got: Option<T>) -> Option<Box<dyn Any + Send>> {
-    got.map(|g| Box::new(g) as Box<dyn Any + Send>)
-}
-
-/// One waiter of `kind` per object `<prefix><i>`, each a task of its own whose future is only
-/// its kind's (a `match` inside one future would give every waiter the largest kind's size).
-fn spawn_waiters(set: &mut JoinSet<Got>, client: &Client, kind: &str, prefix: &str, count: usize) {
-    let wait = Duration::from_secs(120);
-    macro_rules! each {
-        (|$c:ident, $name:ident| $body:expr) => {
-            for i in 0..count {
-                let ($c, $name) = (client.clone(), format!("{prefix}{i}"));
-                set.spawn(async move { $body });
-            }
-        };
-    }
-    match kind {
-        "reentrant" => each!(|c, name| {
-            let lock = c.get_lock(&name);
-            Ok(boxed(lock.try_lock_for(wait).await?))
-        }),
-        "fair" => each!(|c, name| {
-            let lock = c.get_fair_lock(&name);
-            Ok(boxed(lock.try_lock_for(wait).await?))
-        }),
-        "fenced" => each!(|c, name| {
-            let lock = c.get_fenced_lock(&name);
-            Ok(boxed(lock.try_lock_for(wait).await?))
-        }),
-        "non-reentrant" => each!(|c, name| {
-            let lock = c.get_non_reentrant_lock(&name);
-            Ok(boxed(lock.try_lock_for(wait).await?))
-        }),
-        "read" => each!(|c, name| {
-            let rw = c.get_read_write_lock(&name);
-            Ok(boxed(rw.read_lock().try_lock_for(wait).await?))
-        }),
-        "write" => each!(|c, name| {
-            let rw = c.get_read_write_lock(&name);
-            Ok(boxed(rw.write_lock().try_lock_for(wait).await?))
-        }),
-        "semaphore" => each!(|c, name| {
-            let semaphore = c.get_semaphore(&name);
-            Ok(boxed(
-                semaphore.try_acquire_for(1, wait).await?.then_some(()),
-            ))
-        }),
-        "permits" => each!(|c, name| {
-            let semaphore = c.get_permit_expirable_semaphore(&name);
-            Ok(boxed(semaphore.try_acquire_for(wait, None).await?))
-        }),
-        _ => each!(|c, name| {
-            let latch = c.get_count_down_latch(&name);
-            Ok(boxed(latch.wait_for(wait).await?.then_some(())))
-        }),
-    }
-}
-
-/// Frees what [`busy`] made busy: drops the holds at once, gives each semaphore a permit,
-/// counts each latch down.
-async fn free(
-    holder: &Client,
-    kind: &'static str,
-    prefix: &str,
-    count: usize,
-    held: Vec<Box<dyn Any + Send>>,
-) -> redisson_lock::Result<()> {
-    drop(held);
-    let mut set = JoinSet::new();
-    for i in 0..count {
-        let (holder, name) = (holder.clone(), format!("{prefix}{i}"));
-        set.spawn(async move {
-            match kind {
-                "semaphore" => holder.get_semaphore(&name).release(1).await,
-                "permits" => {
-                    holder
-                        .get_permit_expirable_semaphore(&name)
-                        .add_permits(1)
-                        .await
-                }
-                "latch" => holder.get_count_down_latch(&name).count_down().await,
-                _ => Ok(()),
-            }
-        });
-    }
-    while let Some(done) = set.join_next().await {
-        done.expect("a free task")?;
-    }
-    Ok(())
 }

@@ -28,6 +28,7 @@ pub mod replica;
 pub mod sentinel;
 pub mod skip;
 pub mod tls;
+pub mod waiting;
 
 pub use backend::Backend;
 pub use redis_server::RedisServer;
