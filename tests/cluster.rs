@@ -699,6 +699,9 @@ async fn an_election_and_a_run_once_job_keep_their_names_across_a_failover() {
     let replica = c.replica_for_key(&n);
     c.failover(replica).await;
     assert_eq!(c.master_for_key(&n), replica);
+    // Two renewals after the failover, on the promoted replica: the leadership held by them.
+    let calls = a.stats().renewal_calls;
+    assert!(eventually(WITHIN, || async { a.stats().renewal_calls >= calls + 2 }).await);
     assert!(
         held_again(|| leadership.state()).await,
         "the leader held again"

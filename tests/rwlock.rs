@@ -662,8 +662,8 @@ async fn halves_made_at_different_times_act_as_one_owner() {
 }
 
 /// The blocking read-write lock, whose halves are made when first asked for, acts as the
-/// calling thread: its writer may read, and another thread may do neither until both holds
-/// are released.
+/// calling thread whichever thread made the half: the read half, made first on another thread
+/// (which may not read while this one writes), lets this thread's writer read.
 #[test]
 fn the_blocking_halves_act_as_the_calling_thread() {
     let server = RedisServer::start();
@@ -671,14 +671,10 @@ fn the_blocking_halves_act_as_the_calling_thread() {
         redisson_lock::blocking::Client::connect(&server.url(), Config::default()).unwrap();
     let rw = Arc::new(client.get_read_write_lock("halves:blocking"));
     let w = rw.write_lock().lock().unwrap();
-    let r = rw
-        .read_lock()
-        .try_lock()
-        .unwrap()
-        .expect("the writer's thread may read");
     let other = rw.clone();
     let seen = std::thread::spawn(move || {
         (
+            // The read half is made here, on this thread.
             other.read_lock().try_lock().unwrap().is_some(),
             other.write_lock().try_lock().unwrap().is_some(),
         )
@@ -686,6 +682,11 @@ fn the_blocking_halves_act_as_the_calling_thread() {
     .join()
     .unwrap();
     assert_eq!(seen, (false, false), "another thread reads or writes");
+    let r = rw
+        .read_lock()
+        .try_lock()
+        .unwrap()
+        .expect("the writer's thread may read through the half another thread made");
     w.unlock().unwrap();
     r.unlock().unwrap();
     let other = rw.clone();

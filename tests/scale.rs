@@ -62,6 +62,12 @@ async fn left_nothing(client: &Client, what: &str) {
     assert!(settled, "{what}: left behind {:?}", client.stats());
 }
 
+/// How long after the releases every waiter must be through: less than the shortest TTL a
+/// waiter can have seen while parked (the holder's 120 s watchdog timeout, renewed every 40 s:
+/// never below 80 s), so a waiter whose wake-up was lost, woken by its TTL-bounded sleep
+/// instead, fails the test.
+const WOKEN_WITHIN: Duration = Duration::from_secs(60);
+
 /// A holder whose holds outlive any test (a 120 s watchdog timeout) and a waiting client.
 async fn holder_and_waiting(server: &RedisServer) -> (Client, Client) {
     let holder = Client::connect(
@@ -77,8 +83,8 @@ async fn holder_and_waiting(server: &RedisServer) -> (Client, Client) {
 }
 
 /// Ten thousand waiters, each on a lock of its own that another client holds: once the holder
-/// drops every guard at once, every waiter acquires, long before any lock's TTL (the holder's
-/// 120 s watchdog timeout, which would end the sleep of a waiter whose wake-up was lost). Then
+/// drops every guard at once, every waiter acquires within [`WOKEN_WITHIN`], long before any
+/// lock's TTL could end the sleep of a waiter whose wake-up was lost. Then
 /// both clients drop everything at once and keep nothing: no watchdog hold, subscription, wait
 /// line, owner entry or background release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -113,7 +119,7 @@ async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases
 
     let mut guards = Vec::with_capacity(N);
     let mut last = released;
-    while let Some(done) = tokio::time::timeout(Duration::from_secs(110), waiters.join_next())
+    while let Some(done) = tokio::time::timeout_at(released + WOKEN_WITHIN, waiters.join_next())
         .await
         .expect(
             "every waiter acquires well within the locks' TTL: woken by its release, not by a \
@@ -153,7 +159,8 @@ async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases
 /// A thousand waiters of each other kind that waits (fair, fenced, non-reentrant, read and
 /// write locks, semaphore and permit-expirable semaphore permits, latches), each on an object
 /// of its own that another client keeps busy: once it is freed, every waiter gets through,
-/// long before the holder's 120 s watchdog timeout could end a sleep whose wake-up was lost;
+/// within [`WOKEN_WITHIN`] (a lock's TTL could not end a sleep whose wake-up was lost by then;
+/// a semaphore or a latch has no TTL);
 /// then both clients keep nothing (as for the reentrant lock above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_releases() {
@@ -193,7 +200,7 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
             .await
             .unwrap();
         let mut got = Vec::with_capacity(N);
-        while let Some(done) = tokio::time::timeout(Duration::from_secs(110), waiters.join_next())
+        while let Some(done) = tokio::time::timeout_at(freed + WOKEN_WITHIN, waiters.join_next())
             .await
             .unwrap_or_else(|_| {
                 panic!("{kind}: every waiter gets through by its wake-up, not a TTL bound")

@@ -51,7 +51,16 @@ fn main() {
         }
         return;
     }
-    let count: usize = args.first().and_then(|c| c.parse().ok()).unwrap_or(10_000);
+    let count: usize = match args.first() {
+        None => 10_000,
+        Some(word) => match word.parse() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                eprintln!("usage: waiters [count], a count of at least 1 (got {word:?})");
+                std::process::exit(2);
+            }
+        },
+    };
     let server = redisson_lock_test_kit::RedisServer::start();
     let me = std::env::current_exe().expect("this program's path");
     println!("| kind | waiters | memory per waiter: anonymous (RSS) | got through / timed out / failed | first free → last through |");
@@ -76,10 +85,11 @@ async fn one(url: &str, kind: &str, count: usize) -> redisson_lock::Result<Strin
     )
     .await?;
     let waiting = Client::connect(url, Config::default()).await?;
-    let kind: &'static str = KINDS
-        .into_iter()
-        .find(|k| *k == kind)
-        .unwrap_or("reentrant");
+    let Some(kind) = KINDS.into_iter().find(|k| *k == kind) else {
+        return Err(redisson_lock::Error::InvalidArgument(format!(
+            "no waiting kind {kind}"
+        )));
+    };
     let prefix = format!("waiters:{kind}:");
     let held = busy(&holder, kind, &prefix, count).await?;
     tokio::time::sleep(Duration::from_millis(300)).await;

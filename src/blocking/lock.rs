@@ -219,7 +219,6 @@ pub type GroupLock = Lock<Group>;
 /// w.unlock()?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct ReadWriteLock {
     inner: crate::ReadWriteLock,
     rt: Arc<Rt>,
@@ -227,17 +226,24 @@ pub struct ReadWriteLock {
     write: std::sync::OnceLock<WriteLock>,
 }
 
+impl std::fmt::Debug for ReadWriteLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
 impl ReadWriteLock {
+    // Made from the async lock's constructors, not its accessors: a half is kept once, here.
     fn new_read(&self) -> ReadLock {
         Lock {
-            lock: self.inner.read_lock().clone(),
+            lock: self.inner.new_read(),
             rt: self.rt.clone(),
         }
     }
 
     fn new_write(&self) -> WriteLock {
         Lock {
-            lock: self.inner.write_lock().clone(),
+            lock: self.inner.new_write(),
             rt: self.rt.clone(),
         }
     }

@@ -297,13 +297,15 @@ impl std::fmt::Debug for ReadWriteLock {
 }
 
 impl ReadWriteLock {
-    fn new_read(&self) -> ReadLock {
+    /// A new read half (what `read_lock` keeps; the blocking facade's halves too).
+    pub(crate) fn new_read(&self) -> ReadLock {
         Lock::new(&self.client, &self.name, self.owner, |raw| {
             ReadProtocol(Names::new(raw))
         })
     }
 
-    fn new_write(&self) -> WriteLock {
+    /// A new write half (what `write_lock` keeps; the blocking facade's halves too).
+    pub(crate) fn new_write(&self) -> WriteLock {
         Lock::new(&self.client, &self.name, self.owner, |raw| {
             WriteProtocol(Names::new(raw))
         })
