@@ -698,3 +698,50 @@ fn the_blocking_halves_act_as_the_calling_thread() {
     .unwrap();
     assert!(wrote, "free once both holds are released");
 }
+
+/// A multi-lock over the halves of read-write locks, taken with `into_parts` (the halves are
+/// made then): the read half of one and the write half of another, held together, keep
+/// another client from writing the first and from reading or writing the second, while
+/// another reader of the first still reads; once released, both are free.
+#[tokio::test]
+async fn a_multi_lock_over_halves_taken_with_into_parts() {
+    let server = RedisServer::start();
+    let client = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let other = Client::connect(&server.url(), Config::default())
+        .await
+        .unwrap();
+    let (read_a, _) = client.get_read_write_lock("multi:a").into_parts();
+    let (_, write_b) = client.get_read_write_lock("multi:b").into_parts();
+    let multi = redisson_lock::MultiLock::new(vec![read_a.into(), write_b.into()]).unwrap();
+    let held = multi.lock().await.unwrap();
+
+    let a = other.get_read_write_lock("multi:a");
+    let b = other.get_read_write_lock("multi:b");
+    assert!(
+        a.write_lock().try_lock().await.unwrap().is_none(),
+        "a is read"
+    );
+    assert!(
+        b.write_lock().try_lock().await.unwrap().is_none(),
+        "b is written"
+    );
+    assert!(
+        b.read_lock().try_lock().await.unwrap().is_none(),
+        "b is written"
+    );
+    let reader = a
+        .read_lock()
+        .try_lock()
+        .await
+        .unwrap()
+        .expect("readers share a");
+    reader.unlock().await.unwrap();
+
+    held.unlock().await.unwrap();
+    let w = a.write_lock().try_lock().await.unwrap().expect("a free");
+    w.unlock().await.unwrap();
+    let w = b.write_lock().try_lock().await.unwrap().expect("b free");
+    w.unlock().await.unwrap();
+}
