@@ -53,6 +53,11 @@ if redis.call('hlen', lock) > 1 then
     end
   end
   if longest > 0 then
+    -- Under the owner's writer (mode write: the writer's field has no timeout keys), the TTL is
+    -- the writer's too: never lowered here (Redisson's R-REL lowers it to the read hold left).
+    if mode == 'write' then
+      longest = math.max(longest, redis.call('pttl', lock))
+    end
     redis.call('pexpire', lock, string.format('%d', longest))
     redis.call('set', latch, '0', 'px', ARGV[4])
     return 0

@@ -645,9 +645,14 @@ impl HandOff {
     }
 
     /// Whether the head, when its attempt finds the lock busy, is to say who holds it (see
-    /// [`busy`](Self::busy)): in a contest with more than one other client listening.
+    /// [`busy`](Self::busy)): in a contest with more than one other client listening; while an
+    /// owner of this line holds it (past its `until`: is that hold still on?); and before the
+    /// other clients' turn is known to have begun (the holder may be an owner of this client
+    /// that took the lock outside the line: its hold is no other client's turn).
     pub(crate) fn asks_holder(&self) -> bool {
-        self.contest.as_ref().is_some_and(|c| c.others > 1)
+        self.holder.is_some()
+            || self.away_since.is_none()
+            || self.contest.as_ref().is_some_and(|c| c.others > 1)
     }
 
     /// The head's attempt found the lock busy while no owner of this line holds it: another
@@ -658,6 +663,24 @@ impl HandOff {
     /// passed, or the holder is unknown; until then the head stands back after each unlock
     /// message, as after its own release.
     pub(crate) fn busy(&mut self, now: Instant, holder: Option<u64>, messages: Option<u64>) {
+        if self.holder.is_some() {
+            // An owner of this line holds it past the `until` it was given (a watchdog hold
+            // lasts as long as it is renewed): that hold is busy, not another client's turn,
+            // unless another client is named holding (the line's hold ended unseen).
+            if holder.is_none() {
+                return;
+            }
+            self.holder = None;
+        }
+        if self.holder.is_some() {
+            // An owner of this line holds it past the `until` it was given (a watchdog hold
+            // lasts as long as it is renewed): that hold is busy, not another client's turn,
+            // unless another client is named holding (the line's hold ended unseen).
+            if holder.is_none() {
+                return;
+            }
+            self.holder = None;
+        }
         // The other clients' turn began when this client gave the lock up: the release that
         // started the contest, not the head's attempt after its stand-back (which would leave
         // the stand-back out of their turn, and this client's next run one hold short).
@@ -1442,13 +1465,34 @@ mod tests {
                 whole.busy(now, Some(9), Some(4 + i));
                 line.busy(now, Some(9), Some(4 + i));
             }
-            assert_eq!(
-                asked,
-                policy != LocalHandOff::Unbounded,
-                "{policy:?}: a contest asks who holds"
-            );
+            // Every policy asks at the first busy attempt after its turn (is the holder one
+            // of this client's own owners?), a contest among several at every one.
+            assert!(asked, "{policy:?}: the head asks who holds");
             assert!(same(&line, &whole), "{policy:?}");
         }
+    }
+
+    /// The head's attempt finds the lock busy while an owner of its line holds it past the
+    /// `until` it was given: that hold, not another client's turn (nothing changes), unless
+    /// another client is named holding (the line's hold ended unseen). Before the other
+    /// clients' turn is known to have begun, the head asks who holds.
+    #[test]
+    fn a_busy_attempt_while_an_owner_of_the_line_holds_is_no_other_clients_turn() {
+        let mut h = HandOff::new(LocalHandOff::Bounded(10 * MS));
+        assert!(h.asks_holder(), "is the holder one of this client's owners?");
+        let t0 = Instant::now();
+        h.acquired(t0, t0 + 500 * MS);
+        let now = t0 + 1_500 * MS;
+        assert_eq!(h.plan(now, Some(0)), Plan::Attempt, "past its until");
+        assert!(h.asks_holder());
+        h.busy(now, None, Some(0));
+        assert!(h.holds(), "still this line's hold");
+        assert_eq!(h.away_since, None, "no other client's turn began");
+        assert!(h.run_since.is_some(), "the run goes on");
+        h.busy(now, Some(9), Some(0));
+        assert!(!h.holds(), "another client holds: the line's hold ended");
+        assert_eq!(h.away_since, Some(now));
+        assert!(!h.asks_holder(), "their turn is known to have begun");
     }
 
     #[test]

@@ -8,6 +8,13 @@
 //! before an attempt is known exactly and an ambiguous attempt can be undone by comparing the
 //! count with it (see `Claim::attempt`). Nothing of this is stored in Redis.
 //!
+//! The entry also orders an owner's releases handed to the background (a dropped guard) before
+//! that owner's next acquisition of the lock ([`Ledgers::releasing`], [`Ledgers::enter_to_acquire`]),
+//! however long they wait for their turn, and names the owner's hold by a *generation*: a new
+//! one each time an acquisition finds the owner holding nothing. A guard remembers the
+//! generation it was made in; its release sends nothing once the owner's hold is a later one
+//! (the guard's hold expired and the owner acquired again), so it never takes a later hold.
+//!
 //! An entry is dropped when its count is back to zero through this client, and otherwise once
 //! it can no longer matter: each entry knows until when a hold its calls made or re-armed can
 //! last (the end of the call + the hold's lease, or a later TTL set by an owner-checked
@@ -19,13 +26,16 @@
 use std::{
     collections::HashMap,
     sync::{
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicU64, AtomicUsize, Ordering},
         Arc, Mutex,
     },
     time::Duration,
 };
 
-use tokio::{sync::Semaphore, time::Instant};
+use tokio::{
+    sync::{Notify, Semaphore},
+    time::Instant,
+};
 
 use crate::service::watchdog::{HoldKey, HoldKeyHash};
 
@@ -57,6 +67,13 @@ struct Slot {
     known: Mutex<Known>,
     /// Until when a hold of the entry can last (a [`Stamps::end`]).
     lasts_until: AtomicU64,
+    /// The owner's hold the count is of (0: none yet); written only by the gate's holder.
+    generation: AtomicU64,
+    /// Releases of this owner handed to the background and not finished; the owner's next
+    /// acquisition waits for them.
+    releasing: AtomicUsize,
+    /// Told when `releasing` drops to zero.
+    released: Notify,
 }
 
 /// Instants as an entry keeps them: milliseconds since the ledger began (its client's clock:
@@ -99,6 +116,8 @@ impl Slot {
 pub(crate) struct Ledgers {
     map: Arc<Mutex<HashMap<Key, Arc<Slot>, HoldKeyHash>>>,
     stamps: Stamps,
+    /// The last generation given out (see [`Entry::new_generation`]).
+    generations: Arc<AtomicU64>,
 }
 
 impl Default for Ledgers {
@@ -106,6 +125,7 @@ impl Default for Ledgers {
         Ledgers {
             map: Default::default(),
             stamps: Stamps(Instant::now()),
+            generations: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -115,18 +135,7 @@ impl Ledgers {
     /// dropped. `lease_ms`: the TTL the calls made under the gate may set; a hold they leave
     /// lasts until at most `lease_ms` after the gate is let go (unless renewed).
     pub(crate) async fn enter(&self, key: Key, lease_ms: u64) -> Entry {
-        let slot = {
-            let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
-            map.entry(key.clone())
-                .or_insert_with(|| {
-                    Arc::new(Slot {
-                        gate: Semaphore::new(1),
-                        known: Mutex::new(Known::Count(0)),
-                        lasts_until: AtomicU64::new(self.stamps.end(Instant::now())),
-                    })
-                })
-                .clone()
-        };
+        let slot = self.slot(&key);
         // Cancelled while waiting for the gate: the entry's holder may have left meanwhile and
         // kept the entry for this waiter, so whoever is last out removes an idle one.
         let mut entering = Entering {
@@ -150,6 +159,66 @@ impl Ledgers {
             slot: entering.slot.take().expect("taken once, here"),
             lease: Duration::from_millis(lease_ms),
             key: entering.key.take().expect("taken once, here"),
+            ledgers: self.clone(),
+        }
+    }
+
+    /// The slot of `key`, made if there is none.
+    fn slot(&self, key: &Key) -> Arc<Slot> {
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(key.clone())
+            .or_insert_with(|| {
+                Arc::new(Slot {
+                    gate: Semaphore::new(1),
+                    known: Mutex::new(Known::Count(0)),
+                    lasts_until: AtomicU64::new(self.stamps.end(Instant::now())),
+                    generation: AtomicU64::new(0),
+                    releasing: AtomicUsize::new(0),
+                    released: Notify::new(),
+                })
+            })
+            .clone()
+    }
+
+    /// As [`enter`](Self::enter), for an acquisition: also waits until no release of this
+    /// owner handed to the background before it is left, so the owner's releases and
+    /// acquisitions reach Redis in the order they were made. `None` when `deadline` passed first.
+    pub(crate) async fn enter_to_acquire(
+        &self,
+        key: Key,
+        lease_ms: u64,
+        deadline: Option<Instant>,
+    ) -> Option<Entry> {
+        loop {
+            let enter = self.enter(key.clone(), lease_ms);
+            let entry = match deadline {
+                None => enter.await,
+                Some(d) => tokio::time::timeout_at(d, enter).await.ok()?,
+            };
+            let slot = entry.slot.clone();
+            let released = slot.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if slot.releasing.load(Ordering::Acquire) == 0 {
+                return Some(entry);
+            }
+            // The release takes the gate when its turn comes.
+            drop(entry);
+            match deadline {
+                None => released.await,
+                Some(d) => tokio::time::timeout_at(d, released).await.ok()?,
+            }
+        }
+    }
+
+    /// A release of the hold `key` handed to the background: until the returned value is
+    /// dropped (when the release ended), the owner's next acquisition waits for it.
+    pub(crate) fn releasing(&self, key: &Key) -> Releasing {
+        let slot = self.slot(key);
+        slot.releasing.fetch_add(1, Ordering::AcqRel);
+        Releasing {
+            slot: Some(slot),
+            key: key.clone(),
             ledgers: self.clone(),
         }
     }
@@ -230,6 +299,39 @@ impl Entry {
 
     pub(crate) fn set(&mut self, known: Known) {
         *self.slot.known.lock().unwrap_or_else(|p| p.into_inner()) = known;
+    }
+
+    /// The owner's hold the count is of (0: none was made through this entry).
+    pub(crate) fn generation(&self) -> u64 {
+        self.slot.generation.load(Ordering::Acquire)
+    }
+
+    /// The owner holds nothing from here on: the next hold is a new one (a guard of an earlier
+    /// generation releases nothing of it).
+    pub(crate) fn new_generation(&mut self) {
+        let next = self.ledgers.generations.fetch_add(1, Ordering::AcqRel) + 1;
+        self.slot.generation.store(next, Ordering::Release);
+    }
+}
+
+/// A release of an owner's hold handed to the background, until it ended (see
+/// [`Ledgers::releasing`]).
+pub(crate) struct Releasing {
+    slot: Option<Arc<Slot>>,
+    key: Key,
+    ledgers: Ledgers,
+}
+
+impl Drop for Releasing {
+    fn drop(&mut self) {
+        let Some(slot) = self.slot.take() else {
+            return;
+        };
+        if slot.releasing.fetch_sub(1, Ordering::AcqRel) == 1 {
+            slot.released.notify_waiters();
+        }
+        drop(slot);
+        self.ledgers.forget_if_idle(&self.key, 1);
     }
 }
 
@@ -316,6 +418,81 @@ mod tests {
             ledgers.enter(key("k", "f"), 0).await.known(),
             Known::Count(1)
         );
+    }
+
+    /// A release of the owner handed to the background before an acquisition goes first,
+    /// however long it waits for its turn; the acquisition takes the gate after it, not before.
+    #[tokio::test(start_paused = true)]
+    async fn an_acquisition_waits_for_the_owners_releases_handed_over_before_it() {
+        let ledgers = Ledgers::default();
+        let k = key("k", "f");
+        let releasing = ledgers.releasing(&k);
+        let acquiring = {
+            let (ledgers, k) = (ledgers.clone(), k.clone());
+            tokio::spawn(async move {
+                ledgers
+                    .enter_to_acquire(k, 0, None)
+                    .await
+                    .expect("no deadline")
+                    .known()
+            })
+        };
+        // Long after any command timeout, the release has not run: the acquisition waits.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!acquiring.is_finished());
+        // The release runs (takes the gate, sets the count) and ends.
+        let mut release = ledgers.enter(k.clone(), 0).await;
+        release.set(Known::Count(3));
+        drop(release);
+        tokio::task::yield_now().await;
+        assert!(!acquiring.is_finished(), "the release has not ended");
+        drop(releasing);
+        assert_eq!(acquiring.await.unwrap(), Known::Count(3));
+        // Another owner is never held up.
+        let other = ledgers.releasing(&key("k", "g"));
+        assert!(ledgers.enter_to_acquire(k.clone(), 0, None).await.is_some());
+        drop(other);
+    }
+
+    /// An acquisition with a deadline gives up at it while its owner's release is pending; the
+    /// entry of a release that ended with a count of zero is forgotten.
+    #[tokio::test(start_paused = true)]
+    async fn an_acquisition_behind_its_owners_release_gives_up_at_its_deadline() {
+        let ledgers = Ledgers::default();
+        let k = key("k", "f");
+        let releasing = ledgers.releasing(&k);
+        let start = Instant::now();
+        let deadline = start + Duration::from_secs(3);
+        assert!(ledgers
+            .enter_to_acquire(k.clone(), 0, Some(deadline))
+            .await
+            .is_none());
+        assert_eq!(Instant::now(), deadline);
+        drop(releasing);
+        assert_eq!(ledgers.len(), 0, "nothing counted, nothing kept");
+    }
+
+    /// Each hold of an owner has a generation of its own; an entry forgotten and made again
+    /// has none until a hold is made through it.
+    #[tokio::test]
+    async fn each_hold_of_an_owner_has_a_generation_of_its_own() {
+        let ledgers = Ledgers::default();
+        let k = key("k", "f");
+        let mut e = ledgers.enter(k.clone(), 0).await;
+        assert_eq!(e.generation(), 0);
+        e.new_generation();
+        let first = e.generation();
+        assert_ne!(first, 0);
+        e.set(Known::Count(1));
+        drop(e);
+        let mut e = ledgers.enter(k.clone(), 0).await;
+        assert_eq!(e.generation(), first, "kept while counted");
+        e.new_generation();
+        assert!(e.generation() > first);
+        e.set(Known::Count(0));
+        drop(e);
+        assert_eq!(ledgers.len(), 0);
+        assert_eq!(ledgers.enter(k, 0).await.generation(), 0);
     }
 
     #[tokio::test]

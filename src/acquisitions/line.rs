@@ -425,9 +425,13 @@ impl Ticket {
         self.queue.state.lock().hand_off.asks_holder()
     }
 
-    /// The head's attempt found the lock busy while no owner of this queue holds it;
-    /// `holder`: the holding client's id, when known (see [`HandOff::busy`]).
-    pub(crate) fn busy(&self, holder: Option<&str>) {
+    /// The head's attempt found the lock busy; `holder`: the holding client's id, when known
+    /// (see [`HandOff::busy`]), `own`: this client's. A hold of this client's own (an owner of
+    /// this line past its `until`, or another local owner) is no other client's turn.
+    pub(crate) fn busy(&self, holder: Option<&str>, own: &str) {
+        if holder == Some(own) {
+            return;
+        }
         let holder = holder.map(|id| {
             let mut h = std::hash::DefaultHasher::new();
             std::hash::Hash::hash(id, &mut h);

@@ -15,5 +15,5 @@ mod waiter;
 
 pub(crate) use shell::{acquire, Observed};
 pub(crate) use waiter::{
-    detach, Abandoned, AnySchedule, Orphan, Schedule, SleepOn, Step, Wait, Waiter, Won,
+    detach, Abandoned, AnySchedule, Orphan, Schedule, SleepOn, Step, Turn, Wait, Waiter, Won,
 };

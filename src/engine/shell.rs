@@ -48,7 +48,7 @@ use tokio::time::Instant;
 
 use super::{
     sleep::{subscribed, wait_in_line, wait_on_wakeups, wait_with_backoff},
-    waiter::{left, SleepOn, Step, Wait, Waiter, Won},
+    waiter::{left, SleepOn, Step, Turn, Wait, Waiter, Won},
 };
 use crate::{
     error::{Error, Result},
@@ -303,11 +303,8 @@ fn attempt<W: Waiter>(
     wait: Wait,
 ) -> impl Future<Output = Result<Step<Won<W::Won>>>> + '_ {
     async move {
-        let _turn = match waiter.turns() {
-            Some(turns) => Some(turns.acquire().await.map_err(|_| Error::Shutdown)?),
-            None => None,
-        };
-        Box::pin(waiter.attempt(wait)).await
+        let mut turn = Turn::take(waiter.turns()).await?;
+        Box::pin(waiter.attempt(wait, &mut turn)).await
     }
 }
 
@@ -479,7 +476,7 @@ mod tests {
         fn name(&self) -> &str {
             "scripted"
         }
-        async fn attempt(&self, wait: Wait) -> Result<Step<Won<Undo>>> {
+        async fn attempt(&self, wait: Wait, _turn: &mut Turn<'_>) -> Result<Step<Won<Undo>>> {
             self.attempts
                 .lock()
                 .unwrap()
@@ -688,7 +685,7 @@ mod tests {
         fn name(&self) -> &str {
             "crowd"
         }
-        async fn attempt(&self, _wait: Wait) -> Result<Step<Won<()>>> {
+        async fn attempt(&self, _wait: Wait, _turn: &mut Turn<'_>) -> Result<Step<Won<()>>> {
             let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
             self.most.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(10 * MS).await;

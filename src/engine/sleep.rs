@@ -195,7 +195,7 @@ where
                         } else {
                             None
                         };
-                        ticket.busy(holder.as_deref());
+                        ticket.busy(holder.as_deref(), waiter.client().id());
                         // A lock without a TTL: the watchdog timeout bounds the sleep.
                         frees_in.unwrap_or(waiter.config().lock_watchdog_timeout)
                     }

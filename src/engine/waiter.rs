@@ -107,6 +107,40 @@ pub(crate) enum SleepOn {
     BackOff(AnySchedule),
 }
 
+/// One of the client's attempt turns (see [`Waiter::turns`]), held while an attempt runs. An
+/// attempt that must wait for something other than its own command (a release of its lock
+/// still under way, its owner's gate) gives the turn back meanwhile ([`Turn::away`]), so a
+/// parked attempt never holds up the client's other acquisitions.
+pub(crate) struct Turn<'a> {
+    turns: Option<&'a tokio::sync::Semaphore>,
+    permit: Option<tokio::sync::SemaphorePermit<'a>>,
+}
+
+impl<'a> Turn<'a> {
+    /// Waits for a turn of `turns` (`None`: no limit).
+    pub(crate) async fn take(turns: Option<&'a tokio::sync::Semaphore>) -> Result<Turn<'a>> {
+        let permit = match turns {
+            Some(t) => Some(t.acquire().await.map_err(|_| Error::Shutdown)?),
+            None => None,
+        };
+        Ok(Turn { turns, permit })
+    }
+
+    /// Awaits `wait`; if it is not ready at once, without the turn, taken again after.
+    pub(crate) async fn away<F: Future>(&mut self, wait: F) -> Result<F::Output> {
+        let mut wait = std::pin::pin!(wait);
+        if let Poll::Ready(out) = futures::poll!(wait.as_mut()) {
+            return Ok(out);
+        }
+        let had = self.permit.take().is_some();
+        let out = wait.await;
+        if let (true, Some(turns)) = (had, self.turns) {
+            self.permit = Some(turns.acquire().await.map_err(|_| Error::Shutdown)?);
+        }
+        Ok(out)
+    }
+}
+
 /// What an orphaned success leaves behind, and how it is undone: a success whose caller went
 /// away (see [`Won`]).
 pub(crate) trait Orphan: Send + 'static {
@@ -205,7 +239,12 @@ pub(crate) trait Waiter: Sync {
     ///
     /// Cancel safety: the stretch that may take something is finished even if the attempt is
     /// dropped midway ([`detach`]), so a dropped attempt leaves nothing behind.
-    fn attempt(&self, wait: Wait) -> impl Future<Output = Result<Step<Won<Self::Won>>>> + Send;
+    /// `turn`: the client's turn this attempt holds (see [`Turn::away`]).
+    fn attempt(
+        &self,
+        wait: Wait,
+        turn: &mut Turn<'_>,
+    ) -> impl Future<Output = Result<Step<Won<Self::Won>>>> + Send;
 
     /// Whether a wait goes on after one of its attempts failed on a transient error (its
     /// outcome unknown to the caller): `false` where a lost attempt can neither be undone nor
@@ -371,6 +410,33 @@ impl Schedule for Every {
 
 #[cfg(test)]
 mod tests {
+
+    /// An attempt's turn is given back while the attempt waits for something else, and taken
+    /// again after; a wait ready at once keeps it.
+    #[tokio::test(start_paused = true)]
+    async fn a_turn_is_given_back_while_its_attempt_waits_elsewhere() {
+        let turns = tokio::sync::Semaphore::new(1);
+        let mut turn = Turn::take(Some(&turns)).await.unwrap();
+        assert_eq!(turns.available_permits(), 0);
+        assert_eq!(turn.away(async { 7 }).await.unwrap(), 7);
+        assert_eq!(turns.available_permits(), 0, "ready at once: kept");
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        {
+            let waiting = turn.away(rx);
+            tokio::pin!(waiting);
+            assert!(futures::poll!(waiting.as_mut()).is_pending());
+            assert_eq!(turns.available_permits(), 1, "given back while it waits");
+            let other = turns.try_acquire().expect("another attempt's turn");
+            tx.send(()).unwrap();
+            assert!(futures::poll!(waiting.as_mut()).is_pending(), "no turn yet");
+            drop(other);
+            waiting.await.unwrap().unwrap();
+        }
+        assert_eq!(turns.available_permits(), 0, "taken again");
+        drop(turn);
+        assert_eq!(turns.available_permits(), 1);
+    }
+
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;

@@ -153,14 +153,16 @@ impl Handle {
         }
     }
 
-    /// The claim of `owner` to this handle's lock, with `lease_ms` as its TTL.
-    fn claim(&self, owner: Owner, lease_ms: u64) -> Claim {
+    /// The claim of `owner` to this handle's lock, with `lease_ms` as its TTL, renewed by the
+    /// watchdog or not.
+    fn claim(&self, owner: Owner, lease_ms: u64, renewed: bool) -> Claim {
         let key = self.key_for(owner);
         Claim {
             client: self.client.clone(),
             proto: self.proto.clone(),
             key,
             lease_ms,
+            renewed,
             queue_ms: 0,
         }
     }
@@ -213,7 +215,7 @@ impl Handle {
                     this.internal_lease_ms
                         .store(claim.lease_ms, Ordering::Relaxed);
                 }
-                Held::new(a.take(), owner, !leased, this.kind)
+                Held::new(a.take(), owner, this.kind)
             }))
         })
     }
@@ -243,17 +245,25 @@ impl Handle {
         };
         Ok(Claim {
             queue_ms,
-            ..self.claim(owner, lease_ms)
+            ..self.claim(owner, lease_ms, lease.is_none())
         })
     }
 
     /// Releases one hold of `owner` (the Java style, without a guard).
     pub(crate) async fn unlock_as(&self, owner: Owner) -> Result<UnlockOutcome> {
         self.check()?;
-        let claim = self.claim(owner, self.internal_lease_ms.load(Ordering::Relaxed));
-        self.client.watchdog().let_go(&claim.key(), None);
+        let key = self.key_for(owner);
+        // The part let go says which lease mode this release is of (nothing registered: the
+        // handle's lease says it, as Redisson's `internalLockLeaseTime`).
+        let lease_ms = self.internal_lease_ms.load(Ordering::Relaxed);
+        let renewed = self
+            .client
+            .watchdog()
+            .let_go(&key, None)
+            .map_or(lease_ms == self.client.watchdog_ms(), |parts| parts.renewed);
+        let claim = self.claim(owner, lease_ms, renewed);
         let outcome = claim
-            .release()
+            .release(None)
             .await?
             .outcome(claim.name(), &claim.key.field)?;
         if outcome == UnlockOutcome::Released {
@@ -265,14 +275,14 @@ impl Handle {
 
     pub(crate) async fn hold_count_as(&self, owner: Owner) -> Result<u64> {
         self.check()?;
-        self.claim(owner, 0).count().await
+        self.claim(owner, 0, false).count().await
     }
 
     pub(crate) async fn is_held_as(&self, owner: Owner) -> Result<bool> {
         self.check()?;
         let field = self.field_for(owner);
         if self.proto.hold_count(&field).is_some() {
-            return Ok(self.claim(owner, 0).count().await? > 0);
+            return Ok(self.claim(owner, 0, false).count().await? > 0);
         }
         self.client.core().has_field(self.raw_name(), &field).await
     }

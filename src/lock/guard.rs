@@ -10,7 +10,7 @@ use super::{
 };
 use crate::{
     error::{Error, Result},
-    service::watchdog::{HoldState, LossSignal, Upkeep, Watched},
+    service::watchdog::{HoldState, LossSignal, Watched},
     types::owner::Owner,
 };
 
@@ -84,48 +84,35 @@ pub type AnyGuard = Guard<AnyKind>;
 pub(crate) struct Held {
     claim: Claim,
     owner: Owner,
-    watchdog: bool,
     /// The guard's parts of its owner's hold, and the hold's loss signal (shared by every guard
     /// of that hold); followed (released on drop) until let go or kept.
     watched: Watched,
     token: Option<u64>,
+    /// The owner's hold this guard is part of: its release sends nothing once the owner's hold
+    /// is a later one.
+    generation: u64,
     /// The kind's name and when the hold began, for observability.
     kind: &'static str,
     since: Instant,
 }
 
 impl Held {
-    /// The hold an acquisition made: a part without a lease (`watchdog`: renewed while it
-    /// lasts), a leased part, or both when a watchdog acquisition set a TTL longer than the
-    /// watchdog timeout (a run-once job's `at_least`: the key's TTL is a promise too).
-    pub(crate) fn new(
-        acquired: Acquired,
-        owner: Owner,
-        watchdog: bool,
-        kind: &'static str,
-    ) -> Self {
+    /// The hold an acquisition made (registered with the watchdog when it concluded).
+    pub(crate) fn new(acquired: Acquired, owner: Owner, kind: &'static str) -> Self {
         let Acquired {
             claim,
-            sent_at,
             token,
+            generation,
+            watched,
+            ..
         } = acquired;
-        let key = claim.key();
-        let wd = claim.client.watchdog();
-        let ttl = Duration::from_millis(claim.lease_ms);
-        let lease = (!watchdog || ttl > claim.client.config().lock_watchdog_timeout).then_some(ttl);
-        let upkeep = Upkeep {
-            shape: claim.proto.renewal(),
-            queue: claim.proto.wait_line(),
-            presence: claim.proto.hold_count(&claim.key.field),
-        };
-        let watched = Watched::start(wd, key, upkeep, sent_at, watchdog, lease);
         crate::observe::guard_opened(kind);
         Self {
             claim,
             owner,
-            watchdog,
             watched,
             token,
+            generation,
             kind,
             since: Instant::now(),
         }
@@ -155,7 +142,7 @@ impl Drop for Held {
             // A hold known gone is not released: the owner's count in Redis is that of a later
             // acquisition now.
             if !self.loss().is_gone() {
-                claim.release_in_background();
+                claim.release_in_background(Some(self.generation));
             }
         }
     }
@@ -167,7 +154,7 @@ impl<K: Kind> std::fmt::Debug for Guard<K> {
             .field("kind", &K::NAME)
             .field("lock", &self.held.claim.name())
             .field("owner", &self.held.claim.key.field)
-            .field("watchdog", &self.held.watchdog)
+            .field("watchdog", &self.held.claim.renewed)
             .finish()
     }
 }
@@ -197,7 +184,7 @@ impl<K: Kind> Guard<K> {
 
     /// `true` when the lock is kept alive by the watchdog (taken without a lease).
     pub fn is_watchdog(&self) -> bool {
-        self.held.watchdog
+        self.held.claim.renewed
     }
 
     /// `true` unless the hold is [`Held`](HoldState::Held): `true` while it is
@@ -273,7 +260,7 @@ impl<K: Kind> Guard<K> {
             // Renewal found this hold gone: a release would take a later hold of its owner.
             Release::NotHeld
         } else {
-            claim.release().await?
+            claim.release(Some(self.held.generation)).await?
         };
         outcome.outcome(claim.name(), &claim.key.field)
     }

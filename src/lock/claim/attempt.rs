@@ -32,7 +32,7 @@ use std::{sync::Arc, time::Duration};
 use tokio::time::Instant;
 
 use super::calls::Claim;
-use crate::engine::{detach, Abandoned, Orphan, SleepOn, Step, Wait, Waiter, Won};
+use crate::engine::{detach, Abandoned, Orphan, SleepOn, Step, Turn, Wait, Waiter, Won};
 use crate::lock::protocol::{
     decode_acquire, Acquire, AcquireReply, AcquireRequest, Attempt, Release, SleepRule,
 };
@@ -44,15 +44,24 @@ use crate::{
     client::Client,
     conn::{core::AcquireFailure, replicas::Synced},
     error::{Error, Result},
-    service::pubsub::Reading,
+    service::{
+        pubsub::Reading,
+        watchdog::{Upkeep, Watched},
+    },
     types::line::WaitLine,
 };
 
 impl Claim {
-    /// Stage 1 of an attempt: waits for a background release of this lock (never longer than
-    /// one command timeout) and for the owner's ledger entry (for an earlier ambiguous attempt's
-    /// reconciliation at most until `deadline`), then learns the owner's count before it.
-    async fn take_turn(&self, deadline: Option<Instant>) -> Result<(Entry, u64)> {
+    /// Stage 1 of an attempt: waits for a background release of this lock by another owner
+    /// (never longer than one command timeout), for every release of this owner handed to the
+    /// background before it and for the owner's ledger entry (an earlier ambiguous attempt's
+    /// reconciliation), these at most until `deadline`, then learns the owner's count before
+    /// it. The client's `turn` is given back while it waits.
+    async fn take_turn(
+        &self,
+        deadline: Option<Instant>,
+        turn: &mut Turn<'_>,
+    ) -> Result<(Entry, u64)> {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
         }
@@ -60,24 +69,23 @@ impl Claim {
         // the lock it frees is seen free; never longer than one command timeout.
         let bound = crate::types::millis::later(Instant::now(), self.client.config().timeout);
         let bound = deadline.map_or(bound, |d| d.min(bound));
-        self.client
-            .pending_releases()
-            .settle(self.name(), bound)
-            .await;
-        let enter = self.client.ledgers().enter(self.key(), self.lease_ms);
-        let mut entry = match deadline {
-            None => enter.await,
-            Some(d) => tokio::time::timeout_at(d, enter).await.map_err(|_| {
-                Error::Timeout(
-                    format!(
-                        "an earlier ambiguous acquisition of {} by this owner is still being \
-                         reconciled",
-                        self.name()
-                    )
-                    .into(),
+        let settle = self.client.pending_releases().settle(self.name(), bound);
+        turn.away(settle).await?;
+        // The owner's own releases go first whatever they wait for: the ledger orders them.
+        let enter = self
+            .client
+            .ledgers()
+            .enter_to_acquire(self.key(), self.lease_ms, deadline);
+        let mut entry = turn.away(enter).await?.ok_or_else(|| {
+            Error::Timeout(
+                format!(
+                    "an earlier release or ambiguous acquisition of {} by this owner is still \
+                     under way",
+                    self.name()
                 )
-            })?,
-        };
+                .into(),
+            )
+        })?;
         let known = entry.known();
         let before = match known {
             Known::Count(0) => 0,
@@ -100,6 +108,7 @@ impl Claim {
         };
         if gone {
             self.client.watchdog().holds_gone(&self.key());
+            entry.new_generation();
         }
         Ok((entry, before))
     }
@@ -168,10 +177,15 @@ impl Claim {
             Acquire::Acquired { token } => {
                 debug_assert!(!matches!(synced, Synced::Missing { .. }));
                 entry.set(Known::Count(before + 1));
+                // Registered before the entry is let go: the owner's next release computes
+                // the TTL its parts need with this one among them.
+                let watched = self.watch(sent_at);
                 Step::Done(Won::new(Acquired {
                     claim: self.clone(),
                     sent_at,
                     token,
+                    generation: entry.generation(),
+                    watched,
                 }))
             }
             Acquire::Busy { frees_in } => {
@@ -180,6 +194,29 @@ impl Claim {
                 Step::Busy { frees_in }
             }
         })
+    }
+
+    /// Registers a hold this claim acquired by a call sent at `sent_at` with the watchdog: a
+    /// part without a lease (renewed while it lasts), a leased part, or both when a watchdog
+    /// acquisition set a TTL longer than the watchdog timeout (a run-once job's `at_least`:
+    /// the key's TTL is a promise too).
+    fn watch(&self, sent_at: Instant) -> Watched {
+        let ttl = Duration::from_millis(self.lease_ms);
+        let timeout = self.client.config().lock_watchdog_timeout;
+        let lease = (!self.renewed || ttl > timeout).then_some(ttl);
+        let upkeep = Upkeep {
+            shape: self.proto.renewal(),
+            queue: self.proto.wait_line(),
+            presence: self.proto.hold_count(&self.key.field),
+        };
+        Watched::start(
+            self.client.watchdog(),
+            self.key(),
+            upkeep,
+            sent_at,
+            self.renewed,
+            lease,
+        )
     }
 
     /// Undoes an acquisition no replica acknowledged (the owner's count was `before`): one
@@ -334,18 +371,23 @@ impl Claim {
     }
 }
 
-/// A successful acquisition on its way to a guard (inside a [`Won`] until a guard takes it).
+/// A successful acquisition on its way to a guard (inside a [`Won`] until a guard takes it),
+/// already registered with the watchdog.
 pub(crate) struct Acquired {
     pub(crate) claim: Claim,
     pub(crate) sent_at: Instant,
     pub(crate) token: Option<u64>,
+    /// The owner's hold it is part of (see `acquisitions::ledger`).
+    pub(crate) generation: u64,
+    pub(crate) watched: Watched,
 }
 
 /// A late acquisition (its caller went away): the hold is released in the background.
 impl Orphan for Acquired {
-    fn orphaned(self) {
+    fn orphaned(mut self) {
         crate::observe::late_acquisition(self.claim.name(), &self.claim.key.field);
-        self.claim.release_in_background();
+        self.watched.let_go(self.claim.client.watchdog());
+        self.claim.release_in_background(Some(self.generation));
     }
 }
 
@@ -378,7 +420,7 @@ impl Waiter for Claim {
     /// A single try waits at most one command timeout for an earlier ambiguous attempt's
     /// reconciliation; a waiter's attempt until its deadline (`None`: as long as it takes,
     /// which is until Redis answers again or the reconciled hold would have expired).
-    async fn attempt(&self, wait: Wait) -> Result<Step<Won<Acquired>>> {
+    async fn attempt(&self, wait: Wait, turn: &mut Turn<'_>) -> Result<Step<Won<Acquired>>> {
         let (attempt, deadline) = match wait {
             Wait::Once => {
                 let bound =
@@ -392,7 +434,7 @@ impl Waiter for Claim {
                 deadline,
             ),
         };
-        let turn = self.take_turn(deadline).await?;
+        let turn = self.take_turn(deadline, turn).await?;
         let (call, reply) = self.proto.acquire_call(AcquireRequest {
             field: &self.key.field,
             lease_ms: self.lease_ms,

@@ -37,6 +37,9 @@ pub(crate) struct Claim {
     /// The TTL set by acquisitions and re-armed by partial releases (the lease, or the
     /// watchdog timeout).
     pub(crate) lease_ms: u64,
+    /// The hold is renewed by the watchdog (taken without a lease): a hold this claim makes
+    /// has a part without a lease, and the part a release by it lets go is that one.
+    pub(crate) renewed: bool,
     /// How long a waiting acquisition of a queueing kind keeps its place in the kind's queue
     /// between attempts (the fair lock's `threadWaitTime`); 0 where nothing queues.
     pub(crate) queue_ms: u64,
@@ -79,9 +82,22 @@ impl Claim {
 
     /// Releases one hold, retrying transient failures with the same request id (the unlock
     /// receipt makes the retries idempotent), then hands the receipt to the batched clean-up.
-    pub(crate) async fn release(&self) -> Result<Release> {
+    /// `generation`: the owner's hold the releasing guard was made in (see
+    /// `acquisitions::ledger`); once the owner's hold is a later one, nothing is sent and the
+    /// answer is [`Release::NotHeld`]. `None` (the Java-style unlock through a handle):
+    /// whatever the owner holds.
+    pub(crate) async fn release(&self, generation: Option<u64>) -> Result<Release> {
         if self.client.is_closed() {
             return Err(Error::Shutdown);
+        }
+        // The entry must outlive the TTL the release may re-arm (what the parts left need).
+        let lasts = match self.rearm() {
+            Rearm::To(lease, _) => crate::types::millis::clamp_millis(lease).max(self.lease_ms),
+            Rearm::Ended => self.lease_ms,
+        };
+        let mut entry = self.client.ledgers().enter(self.key(), lasts).await;
+        if generation.is_some_and(|g| g != entry.generation()) {
+            return Ok(Release::NotHeld);
         }
         // A release whose future is dropped midway may have freed the lock: the local queue's
         // head is told so (it then attempts), rather than waiting out the holder's lease.
@@ -89,9 +105,6 @@ impl Claim {
             claim: self,
             armed: self.proto.wait_line().is_some(),
         };
-        // The entry must outlive the TTL the release may re-arm (what the parts left need).
-        let lasts = crate::types::millis::clamp_millis(self.lease_left()).max(self.lease_ms);
-        let mut entry = self.client.ledgers().enter(self.key(), lasts).await;
         // A release that may free the lock tells the local queue first (its hand-off policy
         // may want to know, with this very release, whether another client listens).
         let ask = match (self.proto.wait_line(), entry.known()) {
@@ -166,36 +179,70 @@ impl Claim {
             .ttl_set(&self.key(), sent_at, lease, Instant::now(), set);
     }
 
-    /// The TTL a partial release re-arms: what the parts of this owner's hold that remain need
-    /// (the watchdog timeout while one without a lease remains, else the latest lease's end;
-    /// the hold lives as long as its longest part), or this claim's own lease when no part is
-    /// known (nothing of the hold is registered: an acquisition undone, a release by a handle
-    /// whose guards are gone).
-    fn lease_left(&self) -> Duration {
-        let wd = self.client.watchdog();
-        wd.need(&self.key())
-            .ttl(self.client.config().lock_watchdog_timeout, Instant::now())
-            .map_or(Duration::from_millis(self.lease_ms), |d| {
-                d.max(Duration::from_millis(1))
-            })
+    /// The TTL a partial release re-arms, from the parts of this owner's hold that remain (its
+    /// own part already let go):
+    /// * none known (nothing of the hold is registered: an acquisition undone, a release by a
+    ///   handle whose guards are gone): this claim's lease;
+    /// * all of one lease mode with the part released: the lease, as Redisson re-arms it (the
+    ///   watchdog timeout; the longest lease of the parts left, each as if taken now, or
+    ///   longer where a part left ends later);
+    /// * modes mixed: the longest part (the watchdog timeout while a part without a lease
+    ///   remains, else the latest lease's end);
+    /// * every part left has ended: none; the release frees the whole hold ([`Rearm::Ended`]).
+    fn rearm(&self) -> Rearm {
+        let own = Duration::from_millis(self.lease_ms);
+        if !self.proto.partial_release_sets_ttl() {
+            return Rearm::To(own, TtlSet::Exactly { part: None });
+        }
+        let need = self.client.watchdog().need(&self.key());
+        let timeout = self.client.config().lock_watchdog_timeout;
+        match need.ttl(timeout, Instant::now()) {
+            None => Rearm::To(own, TtlSet::Exactly { part: None }),
+            Some(left) if left.is_zero() => Rearm::Ended,
+            Some(left) if !self.renewed && !need.renewed => {
+                let lease = need.longest_lease.unwrap_or(own);
+                Rearm::To(left.max(lease), TtlSet::Rearmed)
+            }
+            Some(left) => Rearm::To(left, TtlSet::Exactly { part: None }),
+        }
     }
 
     /// The release call itself (the caller holds the owner's ledger entry). A partial release
-    /// (or one that may have run) re-arms the TTL to what the owner's remaining parts need: the
-    /// owner's guards learn it.
+    /// (or one that may have run) re-arms the TTL as [`rearm`](Self::rearm) says: the owner's
+    /// guards learn it.
     pub(super) async fn release_once(&self) -> Result<Release> {
-        let lease = self.lease_left();
+        let (lease, set) = match self.rearm() {
+            Rearm::To(lease, set) => (lease, set),
+            Rearm::Ended => return self.release_ended().await,
+        };
         let sent_at = Instant::now();
         let outcome = self.release_call(lease).await;
         if self.proto.partial_release_sets_ttl() {
             match outcome {
-                Ok(Release::StillHeld) => {
-                    self.ttl_set(sent_at, lease, TtlSet::Exactly { part: None })
-                }
+                Ok(Release::StillHeld) => self.ttl_set(sent_at, lease, set),
                 Err(_) => self.ttl_set(sent_at, lease, TtlSet::AtMost),
                 _ => {}
             }
         }
+        outcome
+    }
+
+    /// A partial release whose other parts have all ended: the owner's holds are released one
+    /// by one, so the last release frees the lock and announces it (a TTL of 1 ms would free it
+    /// silently, and other clients' waiters would sleep out the TTL they last read).
+    async fn release_ended(&self) -> Result<Release> {
+        /// More holds than any owner has: a bound on the loop, not a limit in use.
+        const MOST: usize = 1 << 16;
+        let sent_at = Instant::now();
+        let mut outcome = Ok(Release::StillHeld);
+        for _ in 0..MOST {
+            outcome = self.release_call(Duration::from_millis(1)).await;
+            if !matches!(outcome, Ok(Release::StillHeld)) {
+                break;
+            }
+        }
+        // The hold's guards end now, whatever the outcome (at most 1 ms was left).
+        self.ttl_set(sent_at, Duration::ZERO, TtlSet::AtMost);
         outcome
     }
 
@@ -226,16 +273,19 @@ impl Claim {
         decode_release(reply, self.name())
     }
 
-    /// Hands a release to the client's background releases (at most `IN_FLIGHT` run at once,
-    /// see `acquisitions::pending`); never blocks, never panics.
-    pub(crate) fn release_in_background(&self) {
+    /// Hands a release (of the hold `generation`, see [`release`](Self::release)) to the
+    /// client's background releases (at most `IN_FLIGHT` run at once, see
+    /// `acquisitions::pending`); never blocks, never panics.
+    pub(crate) fn release_in_background(&self, generation: Option<u64>) {
         let claim = self.clone();
-        // Marked in flight at once: a later acquisition of the lock through this client waits
-        // for it (see `acquisitions::pending`).
+        // Marked at once: the owner's next acquisition of the lock waits for it, whenever it
+        // runs (the ledger); another owner's, briefly (see `acquisitions::pending`).
+        let releasing = self.client.ledgers().releasing(&self.key);
         let in_flight = self.client.pending_releases().begin(&self.key.name);
         self.client
             .release_in_background(format!("lock {}", self.name()), move || async move {
-                let released = claim.release().await.map(drop);
+                let released = claim.release(generation).await.map(drop);
+                drop(releasing);
                 drop(in_flight);
                 released
             });
@@ -260,6 +310,14 @@ impl Claim {
         }
         Ok(set)
     }
+}
+
+/// The TTL a partial release sets (see [`Claim::rearm`]).
+enum Rearm {
+    /// This long, as the guards learn it.
+    To(Duration, TtlSet),
+    /// The parts left have all ended: the whole hold is released.
+    Ended,
 }
 
 /// Tells the local queue a release may have freed the lock if the release is dropped midway.

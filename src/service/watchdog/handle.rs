@@ -44,8 +44,11 @@ pub(crate) enum TtlSet {
     /// It may have set it, or a shorter one: the guards last at most that long.
     AtMost,
     /// It set it: the guards last exactly that long; `part`, the leased part of the guard
-    /// whose call it was, now ends then.
+    /// whose call it was, now ends then (the others no later).
     Exactly { part: Option<u64> },
+    /// A partial release re-armed it to the leases of the parts left: every one of them now
+    /// ends then.
+    Rearmed,
 }
 
 /// One guard's registration: the loss signal of its owner's hold of the lock (every guard of
@@ -140,7 +143,7 @@ impl Watchdog {
             }
             if let (Some(id), Some(lease)) = (part_id, lease) {
                 hold.leases
-                    .push((id, crate::types::millis::later(sent_at, lease)));
+                    .push((id, crate::types::millis::later(sent_at, lease), lease));
                 hold.leased = true;
             }
             if presence.is_some() {
@@ -166,7 +169,9 @@ impl Watchdog {
     /// end). `None`: one part of the current registration (the Java-style unlock through a
     /// handle): a renewed part if there is one, else the leased part that ends first (what
     /// the others need is unchanged). The hold is forgotten once no part is left.
-    pub(crate) fn let_go(&self, key: &HoldKey, guard: Option<(u64, Parts)>) {
+    /// Returns the parts let go (`None`: nothing of the current registration).
+    pub(crate) fn let_go(&self, key: &HoldKey, guard: Option<(u64, Parts)>) -> Option<Parts> {
+        let mut gone = None;
         self.state.holds.remove_if_mut(key, |_, hold| {
             let parts = match guard {
                 Some((epoch, _)) if epoch != hold.epoch => return false,
@@ -180,7 +185,7 @@ impl Watchdog {
                     lease: hold
                         .leases
                         .iter()
-                        .min_by_key(|(_, ends)| *ends)
+                        .min_by_key(|(_, ends, _)| *ends)
                         .map(|p| p.0),
                 },
             };
@@ -188,10 +193,12 @@ impl Watchdog {
                 hold.renewed = hold.renewed.saturating_sub(1);
             }
             if let Some(id) = parts.lease {
-                hold.leases.retain(|(part, _)| *part != id);
+                hold.leases.retain(|(part, _, _)| *part != id);
             }
+            gone = Some(parts);
             hold.is_empty()
         });
+        gone
     }
 
     /// What the parts of `key` still need of the key's TTL (see [`Need`]).
@@ -223,12 +230,18 @@ impl Watchdog {
                 TtlSet::AtMost => hold.loss.shorten(answered_at, to),
                 TtlSet::Exactly { part } => {
                     hold.loss.renewed_to(answered_at, to);
-                    for (id, end) in hold.leases.iter_mut() {
+                    for (id, end, _) in hold.leases.iter_mut() {
                         *end = if Some(*id) == part {
                             ends
                         } else {
                             (*end).min(ends)
                         };
+                    }
+                }
+                TtlSet::Rearmed => {
+                    hold.loss.renewed_to(answered_at, to);
+                    for (_, end, _) in hold.leases.iter_mut() {
+                        *end = ends;
                     }
                 }
             }

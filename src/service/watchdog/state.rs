@@ -123,8 +123,9 @@ impl Eq for HoldKey {}
 pub(super) struct Hold {
     /// The parts acquired without a lease: while there is one, the watchdog renews the hold.
     pub(super) renewed: u32,
-    /// The leased parts: (part id, when its TTL ends: its acquisition's send time + its lease).
-    pub(super) leases: Vec<(u64, Instant)>,
+    /// The leased parts: (part id, when its TTL ends: its acquisition's send time + its lease,
+    /// its lease).
+    pub(super) leases: Vec<(u64, Instant, std::time::Duration)>,
     /// A part with a lease was registered here once (the key's TTL then follows the parts, not
     /// the watchdog alone: see [`Need`]).
     pub(super) leased: bool,
@@ -154,7 +155,8 @@ impl Hold {
     pub(super) fn need(&self) -> Need {
         Need {
             renewed: self.is_renewed(),
-            until: self.leases.iter().map(|&(_, ends)| ends).max(),
+            until: self.leases.iter().map(|&(_, ends, _)| ends).max(),
+            longest_lease: self.leases.iter().map(|&(_, _, lease)| lease).max(),
             leased: self.leased,
         }
     }
@@ -174,6 +176,8 @@ pub(crate) struct Need {
     pub(crate) renewed: bool,
     /// The latest end of the leased parts that remain.
     pub(crate) until: Option<Instant>,
+    /// The longest lease of the leased parts that remain.
+    pub(crate) longest_lease: Option<std::time::Duration>,
     /// The hold had a leased part at some time.
     pub(crate) leased: bool,
 }
@@ -283,7 +287,10 @@ pub(crate) mod tests {
             leases: leases
                 .iter()
                 .enumerate()
-                .map(|(i, &e)| (i as u64 + 100, e))
+                .map(|(i, &e)| {
+                    let lease = e.saturating_duration_since(Instant::now());
+                    (i as u64 + 100, e, lease)
+                })
                 .collect(),
             leased: !leases.is_empty(),
             shape: RenewalShape::per_hold(name),

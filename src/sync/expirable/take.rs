@@ -14,7 +14,7 @@ use super::{
 };
 use crate::{
     client::Client,
-    engine::{self, detach, Observed, Orphan, SleepOn, Step, Wait, Waiter, Won},
+    engine::{self, detach, Observed, Orphan, SleepOn, Step, Turn, Wait, Waiter, Won},
     error::{Error, Result},
     service::pubsub::Reading,
     sync::synced::run_taking,
@@ -179,7 +179,7 @@ impl Waiter for TakePermit<'_> {
     /// background by its id, and looked for again until no late copy of the acquisition can
     /// run ([`Error::Ambiguous`]; see `release_taken_late`). A busy attempt's sleep is the sooner of the earliest
     /// permit's expiry and the watchdog timeout (see [`sleep_bound`]).
-    async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
+    async fn attempt(&self, wait: Wait, _turn: &mut Turn<'_>) -> Result<Step<Won<Taken>>> {
         let (this, lease_ms) = (self.semaphore.clone(), self.lease_ms);
         let deadline = wait.deadline();
         let bound = this.client.config().lock_watchdog_timeout;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::handle::CountDownLatch;
 use crate::{
     client::Client,
-    engine::{self, Observed, SleepOn, Step, Wait, Waiter, Won},
+    engine::{self, Observed, SleepOn, Step, Turn, Wait, Waiter, Won},
     error::Result,
     service::pubsub::Reading,
 };
@@ -75,7 +75,7 @@ impl Waiter for Opening<'_> {
     }
 
     /// Reads the count (a read: nothing to undo, no task of its own).
-    async fn attempt(&self, _wait: Wait) -> Result<Step<Won<()>>> {
+    async fn attempt(&self, _wait: Wait, _turn: &mut Turn<'_>) -> Result<Step<Won<()>>> {
         Ok(match self.0.count().await? {
             0 => Step::Done(Won::new(())),
             _ => Step::Busy { frees_in: None },

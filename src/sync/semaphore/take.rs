@@ -9,7 +9,7 @@ use super::handle::{Semaphore, OBJECT};
 use crate::{
     client::Client,
     conn::core::flag,
-    engine::{self, detach, Observed, Orphan, SleepOn, Step, Wait, Waiter, Won},
+    engine::{self, detach, Observed, Orphan, SleepOn, Step, Turn, Wait, Waiter, Won},
     error::{Error, Result},
     service::pubsub::Reading,
     sync::synced::run_taking,
@@ -122,7 +122,7 @@ impl Waiter for Take<'_> {
 
     /// One SEM-ACQ, never cut short ([`detach`]); taken but acknowledged by no replica: given
     /// back, [`Error::NotReplicated`].
-    async fn attempt(&self, wait: Wait) -> Result<Step<Won<Taken>>> {
+    async fn attempt(&self, wait: Wait, _turn: &mut Turn<'_>) -> Result<Step<Won<Taken>>> {
         let (this, permits) = (self.semaphore.clone(), self.permits);
         let deadline = wait.deadline();
         detach(
