@@ -297,6 +297,7 @@ fn deleted_keys_tell_their_crate_holders_and_java_holds_are_never_taken() {
         redisson_lock_test_kit::skip::part(
             "deleted_keys_tell_their_crate_holders_and_java_holds_are_never_taken",
             "the Java worker",
+            "REDISSON_CLASSPATH",
             "no REDISSON_CLASSPATH (README, \"Beside real Java Redisson\"); the key deletions \
              run without it",
         );

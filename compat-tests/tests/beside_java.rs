@@ -57,11 +57,11 @@ fn redisson(var: &str, test: &str) -> Option<&'static Java> {
     let classpath = std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     let Some(classpath) = classpath else {
         if std::env::var(SKIP).as_deref() == Ok("1") {
-            skip::test(test, &format!("no {var}, and {SKIP}=1"));
+            skip::test(test, var, &format!("no {var}, and {SKIP}=1"));
             return None;
         }
         if var == CLASSPATH_ALT {
-            skip::test(test, &format!("no {var} (the second Redisson version)"));
+            skip::test(test, var, "the second Redisson version is optional");
             return None;
         }
         panic!(
