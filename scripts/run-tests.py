@@ -58,7 +58,7 @@ SKIP_PART = re.compile(r"^SKIPPED part of (\S+) \(.*; needs (?P<needs>\w+)\): ")
 DURATIONS = os.path.join(ROOT, "target", "test-durations.json")
 # Seconds, as measured on 2 cores; used only to order targets when no measurement is kept.
 HINTS = {
-    "redisson-lock --test watchdog": 45,
+    "redisson-lock --test watchdog": 60,
     "redisson-lock --test macro_ui": 45,
     "redisson-lock --test handoff": 32,
     "redisson-lock-chaos --test smoke": 32,
@@ -68,7 +68,7 @@ HINTS = {
     "redisson-lock --test tls": 21,
     "redisson-lock --test cluster": 18,
     "compat-tests --test cross_process": 17,
-    "compat-tests --test beside_java": 70,
+    "compat-tests --test beside_java": 120,
     "workspace --doc": 30,
 }
 
