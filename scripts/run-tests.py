@@ -16,10 +16,13 @@ targets overlap.
 4. Prints one line per finished target, the whole output of a failed one, and a summary that
    counts passed, failed, ignored and skipped tests, and skipped parts of tests. A test that
    cannot run here says so with `redisson_lock_test_kit::skip` (test-kit/src/skip.rs), past
-   the harness's capture: a line `SKIPPED test <name>: <why>` (e.g. the cross-language tests
-   without Java) makes it a skipped test, not a passed one (the harness counts it passed);
-   `SKIPPED part of <name> (<what>): <why>` a skipped part of a test that ran. Every such line
-   is repeated at the end.
+   the harness's capture: a line `SKIPPED test <name> (needs <VAR>): <why>` (e.g. the
+   cross-language tests without Java) makes it a skipped test, not a passed one (the harness
+   counts it passed); `SKIPPED part of <name> (<what>; needs <VAR>): <why>` a skipped part of
+   a test that ran. The lines are found wherever they are in the output (the harness's quiet
+   dots share their stream). Every such line is repeated at the end. A skip for want of a
+   variable that is set (`REDISSON_CLASSPATH` where Java is expected, as in CI) fails its
+   target and the run: no skip passes where what it lacked was given.
 
 5. Stops a target that runs longer than `TEST_TARGET_TIMEOUT` seconds (default 600; the
    longest takes about 100 s on 2 cores): first the backtrace of every thread of its test
@@ -27,6 +30,9 @@ targets overlap.
    target's whole process group (cargo, the test binary and every server or peer it started).
    The target fails with its output so far and the backtraces, and the others go on: a hung
    test shows where it hung instead of holding the whole run until CI's limit.
+
+With arguments, runs only the targets whose label (`<package> --test <name>`, `workspace
+--lib`...) contains one of them: `scripts/run-tests.py beside_java recipes_java`.
 
 Exit status: 0 when every target passed.
 """
@@ -43,12 +49,16 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The lines of test-kit/src/skip.rs.
-SKIP_TEST = re.compile(r"^SKIPPED test (\S+): ")
+# The lines of test-kit/src/skip.rs: `SKIPPED test <name> (needs <VAR>): <why>` and
+# `SKIPPED part of <name> (<what>; needs <VAR>): <why>`, each up to its line's end (or up to
+# another skip line written beside it).
+SKIP_LINE = re.compile(r"SKIPPED (?:test|part of) .*?(?=SKIPPED (?:test|part of) |\n|$)")
+SKIP_TEST = re.compile(r"^SKIPPED test (\S+) \(needs (?P<needs>\w+)\): ")
+SKIP_PART = re.compile(r"^SKIPPED part of (\S+) \(.*; needs (?P<needs>\w+)\): ")
 DURATIONS = os.path.join(ROOT, "target", "test-durations.json")
 # Seconds, as measured on 2 cores; used only to order targets when no measurement is kept.
 HINTS = {
-    "redisson-lock --test watchdog": 45,
+    "redisson-lock --test watchdog": 60,
     "redisson-lock --test macro_ui": 45,
     "redisson-lock --test handoff": 32,
     "redisson-lock-chaos --test smoke": 32,
@@ -58,7 +68,7 @@ HINTS = {
     "redisson-lock --test tls": 21,
     "redisson-lock --test cluster": 18,
     "compat-tests --test cross_process": 17,
-    "compat-tests --test beside_java": 70,
+    "compat-tests --test beside_java": 120,
     "workspace --doc": 30,
 }
 
@@ -203,27 +213,47 @@ def load_durations():
 
 def tally(text):
     """The counts of one target's output: [passed, failed, ignored, skipped tests, skipped
-    parts], and its SKIPPED lines. A test that said `SKIPPED test <name>` and passed is counted
-    as skipped, not passed (one that failed after it stays failed); a SKIPPED line of another
-    form is a skipped part."""
+    parts], its SKIPPED lines, and the skips for want of a variable that is set.
+
+    Skip lines are found anywhere in the output, not only at a line's start: the harness's
+    quiet dots and the skip lines share the stream. A test that said `SKIPPED test <name>`
+    and passed is counted as skipped, not passed (one that failed after it stays failed)."""
     counts = [0, 0, 0, 0, 0]
     for m in re.finditer(r"test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored", text):
         for i in range(3):
             counts[i] += int(m.group(i + 1))
-    lines = [l.strip() for l in text.splitlines() if l.lstrip().startswith("SKIPPED")]
     failed = set(re.findall(r"^---- (\S+) stdout ----", text, re.M))
-    tests = {m.group(1) for m in map(SKIP_TEST.match, lines) if m}
-    skipped = len(tests - failed)
-    counts[0] = max(0, counts[0] - skipped)
-    counts[3] = skipped
-    counts[4] = sum(1 for l in lines if not SKIP_TEST.match(l))
-    return counts, lines
+    lines, unduly = [], []
+    for m in SKIP_LINE.finditer(text):
+        line = m.group(0).strip()
+        lines.append(line)
+        test, part = SKIP_TEST.match(line), SKIP_PART.match(line)
+        found = test or part
+        if found and is_set(found.group("needs")):
+            unduly.append(line)
+        if test and not any(test.group(1) in f.split("::") for f in failed):
+            counts[3] += 1
+        elif not test:
+            counts[4] += 1
+    counts[0] = max(0, counts[0] - counts[3])
+    return counts, lines, unduly
+
+
+def is_set(var):
+    """What the tests take for a variable that is given (test-kit/src/skip.rs, `is_set`)."""
+    return bool(os.environ.get(var, "").strip())
 
 
 def main():
     jobs = max(1, int(os.environ.get("TEST_JOBS", "3")))
     limit = target_timeout()
     todo = targets()
+    wanted = sys.argv[1:]
+    if wanted:
+        todo = [t for t in todo if any(w in label(*t) for w in wanted)]
+        if not todo:
+            log(f"no test target matches {wanted}")
+            return 1
     known = {**HINTS, **load_durations()}
     todo.sort(key=lambda t: -known.get(label(*t), 5))
     log(f"running {len(todo)} test targets, {jobs} at a time")
@@ -247,12 +277,12 @@ def main():
                 out.seek(0)
                 text = out.read()
             secs = time.monotonic() - t0
-            counts, skipped = tally(text)
-            ok = code == 0
+            counts, skipped, unduly = tally(text)
+            ok = code == 0 and not unduly
             if code is None:
                 code = f"killed after {limit:.0f} s"
             with lock:
-                results.append((name, ok, secs, counts, skipped))
+                results.append((name, ok, secs, counts, skipped, unduly))
                 status = "ok  " if ok else "FAIL"
                 extra = f", {counts[3]} skipped" if counts[3] else ""
                 extra += f", {counts[4]} part(s) skipped" if counts[4] else ""
@@ -260,6 +290,8 @@ def main():
                     f"{extra})")
                 if not ok:
                     log(f"---- output of {name} (exit {code}) ----\n{text}\n---- end of {name} ----")
+                for line in unduly:
+                    log(f"FAIL {name}: skipped for want of a variable that is set: {line}")
 
     threads = [threading.Thread(target=worker) for _ in range(jobs)]
     for t in threads:
@@ -271,7 +303,9 @@ def main():
     try:
         os.makedirs(os.path.dirname(DURATIONS), exist_ok=True)
         with open(DURATIONS, "w") as f:
-            json.dump({n: round(s, 1) for n, _, s, _, _ in results}, f, indent=1, sort_keys=True)
+            kept = load_durations()
+            kept.update({r[0]: round(r[2], 1) for r in results})
+            json.dump(kept, f, indent=1, sort_keys=True)
     except OSError:
         pass
     failed = [r for r in results if not r[1]]
@@ -282,6 +316,12 @@ def main():
         f"{total[1]} failed, {total[2]} ignored, {total[3]} skipped{parts}")
     for line in skipped:
         log(f"  {line}")
+    unduly = [line for r in results for line in r[5]]
+    if unduly:
+        log(f"{len(unduly)} skip(s) for want of a variable that is set (Java was expected: "
+            "no skip may pass):")
+        for line in unduly:
+            log(f"  {line}")
     if failed:
         log("FAILED targets: " + ", ".join(r[0] for r in failed))
         return 1

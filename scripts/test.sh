@@ -7,7 +7,8 @@
 # The Java tests need REDISSON_CLASSPATH (README: "Beside real Java Redisson"); the Java driver
 # is compiled against it (and REDISSON_CLASSPATH_ALT) first, so a compile error shows before the
 # suite runs. Without it they are skipped, each with a `SKIPPED test` line (test-kit/src/skip.rs),
-# and the summary counts them as skipped, not passed.
+# and the summary counts them as skipped, not passed. With it, no test may skip for want of it
+# (nor of REDISSON_CLASSPATH_ALT when that is set): such a skip fails the test and the run.
 #
 # The test targets run a few at a time (scripts/run-tests.py; TEST_JOBS, default 3). With
 # arguments, they are passed to one plain `cargo test --workspace --all-features` instead

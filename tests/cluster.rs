@@ -55,7 +55,8 @@ fn classic_subscribers(c: &RedisCluster, channel: &str) -> i64 {
 }
 
 /// A simulated Java holder blocks a waiter of the crate; the Java release (`sharded`: SPUBLISH
-/// as Redisson >= 3.22, else PUBLISH as Redisson < 3.22) must wake it within 100 ms.
+/// as Redisson >= 3.22, else PUBLISH as Redisson < 3.22) must wake it by its message (within
+/// `WOKEN_BY_MESSAGE`, long before the 30 s hold's TTL).
 async fn java_release_wakes(mode: Mode, sharded_java: bool) {
     let c = RedisCluster::shared();
     // The wake-up is measured up to the acquisition's return: without replica sync, so a

@@ -88,7 +88,7 @@ async fn read_holds_write_timeout_keys_and_messages_as_specified(b: Backend) {
     );
 }
 
-async fn two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last_release(
+async fn two_readers_hold_together_and_the_last_release_wakes_the_writer_by_its_message(
     b: Backend,
 ) {
     let n = b.name("rw");
@@ -484,7 +484,7 @@ async fn readers_never_overlap_a_writer(b: Backend) {
 
 backend_tests!(
     read_holds_write_timeout_keys_and_messages_as_specified,
-    two_readers_hold_together_and_the_writer_wakes_within_100ms_of_the_last_release,
+    two_readers_hold_together_and_the_last_release_wakes_the_writer_by_its_message,
     a_write_release_wakes_every_waiting_reader_at_once,
     a_readers_timeout_keys_survive_another_clients_read_release,
     a_simulated_java_reader_blocks_the_writer_and_its_release_wakes_it,

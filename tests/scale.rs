@@ -2,7 +2,8 @@
 //! acquire after their releases, by their wake-ups; a mass release (every guard dropped at
 //! once) leaves nothing behind in the client's own bookkeeping (`Client::stats`: watchdog
 //! holds, subscriptions, waiters, wait lines, owner entries, background releases); one client's
-//! renewals keep fifty thousand holds alive, and a renewal run keeps at most 32 calls in
+//! renewals keep fifty thousand holds alive in batched calls (no more calls than batched runs,
+//! each call renewing a whole batch on the server), and a renewal run keeps at most 32 calls in
 //! flight; a burst of acquisitions keeps at most 64 attempts in flight; a thousand waiters of
 //! each other kind that waits get through after their releases and leave nothing behind. On one
 //! standalone server each.
@@ -62,23 +63,30 @@ async fn left_nothing(client: &Client, what: &str) {
     assert!(settled, "{what}: left behind {:?}", client.stats());
 }
 
-/// How long after the releases every waiter must be through: less than the shortest TTL a
-/// waiter can have seen while parked (the holder's 120 s watchdog timeout, renewed every 40 s:
-/// never below 80 s), so a waiter whose wake-up was lost, woken by its TTL-bounded sleep
-/// instead, fails the test.
+/// How long after the releases every waiter must be through. Every fallback that could wake a
+/// waiter whose wake-up was lost lies beyond it: a lock waiter sleeps at most the TTL its last
+/// attempt saw (the holder's [`LONG`] watchdog timeout, renewed every third of it: never below
+/// 600 s) or until its deadline ([`WAIT`] after it began); a semaphore's, a permit's or a
+/// latch's waiter at most the waiting client's watchdog timeout ([`LONG`], their fallback
+/// bound) or until that deadline. So only a release's wake-up gets a waiter through in time.
 const WOKEN_WITHIN: Duration = Duration::from_secs(60);
 
-/// A holder whose holds outlive any test (a 120 s watchdog timeout) and a waiting client.
+/// The waiters' wait: its end, one of the fallbacks, comes long after the releases (parking
+/// takes at most 120 s, bounded below, and [`WOKEN_WITHIN`] follows them).
+const WAIT: Duration = Duration::from_secs(600);
+
+/// Both clients' watchdog timeout: longer than [`WAIT`], so neither a lock's TTL nor a
+/// synchronizer's fallback bound ends a sleep before the waiter's deadline.
+const LONG: Duration = Duration::from_secs(900);
+
+/// A holder whose holds outlive any test and a waiting client whose synchronizer waiters
+/// re-check no sooner than their deadline (both with a [`LONG`] watchdog timeout).
 async fn holder_and_waiting(server: &RedisServer) -> (Client, Client) {
-    let holder = Client::connect(
-        &server.url(),
-        Config::default().lock_watchdog_timeout(Duration::from_secs(120)),
-    )
-    .await
-    .unwrap();
-    let waiting = Client::connect(&server.url(), Config::default())
+    let config = Config::default().lock_watchdog_timeout(LONG);
+    let holder = Client::connect(&server.url(), config.clone())
         .await
         .unwrap();
+    let waiting = Client::connect(&server.url(), config).await.unwrap();
     (holder, waiting)
 }
 
@@ -98,7 +106,7 @@ async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases
     for i in 0..N {
         let lock = waiting.get_lock(&format!("scale:w:{i}"));
         waiters.spawn(async move {
-            let guard = lock.try_lock_for(Duration::from_secs(240)).await.unwrap();
+            let guard = lock.try_lock_for(WAIT).await.unwrap();
             (guard, Instant::now())
         });
     }
@@ -123,7 +131,7 @@ async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases
         .await
         .expect(
             "every waiter acquires well within the locks' TTL: woken by its release, not by a \
-             TTL bound",
+             fallback bound",
         )
     {
         let (guard, at) = done.unwrap();
@@ -159,8 +167,8 @@ async fn ten_thousand_waiters_on_distinct_locks_all_acquire_after_their_releases
 /// A thousand waiters of each other kind that waits (fair, fenced, non-reentrant, read and
 /// write locks, semaphore and permit-expirable semaphore permits, latches), each on an object
 /// of its own that another client keeps busy: once it is freed, every waiter gets through,
-/// within [`WOKEN_WITHIN`] (a lock's TTL could not end a sleep whose wake-up was lost by then;
-/// a semaphore or a latch has no TTL);
+/// within [`WOKEN_WITHIN`] (neither a lock's TTL nor a synchronizer's fallback bound could end
+/// a sleep whose wake-up was lost by then);
 /// then both clients keep nothing (as for the reentrant lock above).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_releases() {
@@ -172,14 +180,7 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
         let prefix = format!("scale:k:{kind}:");
         let held = waiting::busy(&holder, kind, &prefix, N).await.unwrap();
         let mut waiters = JoinSet::new();
-        waiting::spawn_waiters(
-            &mut waiters,
-            &waiting,
-            kind,
-            &prefix,
-            N,
-            Duration::from_secs(240),
-        );
+        waiting::spawn_waiters(&mut waiters, &waiting, kind, &prefix, N, WAIT);
         let parked = common::eventually(Duration::from_secs(120), || async {
             let s = waiting.stats();
             s.waiters == N && s.subscribed_channels == N
@@ -203,7 +204,7 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
         while let Some(done) = tokio::time::timeout_at(freed + WOKEN_WITHIN, waiters.join_next())
             .await
             .unwrap_or_else(|_| {
-                panic!("{kind}: every waiter gets through by its wake-up, not a TTL bound")
+                panic!("{kind}: every waiter gets through by its wake-up, not a fallback bound")
             })
         {
             let waited = done.unwrap().unwrap();
@@ -222,7 +223,9 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
 
 /// One client holds fifty thousand locks with a 12 s watchdog timeout: after two more
 /// timeouts every key still exists (each was renewed at least twice: a key not renewed would
-/// be gone), no guard is lost, and the renewals went in batches.
+/// be gone), no guard is lost, and the renewals went in batches: at least two runs' calls, no
+/// more than one run per period allows (plus two), and on the server each call renewed a whole
+/// batch of keys.
 ///
 /// The timeout is the margin a renewal run has to be late: a run over the 50 000 holds takes
 /// about 0.3 s in the test build (six busy loops beside it), but the suite runs three targets
@@ -242,10 +245,20 @@ async fn renewals_of_fifty_thousand_holds_keep_every_key_alive() {
     .unwrap();
     let held = hold(&client, "scale:r:", N, 16).await;
     assert_eq!(client.stats().watchdog_holds, N);
-    let calls = client.stats().renewal_calls;
-    tokio::time::sleep(timeout * 2).await;
-
     let admin = Admin::connect(&server.url()).await;
+    admin.reset_stats().await;
+    let calls = client.stats().renewal_calls;
+    let since = Instant::now();
+    tokio::time::sleep(timeout * 2).await;
+    let elapsed = since.elapsed();
+    let runs = (client.stats().renewal_calls - calls) as usize;
+    // On the server: the renewal scripts run, and the keys they renewed (one PEXPIRE each,
+    // from inside the scripts: every key's TTL is below the timeout when its renewal comes).
+    let (scripts, renewed) = (
+        admin.command_calls("evalsha").await,
+        admin.command_calls("pexpire").await,
+    );
+
     let names: Vec<String> = (0..N).map(|i| format!("scale:r:{i}")).collect();
     let mut alive = 0u64;
     for chunk in names.chunks(1000) {
@@ -254,12 +267,29 @@ async fn renewals_of_fifty_thousand_holds_keep_every_key_alive() {
     assert_eq!(alive, N as u64, "keys expired while held");
     let lost = held.iter().filter(|g| g.is_lost()).count();
     assert_eq!(lost, 0, "guards told their hold was lost");
-    let runs = (client.stats().renewal_calls - calls) as usize;
     let batch = Config::default().get_lock_watchdog_batch_size();
+    let per_run = N.div_ceil(batch);
+    eprintln!(
+        "{runs} renewal calls in {elapsed:?}; the server ran {scripts} and renewed {renewed} keys"
+    );
     assert!(
-        runs >= 2 * N.div_ceil(batch),
-        "at least two renewal runs of {} batched calls each, got {runs} calls",
-        N.div_ceil(batch)
+        runs >= 2 * per_run,
+        "at least two renewal runs of {per_run} batched calls each, got {runs} calls"
+    );
+    // And no more calls than batched runs, one per period at most (each starts a period after
+    // the previous one ended), plus the one under way and one more for a run retried after an
+    // error: 500 calls a run, where a renewal of fewer holds per call costs more.
+    let period = timeout / 3;
+    let most = (elapsed.as_secs_f64() / period.as_secs_f64()).floor() as usize + 2;
+    assert!(
+        runs <= most * per_run,
+        "at most {most} runs of {per_run} calls in {elapsed:?}, got {runs} calls"
+    );
+    // Each call renewed a whole batch on the server (the last of a run is whole too:
+    // 50 000 is 500 batches of 100).
+    assert!(
+        scripts > 0 && renewed >= scripts * batch as u64 * 99 / 100,
+        "{renewed} keys renewed by {scripts} script calls: a batch is {batch}"
     );
     drop(held);
     left_nothing(&client, "after dropping 50 000 guards").await;

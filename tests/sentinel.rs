@@ -101,7 +101,8 @@ async fn sentinel_lock_wait_wake_before_and_after_master_kill() {
         .iter()
         .all(|k| matches!(k, ErrorKind::Connection | ErrorKind::Timeout)));
 
-    // Both clients' subscriber connections moved too: wake-up within 100 ms on the new master.
+    // Both clients' subscriber connections moved too: a release on the new master wakes the
+    // waiter by its message (within `WOKEN_BY_MESSAGE`).
     let after = {
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {

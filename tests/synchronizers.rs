@@ -336,6 +336,15 @@ async fn semaphore_release_wakes_as_many_waiters_as_it_allows(b: Backend) {
         "three waiters on one channel"
     );
     assert_eq!(client.stats().subscribed_channels, 1);
+    // The client counts a waiter on its channel before the subscription's barrier: the
+    // server registers it a little later (under load, after the count above was seen).
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            b.subscribers(&channel).await >= 1
+        })
+        .await,
+        "subscribed on the server"
+    );
     assert_eq!(b.subscribers(&channel).await, 1, "one subscription");
 
     let released = Instant::now();

@@ -7,8 +7,8 @@ use redisson_lock_test_kit as common;
 use std::time::Duration;
 
 use common::{Admin, Backend, RedisServer};
-use fred::interfaces::KeysInterface;
-use redisson_lock::{Client, Config, Error};
+use fred::{interfaces::KeysInterface, types::Value};
+use redisson_lock::{Client, Config, Error, GroupLock, HoldState, MultiLock};
 use tokio::time::Instant;
 
 fn wd(ms: u64) -> Config {
@@ -29,17 +29,289 @@ async fn a_watchdog_lock_held_three_timeouts_never_expires(b: Backend) {
     let admin = b.admin().await;
     let g = client.get_lock(&n).lock().await.unwrap();
     let until = Instant::now() + Duration::from_secs(6);
-    let mut min_ttl = i64::MAX;
     while Instant::now() < until {
+        // The deadline read before the TTL, the clock after it: the key lives at least as
+        // long as its holder believes it holds it (whatever the renewals' timing).
+        let valid_until = g.valid_until();
         let ttl = admin.pttl(&n).await;
+        let believed = valid_until.saturating_duration_since(Instant::now());
         assert!(ttl > 0, "lock expired while held (ttl {ttl})");
-        min_ttl = min_ttl.min(ttl);
+        assert!(
+            ttl >= believed.as_millis() as i64,
+            "the key has {ttl} ms left, its holder believes {believed:?}"
+        );
         assert!(ttl <= 2000, "never extended beyond the watchdog timeout");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(!g.is_lost());
     assert!(client.stats().renewal_calls >= 6);
     g.unlock().await.unwrap();
+}
+
+/// What a renewal must leave on the server for one hold: a key's TTL, a hash field holding an
+/// epoch-ms deadline (a group lock's values), a sorted-set score holding one (a permit).
+enum Probe {
+    Ttl(String),
+    Deadline { hash: String, field: String },
+    Score { zset: String, member: Vec<u8> },
+}
+
+/// One watchdog hold under test: what it is, its guard's deadline, what renews it on the wire.
+struct Watched<'a> {
+    what: &'static str,
+    valid_until: Box<dyn Fn() -> Instant + 'a>,
+    probes: Vec<Probe>,
+}
+
+/// This machine's clock in epoch ms (the clock a group lock's and a permit's deadlines are
+/// written in).
+fn epoch_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// The time left on the server for `probe` (ms), and the command that read it.
+async fn left_on_server(admin: &Admin, probe: &Probe) -> (i64, String) {
+    match probe {
+        Probe::Ttl(key) => (admin.pttl(key).await, format!("PTTL {key}")),
+        Probe::Deadline { hash, field } => {
+            let v = admin
+                .cmd("HGET", vec![hash.as_str().into(), field.as_str().into()])
+                .await
+                .unwrap();
+            let at: i64 = v.as_string().map_or(-1, |s| s.parse().unwrap());
+            (at - epoch_ms(), format!("HGET {hash} {field}"))
+        }
+        Probe::Score { zset, member } => {
+            let v = admin
+                .cmd(
+                    "ZSCORE",
+                    vec![zset.as_str().into(), Value::Bytes(member.clone().into())],
+                )
+                .await
+                .unwrap();
+            let at = v
+                .as_string()
+                .map_or(-1, |s| s.parse::<f64>().unwrap() as i64);
+            (at - epoch_ms(), format!("ZSCORE {zset} <permit>"))
+        }
+    }
+}
+
+/// Watches `holds` until each has been renewed `renewals` times (its guard's deadline moved
+/// forward), and right after each renewal reads what the renewal set on the server: every
+/// probe must have at least the time the holder believes it has left (the deadline, read
+/// before the probe, minus the clock after it), and a TTL at most the watchdog timeout.
+///
+/// The holder's deadline is the renewal's send time + `timeout` × 0.99 − 2 ms, and the server's
+/// TTL starts no earlier than that send time: a renewal that sets the full timeout leaves a
+/// margin of that drift (32 ms at 3 s) whatever the machine's load; one that sets 9/10 of the
+/// timeout (the holder still believing the full timeout) is short by 9 % − 2 ms (268 ms) plus
+/// the probe's own latency — the key would expire while its holder says `Held`.
+async fn renewals_set_the_full_timeout(
+    admin: &Admin,
+    holds: &[Watched<'_>],
+    timeout: Duration,
+    renewals: usize,
+) {
+    let timeout_ms = timeout.as_millis() as i64;
+    let mut seen: Vec<(Instant, usize)> = holds.iter().map(|h| ((h.valid_until)(), 0)).collect();
+    // Every hold's every renewal is checked before the test fails, so a failure names every
+    // kind the fault reaches.
+    let mut short = Vec::new();
+    let bound = Instant::now() + timeout * (renewals as u32 + 3);
+    while seen.iter().any(|(_, n)| *n < renewals) {
+        assert!(
+            Instant::now() < bound,
+            "renewals seen per hold: {:?}",
+            holds
+                .iter()
+                .zip(&seen)
+                .map(|(h, s)| (h.what, s.1))
+                .collect::<Vec<_>>()
+        );
+        for (hold, (last, count)) in holds.iter().zip(seen.iter_mut()) {
+            let valid_until = (hold.valid_until)();
+            if valid_until <= *last {
+                continue;
+            }
+            *last = valid_until;
+            *count += 1;
+            for probe in &hold.probes {
+                let (left, read) = left_on_server(admin, probe).await;
+                let believed = valid_until
+                    .saturating_duration_since(Instant::now())
+                    .as_millis() as i64;
+                if left < believed {
+                    short.push(format!(
+                        "{}: renewal {count} left {left} ms on the server ({read}) while the \
+                         holder believes {believed} ms",
+                        hold.what
+                    ));
+                }
+                if matches!(probe, Probe::Ttl(_)) && left > timeout_ms {
+                    short.push(format!(
+                        "{}: {read} = {left} ms, beyond the watchdog timeout",
+                        hold.what
+                    ));
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(
+        short.is_empty(),
+        "renewals that did not set the watchdog timeout ({timeout_ms} ms):\n{}",
+        short.join("\n")
+    );
+}
+
+/// The hash's name of a read hold's timeout keys (`{N}`, or `N` when it has braces).
+fn read_prefix(name: &str) -> String {
+    if name.contains('{') {
+        name.to_owned()
+    } else {
+        format!("{{{name}}}")
+    }
+}
+
+/// Every kind the watchdog renews, held at once by one client: after each of three renewals
+/// the server has what the holder believes, at least (see [`renewals_set_the_full_timeout`]):
+/// the reentrant, fair, fenced, spin and non-reentrant locks' hashes, the write lock's hash,
+/// the read lock's hash and its hold's timeout key, a group lock's hash and its value's
+/// deadline field, the parts of a multi-lock, and a permit's score.
+async fn a_renewal_sets_the_full_timeout_for_every_kind_it_renews(b: Backend) {
+    let timeout = Duration::from_millis(3000);
+    let client = wd_client(&b, 3000).await;
+    let admin = b.admin().await;
+    let n = |base: &str| b.name(&format!("wd:full:{base}"));
+    let (reentrant, fair, fenced, spin, plain) =
+        (n("re"), n("fair"), n("fenced"), n("spin"), n("nr"));
+    let (write, read, group, sem) = (n("write"), n("read"), n("group"), n("sem"));
+    let parts = [n("part-a"), n("part-b")];
+
+    let g_re = client.get_lock(&reentrant).lock().await.unwrap();
+    let g_fair = client.get_fair_lock(&fair).lock().await.unwrap();
+    let g_fenced = client.get_fenced_lock(&fenced).lock().await.unwrap();
+    let g_spin = client.get_spin_lock(&spin).lock().await.unwrap();
+    let g_plain = client.get_non_reentrant_lock(&plain).lock().await.unwrap();
+    let g_write = client
+        .get_read_write_lock(&write)
+        .write_lock()
+        .lock()
+        .await
+        .unwrap();
+    let g_read = client
+        .get_read_write_lock(&read)
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    let g_group = client
+        .get_group_lock(&group, ["seat"])
+        .lock()
+        .await
+        .unwrap();
+    let multi = MultiLock::new(parts.iter().map(|p| client.get_lock(p).into()).collect()).unwrap();
+    let g_multi = multi.lock().await.unwrap();
+    let semaphore = client.get_permit_expirable_semaphore(&sem);
+    assert!(semaphore.try_set_permits(1).await.unwrap());
+    let permit = semaphore.acquire(None).await.unwrap();
+    assert!(permit.is_watchdog());
+
+    let mut holds = vec![
+        Watched {
+            what: "reentrant",
+            valid_until: Box::new(|| g_re.valid_until()),
+            probes: vec![Probe::Ttl(reentrant.clone())],
+        },
+        Watched {
+            what: "fair",
+            valid_until: Box::new(|| g_fair.valid_until()),
+            probes: vec![Probe::Ttl(fair.clone())],
+        },
+        Watched {
+            what: "fenced",
+            valid_until: Box::new(|| g_fenced.valid_until()),
+            probes: vec![Probe::Ttl(fenced.clone())],
+        },
+        Watched {
+            what: "spin",
+            valid_until: Box::new(|| g_spin.valid_until()),
+            probes: vec![Probe::Ttl(spin.clone())],
+        },
+        Watched {
+            what: "non-reentrant",
+            valid_until: Box::new(|| g_plain.valid_until()),
+            probes: vec![Probe::Ttl(plain.clone())],
+        },
+        Watched {
+            what: "write",
+            valid_until: Box::new(|| g_write.valid_until()),
+            probes: vec![Probe::Ttl(write.clone())],
+        },
+        Watched {
+            what: "read",
+            valid_until: Box::new(|| g_read.valid_until()),
+            probes: vec![
+                Probe::Ttl(read.clone()),
+                Probe::Ttl(format!(
+                    "{}:{}:rwlock_timeout:1",
+                    read_prefix(&read),
+                    g_read.owner_field()
+                )),
+            ],
+        },
+        Watched {
+            what: "group",
+            valid_until: Box::new(|| g_group.valid_until()),
+            probes: vec![
+                Probe::Ttl(group.clone()),
+                Probe::Deadline {
+                    hash: group.clone(),
+                    field: format!(
+                        "{}:{}:expire_time",
+                        GroupLock::value_field("seat"),
+                        g_group.owner_field()
+                    ),
+                },
+            ],
+        },
+        Watched {
+            what: "permit",
+            valid_until: Box::new(|| permit.valid_until()),
+            probes: vec![Probe::Score {
+                zset: semaphore.timeouts_key().to_owned(),
+                member: permit.id().as_bytes().to_vec(),
+            }],
+        },
+    ];
+    for (part, name) in g_multi.parts().iter().zip(&parts) {
+        holds.push(Watched {
+            what: "multi-lock part",
+            valid_until: Box::new(move || part.valid_until()),
+            probes: vec![Probe::Ttl(name.clone())],
+        });
+    }
+    renewals_set_the_full_timeout(&admin, &holds, timeout, 3).await;
+    drop(holds);
+    assert_eq!(g_multi.state(), HoldState::Held);
+    assert_eq!(permit.state(), HoldState::Held);
+    let guards = [
+        g_re.erase(),
+        g_fair.erase(),
+        g_fenced.erase(),
+        g_spin.erase(),
+        g_plain.erase(),
+        g_write.erase(),
+        g_read.erase(),
+        g_group.erase(),
+    ];
+    for g in guards {
+        assert_eq!(g.state(), HoldState::Held, "{}", g.name());
+    }
 }
 
 async fn after_unlock_no_renewal_reaches_the_key(b: Backend) {
@@ -374,6 +646,7 @@ async fn read_and_write_locks_recover_after_a_redis_restart() {
 
 backend_tests!(
     a_watchdog_lock_held_three_timeouts_never_expires,
+    a_renewal_sets_the_full_timeout_for_every_kind_it_renews,
     after_unlock_no_renewal_reaches_the_key,
     renewing_a_thousand_locks_costs_ten_script_calls_per_period,
     a_lock_deleted_behind_the_holders_back_is_reported_lost,

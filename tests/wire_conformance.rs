@@ -164,7 +164,7 @@ async fn force_unlock_deletes_and_publishes_once() {
 }
 
 #[tokio::test]
-async fn simulated_java_holder_blocks_and_its_release_wakes_the_waiter_within_100ms() {
+async fn simulated_java_holder_blocks_and_its_release_wakes_the_waiter_by_its_message() {
     let (_s, client, admin) = setup().await;
     let name = "wire:java";
     let java_field = "71b96ce8-2746-4c4e-9f0a-6d1c0e3b2a55:57";

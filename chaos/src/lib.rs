@@ -107,8 +107,8 @@ pub struct Attempt {
     pub nested: bool,
     /// A run-once job's `at_least`, in ms (`at_least=<ms>`).
     pub at_least_ms: Option<u64>,
-    /// Its work was to last several leases (`long=1`, `--long-holds`): it lives only by its
-    /// renewals.
+    /// Its work was to last several leases (`long=1`, `--long-holds`): the worker's plan when
+    /// it began; whether it did is [`Attempt::lived_by_renewals`].
     pub long: bool,
     /// What the hold occupies; empty: the lock, exclusively.
     pub units: Vec<Unit>,
@@ -266,6 +266,27 @@ impl Attempt {
             Excuse::Deadline => self.latest_look(t).map(|l| l.2),
             _ => None,
         }
+    }
+
+    /// How long the hold lasted, from its acquisition to the end of its critical section, in
+    /// leases: its first validity window (from the acquisition to the deadline it was acquired
+    /// with) is one. `None` for a hold that never ended, or whose acquisition had no deadline
+    /// (a Java watchdog hold).
+    pub fn leases_lasted(&self) -> Option<f64> {
+        let (at, _, deadline) = self.looks.first()?;
+        let window = deadline
+            .checked_sub(*at)
+            .filter(|&w| w > 0 && *deadline != u64::MAX)?;
+        let end = self.end?;
+        Some(end.saturating_sub(*at) as f64 / window as f64)
+    }
+
+    /// A crate's watchdog hold that lasted at least two leases (see
+    /// [`leases_lasted`](Self::leases_lasted)): it lived only by its renewals, whatever it
+    /// was meant to do when it began (`long=1` is the worker's plan, which a loss, an error
+    /// or the run's end may cut short).
+    pub fn lived_by_renewals(&self) -> bool {
+        !self.java && self.lease_ms.is_none() && self.leases_lasted().is_some_and(|n| n >= 2.0)
     }
 
     /// When the crate's holder was first told its hold was in doubt or lost while it should
@@ -630,10 +651,11 @@ pub struct Report {
     pub ops_by_side: BTreeMap<String, u64>,
     /// Acquisitions of the crate's holders by kind: `<variant>` (reentrant, fair, read, write,
     /// fenced, group, multi, redlock), and apart `leased` (a hold with a lease), `nested`
-    /// (the inner acquisition of a nested re-entry) and `long` (a watchdog hold whose work is
-    /// to last several leases), with how many of them were told (in doubt or lost, before a
-    /// lease ended): `(acquired, told)`. A kind that never acquires, or that a fault never
-    /// reaches, shows here.
+    /// (the inner acquisition of a nested re-entry) and `long` (a watchdog hold that lasted at
+    /// least two leases, measured from its acquisition to its end:
+    /// [`Attempt::lived_by_renewals`]), with how many of them were told (in doubt or lost,
+    /// before a lease ended): `(acquired, told)`. A kind that never acquires, or that a fault
+    /// never reaches, shows here.
     pub by_kind: BTreeMap<String, (u64, u64)>,
     /// Holds of the crate that went in doubt and stayed in doubt until their deadline (then
     /// lost, or ended past it): the crate could not find out in time whether it still held.
@@ -1100,7 +1122,7 @@ pub fn check_with<'a>(
                     Some(a.variant.as_str()),
                     a.lease_ms.map(|_| "leased"),
                     a.nested.then_some("nested"),
-                    a.long.then_some("long"),
+                    a.lived_by_renewals().then_some("long"),
                 ];
                 for k in kinds.into_iter().flatten() {
                     let e = report.by_kind.entry(k.to_owned()).or_default();

@@ -818,7 +818,7 @@ fn bad_options_are_errors() {
 }
 
 #[test]
-fn crate_acquisitions_are_counted_by_kind_with_the_told_ones() {
+fn crate_acquisitions_are_counted_by_kind_with_the_told_ones_and_long_by_how_long_they_lasted() {
     // A watchdog hold (told in doubt), a leased one and a nested inner acquisition of the same
     // owner inside it, a reader, and a Java holder, which is not the crate's.
     let mut h = hold(0, 0, 1, "x", 100, 3000, 500);
@@ -838,27 +838,42 @@ fn crate_acquisitions_are_counted_by_kind_with_the_told_ones() {
     reader[0] = format!("B 0 1 1 {} z read units=z@r", 99 * MS);
     h.extend(reader);
     h.extend(hold_with(1, 0, 1, "w", "side=java", 100, 3000, 200));
-    // A long watchdog hold (its work was to last several leases), told lost.
+    // A watchdog hold whose work was to last several leases (`long=1`), told lost at its
+    // first deadline and ended then: it did not last (not `long`).
     h.extend(hold_with(0, 2, 1, "v", "long=1", 100, 3000, 3100));
     h.push(format!("T 0 2 1 {} Lost", 3000 * MS));
+    // A watchdog hold without the flag that lasted 2.1 leases (a first window of 1 s): it
+    // lived by its renewals (`long`), told nothing.
+    h.extend(hold(0, 3, 1, "u", 100, 1100, 2200));
+    // A leased hold that lasted 3 of its windows lived by its lease, not by renewals.
+    h.extend(hold_with(
+        0,
+        4,
+        1,
+        "t",
+        "lease=1000 long=1",
+        100,
+        1100,
+        3100,
+    ));
     let r = run(&h);
     let kinds: Vec<(&str, (u64, u64))> = r.by_kind.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     assert_eq!(
         kinds,
         [
-            ("leased", (2, 0)),
-            ("long", (1, 1)),
+            ("leased", (3, 0)),
+            ("long", (1, 0)),
             ("nested", (1, 0)),
             ("read", (1, 0)),
-            ("reentrant", (4, 2)),
+            ("reentrant", (6, 2)),
         ],
         "{}",
         r.summary()
     );
     assert!(
         r.summary().contains(
-            "crate_ops_by_kind(acquired/told)=leased:2/0,long:1/1,nested:1/0,read:1/0,\
-             reentrant:4/2"
+            "crate_ops_by_kind(acquired/told)=leased:3/0,long:1/0,nested:1/0,read:1/0,\
+             reentrant:6/2"
         ),
         "{}",
         r.summary()

@@ -6,6 +6,11 @@
 //!
 //! Definitions (times are the peers' `at=` stamps, the wall clock in ms):
 //! * A **hold** starts with an owner's `lock` reply and ends with its `unlock` reply.
+//! * Two holds **overlap** when one began before the other's work inside the lock ended: the
+//!   lock was acquired on the server before its `lock` reply, and released after the holder's
+//!   work ended (its `sleep` reply, just before the `unlock` is sent), so a hold certainly
+//!   held the lock from its `at` to its `worked_until`, whatever the replies' latency. Two
+//!   holds of a lock that excludes never overlap.
 //! * **While both wait** (all, in a fleet): from the first hold to the last hold taken while
 //!   every side still had rounds to go (the first side to finish takes its last hold there).
 //!   Each side's count of holds in that stretch, and the **smaller side's share** of them.
@@ -14,6 +19,12 @@
 //!   the holds, of either side, that began within it. A side's **longest wait** is the most
 //!   holds one of its owners waited for one acquisition.
 //! * A side's **longest run**: the most holds it took in a row, the other side taking none.
+//!   In a fleet, counted while all waited: a side's longest *turn*.
+//! * What **others held while a side waited**: the most holds that sides of a given set took
+//!   between two holds of that side, or before its first (the whole run if it never held):
+//!   how long the side waited, as a process, in those others' holds. Over the whole run, not
+//!   only while all waited: a side the others starve is still waiting when the first of them
+//!   is done.
 
 use std::fmt;
 
@@ -24,6 +35,9 @@ pub struct Hold {
     pub at: u128,
     /// When it was released (the `unlock` reply's `at=`).
     pub released: u128,
+    /// When its holder's work inside the lock ended (the `sleep` reply's `at=`, just before
+    /// the `unlock` was sent): the lock was held at least from `at` to here.
+    pub worked_until: u128,
     /// Which side took it (0 or 1).
     pub side: usize,
     /// Which owner of that side.
@@ -43,6 +57,9 @@ pub struct Fairness {
     pub longest_wait: [usize; 2],
     /// Per side: the most holds in a row.
     pub longest_run: [usize; 2],
+    /// Holds that overlapped another (see the module doc), described: none where the lock
+    /// excludes.
+    pub overlaps: Vec<String>,
 }
 
 /// What one run of a fleet of `P` processes (sides) on one hot lock looked like (definitions:
@@ -55,6 +72,38 @@ pub struct FleetShares {
     pub while_all: Vec<usize>,
     /// Per side: the longest wait of one acquisition, in holds waited.
     pub longest_wait: Vec<usize>,
+    /// Per side: the most holds in a row while all waited (its longest turn).
+    pub longest_run: Vec<usize>,
+    /// Holds that overlapped another (see the module doc), described: none where the lock
+    /// excludes.
+    pub overlaps: Vec<String>,
+}
+
+/// The holds (sorted by `at`) that began before an earlier one's work ended, each described
+/// with the hold it overlapped.
+fn overlaps(holds: &[Hold]) -> Vec<String> {
+    let mut found = Vec::new();
+    // The hold whose work ended last so far: a hold that overlaps any earlier one overlaps it.
+    let mut latest: Option<&Hold> = None;
+    for h in holds {
+        if let Some(l) = latest.filter(|l| h.at < l.worked_until) {
+            found.push(format!(
+                "{}{} held {}..{} while {}{} held {}..{}",
+                char::from(b'A' + h.side as u8),
+                h.owner,
+                h.at,
+                h.worked_until,
+                char::from(b'A' + l.side as u8),
+                l.owner,
+                l.at,
+                l.worked_until
+            ));
+        }
+        if latest.is_none_or(|l| h.worked_until > l.worked_until) {
+            latest = Some(h);
+        }
+    }
+    found
 }
 
 impl FleetShares {
@@ -84,10 +133,50 @@ impl FleetShares {
             longest_wait[h.side] = longest_wait[h.side].max(waited);
             since.insert((h.side, h.owner), h.released);
         }
+        let mut longest_run = vec![0usize; sides];
+        let mut run = (usize::MAX, 0usize);
+        for h in &holds[..end] {
+            run = if run.0 == h.side {
+                (h.side, run.1 + 1)
+            } else {
+                (h.side, 1)
+            };
+            longest_run[h.side] = longest_run[h.side].max(run.1);
+        }
         FleetShares {
+            overlaps: overlaps(&holds),
             order,
             while_all,
             longest_wait,
+            longest_run,
+        }
+    }
+
+    /// The most holds the sides `others` says took between two holds of `side`, or before
+    /// its first (the whole run if it never held; after its last it waited no more): how long
+    /// `side` waited, as a process, in their holds.
+    pub fn held_by_others_while_waiting(
+        &self,
+        side: usize,
+        others: impl Fn(usize) -> bool,
+    ) -> usize {
+        let mut most = 0;
+        let mut since = 0;
+        let mut held = false;
+        for c in self.order.chars() {
+            let s = usize::from(c as u8 - b'A');
+            if s == side {
+                most = most.max(since);
+                since = 0;
+                held = true;
+            } else if others(s) {
+                since += 1;
+            }
+        }
+        if held {
+            most
+        } else {
+            since
         }
     }
 
@@ -110,18 +199,20 @@ impl fmt::Display for FleetShares {
         let sides: Vec<String> = (0..self.while_all.len())
             .map(|s| {
                 format!(
-                    "{} {} ({:.2}, longest wait {})",
+                    "{} {} ({:.2}, longest wait {}, longest turn {})",
                     char::from(b'A' + s as u8),
                     self.while_all[s],
                     self.share(s),
-                    self.longest_wait[s]
+                    self.longest_wait[s],
+                    self.longest_run[s]
                 )
             })
             .collect();
         write!(
             f,
-            "while all waited {}; order {}",
+            "while all waited {}; {} overlaps; order {}",
             sides.join(" / "),
+            self.overlaps.len(),
             self.order
         )
     }
@@ -140,7 +231,9 @@ impl Fairness {
             *while_both.iter().min().unwrap() as f64 / total as f64
         };
         let longest_wait = [fleet.longest_wait[0], fleet.longest_wait[1]];
-        let FleetShares { order, .. } = fleet;
+        let FleetShares {
+            order, overlaps, ..
+        } = fleet;
         let mut longest_run = [0usize; 2];
         let mut current = (' ', 0usize);
         for c in order.chars() {
@@ -158,6 +251,7 @@ impl Fairness {
             smaller_share,
             longest_wait,
             longest_run,
+            overlaps,
         }
     }
 
@@ -205,6 +299,7 @@ mod tests {
                 Hold {
                     at,
                     released: at + hold_ms,
+                    worked_until: at + hold_ms,
                     side: usize::from(side == 'B'),
                     owner,
                 }
@@ -265,6 +360,7 @@ mod tests {
                 Hold {
                     at,
                     released: at + 10,
+                    worked_until: at + 10,
                     side,
                     owner,
                 }
@@ -277,10 +373,47 @@ mod tests {
         // B1 waited from its release (120) through C1, A2, C2, A1 (they began at 120..150);
         // C2 from the start through A1, B1, C1, A2.
         assert_eq!(f.longest_wait, vec![4, 4, 4]);
+        // While all waited (ABCAC): one hold in a row each. B, as a process, waited through
+        // C, A, C, A (four holds of A and C, two of C alone) between its holds; C through A, B
+        // before its first; after its last hold a side waits no more.
+        assert_eq!(f.longest_run, vec![1, 1, 1]);
+        assert_eq!(f.held_by_others_while_waiting(1, |s| s != 1), 4);
+        assert_eq!(f.held_by_others_while_waiting(1, |s| s == 2), 2);
+        assert_eq!(f.held_by_others_while_waiting(2, |s| s != 2), 2);
+        assert_eq!(f.held_by_others_while_waiting(0, |s| s != 0), 2);
+        // A side that never held waited the whole run.
+        assert_eq!(
+            FleetShares::of(run(&[('A', 1), ('B', 1)], 10), 100, 3)
+                .held_by_others_while_waiting(2, |s| s != 2),
+            2
+        );
         // A side that never held: no share, and the whole run was "while all waited".
         let f = FleetShares::of(run(&[('A', 1), ('B', 1)], 10), 100, 3);
         assert_eq!(f.while_all, vec![1, 1, 0]);
         assert_eq!(f.smallest_share(), 0.0);
+    }
+
+    #[test]
+    fn holds_that_overlap_are_found_and_back_to_back_ones_are_not() {
+        // Back to back (one's work ends the millisecond the next is acquired): no overlap,
+        // though each `unlock` reply came after the next `lock` reply.
+        let mut holds = run(&[('A', 1), ('B', 1), ('A', 2), ('B', 2)], 50);
+        for h in &mut holds {
+            h.released += 3;
+        }
+        let f = FleetShares::of(holds.clone(), 100, 2);
+        assert!(f.overlaps.is_empty(), "{:?}", f.overlaps);
+        // B2 acquired 1 ms before A2's work ended; B1 held through the end of A2 too.
+        holds[3].at -= 1;
+        holds[1].worked_until = holds[3].at + 20;
+        let f = Fairness::of(holds, 100);
+        assert_eq!(
+            f.overlaps,
+            vec![
+                "A2 held 200..250 while B1 held 150..269",
+                "B2 held 249..300 while B1 held 150..269"
+            ]
+        );
     }
 
     #[test]

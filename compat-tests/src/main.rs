@@ -15,7 +15,7 @@ use compat_tests::bench;
 mod scale_commands;
 mod sync_commands;
 use redisson_lock::{
-    AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, GroupLock,
+    AnyGuard, Client, Config, Error, ErrorKind, FairLock, FencedLock, GroupLock, LocalHandOff,
     NonReentrantFairLock, NonReentrantLock, Owner, RLock, ReadWriteLock, ShardedSubscriptionMode,
     SpinLock,
 };
@@ -61,6 +61,9 @@ struct Args {
     tls_ca: Option<String>,
     /// `None`: the crate's default (on where replicas exist, 1 s); `Some(0)`: off.
     replica_sync_ms: Option<u64>,
+    /// `--local-hand-off off|unbounded|<budget ms>`: the hand-off policy (else the default),
+    /// for measurements and the fairness tests' negative controls.
+    hand_off: Option<LocalHandOff>,
     url: String,
 }
 
@@ -75,6 +78,7 @@ fn parse_args() -> Result<Args, String> {
         sentinel: None,
         tls_ca: None,
         replica_sync_ms: None,
+        hand_off: None,
         url: String::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -104,6 +108,18 @@ fn parse_args() -> Result<Args, String> {
                 a.sentinel = Some(it.next().ok_or("--sentinel needs the master's name")?)
             }
             "--tls-ca" => a.tls_ca = Some(it.next().ok_or("--tls-ca needs a PEM file")?),
+            "--local-hand-off" => {
+                a.hand_off = Some(match it.next().as_deref() {
+                    Some("off") => LocalHandOff::Off,
+                    Some("unbounded") => LocalHandOff::Unbounded,
+                    Some(ms) => {
+                        LocalHandOff::Bounded(Duration::from_millis(ms.parse().map_err(|_| {
+                            "--local-hand-off takes off, unbounded or a budget in ms"
+                        })?))
+                    }
+                    None => return Err("--local-hand-off needs a policy".into()),
+                })
+            }
             url if !url.starts_with("--") => a.url = url.to_owned(),
             other => return Err(format!("unknown option {other}")),
         }
@@ -129,6 +145,9 @@ async fn main() {
         .lock_watchdog_batch_size(args.batch)
         .timeout(Duration::from_millis(args.timeout_ms))
         .sharded_subscription_mode(args.sharded);
+    if let Some(policy) = args.hand_off {
+        config = config.local_hand_off(policy);
+    }
     match args.replica_sync_ms {
         None => {}
         Some(0) => config = config.check_lock_synced_replicas(false),

@@ -369,10 +369,11 @@ fn holds_on_hot_lock(
                 assert!(got.ok, "{got:?}");
                 let released = peer.reply(&thread, "unlock", patience);
                 assert!(released.ok, "{released:?}");
-                let _ = peer.reply(&thread, "sleep", patience);
+                let worked = peer.reply(&thread, "sleep", patience);
                 holds.push(Hold {
                     at: got.at,
                     released: released.at,
+                    worked_until: worked.at,
                     side,
                     owner: o,
                 });

@@ -57,11 +57,11 @@ fn redisson(var: &str, test: &str) -> Option<&'static Java> {
     let classpath = std::env::var(var).ok().filter(|v| !v.trim().is_empty());
     let Some(classpath) = classpath else {
         if std::env::var(SKIP).as_deref() == Ok("1") {
-            skip::test(test, &format!("no {var}, and {SKIP}=1"));
+            skip::test(test, var, &format!("no {var}, and {SKIP}=1"));
             return None;
         }
         if var == CLASSPATH_ALT {
-            skip::test(test, &format!("no {var} (the second Redisson version)"));
+            skip::test(test, var, "the second Redisson version is optional");
             return None;
         }
         panic!(
@@ -1098,6 +1098,9 @@ fn java_gets_a_fair_share_of_a_hot_lock_beside_the_crate() {
     // from even themselves, and one long wait of a Java thread behind its own siblings is
     // Redisson's.
     let bound = (java_alone_worst * 2).max(owners * rounds);
+    for run in [&reference, &java_first, &crate_first] {
+        assert!(run.overlaps.is_empty(), "holds overlapped: {run:?}");
+    }
     for (run, java_side) in [(&java_first, 0), (&crate_first, 1)] {
         let [a, b] = run.while_both;
         let java_share = run.while_both[java_side] as f64 / (a + b).max(1) as f64;
@@ -1144,6 +1147,15 @@ struct Shape {
 /// reacting to an unlock message faster than a JVM's waiting thread and ending its contest as
 /// soon as the other crate process had the lock. Today's passed 19 of 19 runs (5 beside two
 /// busy loops), each bound met with at least 1.88x its floor in the worst run: docs/java.md.
+///
+/// In every fleet no two holds overlap (a hold held the lock at least from its `lock` reply
+/// to the end of its work: `fairness`'s module doc). And a Java process's waits are no worse
+/// than beside its own kind (docs/performance.md): while it waits (between two of its holds,
+/// or before its first), the crate processes hold the lock for at most one turn each and the
+/// one under way, each no longer than a JVM's longest turn (beside the other JVM alone, run
+/// first as the reference, or in this fleet), `(crate processes + 1) × that turn` holds. An
+/// unbounded local hand-off (`FLEET_HAND_OFF=unbounded`, by hand) breaks it for 6 of the 7
+/// Java processes of the fleets, and the shares for all of them (docs/testing.md).
 /// `FLEET_ROUNDS` changes the 10 rounds (for measurements). The Java processes run real
 /// Redisson (`REDISSON_CLASSPATH`); the crate's are the test build's `lock-peer` (see
 /// [`fairness_peer`]).
@@ -1159,9 +1171,16 @@ fn every_process_of_a_fleet_gets_its_turn_beside_java() {
     let (owners, rounds) = (3, knob("FLEET_ROUNDS", 10) as usize);
     let s = RedisServer::start();
     let flags = ["--watchdog-ms", "10000"];
+    // For the negative controls, by hand: FLEET_HAND_OFF=unbounded, off or a budget in ms
+    // gives the crate processes that policy instead of the default.
+    let hand_off = std::env::var("FLEET_HAND_OFF").ok();
     let crate_peer = || {
         let mut command = Command::new(fairness_peer());
-        command.args(flags).arg(s.url());
+        command.args(flags);
+        if let Some(policy) = &hand_off {
+            command.args(["--local-hand-off", policy]);
+        }
+        command.arg(s.url());
         Peer::spawn(command)
     };
     let mut crates: Vec<Peer> = (0..3).map(|_| crate_peer()).collect();
@@ -1174,6 +1193,25 @@ fn every_process_of_a_fleet_gets_its_turn_beside_java() {
         let _ = peer::fleet_on_hot_lock(&mut all, "fleet-warm", owners, 3, 20);
         let mut jvms: Vec<&mut Peer> = javas.iter_mut().collect();
         let _ = peer::fleet_on_hot_lock(&mut jvms, "fleet-warm-java", owners, 60, 2);
+    }
+    // Java beside its own kind, the reference of the waits: the two JVMs alone for each hold
+    // length (as many holds as a fleet of three runs). A JVM's longest turn there is how long
+    // Redisson keeps the lock from a waiting JVM.
+    let mut java_turn = std::collections::HashMap::new();
+    for (hold_ms, rounds) in [(50, 2 * rounds), (100, rounds)] {
+        let mut jvms: Vec<&mut Peer> = javas.iter_mut().collect();
+        let reference = peer::fleet_on_hot_lock(
+            &mut jvms,
+            &format!("fleet-java-{hold_ms}"),
+            owners,
+            rounds,
+            hold_ms,
+        );
+        eprintln!("2 Java, {hold_ms} ms holds (the reference): {reference}");
+        java_turn.insert(
+            hold_ms,
+            reference.longest_run.iter().copied().max().unwrap_or(0),
+        );
     }
     let shapes = [
         Shape {
@@ -1230,6 +1268,34 @@ fn every_process_of_a_fleet_gets_its_turn_beside_java() {
             shape.crates, shape.javas, shape.hold_ms
         );
         eprintln!("{label} (Java last): {f}");
+        if !f.overlaps.is_empty() {
+            failures.push(format!("{label}: holds overlapped: {:#?}; {f}", f.overlaps));
+        }
+        // Java's waits, no worse than beside its own kind: while a Java process waits, the
+        // crate processes hold the lock for at most one turn each, and the one under way when
+        // the wait began, each no longer than a JVM's turn (beside the other JVM alone, or in
+        // this fleet: a crate process's turn is as long as the others' last).
+        let turn = (shape.crates..p)
+            .map(|side| f.longest_run[side])
+            .fold(java_turn[&shape.hold_ms], usize::max);
+        let most = (shape.crates + 1) * turn;
+        for side in shape.crates..p {
+            let by_crates = f.held_by_others_while_waiting(side, |q| q < shape.crates);
+            eprintln!(
+                "  Java {}: waited through {by_crates} holds of the crate processes (at most \
+                 {most}: {} turns of {turn})",
+                char::from(b'A' + side as u8),
+                shape.crates + 1
+            );
+            if by_crates > most {
+                failures.push(format!(
+                    "{label}: process {} (Java) waited through {by_crates} holds of the crate \
+                     processes, more than {} turns of {turn} (a JVM's longest): {f}",
+                    char::from(b'A' + side as u8),
+                    shape.crates + 1
+                ));
+            }
+        }
         let java_side: f64 = (shape.crates..p).map(|side| f.share(side)).sum();
         let side_floor = 0.5 * shape.javas as f64 / p as f64;
         if java_side < side_floor {

@@ -72,7 +72,8 @@ fn java(var: &str, test: &str) -> Option<(String, PathBuf)> {
         if var == CLASSPATH_ALT {
             skip::test(
                 test,
-                &format!("no {CLASSPATH_ALT} (the second Redisson version)"),
+                CLASSPATH_ALT,
+                "the second Redisson version is optional",
             );
             return None;
         }
@@ -81,7 +82,11 @@ fn java(var: &str, test: &str) -> Option<(String, PathBuf)> {
             Ok("1"),
             "set REDISSON_CLASSPATH to Redisson's class path, or REDISSON_SKIP_JAVA=1 to skip"
         );
-        skip::test(test, "no REDISSON_CLASSPATH, and REDISSON_SKIP_JAVA=1");
+        skip::test(
+            test,
+            CLASSPATH,
+            "no REDISSON_CLASSPATH, and REDISSON_SKIP_JAVA=1",
+        );
         return None;
     };
     let out = Command::new("bash")

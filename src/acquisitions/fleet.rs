@@ -1,26 +1,33 @@
 //! A deterministic simulation of a fleet of processes on one hot lock (tests only): crate
-//! processes whose local wait line runs the real hand-off policy ([`HandOff`]), beside Java
-//! processes that behave as Redisson's `RLock.lock()` does, every owner looping lock → hold →
-//! unlock with no pause. It finds in seconds what a rule does to each process's share of the
-//! holds, before the slow runs beside real Java (`compat-tests`).
+//! processes that run the production local wait line ([`WaitLines`], `line.rs`: its order, its
+//! turns and wakers, its one subscription, and the hand-off policy it keeps, `LineHandOff`),
+//! beside Java processes that behave as Redisson's `RLock.lock()` does, every owner looping
+//! lock → hold → unlock with no pause. It finds in seconds what a rule does to each process's
+//! share of the holds, before the slow runs beside real Java (`compat-tests`). Its property is
+//! shown to fail with an unfair policy (`LocalHandOff::Unbounded`, the negative control).
 //!
 //! The model, in virtual microseconds (events in time order, ties in the order they were made;
 //! every random draw comes from one seeded generator, so a run is a function of its
-//! [`Fleet`]):
+//! [`Fleet`]), on a runtime whose clock is paused and moved to each event's time, the clock
+//! the wait lines read:
 //! * **The server** runs each command when it arrives: an acquisition takes the lock if it is
 //!   free, else answers busy with the lock's TTL; a release frees it and publishes the unlock
 //!   message to every process subscribed then; `NUMSUB` counts the subscribed processes; a
 //!   holder query (`HKEYS`) names the holding process.
-//! * **A crate process** does what `line.rs`, `engine/sleep.rs` (`wait_in_line`) and
-//!   `lock/claim/calls.rs` (`release`) do, in the same order: an owner attempts first unless
-//!   the line has waiters, else joins the line; the head subscribes (one subscription per line,
-//!   dropped when the line has no waiter), asks the policy ([`HandOff::next`]) and attempts,
-//!   waits or defers; a release asks the policy (`releasing`), sends `NUMSUB` with it when
-//!   told to, tells the head early when the policy hands over (its attempt then reaches the
-//!   server right behind the release), else decides on the reply (`released`). A message
-//!   wakes the head after the process's reaction delay; the wake-up permits are capped at one
-//!   (one subscription per line), the line's notification keeps one permit as tokio's
-//!   `Notify` does.
+//! * **A crate process** has a [`WaitLines`] of its own and drives it as the engine does, in
+//!   the same order: an owner attempts first unless the line says otherwise
+//!   (`attempts_first`), else joins it (`join`: a [`Ticket`]); then the steps of
+//!   `engine/sleep.rs` (`wait_in_line`): a waiter behind the head waits for its turn (the
+//!   ticket's `notified`, polled with the owner's own [`Waker`], which the line wakes when it
+//!   hands a turn); the head takes the line's subscription (`subscription_with`: the process's
+//!   channel entry, as the registry keeps it: SUBSCRIBE, its barrier, the messages counted,
+//!   one wake-up permit, UNSUBSCRIBE when the line and the acquisition drop it), asks the line
+//!   (`next`) and attempts, waits or defers, says who holds when the line asks (`busy`), and
+//!   leaves the line when it acquires (`acquired`); and the steps of `lock/claim/calls.rs`
+//!   (`release`): the line asked first (`releasing`: `NUMSUB` goes with the release), else
+//!   told as soon as the release is written (`hand_over_early`: the head's attempt then
+//!   reaches the server right behind it), else told at the reply (`released`). A message
+//!   wakes the head after the process's reaction delay.
 //! * **A Java process** (Redisson 3.x and 4.x `lock()`): a thread's first attempt follows its
 //!   release's reply after the JVM's re-lock delay; a busy one subscribes (the JVM's entry for
 //!   the channel is shared by its waiting threads; the last thread out unsubscribes, and the
@@ -36,13 +43,17 @@
 use std::{
     cmp::Reverse,
     collections::{BinaryHeap, HashMap, VecDeque},
+    future::Future,
+    sync::Arc,
+    task::{Context, Wake, Waker},
     time::Duration,
 };
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::handoff::{HandOff, Plan, Released};
-use crate::config::LocalHandOff;
+use super::line::{Listening, Plan, Ticket, WaitLines};
+use crate::{config::LocalHandOff, types::line::WaitLine};
 
 /// Microseconds of virtual time.
 type Us = u64;
@@ -200,7 +211,10 @@ enum Cmd {
     Holder {
         owner: usize,
     },
-    Subscribe,
+    /// `epoch`: which of the process's subscriptions (a crate's channel entry) it is for.
+    Subscribe {
+        epoch: u64,
+    },
     Unsubscribe,
 }
 
@@ -211,7 +225,7 @@ enum Answer {
     Busy { owner: usize },
     Released { owner: usize, others: Option<u32> },
     Holder { owner: usize, holder: Option<usize> },
-    Subscribed,
+    Subscribed { epoch: u64 },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -233,9 +247,11 @@ enum Event {
         p: usize,
         owner: usize,
     },
-    /// A crate head wakes (`gen` must still be the head's sleep), by a message or not.
-    HeadWakes {
+    /// A crate owner waiting in the line goes on (`gen` must still be its wait's): woken by a
+    /// turn, a message (`by_message`), its sleep's bound, or its subscription's barrier.
+    OwnerWakes {
         p: usize,
+        owner: usize,
         gen: u64,
         by_message: bool,
     },
@@ -258,35 +274,124 @@ enum Event {
     },
 }
 
-/// A crate process's line and head.
-#[derive(Debug)]
-struct CrateState {
-    /// The line's policy state (`None`: no line: a line ends with its last waiter and holder).
-    hand_off: Option<HandOff>,
-    line: VecDeque<usize>,
-    /// The line's subscription: `Some(messages seen)` once subscribed.
-    messages: Option<u64>,
-    subscribing: bool,
-    /// One wake-up permit of the subscription (capped at its one waiter), and the head's
-    /// `Notify` permit.
-    sub_permit: bool,
-    notify_permit: bool,
-    head: Head,
-    gen: u64,
-    /// Owners whose release is in flight and told the head early (no `released` at the reply).
-    told: Vec<bool>,
+/// The lock's name and local wait line in every crate process (one lock).
+const NAME: &str = "hot";
+const LINE: WaitLine = WaitLine::Lock;
+
+/// What the production code running inside the simulation did that the simulation must act on
+/// after the event that caused it: tasks woken (a turn handed to a waiter, through its
+/// [`Waker`]) and commands a subscription sent as it was made or dropped.
+#[derive(Default)]
+struct Effects {
+    woken: Mutex<Vec<(usize, usize)>>,
+    sent: Mutex<Vec<(usize, Cmd)>>,
 }
 
+/// The waker of one crate owner's wait: waking it records the owner.
+struct OwnerWaker {
+    p: usize,
+    owner: usize,
+    effects: Arc<Effects>,
+}
+
+impl Wake for OwnerWaker {
+    fn wake(self: Arc<Self>) {
+        self.effects.woken.lock().push((self.p, self.owner));
+    }
+}
+
+/// A crate process's subscription entry for the lock's channel, as the registry keeps it: made
+/// when the line's head first subscribes (SUBSCRIBE, then the barrier), counting the messages
+/// seen since, with one wake-up permit (capped at the line's one subscription), gone with the
+/// line's last subscriber (UNSUBSCRIBE).
+#[derive(Default)]
+struct ChannelEntry {
+    /// A subscription lives (the line's, or the acquisition's copy of it).
+    live: bool,
+    /// The entry's generation: the SUBSCRIBE it sent, whose answer is its barrier.
+    epoch: u64,
+    ready: bool,
+    messages: u64,
+    permit: bool,
+}
+
+/// The line's subscription ([`Listening`]): the process's channel entry while it lives.
+struct SimSub {
+    p: usize,
+    entry: Arc<Mutex<ChannelEntry>>,
+    effects: Arc<Effects>,
+}
+
+impl SimSub {
+    fn subscribe(p: usize, entry: &Arc<Mutex<ChannelEntry>>, effects: &Arc<Effects>) -> Self {
+        let epoch = {
+            let mut e = entry.lock();
+            let epoch = e.epoch + 1;
+            *e = ChannelEntry {
+                live: true,
+                epoch,
+                ..ChannelEntry::default()
+            };
+            epoch
+        };
+        effects.sent.lock().push((p, Cmd::Subscribe { epoch }));
+        SimSub {
+            p,
+            entry: entry.clone(),
+            effects: effects.clone(),
+        }
+    }
+}
+
+impl Listening for SimSub {
+    fn messages(&self) -> u64 {
+        self.entry.lock().messages
+    }
+}
+
+impl Drop for SimSub {
+    fn drop(&mut self) {
+        let mut e = self.entry.lock();
+        e.live = false;
+        e.ready = false;
+        e.permit = false;
+        self.effects.sent.lock().push((self.p, Cmd::Unsubscribe));
+    }
+}
+
+/// Where one crate owner's acquisition stands (`wait_in_line`'s steps).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Head {
-    /// No head loop running (no waiter, or the head waits for its subscription).
-    Idle,
-    /// The head's attempt (or its holder query) is in flight.
+enum Wait {
+    /// Not acquiring (holding, releasing, or between).
+    No,
+    /// Its attempt of its own (before joining the line) is in flight.
+    First,
+    /// In the line behind the head, waiting for its turn.
+    Behind,
+    /// The head, waiting for the subscription's barrier.
+    Subscribing,
+    /// The head's attempt, or its question of who holds, is in flight.
     Busy,
-    /// Asleep until woken (`gen`).
+    /// The head sleeps until a turn, a message or its bound.
     Asleep,
-    /// A wake-up is under way.
+    /// Woken; its wake-up is under way.
     Waking,
+}
+
+/// A crate process: the production wait line ([`WaitLines`] with the process's policy: its
+/// order, turns, subscription and hand-off policy) and, per owner, the steps of
+/// `engine::sleep::wait_in_line` and `Claim::release` that drive it.
+struct CrateState {
+    lines: Arc<WaitLines<SimSub>>,
+    entry: Arc<Mutex<ChannelEntry>>,
+    tickets: Vec<Option<Ticket<SimSub>>>,
+    /// The acquisition's copy of the line's subscription (the engine's `kept`).
+    kept: Vec<Option<Arc<SimSub>>>,
+    wait: Vec<Wait>,
+    gen: Vec<u64>,
+    wakers: Vec<Waker>,
+    /// Owners whose release is in flight and told the head early (no `released` at the reply).
+    told: Vec<bool>,
 }
 
 /// A Java process's subscription entry and semaphore.
@@ -318,6 +423,7 @@ struct Sim {
     /// The server: who holds (process, owner), who is subscribed.
     holder: Option<(usize, usize)>,
     subscribed: Vec<bool>,
+    effects: Arc<Effects>,
     crates: Vec<Option<CrateState>>,
     javas: Vec<Option<JavaState>>,
     /// Holds in order: (process, owner, acquired at).
@@ -328,22 +434,32 @@ struct Sim {
 }
 
 impl Sim {
+    /// A simulation starting now (on the runtime's paused clock, which the run moves).
     fn new(fleet: Fleet) -> Self {
         let n = fleet.processes.len();
+        let effects = Arc::new(Effects::default());
         let crates = fleet
             .processes
             .iter()
-            .map(|p| {
-                (p.runs == Runs::Crate).then(|| CrateState {
-                    hand_off: None,
-                    line: VecDeque::new(),
-                    messages: None,
-                    subscribing: false,
-                    sub_permit: false,
-                    notify_permit: false,
-                    head: Head::Idle,
-                    gen: 0,
-                    told: vec![false; p.owners],
+            .enumerate()
+            .map(|(p, pr)| {
+                (pr.runs == Runs::Crate).then(|| CrateState {
+                    lines: Arc::new(WaitLines::new(fleet.policy)),
+                    entry: Arc::default(),
+                    tickets: (0..pr.owners).map(|_| None).collect(),
+                    kept: vec![None; pr.owners],
+                    wait: vec![Wait::No; pr.owners],
+                    gen: vec![0; pr.owners],
+                    wakers: (0..pr.owners)
+                        .map(|owner| {
+                            Waker::from(Arc::new(OwnerWaker {
+                                p,
+                                owner,
+                                effects: effects.clone(),
+                            }))
+                        })
+                        .collect(),
+                    told: vec![false; pr.owners],
                 })
             })
             .collect();
@@ -370,6 +486,7 @@ impl Sim {
             next_event: 0,
             holder: None,
             subscribed: vec![false; n],
+            effects,
             crates,
             javas,
             holds: Vec::new(),
@@ -406,7 +523,9 @@ impl Sim {
         d.draw(&mut self.rng)
     }
 
-    fn run(mut self) -> Outcome {
+    /// Runs the events in time order, the runtime's clock (the one the wait lines read) moved
+    /// to each event's time first.
+    async fn run(mut self) -> Outcome {
         for p in 0..self.fleet.processes.len() {
             for owner in 0..self.fleet.processes[p].owners {
                 let start = self.rng.between(0, 2 * MS);
@@ -421,9 +540,18 @@ impl Sim {
             if t > end {
                 break;
             }
-            self.now = t;
+            if t > self.now {
+                tokio::time::advance(Duration::from_micros(t - self.now)).await;
+                self.now = t;
+            }
+            debug_assert_eq!(
+                Instant::now(),
+                self.at(),
+                "the lines read the simulated clock"
+            );
             let event = self.events.remove(&id).expect("scheduled");
             self.handle(event);
+            self.effects();
         }
         let mut holds = vec![0; self.fleet.processes.len()];
         for &(p, _, _) in &self.holds {
@@ -434,6 +562,8 @@ impl Sim {
             .iter()
             .map(|&(p, _, _)| char::from(b'A' + p as u8))
             .collect();
+        // The lines end here, with their wakers and subscriptions.
+        drop(self.crates);
         Outcome {
             holds,
             longest_wait: self.longest_wait,
@@ -456,10 +586,14 @@ impl Sim {
                 Runs::Crate => self.crate_release(p, owner),
                 Runs::Java => self.send(p, Cmd::Release { owner, ask: false }),
             },
-            Event::HeadWakes { p, gen, by_message } => {
-                let st = self.crates[p].as_mut().expect("crate");
-                if st.gen == gen && matches!(st.head, Head::Asleep | Head::Waking) {
-                    self.head_step(p, by_message);
+            Event::OwnerWakes {
+                p,
+                owner,
+                gen,
+                by_message,
+            } => {
+                if self.cs(p).gen[owner] == gen {
+                    self.owner_wakes(p, owner, by_message);
                 }
             }
             Event::Locks { p, owner } => self.crate_lock(p, owner),
@@ -470,6 +604,27 @@ impl Sim {
                     st.blocked.retain(|&o| o != owner);
                     self.send(p, Cmd::Acquire { owner });
                 }
+            }
+        }
+    }
+
+    /// What the production code did during the event: commands its subscriptions sent, and
+    /// the owners it woke (a turn handed to them).
+    fn effects(&mut self) {
+        let sent = std::mem::take(&mut *self.effects.sent.lock());
+        for (p, cmd) in sent {
+            self.send(p, cmd);
+        }
+        let woken = std::mem::take(&mut *self.effects.woken.lock());
+        for (p, owner) in woken {
+            match self.cs(p).wait[owner] {
+                Wait::Behind => self.wake_owner(p, owner, 10, false),
+                Wait::Asleep => {
+                    self.cs(p).wait[owner] = Wait::Waking;
+                    self.wake_owner(p, owner, 10, false);
+                }
+                // Busy or waking: the turn stays in the waiter's place for its next look.
+                _ => {}
             }
         }
     }
@@ -507,9 +662,9 @@ impl Sim {
                 let holder = self.holder.map(|(q, _)| q);
                 self.reply(p, Answer::Holder { owner, holder });
             }
-            Cmd::Subscribe => {
+            Cmd::Subscribe { epoch } => {
                 self.subscribed[p] = true;
-                self.reply(p, Answer::Subscribed);
+                self.reply(p, Answer::Subscribed { epoch });
             }
             Cmd::Unsubscribe => self.subscribed[p] = false,
         }
@@ -528,214 +683,228 @@ impl Sim {
         self.schedule(hold, Event::HoldEnds { p, owner });
     }
 
-    // ---- A crate process --------------------------------------------------------------
+    // ---- A crate process: the production wait line, driven as the engine does ---------
 
     fn cs(&mut self, p: usize) -> &mut CrateState {
         self.crates[p].as_mut().expect("crate")
     }
 
-    /// An owner's `lock()`: an attempt of its own unless the line has waiters (no barging),
-    /// else it joins the line.
+    /// Schedules owner `owner`'s next step after `after` (a new `gen`: an earlier wake-up or
+    /// bound is void).
+    fn wake_owner(&mut self, p: usize, owner: usize, after: Us, by_message: bool) {
+        let st = self.cs(p);
+        st.gen[owner] += 1;
+        let gen = st.gen[owner];
+        self.schedule(
+            after,
+            Event::OwnerWakes {
+                p,
+                owner,
+                gen,
+                by_message,
+            },
+        );
+    }
+
+    /// Whether a turn was handed to the owner's ticket (taking it); if not, its waker is
+    /// registered for the next one (the `notified()` the engine polls).
+    fn turn(&mut self, p: usize, owner: usize) -> bool {
+        let st = self.cs(p);
+        let ticket = st.tickets[owner].as_ref().expect("in line");
+        let mut cx = Context::from_waker(&st.wakers[owner]);
+        let notified = ticket.notified();
+        let mut notified = std::pin::pin!(notified);
+        notified.as_mut().poll(&mut cx).is_ready()
+    }
+
+    /// An owner's `lock()`: an attempt of its own unless the line has waiters
+    /// (`WaitLines::attempts_first`; no owner here may hold already), else it joins the line.
     fn crate_lock(&mut self, p: usize, owner: usize) {
         self.waiting_since[p][owner] = self.now;
-        if self.cs(p).line.is_empty() {
+        if self.cs(p).lines.attempts_first(LINE, NAME, || false) {
+            self.cs(p).wait[owner] = Wait::First;
             self.send(p, Cmd::Acquire { owner });
         } else {
             self.join(p, owner);
         }
     }
 
+    /// Joins the line (`WaitLines::join`), then `wait_in_line`: the head goes on at once, a
+    /// waiter behind it waits for its turn.
     fn join(&mut self, p: usize, owner: usize) {
-        let policy = self.fleet.policy;
         let st = self.cs(p);
-        st.hand_off.get_or_insert_with(|| HandOff::new(policy));
-        st.line.push_back(owner);
-        if st.line.len() == 1 {
-            self.head_starts(p);
+        let ticket = st.lines.join(LINE, NAME.into(), NAME.to_owned());
+        let head = ticket.head_now();
+        st.tickets[owner] = Some(ticket);
+        if head {
+            self.head_starts(p, owner);
+        } else {
+            self.cs(p).wait[owner] = Wait::Behind;
+            if self.turn(p, owner) {
+                self.wake_owner(p, owner, 10, false);
+            }
         }
     }
 
-    /// A waiter became the head: it subscribes (once per line), then runs its loop.
-    fn head_starts(&mut self, p: usize) {
+    /// The owner is the head: the line's subscription (made by the first head that needs it),
+    /// its barrier, then the loop.
+    fn head_starts(&mut self, p: usize, owner: usize) {
+        let effects = self.effects.clone();
         let st = self.cs(p);
-        if st.messages.is_some() {
-            self.wake_head(p, 10, false);
-        } else if !st.subscribing {
-            st.subscribing = true;
-            st.head = Head::Idle;
-            self.send(p, Cmd::Subscribe);
+        let entry = st.entry.clone();
+        let ticket = st.tickets[owner].as_ref().expect("in line");
+        let sub = ticket.subscription_with(|_| SimSub::subscribe(p, &entry, &effects));
+        st.kept[owner] = Some(sub);
+        if st.entry.lock().ready {
+            self.head_step(p, owner, false);
+        } else {
+            st.wait[owner] = Wait::Subscribing;
         }
     }
 
-    fn head_step(&mut self, p: usize, by_message: bool) {
-        let now = self.at();
+    /// The owner's wait goes on after a wake-up.
+    fn owner_wakes(&mut self, p: usize, owner: usize, by_message: bool) {
+        match self.cs(p).wait[owner] {
+            Wait::Behind => {
+                let head = self.cs(p).tickets[owner]
+                    .as_ref()
+                    .expect("in line")
+                    .head_now();
+                if head {
+                    self.head_starts(p, owner);
+                } else if self.turn(p, owner) {
+                    self.wake_owner(p, owner, 10, false);
+                }
+            }
+            Wait::Subscribing => {
+                if self.cs(p).entry.lock().ready {
+                    self.head_step(p, owner, false);
+                }
+            }
+            Wait::Asleep | Wait::Waking => self.head_step(p, owner, by_message),
+            Wait::No | Wait::First | Wait::Busy => {}
+        }
+    }
+
+    /// One step of the head's loop: what the line says ([`Ticket::next`]).
+    fn head_step(&mut self, p: usize, owner: usize, by_message: bool) {
         let st = self.cs(p);
-        let Some(&_owner) = st.line.front() else {
-            st.head = Head::Idle;
-            return;
-        };
-        let messages = st.messages;
-        let plan = st
-            .hand_off
-            .as_mut()
-            .expect("a line")
-            .next(now, by_message, messages);
+        let plan = st.tickets[owner]
+            .as_ref()
+            .expect("the head")
+            .next(by_message);
         match plan {
             Plan::Attempt => {
-                st.head = Head::Busy;
-                let owner = *st.line.front().expect("head");
+                st.wait[owner] = Wait::Busy;
                 self.send(p, Cmd::Acquire { owner });
             }
-            Plan::Wait(bound) | Plan::Defer(bound) => self.head_sleeps(p, bound),
+            Plan::Wait(bound) | Plan::Defer(bound) => self.head_sleeps(p, owner, bound),
         }
     }
 
-    /// Wakes the head after `after` (a new `gen`: an earlier wake-up or bound is void).
-    fn wake_head(&mut self, p: usize, after: Us, by_message: bool) {
-        let st = self.cs(p);
-        st.gen += 1;
-        st.head = Head::Waking;
-        let gen = st.gen;
-        self.schedule(after, Event::HeadWakes { p, gen, by_message });
-    }
-
-    /// The head sleeps until notified, a message, or `bound` (a wake-up of its `gen`; an
-    /// earlier one makes a new `gen` and voids the bound's).
-    fn head_sleeps(&mut self, p: usize, bound: Duration) {
-        let st = self.cs(p);
-        st.gen += 1;
-        let gen = st.gen;
-        let woken = if std::mem::take(&mut st.notify_permit) {
-            Some(false)
-        } else if std::mem::take(&mut st.sub_permit) {
-            Some(true)
-        } else {
-            None
-        };
-        match woken {
-            Some(by_message) => {
-                self.wake_head(p, 10, by_message);
-            }
-            None => {
-                st.head = Head::Asleep;
-                let after = bound.as_micros().min(u128::from(TTL)) as Us;
-                self.schedule(
-                    after,
-                    Event::HeadWakes {
-                        p,
-                        gen,
-                        by_message: false,
-                    },
-                );
-            }
-        }
-    }
-
-    /// The line's head is woken by a local notification (a hand-over, a contest, a promotion).
-    fn notify_head(&mut self, p: usize) {
-        let st = self.cs(p);
-        if st.line.is_empty() {
+    /// The head sleeps until a turn (the ticket's notification), a message (the subscription's
+    /// wake-up permit) or `bound`, whichever comes first.
+    fn head_sleeps(&mut self, p: usize, owner: usize, bound: Duration) {
+        if self.turn(p, owner) {
+            self.cs(p).wait[owner] = Wait::Waking;
+            self.wake_owner(p, owner, 10, false);
             return;
         }
-        match st.head {
-            Head::Asleep => {
-                self.wake_head(p, 10, false);
-            }
-            _ => st.notify_permit = true,
+        let permit = std::mem::take(&mut self.cs(p).entry.lock().permit);
+        if permit {
+            self.cs(p).wait[owner] = Wait::Waking;
+            self.wake_owner(p, owner, 10, true);
+            return;
         }
+        self.cs(p).wait[owner] = Wait::Asleep;
+        let after = bound.as_micros().min(u128::from(TTL)) as Us;
+        self.wake_owner(p, owner, after, false);
     }
 
+    /// An unlock message reaches the process: the channel's entry counts it and wakes its
+    /// waiter (the head, after the process's reaction delay), or keeps the wake-up permit.
     fn crate_message(&mut self, p: usize) {
         // From the message on the server to the attempt on the server: one way each.
         let react = self
             .draw(p, |pr| pr.react)
             .saturating_sub(2 * self.fleet.one_way);
         let st = self.cs(p);
-        let Some(m) = st.messages.as_mut() else {
-            return;
-        };
-        *m += 1;
-        match st.head {
-            Head::Asleep if !st.line.is_empty() => {
-                self.wake_head(p, react, true);
+        {
+            let mut e = st.entry.lock();
+            if !e.live {
+                return;
             }
-            _ => st.sub_permit = true,
+            e.messages += 1;
+        }
+        match st.wait.iter().position(|&w| w == Wait::Asleep) {
+            Some(owner) => {
+                st.wait[owner] = Wait::Waking;
+                self.wake_owner(p, owner, react, true);
+            }
+            None => st.entry.lock().permit = true,
         }
     }
 
     fn crate_reply(&mut self, p: usize, answer: Answer) {
         match answer {
-            Answer::Subscribed => {
+            Answer::Subscribed { epoch } => {
                 let st = self.cs(p);
-                st.subscribing = false;
-                st.messages = Some(0);
-                st.sub_permit = false;
-                if !st.line.is_empty() {
-                    self.wake_head(p, 10, false);
-                } else {
-                    // Nobody waits any more: the subscription goes.
-                    st.messages = None;
-                    self.send(p, Cmd::Unsubscribe);
+                {
+                    let mut e = st.entry.lock();
+                    if !e.live || e.epoch != epoch {
+                        return;
+                    }
+                    e.ready = true;
+                }
+                if let Some(owner) = st.wait.iter().position(|&w| w == Wait::Subscribing) {
+                    self.wake_owner(p, owner, 10, false);
                 }
             }
             Answer::Acquired { owner } => {
                 let now = self.at();
                 let st = self.cs(p);
-                if st.line.front() == Some(&owner) {
-                    // The head acquired: it leaves the line, the next waiter becomes head.
-                    let hand_off = st.hand_off.as_mut().expect("a line");
-                    hand_off.acquired(now, now + Duration::from_micros(TTL));
-                    st.line.pop_front();
-                    st.head = Head::Idle;
-                    st.gen += 1;
-                    self.line_left(p);
+                if let Some(ticket) = st.tickets[owner].take() {
+                    // The head acquired: it leaves the line (the next waiter is handed its
+                    // turn) and the acquisition drops its copy of the subscription.
+                    ticket.acquired(now + Duration::from_micros(TTL));
+                    st.kept[owner] = None;
                 }
+                st.wait[owner] = Wait::No;
                 self.holding(p, owner);
             }
             Answer::Busy { owner } => {
-                let now = self.at();
                 let st = self.cs(p);
-                if st.line.front() == Some(&owner) && st.head == Head::Busy {
-                    let messages = st.messages;
-                    let hand_off = st.hand_off.as_mut().expect("a line");
-                    if hand_off.asks_holder() {
-                        // `wait_in_line` asks who holds before it sleeps.
-                        self.send(p, Cmd::Holder { owner });
-                        return;
+                match st.wait[owner] {
+                    Wait::Busy => {
+                        let ticket = st.tickets[owner].as_ref().expect("the head");
+                        if ticket.asks_holder() {
+                            // `wait_in_line` asks who holds before it sleeps.
+                            self.send(p, Cmd::Holder { owner });
+                            return;
+                        }
+                        ticket.busy(None, &format!("process-{p}"));
+                        self.head_sleeps(p, owner, Duration::from_micros(TTL));
                     }
-                    hand_off.busy(now, None, messages);
-                    self.head_sleeps(p, Duration::from_micros(TTL));
-                } else {
                     // An owner's own first attempt found it busy: it joins the line.
-                    self.join(p, owner);
+                    Wait::First => self.join(p, owner),
+                    other => unreachable!("a busy answer to an owner that is {other:?}"),
                 }
             }
             Answer::Holder { owner, holder } => {
-                let now = self.at();
                 let st = self.cs(p);
-                if st.line.front() == Some(&owner) && st.head == Head::Busy {
-                    let messages = st.messages;
-                    st.hand_off.as_mut().expect("a line").busy(
-                        now,
-                        holder.map(|q| q as u64),
-                        messages,
-                    );
-                    self.head_sleeps(p, Duration::from_micros(TTL));
+                if st.wait[owner] == Wait::Busy {
+                    let holder = holder.map(|q| format!("process-{q}"));
+                    st.tickets[owner]
+                        .as_ref()
+                        .expect("the head")
+                        .busy(holder.as_deref(), &format!("process-{p}"));
+                    self.head_sleeps(p, owner, Duration::from_micros(TTL));
                 }
             }
             Answer::Released { owner, others } => {
                 let told = std::mem::replace(&mut self.cs(p).told[owner], false);
                 if !told {
-                    let now = self.at();
-                    let st = self.cs(p);
-                    let head = !st.line.is_empty();
-                    if let Some(hand_off) = st.hand_off.as_mut() {
-                        match hand_off.released(now, true, others, head) {
-                            Released::Kept => {}
-                            Released::Idle => st.hand_off = None,
-                            Released::HandedOver | Released::Contested => self.notify_head(p),
-                        }
-                    }
+                    self.cs(p).lines.released(LINE, NAME, true, others);
                 }
                 let relock = self.draw(p, |pr| pr.relock);
                 self.schedule(relock, Event::Locks { p, owner });
@@ -743,53 +912,16 @@ impl Sim {
         }
     }
 
-    /// The head left the line (acquired): the subscription goes with the last waiter, the line
-    /// with its last waiter and holder; else the next waiter is head.
-    fn line_left(&mut self, p: usize) {
-        let st = self.cs(p);
-        if st.line.is_empty() {
-            if st.messages.take().is_some() {
-                self.send(p, Cmd::Unsubscribe);
-            }
-            let st = self.cs(p);
-            st.sub_permit = false;
-            if let Some(h) = st.hand_off.as_mut() {
-                h.line_emptied();
-                if !h.holds() {
-                    st.hand_off = None;
-                }
-            }
-        } else {
-            self.head_starts(p);
-        }
-    }
-
-    /// A crate owner's release, as `Claim::release` sends it.
+    /// A crate owner's release, as `Claim::release` sends it: the line asked first
+    /// (`WaitLines::releasing`: `NUMSUB` goes with the release when the policy wants it), else
+    /// the head told as soon as the release is written (`WaitLines::hand_over_early`), else
+    /// the line told at the reply (`WaitLines::released`).
     fn crate_release(&mut self, p: usize, owner: usize) {
-        let now = self.at();
-        let st = self.cs(p);
-        let messages = st.messages;
-        let waiters = !st.line.is_empty();
-        let ask = st
-            .hand_off
-            .as_mut()
-            .is_some_and(|h| h.releasing(now, messages, waiters));
+        let ask = self.cs(p).lines.releasing(LINE, NAME).is_some();
         self.send(p, Cmd::Release { owner, ask });
-        if ask {
-            return;
-        }
-        // Written to the connection: the head may be told now.
-        let st = self.cs(p);
-        let early = !st.line.is_empty() && st.hand_off.as_ref().is_some_and(|h| h.hands_over(now));
-        if early {
-            let outcome = st
-                .hand_off
-                .as_mut()
-                .expect("a line")
-                .released(now, true, None, true);
-            assert_eq!(outcome, Released::HandedOver);
-            st.told[owner] = true;
-            self.notify_head(p);
+        if !ask {
+            let st = self.cs(p);
+            st.told[owner] = st.lines.hand_over_early(LINE, NAME);
         }
     }
 
@@ -822,7 +954,7 @@ impl Sim {
                     if st.subscribed == 1 && !st.subscribing {
                         st.subscribing = true;
                         st.pending_subscribe.push(owner);
-                        self.send(p, Cmd::Subscribe);
+                        self.send(p, Cmd::Subscribe { epoch: 0 });
                     } else if st.subscribing {
                         st.pending_subscribe.push(owner);
                     } else {
@@ -839,7 +971,7 @@ impl Sim {
                 }
             }
             Answer::Holder { .. } => unreachable!("Java asks nobody who holds"),
-            Answer::Subscribed => {
+            Answer::Subscribed { .. } => {
                 let st = self.js(p);
                 st.subscribing = false;
                 let waiting = std::mem::take(&mut st.pending_subscribe);
@@ -875,9 +1007,15 @@ impl Sim {
     }
 }
 
-/// Runs `fleet` and returns what it measured.
+/// Runs `fleet` and returns what it measured: on a runtime of its own whose clock is paused,
+/// moved by the simulation to each event's time (the wait lines read it).
 pub(crate) fn simulate(fleet: Fleet) -> Outcome {
-    Sim::new(fleet).run()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime for the simulation")
+        .block_on(async { Sim::new(fleet).run().await })
 }
 
 #[cfg(test)]
@@ -893,6 +1031,11 @@ mod tests {
     /// its own delays within the measured ranges (and beyond: slower crates, quicker and
     /// slower JVMs), holds of 20 to 150 ms (each process within 20 % of the fleet's), 40 s.
     fn fleets() -> impl Strategy<Value = Fleet> {
+        fleets_with(LocalHandOff::default())
+    }
+
+    /// [`fleets`] whose crate processes run `policy`.
+    fn fleets_with(policy: LocalHandOff) -> impl Strategy<Value = Fleet> {
         let process = (
             any::<bool>(),
             2usize..=4,
@@ -911,7 +1054,7 @@ mod tests {
             any::<u64>(),
         )
             .prop_map(
-                |(procs, hold_ms, one_way, (java_react, relock, threads), seed)| {
+                move |(procs, hold_ms, one_way, (java_react, relock, threads), seed)| {
                     let mut processes: Vec<Process> = procs
                         .into_iter()
                         .map(|(java, owners, scale, crate_react)| {
@@ -935,7 +1078,7 @@ mod tests {
                     }
                     Fleet {
                         processes,
-                        policy: LocalHandOff::default(),
+                        policy,
                         one_way,
                         seconds: 40,
                         seed,
@@ -977,6 +1120,22 @@ mod tests {
         )
     }
 
+    /// The fairness property: every process of the fleet, crate or Java, gets at least 0.6 / P
+    /// of the holds while all wait (P processes).
+    fn every_share(fleet: &Fleet) -> Result<(), TestCaseError> {
+        let o = simulate(fleet.clone());
+        let floor = 0.6 / fleet.processes.len() as f64;
+        for p in 0..fleet.processes.len() {
+            prop_assert!(
+                o.share(p) >= floor,
+                "share {:.3} < {floor:.3}: {}",
+                o.share(p),
+                describe(fleet, &o)
+            );
+        }
+        Ok(())
+    }
+
     proptest! {
         #![proptest_config(config(96))]
 
@@ -984,11 +1143,27 @@ mod tests {
         /// all wait (P processes).
         #[test]
         fn every_process_of_a_fleet_gets_its_share(fleet in fleets()) {
-            let o = simulate(fleet.clone());
-            let floor = 0.6 / fleet.processes.len() as f64;
-            for p in 0..fleet.processes.len() {
-                prop_assert!(o.share(p) >= floor, "share {:.3} < {floor:.3}: {}", o.share(p), describe(&fleet, &o));
+            every_share(&fleet)?;
+        }
+    }
+
+    /// The negative control: the same property over the same fleets, with crate processes
+    /// that always hand the lock over locally (`LocalHandOff::Unbounded`, never asking who
+    /// else waits), must fail: a simulation in which an unfair policy passed would prove
+    /// nothing. It fails at the first fleet tried.
+    #[test]
+    fn an_unbounded_local_hand_off_fails_the_share_property() {
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            max_shrink_iters: 0,
+            ..config(32)
+        });
+        match runner.run(&fleets_with(LocalHandOff::Unbounded), |fleet| {
+            every_share(&fleet)
+        }) {
+            Err(proptest::test_runner::TestError::Fail(why, _)) => {
+                assert!(why.message().contains("share"), "{why}");
             }
+            other => panic!("an unbounded hand-off passed the share property: {other:?}"),
         }
     }
 
@@ -1003,6 +1178,24 @@ mod tests {
             one_way: 50,
             seconds: 60,
             seed,
+        }
+    }
+
+    /// Unbounded local hand-offs starve every other process of the issue's fleets (the crate
+    /// process that first holds keeps the lock: its line never empties), which the policy's
+    /// bound is there to prevent.
+    #[test]
+    fn an_unbounded_local_hand_off_starves_the_issues_fleets() {
+        for (crates, javas) in [(1, 1), (2, 1), (3, 1), (2, 2), (1, 2), (2, 0)] {
+            let o = simulate(Fleet {
+                policy: LocalHandOff::Unbounded,
+                ..fleet(crates, javas, 3, 50.0, 1)
+            });
+            assert!(
+                o.smallest_share() < 0.01,
+                "{crates} + {javas}: {:?}",
+                o.holds
+            );
         }
     }
 

@@ -1479,7 +1479,10 @@ mod tests {
     #[test]
     fn a_busy_attempt_while_an_owner_of_the_line_holds_is_no_other_clients_turn() {
         let mut h = HandOff::new(LocalHandOff::Bounded(10 * MS));
-        assert!(h.asks_holder(), "is the holder one of this client's owners?");
+        assert!(
+            h.asks_holder(),
+            "is the holder one of this client's owners?"
+        );
         let t0 = Instant::now();
         h.acquired(t0, t0 + 500 * MS);
         let now = t0 + 1_500 * MS;

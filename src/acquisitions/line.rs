@@ -54,16 +54,42 @@ use crate::{
     },
 };
 
-/// Every local wait line of one client, by [`WaitLine`] and raw lock name.
-#[derive(Default)]
-pub(crate) struct WaitLines {
-    map: Mutex<Table<Line>>,
+/// What a line keeps of its lock channel's subscription: the unlock messages it has seen, which
+/// the hand-off policy reads. The registry's [`Subscription`] in a client; the fleet simulation
+/// (`fleet.rs`, tests only) gives the production line one of its own.
+pub(crate) trait Listening: Send + Sync + 'static {
+    /// Messages (and wake-everyone events) the channel has seen since it was subscribed.
+    fn messages(&self) -> u64;
+}
+
+impl Listening for Subscription {
+    fn messages(&self) -> u64 {
+        Subscription::messages(self)
+    }
+}
+
+/// Every local wait line of one client, by [`WaitLine`] and raw lock name; `S`: what a line
+/// keeps of its channel's subscription.
+pub(crate) struct WaitLines<S: Listening = Subscription> {
+    map: Mutex<Table<Line<S>>>,
     /// Number of queues, read without the lock on the uncontended path.
     live: AtomicUsize,
     policy: LocalHandOff,
     /// Releases that handed over locally, and releases that started or went on with a contest.
     hand_overs: AtomicU64,
     contests: AtomicU64,
+}
+
+impl<S: Listening> Default for WaitLines<S> {
+    fn default() -> Self {
+        Self {
+            map: Mutex::default(),
+            live: AtomicUsize::default(),
+            policy: LocalHandOff::default(),
+            hand_overs: AtomicU64::default(),
+            contests: AtomicU64::default(),
+        }
+    }
 }
 
 /// A line's key: which line, of which lock.
@@ -73,7 +99,7 @@ struct Key {
     name: Arc<str>,
 }
 
-impl Keyed for Line {
+impl<S: Listening> Keyed for Line<S> {
     type Key<'a> = (WaitLine, &'a str);
 
     fn key(&self) -> (WaitLine, &str) {
@@ -85,11 +111,11 @@ impl Keyed for Line {
     }
 }
 
-struct Line {
+struct Line<S: Listening> {
     key: Key,
     /// Shared with the subscription registry's entry for it.
     channel: Arc<str>,
-    state: Mutex<State>,
+    state: Mutex<State<S>>,
 }
 
 /// One waiter's place in a line, and its wake-up: a turn handed to it (`turn`) and the task to
@@ -111,18 +137,18 @@ impl Place {
     }
 }
 
-struct State {
+struct State<S: Listening> {
     /// Front: the head. Most lines have one waiter (ten thousand tasks on ten thousand locks):
     /// it is kept in the line, a second one moves them all to an allocation of their own.
     waiters: SmallVec<[Place; 1]>,
     next_id: u64,
     /// The queue's one subscription to the lock's channel.
-    subscription: Option<Arc<Subscription>>,
+    subscription: Option<Arc<S>>,
     /// The hand-off policy's state for this lock.
     hand_off: LineHandOff,
 }
 
-impl State {
+impl<S: Listening> State<S> {
     fn new(policy: LocalHandOff) -> Self {
         Self {
             waiters: SmallVec::new(),
@@ -138,7 +164,7 @@ impl State {
     }
 }
 
-impl WaitLines {
+impl<S: Listening> WaitLines<S> {
     /// The queues of a client with this hand-off policy.
     pub(crate) fn new(policy: LocalHandOff) -> Self {
         Self {
@@ -147,7 +173,7 @@ impl WaitLines {
         }
     }
 
-    fn get(&self, line: WaitLine, name: &str) -> Option<Arc<Line>> {
+    fn get(&self, line: WaitLine, name: &str) -> Option<Arc<Line<S>>> {
         if self.live.load(Ordering::Acquire) == 0 {
             return None;
         }
@@ -181,7 +207,7 @@ impl WaitLines {
         line: WaitLine,
         name: Arc<str>,
         channel: String,
-    ) -> Ticket {
+    ) -> Ticket<S> {
         let mut map = self.map.lock();
         let queue = map
             .get_or_insert_with((line, &name), || {
@@ -307,7 +333,7 @@ impl WaitLines {
     }
 
     /// Removes `queue` from the map if it is still the queue of its key.
-    fn remove(&self, map: &mut Table<Line>, queue: &Arc<Line>) {
+    fn remove(&self, map: &mut Table<Line<S>>, queue: &Arc<Line<S>>) {
         if map.remove(queue) {
             self.live.fetch_sub(1, Ordering::AcqRel);
         }
@@ -316,7 +342,7 @@ impl WaitLines {
     /// Local waiters queued per channel, beyond the one subscription each queue holds (which
     /// the subscription registry already counts as one waiter).
     pub(crate) fn queued_beyond_subscriptions(&self) -> Vec<(String, usize)> {
-        let queues: Vec<Arc<Line>> = self.map.lock().values().cloned().collect();
+        let queues: Vec<Arc<Line<S>>> = self.map.lock().values().cloned().collect();
         queues
             .iter()
             .filter_map(|q| {
@@ -336,13 +362,13 @@ impl WaitLines {
 
 /// One waiter's place in a queue; dropping it leaves the queue (passing the turn on if it was
 /// the head).
-pub(crate) struct Ticket {
-    queues: Arc<WaitLines>,
-    queue: Arc<Line>,
+pub(crate) struct Ticket<S: Listening = Subscription> {
+    queues: Arc<WaitLines<S>>,
+    queue: Arc<Line<S>>,
     id: u64,
 }
 
-impl Ticket {
+impl<S: Listening> Ticket<S> {
     fn is_head(&self) -> bool {
         self.queue
             .state
@@ -452,16 +478,24 @@ impl Ticket {
             .acquired(Instant::now(), until);
     }
 
-    /// The queue's subscription to the lock's channel, made by the first head that needs it.
-    pub(crate) fn subscription(&self, pubsub: &PubSub) -> Arc<Subscription> {
+    /// The queue's subscription to the lock's channel, made (by `subscribe`, from the channel's
+    /// name) by the first head that needs it.
+    pub(crate) fn subscription_with(&self, subscribe: impl FnOnce(&Arc<str>) -> S) -> Arc<S> {
         let mut st = self.queue.state.lock();
         st.subscription
-            .get_or_insert_with(|| Arc::new(pubsub.subscribe_shared(&self.queue.channel)))
+            .get_or_insert_with(|| Arc::new(subscribe(&self.queue.channel)))
             .clone()
     }
 }
 
-impl Drop for Ticket {
+impl Ticket<Subscription> {
+    /// The queue's subscription to the lock's channel, made by the first head that needs it.
+    pub(crate) fn subscription(&self, pubsub: &PubSub) -> Arc<Subscription> {
+        self.subscription_with(|channel| pubsub.subscribe_shared(channel))
+    }
+}
+
+impl<S: Listening> Drop for Ticket<S> {
     fn drop(&mut self) {
         let mut map = self.queues.map.lock();
         let mut st = self.queue.state.lock();
@@ -632,7 +666,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_line_asks_with_the_channel_counts_and_wakes_the_head_as_the_policy_decides() {
-        let q = Arc::new(WaitLines::new(LocalHandOff::Bounded(10 * MS)));
+        let q: Arc<WaitLines> = Arc::new(WaitLines::new(LocalHandOff::Bounded(10 * MS)));
         let first = q.join(LOCK, "n".into(), "ch".into());
         let second = q.join(LOCK, "n".into(), "ch".into());
         first.acquired(Instant::now() + 30_000 * MS);
