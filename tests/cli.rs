@@ -666,10 +666,10 @@ async fn inspect_list_and_force_unlock_understand_the_group_hash() {
     let s = RedisServer::start();
     let url = s.url();
     let client = Client::connect(&url, Config::default()).await.unwrap();
-    let a = client.get_group_lock("cli:group", ["a", "b"]);
+    let a = client.get_group_lock_with_owner("cli:group", ["a", "b"], redisson_lock::Owner::new());
     let _ga = a.lock().await.unwrap();
     let _ga2 = a.lock().await.unwrap();
-    let c = client.get_group_lock("cli:group", ["c"]);
+    let c = client.get_group_lock_with_owner("cli:group", ["c"], redisson_lock::Owner::new());
     let _gc = c.lock().await.unwrap();
     let json = ok(cli(&url, &["inspect", "cli:group", "--json"], ""));
     assert!(json.contains("\"kind\":\"group\""), "{json}");
@@ -690,7 +690,7 @@ async fn inspect_list_and_force_unlock_understand_the_group_hash() {
     assert!(listed.contains("cli:group\tgroup\tholders=2"), "{listed}");
     // A waiter in another client wakes when the group is force-unlocked.
     let other = Client::connect(&url, Config::default()).await.unwrap();
-    let waiter = other.get_group_lock("cli:group", ["b"]);
+    let waiter = other.get_group_lock_with_owner("cli:group", ["b"], redisson_lock::Owner::new());
     let task = tokio::spawn(async move { waiter.try_lock_for(Duration::from_secs(20)).await });
     assert!(
         common::eventually(Duration::from_secs(5), || async {

@@ -542,7 +542,7 @@ async fn cluster_replica_sync_waits_on_the_keys_master_and_undoes_without_an_ack
     for name in c.name_per_master("replica-sync") {
         let lock = patient.get_lock(&name);
         let g = lock.try_lock().await.unwrap().expect("acquired");
-        let count = replica_hget(c.replica_for_key(&name), &name, lock.owner_field());
+        let count = replica_hget(c.replica_for_key(&name), &name, &lock.owner_field());
         assert_eq!(count, "1", "{name}: the replica has the hold on return");
         let stats = RedisCluster::cmd(c.master_for_key(&name), &["INFO", "commandstats"]).text();
         assert!(

@@ -58,7 +58,7 @@ async fn queue_deadlines_and_per_waiter_hand_over_follow_the_spec(b: Backend) {
     let n = b.name("fair");
     let client = b.client().await;
     let admin = b.admin().await;
-    let holder = client.get_fair_lock(&n);
+    let holder = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let g = holder
         .lock_with_lease(Duration::from_secs(30))
         .await
@@ -69,7 +69,7 @@ async fn queue_deadlines_and_per_waiter_hand_over_follow_the_spec(b: Backend) {
         [(holder.owner_field().to_string(), "1".into())].into()
     );
 
-    let waiter = client.get_fair_lock(&n);
+    let waiter = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let wf = waiter.owner_field().to_string();
     let chan = format!("redisson_lock__channel:{{{n}}}:{wf}");
     let rlock_chan = format!("redisson_lock__channel:{{{n}}}");
@@ -116,7 +116,7 @@ async fn a_simulated_java_holder_hands_over_on_the_waiters_channel(b: Backend) {
     admin
         .java_hold(&n, "11111111-1111-4111-8111-111111111111:9", 30_000)
         .await;
-    let waiter = client.get_fair_lock(&n);
+    let waiter = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let wf = waiter.owner_field().to_string();
     let task = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
     assert!(
@@ -186,11 +186,11 @@ async fn a_dropped_or_timed_out_waiter_leaves_the_queue(b: Backend) {
     let n = b.name("fair");
     let client = b.client().await;
     let admin = b.admin().await;
-    let holder = client.get_fair_lock(&n);
+    let holder = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let _g = holder.lock().await.unwrap();
 
     // Timed out: gone by the time try_lock_for returns.
-    let w1 = client.get_fair_lock(&n);
+    let w1 = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let started = Instant::now();
     assert!(w1
         .try_lock_for(Duration::from_millis(300))
@@ -202,8 +202,8 @@ async fn a_dropped_or_timed_out_waiter_leaves_the_queue(b: Backend) {
     assert!(deadlines(&admin, &n).await.is_empty());
 
     // Dropped mid-wait: removed by the give-up clean-up.
-    let w2 = client.get_fair_lock(&n);
-    let w3 = client.get_fair_lock(&n);
+    let w2 = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
+    let w3 = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let f2 = w2.owner_field().to_string();
     let f3 = w3.owner_field().to_string();
     let t2 = tokio::spawn(async move { w2.lock().await.map(|_| ()) });
@@ -262,9 +262,9 @@ async fn try_lock_without_wait_never_enqueues(b: Backend) {
     let n = b.name("fair");
     let client = b.client().await;
     let admin = b.admin().await;
-    let a = client.get_fair_lock(&n);
+    let a = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let g = a.try_lock().await.unwrap().unwrap();
-    let b = client.get_fair_lock(&n);
+    let b = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     assert!(b.try_lock().await.unwrap().is_none());
     assert!(queue(&admin, &n).await.is_empty());
     assert!(b
@@ -273,16 +273,21 @@ async fn try_lock_without_wait_never_enqueues(b: Backend) {
         .unwrap()
         .is_none());
     g.unlock().await.unwrap();
-    assert!(client.get_fair_lock(&n).try_lock().await.unwrap().is_some());
+    assert!(client
+        .get_fair_lock_with_owner(&n, redisson_lock::Owner::new())
+        .try_lock()
+        .await
+        .unwrap()
+        .is_some());
 }
 
 async fn unlocking_an_expired_fair_lock_succeeds_unlike_rlock(b: Backend) {
     // Redisson testExpire for the fair lock; §7.4 step 3.
     let n = b.name("fair");
     let client = b.client().await;
-    let a = client.get_fair_lock(&n);
+    let a = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let g = a.lock_with_lease(Duration::from_millis(300)).await.unwrap();
-    let b = client.get_fair_lock(&n);
+    let b = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let started = Instant::now();
     let gb = b.lock().await.unwrap();
     assert!(started.elapsed() < Duration::from_secs(3));
@@ -297,12 +302,12 @@ async fn fair_lock_basics_hold_count_reentry_force_unlock(b: Backend) {
     let n = b.name("fair");
     let client = b.client().await;
     let admin = b.admin().await;
-    let lock = client.get_fair_lock(&n);
+    let lock = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     assert_eq!(lock.hold_count().await.unwrap(), 0);
     let a = lock.lock().await.unwrap();
     let b = lock.lock().await.unwrap();
     assert_eq!(lock.hold_count().await.unwrap(), 2);
-    let other = client.get_fair_lock(&n);
+    let other = client.get_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     assert!(other.is_locked().await.unwrap());
     assert!(!other.is_held_by_current().await.unwrap());
     assert!(other.try_lock().await.unwrap().is_none());

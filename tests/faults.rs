@@ -85,18 +85,18 @@ async fn s10_an_acquisition_dropped_in_flight_counts_as_a_release_until_its_late
     let admin = Admin::connect(&s.url()).await;
     let proxy = Proxy::start(s.port()).await;
     let client = Client::connect(&proxy.url(), fast()).await.unwrap();
-    let dropped = client.get_lock("s10:dropped");
+    let dropped = client.get_lock_with_owner("s10:dropped", redisson_lock::Owner::new());
     let held = proxy.hold_next_reply_matching(nil_reply);
     let attempt = tokio::spawn(dropped.lock());
     assert!(held.wait_caught(T).await.is_some(), "the script ran");
     attempt.abort();
     assert!(attempt.await.unwrap_err().is_cancelled());
     assert_eq!(
-        hold_count(&admin, "s10:dropped", dropped.owner_field()).await,
+        hold_count(&admin, "s10:dropped", &dropped.owner_field()).await,
         1,
         "the dropped attempt holds the lock for now"
     );
-    let other = client.get_lock("s10:dropped");
+    let other = client.get_lock_with_owner("s10:dropped", redisson_lock::Owner::new());
     let other_field = other.owner_field().to_owned();
     let theirs = tokio::spawn(async move { other.try_lock().await });
     tokio::time::sleep(100 * MS).await;
@@ -239,7 +239,7 @@ async fn s11_a_lost_unlock_reply_decrements_the_count_exactly_once() {
     let admin = Admin::connect(&s.url()).await;
     let proxy = Proxy::start(s.port()).await;
     let client = Client::connect(&proxy.url(), fast()).await.unwrap();
-    let lock = client.get_lock("s11");
+    let lock = client.get_lock_with_owner("s11", redisson_lock::Owner::new());
     let field = lock.owner_field().to_owned();
     lock.lock().await.unwrap().keep();
     lock.lock().await.unwrap().keep();

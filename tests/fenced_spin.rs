@@ -20,7 +20,7 @@ async fn every_acquisition_path_increments_the_token(b: Backend) {
     let client = b.client().await;
     let admin = b.admin().await;
     let mut rec = b.recorder(&[&channel(&fenced)]).await;
-    let lock = client.get_fenced_lock(&fenced);
+    let lock = client.get_fenced_lock_with_owner(&fenced, Owner::new());
     assert_eq!(lock.token().await.unwrap(), 0);
     let g = lock.lock().await.unwrap();
     assert_eq!(g.token(), 1);
@@ -53,8 +53,13 @@ async fn every_acquisition_path_increments_the_token(b: Backend) {
             .await,
         -1
     );
-    assert!(client.get_lock(&fenced).try_lock().await.unwrap().is_none());
-    let other = client.get_fenced_lock(&fenced);
+    assert!(client
+        .get_lock_with_owner(&fenced, Owner::new())
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
+    let other = client.get_fenced_lock_with_owner(&fenced, Owner::new());
     assert!(other.try_lock().await.unwrap().is_none());
     assert_eq!(
         lock.token().await.unwrap(),
@@ -99,10 +104,10 @@ async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off(b: Backend
     let spin = b.name("spin");
     let client = b.client().await;
     let admin = b.admin().await;
-    let holder = client.get_spin_lock(&spin);
+    let holder = client.get_spin_lock_with(&spin, Owner::new(), Default::default());
     let g = holder.lock().await.unwrap();
     assert_eq!(admin.hgetall(&spin).await.len(), 1, "RLock layout");
-    let waiter = client.get_spin_lock(&spin);
+    let waiter = client.get_spin_lock_with(&spin, Owner::new(), Default::default());
     // The waiter's attempts are the script calls on its key (MONITOR, filtered by the key:
     // the shared cluster's masters serve parallel tests).
     let monitor = b.monitor(&spin);
@@ -129,7 +134,7 @@ async fn spin_lock_excludes_never_publishes_and_polls_by_the_back_off(b: Backend
     // is at the cap (128 ms), so its next attempt comes at most that long after the release;
     // the bound allows the loaded suite's scheduling beside it (a run took 211 ms against a
     // bound of 200), and still tells a poll by the back-off from a wait for the 30 s TTL.
-    let waiter = client.get_spin_lock(&spin);
+    let waiter = client.get_spin_lock_with(&spin, Owner::new(), Default::default());
     let task = tokio::spawn(async move { waiter.lock().await.map(|g| (Instant::now(), g)) });
     tokio::time::sleep(Duration::from_millis(500)).await;
     let released = Instant::now();

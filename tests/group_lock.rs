@@ -60,7 +60,7 @@ async fn every_group_step_leaves_the_spec_state(b: Backend) {
     let mut rec = b.recorder(&[&channel(&g)]).await;
 
     // A takes {a, b} in watchdog mode: per value, owner, deadline now + 30 s, count 1.
-    let a = client.get_group_lock(&g, ["a", "b", "a"]);
+    let a = client.get_group_lock_with_owner(&g, ["a", "b", "a"], redisson_lock::Owner::new());
     let fa = a.owner_field().to_string();
     let before = epoch_ms();
     let ga = a.lock().await.unwrap();
@@ -81,13 +81,13 @@ async fn every_group_step_leaves_the_spec_state(b: Backend) {
 
     // B: {b, c} overlaps, so nothing of it is taken (all or none); {c} alone is free. A
     // shorter lease never lowers the hash's TTL.
-    let b_bc = client.get_group_lock(&g, ["b", "c"]);
+    let b_bc = client.get_group_lock_with_owner(&g, ["b", "c"], redisson_lock::Owner::new());
     assert!(b_bc.try_lock().await.unwrap().is_none());
     assert_eq!(
         split(&admin, &g).await.0,
         held_fields(&fa, &[("a", 1), ("b", 1)])
     );
-    let b_c = client.get_group_lock(&g, ["c"]);
+    let b_c = client.get_group_lock_with_owner(&g, ["c"], redisson_lock::Owner::new());
     let fb = b_c.owner_field().to_string();
     let gb = b_c
         .try_lock_with_lease(Duration::ZERO, Duration::from_secs(10))
@@ -119,7 +119,7 @@ async fn every_group_step_leaves_the_spec_state(b: Backend) {
     assert_eq!(b_bc.hold_count().await.unwrap(), 0);
 
     // Another owner's unlock: NotHeld, nothing changes, no message.
-    let stranger = client.get_group_lock(&g, ["a"]);
+    let stranger = client.get_group_lock_with_owner(&g, ["a"], redisson_lock::Owner::new());
     assert_eq!(
         stranger.unlock().await.unwrap_err().kind(),
         ErrorKind::NotHeld
@@ -262,7 +262,7 @@ async fn a_simulated_java_holder_interoperates(b: Backend) {
         started.elapsed()
     );
     let (fields, _) = split(&admin, &g).await;
-    assert_eq!(fields, held_fields(lock.owner_field(), &[("a", 1)]));
+    assert_eq!(fields, held_fields(&lock.owner_field(), &[("a", 1)]));
     guard.unlock().await.unwrap();
 }
 

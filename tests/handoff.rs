@@ -98,19 +98,27 @@ async fn local_waiters_acquire_in_arrival_order(b: Backend) {
 async fn dropped_and_timed_out_local_waiters_leave_the_queue(b: Backend) {
     let n = b.name("t:handoff-leave");
     let client = b.client().await;
-    let holder = client.get_lock(&n).lock().await.unwrap();
-    let probe = client.get_lock(&n);
+    let holder = client
+        .get_lock_with_owner(&n, redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let probe = client.get_lock_with_owner(&n, redisson_lock::Owner::new());
     // The head will be dropped, the second times out, the third gets the lock.
-    let head = tokio::spawn(client.get_lock(&n).lock());
+    let head = tokio::spawn(
+        client
+            .get_lock_with_owner(&n, redisson_lock::Owner::new())
+            .lock(),
+    );
     until_waiters(&probe, 1).await;
-    let bounded = client.get_lock(&n);
+    let bounded = client.get_lock_with_owner(&n, redisson_lock::Owner::new());
     let timed_out = tokio::spawn(async move {
         let started = Instant::now();
         let got = bounded.try_lock_for(Duration::from_millis(600)).await;
         (got.unwrap().is_none(), started.elapsed())
     });
     until_waiters(&probe, 2).await;
-    let last = client.get_lock(&n);
+    let last = client.get_lock_with_owner(&n, redisson_lock::Owner::new());
     let third = tokio::spawn(async move {
         let g = last.lock().await.unwrap();
         let at = Instant::now();
@@ -594,10 +602,10 @@ async fn a_holder_and_a_head(
     redisson_lock::Stats,
 ) {
     let scripts_before = admin.command_calls("evalsha").await;
-    let holder = client.get_lock(n);
+    let holder = client.get_lock_with_owner(n, redisson_lock::Owner::new());
     let first = holder.lock().await.unwrap();
-    let probe = client.get_lock(n);
-    let head = client.get_lock(n);
+    let probe = client.get_lock_with_owner(n, redisson_lock::Owner::new());
+    let head = client.get_lock_with_owner(n, redisson_lock::Owner::new());
     let fields = (
         holder.owner_field().to_owned(),
         head.owner_field().to_owned(),

@@ -388,7 +388,7 @@ async fn body_errors_and_early_returns_pass_through_and_release_the_lock() {
 #[tokio::test]
 async fn run_helpers_without_the_attribute() {
     let (_server, client) = setup().await;
-    let lock = client.get_lock("helpers");
+    let lock = client.get_lock_with_owner("helpers", redisson_lock::Owner::new());
     let observed = lock
         .run(|| async { lock.hold_count().await })
         .await
@@ -397,8 +397,8 @@ async fn run_helpers_without_the_attribute() {
     assert!(!lock.is_locked().await.unwrap());
 
     // The run future is 'static and Send when the body is: spawn it.
-    let owned = client.get_lock("helpers");
-    let probe = client.get_lock("helpers");
+    let owned = client.get_lock_with_owner("helpers", redisson_lock::Owner::new());
+    let probe = client.get_lock_with_owner("helpers", redisson_lock::Owner::new());
     let task = tokio::spawn(
         owned.run_with_lease(Duration::from_secs(5), move || async move {
             probe.remaining_ttl().await
@@ -410,7 +410,11 @@ async fn run_helpers_without_the_attribute() {
         "{ttl:?}"
     );
 
-    let busy = client.get_lock("helpers").lock().await.unwrap();
+    let busy = client
+        .get_lock_with_owner("helpers", redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
     let r: Result<(), Error> = lock
         .try_run_with_lease(Duration::ZERO, Duration::from_secs(1), || async {
             unreachable!("the body does not run without the lock")

@@ -110,7 +110,7 @@ async fn acquisitions_holds_renewals_losses_and_subscriptions_are_measured() {
     let client = Client::connect(&s.url(), config).await.unwrap();
 
     // Acquired, then busy for another owner.
-    let lock = client.get_lock("m:r");
+    let lock = client.get_lock_with_owner("m:r", redisson_lock::Owner::new());
     let guard = lock.lock().await.unwrap();
     assert_eq!(
         counter("redisson_lock_acquisitions_total{kind=reentrant,outcome=acquired}"),
@@ -121,16 +121,25 @@ async fn acquisitions_holds_renewals_losses_and_subscriptions_are_measured() {
     let waits = samples("redisson_lock_wait_seconds{kind=reentrant,outcome=acquired}");
     assert_eq!(waits.len(), 1);
     assert!(waits[0] >= 0.0 && waits[0] < 5.0, "{waits:?}");
-    assert!(client.get_lock("m:r").try_lock().await.unwrap().is_none());
+    assert!(client
+        .get_lock_with_owner("m:r", redisson_lock::Owner::new())
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
     assert_eq!(
         counter("redisson_lock_acquisitions_total{kind=reentrant,outcome=not_acquired}"),
         1
     );
 
     // A waiter: one live waiter and one subscription while it waits; cancelled when aborted.
-    let fair = client.get_fair_lock("m:f");
+    let fair = client.get_fair_lock_with_owner("m:f", redisson_lock::Owner::new());
     let fair_guard = fair.lock().await.unwrap();
-    let waiter = tokio::spawn(client.get_fair_lock("m:f").lock());
+    let waiter = tokio::spawn(
+        client
+            .get_fair_lock_with_owner("m:f", redisson_lock::Owner::new())
+            .lock(),
+    );
     eventually("a waiting fair acquisition", || {
         gauge("redisson_lock_waiters{kind=fair}") == 1.0
             && gauge("redisson_lock_subscriptions{}") == 1.0
@@ -185,14 +194,22 @@ async fn acquisitions_holds_renewals_losses_and_subscriptions_are_measured() {
         .set("m:s", "x", None, None, false)
         .await
         .unwrap();
-    assert!(client.get_spin_lock("m:s").try_lock().await.is_err());
+    assert!(client
+        .get_spin_lock_with("m:s", redisson_lock::Owner::new(), Default::default())
+        .try_lock()
+        .await
+        .is_err());
     assert_eq!(
         counter("redisson_lock_acquisitions_total{kind=spin,outcome=error}"),
         1
     );
 
     // A renewal that fails (the server is gone) is counted.
-    let held = client.get_lock("m:r2").lock().await.unwrap();
+    let held = client
+        .get_lock_with_owner("m:r2", redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
     drop(s);
     eventually("a failed renewal", || {
         counter("redisson_lock_renewal_failures_total{}") >= 1

@@ -36,7 +36,7 @@ async fn every_non_reentrant_step_leaves_the_spec_state(b: Backend) {
     let client = b.client().await;
     let admin = b.admin().await;
     let mut rec = b.recorder(&[&channel(&n)]).await;
-    let lock = client.get_non_reentrant_lock(&n);
+    let lock = client.get_non_reentrant_lock_with_owner(&n, redisson_lock::Owner::new());
     let f = lock.owner_field().to_string();
 
     let g = lock.lock().await.unwrap();
@@ -80,9 +80,14 @@ async fn every_non_reentrant_step_leaves_the_spec_state(b: Backend) {
     assert!(rec.drain(Duration::from_millis(200)).await.is_empty());
 
     // Another owner contends as usual: busy, and the reentrant lock of the name is the same.
-    let other = client.get_non_reentrant_lock(&n);
+    let other = client.get_non_reentrant_lock_with_owner(&n, redisson_lock::Owner::new());
     assert!(other.try_lock().await.unwrap().is_none());
-    assert!(client.get_lock(&n).try_lock().await.unwrap().is_none());
+    assert!(client
+        .get_lock_with_owner(&n, redisson_lock::Owner::new())
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
 
     // The one unlock frees it: key gone, one "0" on the channel.
     assert_eq!(g.unlock().await.unwrap(), UnlockOutcome::Released);
@@ -144,13 +149,13 @@ async fn every_non_reentrant_fair_step_leaves_the_spec_state(b: Backend) {
     let admin = b.admin().await;
     let queue = format!("redisson_lock_queue:{{{n}}}");
     let timeouts = format!("redisson_lock_timeout:{{{n}}}");
-    let lock = client.get_non_reentrant_fair_lock(&n);
+    let lock = client.get_non_reentrant_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let f = lock.owner_field().to_string();
     let g = lock.lock().await.unwrap();
     assert_eq!(admin.hgetall(&n).await, [(f.clone(), "1".into())].into());
 
     // A waiter queues behind the holder.
-    let waiter = client.get_non_reentrant_fair_lock(&n);
+    let waiter = client.get_non_reentrant_fair_lock_with_owner(&n, redisson_lock::Owner::new());
     let wf = waiter.owner_field().to_string();
     let wchan = format!("{}:{wf}", channel(&n));
     let mut rec = b.recorder(&[&wchan, &channel(&n)]).await;
@@ -213,7 +218,12 @@ async fn every_non_reentrant_fair_step_leaves_the_spec_state(b: Backend) {
     assert!(!admin.exists(&queue).await);
     assert!(!admin.exists(&timeouts).await);
     // The fair lock of the name is the same lock.
-    assert!(client.get_fair_lock(&n).try_lock().await.unwrap().is_none());
+    assert!(client
+        .get_fair_lock_with_owner(&n, redisson_lock::Owner::new())
+        .try_lock()
+        .await
+        .unwrap()
+        .is_none());
     got.unlock().await.unwrap();
     assert!(!admin.exists(&n).await);
 }

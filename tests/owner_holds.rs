@@ -205,7 +205,7 @@ async fn a_stale_guard_dropped_after_the_owner_took_the_lock_again_keeps_its_ren
 async fn a_lost_guard_replaced_by_a_new_acquisition_does_not_release_it() {
     let config = Config::default().lock_watchdog_timeout(Duration::from_millis(1000));
     let (_s, c, admin) = standalone(config).await;
-    let lock = c.get_lock("stale:replaced");
+    let lock = c.get_lock_with_owner("stale:replaced", redisson_lock::Owner::new());
     let mut guard = lock.lock().await.unwrap();
     admin
         .cmd("DEL", vec!["stale:replaced".into()])
@@ -216,7 +216,7 @@ async fn a_lost_guard_replaced_by_a_new_acquisition_does_not_release_it() {
         .expect("the watchdog finds the hold gone");
     guard = lock.lock().await.unwrap();
     // Another owner's attempt waits for the background releases of the lock first.
-    let other = c.get_lock("stale:replaced");
+    let other = c.get_lock_with_owner("stale:replaced", redisson_lock::Owner::new());
     assert!(
         other.try_lock().await.unwrap().is_none(),
         "the lost guard's drop freed the lock its owner holds again"
@@ -236,8 +236,12 @@ async fn a_fair_waiter_cancelled_during_its_give_up_still_leaves_the_queue() {
     let waiting = client(&proxy.url(), Config::default()).await;
     let admin = Admin::connect(&s.url()).await;
     let name = "fair:give-up-cancelled";
-    let _held = holder.get_fair_lock(name).lock().await.unwrap();
-    let waiter = waiting.get_fair_lock(name);
+    let _held = holder
+        .get_fair_lock_with_owner(name, redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
+    let waiter = waiting.get_fair_lock_with_owner(name, redisson_lock::Owner::new());
     let field = waiter.owner_field().to_owned();
     let wait = Duration::from_secs(3);
     let started = Instant::now();

@@ -286,8 +286,21 @@ async fn redlock_mutual_exclusion_with_a_node_killed_mid_run() {
 async fn multilock_failed_attempt_leaves_no_part_locked() {
     let nodes = Nodes::start(3);
     let clients = nodes.clients().await;
-    let multi = MultiLock::new(clients.iter().map(|c| c.get_lock("ml").into()).collect()).unwrap();
-    let blocker = clients[1].get_lock("ml").lock().await.unwrap();
+    let multi = MultiLock::new(
+        clients
+            .iter()
+            .map(|c| {
+                c.get_lock_with_owner("ml", redisson_lock::Owner::new())
+                    .into()
+            })
+            .collect(),
+    )
+    .unwrap();
+    let blocker = clients[1]
+        .get_lock_with_owner("ml", redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
     assert!(multi.try_lock().await.unwrap().is_none());
     assert!(!nodes.key_exists_on(0, "ml").await);
     assert!(!nodes.key_exists_on(2, "ml").await);
@@ -318,7 +331,16 @@ async fn multilock_failed_attempt_leaves_no_part_locked() {
             "part {i} set to the lease: {ttl}"
         );
     }
-    let other = MultiLock::new(clients.iter().map(|c| c.get_lock("ml").into()).collect()).unwrap();
+    let other = MultiLock::new(
+        clients
+            .iter()
+            .map(|c| {
+                c.get_lock_with_owner("ml", redisson_lock::Owner::new())
+                    .into()
+            })
+            .collect(),
+    )
+    .unwrap();
     let waiter = tokio::spawn(async move {
         let g = other.lock().await.unwrap();
         g.unlock().await.unwrap();

@@ -44,8 +44,8 @@ async fn get_hold_count_follows_reentry(b: Backend) {
 async fn is_held_and_is_locked_from_the_owner_and_from_another_owner(b: Backend) {
     let n = b.name("t:held");
     let client = b.client().await;
-    let lock = client.get_lock(&n);
-    let other = client.get_lock(&n);
+    let lock = client.get_lock_with_owner(&n, Owner::new());
+    let other = client.get_lock_with_owner(&n, Owner::new());
     assert!(!lock.is_held_by_current().await.unwrap());
     assert!(!lock.is_locked().await.unwrap());
     let g = lock.lock().await.unwrap();
@@ -61,11 +61,11 @@ async fn is_held_and_is_locked_from_the_owner_and_from_another_owner(b: Backend)
 async fn reentrancy_keeps_others_out_until_the_last_hold_goes(b: Backend) {
     let n = b.name("t:reentry");
     let client = b.client().await;
-    let lock = client.get_lock(&n);
+    let lock = client.get_lock_with_owner(&n, Owner::new());
     let a = lock.try_lock().await.unwrap().expect("first");
     let b = lock.try_lock().await.unwrap().expect("re-entry");
     b.unlock().await.unwrap();
-    let other = client.get_lock(&n);
+    let other = client.get_lock_with_owner(&n, Owner::new());
     assert!(other.try_lock().await.unwrap().is_none());
     a.unlock().await.unwrap();
     assert!(other.try_lock().await.unwrap().is_some());
@@ -74,9 +74,9 @@ async fn reentrancy_keeps_others_out_until_the_last_hold_goes(b: Backend) {
 async fn unlock_by_another_owner_fails_and_lock_unlock_twice_works(b: Backend) {
     let n = b.name("t:unlockfail");
     let client = b.client().await;
-    let lock = client.get_lock(&n);
+    let lock = client.get_lock_with_owner(&n, Owner::new());
     let g = lock.lock().await.unwrap();
-    let other = client.get_lock(&n);
+    let other = client.get_lock_with_owner(&n, Owner::new());
     assert!(matches!(other.unlock().await, Err(Error::NotHeld { .. })));
     g.unlock().await.unwrap();
     for _ in 0..2 {
@@ -132,13 +132,13 @@ async fn an_expired_lease_hands_over_without_a_message(b: Backend) {
     let n = b.name("t:expire");
     // Redisson testExpire: expiry publishes nothing; the waiter's TTL bound notices it.
     let client = b.client().await;
-    let holder = client.get_lock(&n);
+    let holder = client.get_lock_with_owner(&n, Owner::new());
     let started = Instant::now();
     let g = holder
         .lock_with_lease(Duration::from_secs(2))
         .await
         .unwrap();
-    let waiter = client.get_lock(&n);
+    let waiter = client.get_lock_with_owner(&n, Owner::new());
     let w = waiter.lock().await.unwrap();
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(1900), "{waited:?}");

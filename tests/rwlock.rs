@@ -258,7 +258,7 @@ async fn write_then_read_then_write_release_downgrades_without_a_message(b: Back
     let client = b.client().await;
     let admin = b.admin().await;
     let mut rec = b.recorder(&[&chan(&n)]).await;
-    let rw = client.get_read_write_lock(&n);
+    let rw = client.get_read_write_lock_with_owner(&n, redisson_lock::Owner::new());
     let w = rw.write_lock().lock().await.unwrap();
     let r = rw
         .read_lock()
@@ -270,7 +270,7 @@ async fn write_then_read_then_write_release_downgrades_without_a_message(b: Back
         rw.read_lock().is_locked().await.unwrap(),
         "writer-held read counts"
     );
-    let other = client.get_read_write_lock(&n);
+    let other = client.get_read_write_lock_with_owner(&n, redisson_lock::Owner::new());
     assert!(other.read_lock().try_lock().await.unwrap().is_none());
     assert!(rw.write_lock().is_locked().await.unwrap());
     w.unlock().await.unwrap();
@@ -356,9 +356,9 @@ async fn force_unlock_only_clears_its_own_mode(b: Backend) {
 async fn read_unlock_by_another_owner_and_after_expiry_is_not_held(b: Backend) {
     let n = b.name("rw");
     let client = b.client().await;
-    let rw = client.get_read_write_lock(&n);
+    let rw = client.get_read_write_lock_with_owner(&n, redisson_lock::Owner::new());
     let _g = rw.read_lock().lock().await.unwrap();
-    let other = client.get_read_write_lock(&n);
+    let other = client.get_read_write_lock_with_owner(&n, redisson_lock::Owner::new());
     assert!(matches!(
         other.read_lock().unlock().await,
         Err(Error::NotHeld { .. })
@@ -367,7 +367,7 @@ async fn read_unlock_by_another_owner_and_after_expiry_is_not_held(b: Backend) {
         other.write_lock().unlock().await,
         Err(Error::NotHeld { .. })
     ));
-    let w = client.get_read_write_lock(&b.name("rw2"));
+    let w = client.get_read_write_lock_with_owner(&b.name("rw2"), redisson_lock::Owner::new());
     let g = w
         .write_lock()
         .lock_with_lease(Duration::from_millis(200))
@@ -412,7 +412,7 @@ async fn a_dead_readers_expired_keys_do_not_keep_the_lock(b: Backend) {
     let cfg = b.config().lock_watchdog_timeout(Duration::from_secs(1));
     let zombie = b.client_with(cfg.clone()).await;
     zombie
-        .get_read_write_lock(&n)
+        .get_read_write_lock_with_owner(&n, redisson_lock::Owner::new())
         .read_lock()
         .lock()
         .await
@@ -420,7 +420,7 @@ async fn a_dead_readers_expired_keys_do_not_keep_the_lock(b: Backend) {
         .keep();
     zombie.shutdown().await;
     let live = b.client_with(cfg).await;
-    let rw = live.get_read_write_lock(&n);
+    let rw = live.get_read_write_lock_with_owner(&n, redisson_lock::Owner::new());
     let g = rw.read_lock().lock().await.unwrap();
     tokio::time::sleep(Duration::from_millis(2000)).await;
     g.unlock().await.unwrap();
@@ -528,7 +528,10 @@ async fn a_reader_whose_field_is_gone_is_not_held_while_another_reader_of_its_cl
     let other = Client::connect(&s.url(), short_watchdog()).await.unwrap();
     let admin = Admin::connect(&s.url()).await;
     let n = "rw:gone-reader";
-    let (a, c) = (client.get_read_write_lock(n), client.get_read_write_lock(n));
+    let (a, c) = (
+        client.get_read_write_lock_with_owner(n, redisson_lock::Owner::new()),
+        client.get_read_write_lock_with_owner(n, redisson_lock::Owner::new()),
+    );
     let fa = a.read_lock().owner_field().to_owned();
     let ga = a.read_lock().lock().await.unwrap();
     let gc1 = c.read_lock().lock().await.unwrap();
@@ -552,7 +555,7 @@ async fn a_reader_whose_field_is_gone_is_not_held_while_another_reader_of_its_cl
     gc2.unlock().await.unwrap();
     assert_eq!(gc1.unlock().await.unwrap(), UnlockOutcome::Released);
     let w = other
-        .get_read_write_lock(n)
+        .get_read_write_lock_with_owner(n, redisson_lock::Owner::new())
         .write_lock()
         .try_lock()
         .await
@@ -575,7 +578,10 @@ async fn after_a_connection_kill_only_the_readers_still_present_are_held_again()
     let client = Client::connect(&s.url(), short_watchdog()).await.unwrap();
     let admin = Admin::connect(&s.url()).await;
     let n = "rw:gone-reader-kill";
-    let (a, c) = (client.get_read_write_lock(n), client.get_read_write_lock(n));
+    let (a, c) = (
+        client.get_read_write_lock_with_owner(n, redisson_lock::Owner::new()),
+        client.get_read_write_lock_with_owner(n, redisson_lock::Owner::new()),
+    );
     let fa = a.read_lock().owner_field().to_owned();
     let ga = a.read_lock().lock().await.unwrap();
     let gc = c.read_lock().lock().await.unwrap();

@@ -168,7 +168,7 @@ async fn a_re_entry_is_counted_by_a_release_that_follows_it_at_once() {
     let admin = Admin::connect(&s.url()).await;
     let name = "seams:reentry";
     let lease = Duration::from_millis(400);
-    let lock = Arc::new(client.get_lock(name));
+    let lock = Arc::new(client.get_lock_with_owner(name, Owner::new()));
     let runtime = tokio::runtime::Handle::current();
     let raced = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for round in 0..10 {

@@ -235,7 +235,7 @@ async fn sentinel_switchover_never_lets_readonly_escape() {
         let lock = client.get_lock(&name);
         let g = lock.lock().await.expect("lock on the new master");
         assert_eq!(
-            set.data_cli(new, &["HEXISTS", &name, lock.owner_field()]),
+            set.data_cli(new, &["HEXISTS", &name, &lock.owner_field()]),
             "1",
             "held on the new master"
         );
@@ -342,7 +342,10 @@ async fn sentinel_replica_sync_acquisitions_reach_the_replicas() {
     let holding = replicas
         .iter()
         .filter(|&&port| {
-            set.data_cli(port, &["HGET", "sentinel:replica-sync", lock.owner_field()]) == "1"
+            set.data_cli(
+                port,
+                &["HGET", "sentinel:replica-sync", &lock.owner_field()],
+            ) == "1"
         })
         .count();
     assert!(

@@ -42,8 +42,12 @@ async fn exercise(url: &str, config: Config) {
     let admin = Admin::connect(url).await;
 
     // A single try on a held lock, a wait that a release ends, a wait that runs out.
-    let lock = client.get_lock("s:lock");
-    let held = other.get_lock("s:lock").lock().await.unwrap();
+    let lock = client.get_lock_with_owner("s:lock", redisson_lock::Owner::new());
+    let held = other
+        .get_lock_with_owner("s:lock", redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
     assert!(lock.try_lock().await.unwrap().is_none(), "held by another");
     assert!(lock
         .try_lock_for(Duration::from_millis(50))
@@ -68,8 +72,12 @@ async fn exercise(url: &str, config: Config) {
 
     // A fair-lock waiter that is cancelled leaves the queue (its give-up runs in the
     // background).
-    let fair = client.get_fair_lock("s:fair");
-    let fair_held = other.get_fair_lock("s:fair").lock().await.unwrap();
+    let fair = client.get_fair_lock_with_owner("s:fair", redisson_lock::Owner::new());
+    let fair_held = other
+        .get_fair_lock_with_owner("s:fair", redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
     let queued = tokio::spawn({
         let fair = fair.clone();
         async move { fair.try_lock_for(WAIT).await }
@@ -208,7 +216,7 @@ async fn retry_delay_case(delay: Duration) {
         .timeout(Duration::from_millis(300));
     let client = Client::connect(&server.url(), config).await.unwrap();
     let admin = Admin::connect(&server.url()).await;
-    let lock = client.get_lock("s:ambiguous");
+    let lock = client.get_lock_with_owner("s:ambiguous", redisson_lock::Owner::new());
     let sleeper = tokio::spawn({
         let url = server.url();
         async move {

@@ -82,10 +82,10 @@ async fn acquisitions_have_spans_and_losses_have_events() {
     let config = Config::default().lock_watchdog_timeout(Duration::from_millis(600));
     let client = Client::connect(&s.url(), config).await.unwrap();
 
-    let lock = client.get_fair_lock("t:span");
+    let lock = client.get_fair_lock_with_owner("t:span", redisson_lock::Owner::new());
     let guard = lock.lock().await.unwrap();
     let busy = client
-        .get_fair_lock("t:span")
+        .get_fair_lock_with_owner("t:span", redisson_lock::Owner::new())
         .try_lock_for(Duration::from_millis(50))
         .await
         .unwrap();

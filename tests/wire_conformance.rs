@@ -350,13 +350,13 @@ async fn wrongtype_key_is_an_error_not_an_endless_wait() {
 async fn unlock_by_non_owner_or_after_expiry_is_not_held_and_changes_nothing() {
     let (s, client, admin) = setup().await;
     let mut rec = Recorder::subscribe(&s.url(), &[&channel("bad:owner")]).await;
-    let holder = client.get_lock("bad:owner");
+    let holder = client.get_lock_with_owner("bad:owner", redisson_lock::Owner::new());
     let g = holder
         .lock_with_lease(Duration::from_secs(20))
         .await
         .unwrap();
     let before = admin.hgetall("bad:owner").await;
-    let intruder = client.get_lock("bad:owner");
+    let intruder = client.get_lock_with_owner("bad:owner", redisson_lock::Owner::new());
     match intruder.unlock().await {
         Err(Error::NotHeld { lock, owner }) => {
             assert_eq!(lock, "bad:owner");
@@ -395,13 +395,17 @@ async fn every_kind_applies_the_brace_rule_to_every_derived_name() {
     )
     .await;
 
-    let g = client.get_fenced_lock(name).lock().await.unwrap();
+    let g = client
+        .get_fenced_lock_with_owner(name, redisson_lock::Owner::new())
+        .lock()
+        .await
+        .unwrap();
     assert!(admin.exists("redisson_lock_token:{t}:x").await);
     g.unlock().await.unwrap();
 
-    let holder = client.get_fair_lock(name);
+    let holder = client.get_fair_lock_with_owner(name, redisson_lock::Owner::new());
     let h = holder.lock().await.unwrap();
-    let waiter = client.get_fair_lock(name);
+    let waiter = client.get_fair_lock_with_owner(name, redisson_lock::Owner::new());
     let wf = waiter.owner_field().to_string();
     assert!(waiter
         .try_lock_for(Duration::from_millis(200))
@@ -421,9 +425,13 @@ async fn every_kind_applies_the_brace_rule_to_every_derived_name() {
     h.unlock().await.unwrap();
     assert!(task.await.unwrap().unwrap().is_some());
     assert_eq!(fair_rec.drain(Duration::from_millis(300)).await.len(), 1);
-    client.get_fair_lock(name).force_unlock().await.unwrap();
+    client
+        .get_fair_lock_with_owner(name, redisson_lock::Owner::new())
+        .force_unlock()
+        .await
+        .unwrap();
 
-    let rw = client.get_read_write_lock(name);
+    let rw = client.get_read_write_lock_with_owner(name, redisson_lock::Owner::new());
     let f = rw.read_lock().owner_field().to_string();
     let r = rw.read_lock().lock().await.unwrap();
     assert!(admin.exists(&format!("{{t}}:x:{f}:rwlock_timeout:1")).await);

@@ -569,20 +569,33 @@ fn expand(args: Args, func: ItemFn) -> syn::Result<Tokens> {
 
     let (kind, kind_span) = args.kind.unwrap_or((Kind::Reentrant, Span::call_site()));
     let lock = quote_spanned!(kind_span=> __redisson_lock_client);
+    // Every call is an owner of its own: calls exclude each other even as branches of one
+    // task (`join_all` over a locked function), and a call never re-enters another's hold.
+    let owner = quote!(::redisson_lock::Owner::new());
     let factory = match kind {
-        Kind::Reentrant => quote!(#lock.get_lock(&__redisson_lock_name)),
-        Kind::Fair => quote!(#lock.get_fair_lock(&__redisson_lock_name)),
-        Kind::Fenced => quote!(#lock.get_fenced_lock(&__redisson_lock_name)),
-        Kind::Spin => quote!(#lock.get_spin_lock(&__redisson_lock_name)),
-        Kind::NonReentrant => quote!(#lock.get_non_reentrant_lock(&__redisson_lock_name)),
+        Kind::Reentrant => quote!(#lock.get_lock_with_owner(&__redisson_lock_name, #owner)),
+        Kind::Fair => quote!(#lock.get_fair_lock_with_owner(&__redisson_lock_name, #owner)),
+        Kind::Fenced => quote!(#lock.get_fenced_lock_with_owner(&__redisson_lock_name, #owner)),
+        Kind::Spin => quote!(#lock.get_spin_lock_with(
+            &__redisson_lock_name,
+            #owner,
+            ::core::default::Default::default(),
+        )),
+        Kind::NonReentrant => {
+            quote!(#lock.get_non_reentrant_lock_with_owner(&__redisson_lock_name, #owner))
+        }
         Kind::NonReentrantFair => {
-            quote!(#lock.get_non_reentrant_fair_lock(&__redisson_lock_name))
+            quote!(#lock.get_non_reentrant_fair_lock_with_owner(&__redisson_lock_name, #owner))
         }
         Kind::Read => {
-            quote!(#lock.get_read_write_lock(&__redisson_lock_name).into_read_lock())
+            quote!(#lock
+                .get_read_write_lock_with_owner(&__redisson_lock_name, #owner)
+                .into_read_lock())
         }
         Kind::Write => {
-            quote!(#lock.get_read_write_lock(&__redisson_lock_name).into_write_lock())
+            quote!(#lock
+                .get_read_write_lock_with_owner(&__redisson_lock_name, #owner)
+                .into_write_lock())
         }
     };
     let duration = |d: &Duration| match d {

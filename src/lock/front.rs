@@ -29,18 +29,21 @@ use crate::{
     types::ttl::Ttl,
 };
 
-/// One lock bound to one owner, whatever its kind.
+/// One lock, whatever its kind, acting for its callers or for one bound owner.
 pub(crate) struct Handle {
     client: Client,
     proto: Arc<dyn Protocol>,
     /// What few handles have (a mapped name, a refusal), kept aside: a handle is made per lock
     /// and kept by every waiting acquisition (ten thousand handles, a slot each otherwise).
     rare: Option<Box<Rare>>,
-    owner: Owner,
-    /// What names a hold of this handle's owner: the raw name (`proto.name()`), the owner's
-    /// field and a group multi-lock's set of values (`RenewalShape::values`; empty for other
-    /// kinds), made and hashed once and shared by every hold made through this handle.
-    key: HoldKey,
+    /// The owner bound to the handle (`get_*_with_owner`, the blocking facade's thread);
+    /// `None`: each call acts for its caller ([`Owner::current`]).
+    bound: Option<Owner>,
+    /// What names a hold of the owner this handle last acted for: the raw name
+    /// (`proto.name()`), the owner's field and a group multi-lock's set of values
+    /// (`RenewalShape::values`; empty for other kinds), made and hashed once per owner and
+    /// shared by every hold that owner makes through this handle.
+    key: parking_lot::Mutex<(Owner, HoldKey)>,
     /// Redisson's `internalLockLeaseTime`: the lease of the latest leased acquisition through
     /// this handle, else the watchdog timeout. Re-armed by a partial `unlock()`.
     internal_lease_ms: AtomicU64,
@@ -68,14 +71,16 @@ enum Invalid {
 
 impl Handle {
     /// `make` receives the raw (mapped) name.
+    /// `bound`: the handle's own owner; `None`: it acts for each caller.
     pub(crate) fn new(
         client: Client,
         name: &str,
-        owner: Owner,
+        bound: Option<Owner>,
         make: impl FnOnce(String) -> Arc<dyn Protocol>,
     ) -> Self {
         let raw = client.map_name(name);
         let proto = make(raw);
+        let owner = bound.unwrap_or_else(Owner::current);
         let field: Arc<str> = proto.owner_field(client.owner_field(owner)).into();
         let invalid = if name.is_empty() || proto.name().is_empty() {
             Some(Invalid::EmptyName)
@@ -97,8 +102,8 @@ impl Handle {
             client,
             proto,
             rare,
-            owner,
-            key,
+            bound,
+            key: parking_lot::Mutex::new((owner, key)),
             internal_lease_ms,
             kind: "unknown",
         }
@@ -107,8 +112,9 @@ impl Handle {
     pub(crate) fn client(&self) -> &Client {
         &self.client
     }
+    /// Who a call made now acts for: the bound owner, else the caller ([`Owner::current`]).
     pub(crate) fn owner(&self) -> Owner {
-        self.owner
+        self.bound.unwrap_or_else(Owner::current)
     }
     pub(crate) fn raw_name(&self) -> &str {
         self.proto.name()
@@ -131,26 +137,22 @@ impl Handle {
     }
 
     fn field_for(&self, owner: Owner) -> Arc<str> {
-        if owner == self.owner {
-            self.key.field.clone()
-        } else {
-            self.proto
-                .owner_field(self.client.owner_field(owner))
-                .into()
-        }
+        self.key_for(owner).field.clone()
     }
 
-    /// What names `owner`'s hold through this handle (the handle's own owner's, made once).
+    /// What names `owner`'s hold through this handle (made once per owner the handle acts
+    /// for in a row: the last one is kept).
     fn key_for(&self, owner: Owner) -> HoldKey {
-        if owner == self.owner {
-            self.key.clone()
-        } else {
-            HoldKey::new(
-                self.key.name.clone(),
-                self.field_for(owner),
-                self.key.values.clone(),
-            )
+        let mut last = self.key.lock();
+        if last.0 != owner {
+            let field = self
+                .proto
+                .owner_field(self.client.owner_field(owner))
+                .into();
+            let key = HoldKey::new(last.1.name.clone(), field, last.1.values.clone());
+            *last = (owner, key);
         }
+        last.1.clone()
     }
 
     /// The claim of `owner` to this handle's lock, with `lease_ms` as its TTL, renewed by the
@@ -349,16 +351,18 @@ impl Handle {
 /// that kind.
 ///
 /// # Owners
-/// A handle acts as one owner (one Java thread): its acquisitions re-enter, and handles with
-/// different owners exclude each other even on the same OS thread. The `Client::get_*` methods
-/// bind a fresh owner, so give each task its own handle (the call is cheap). A clone of a
-/// handle (`lock.clone()`, cheap) is the *same* owner, as is a handle shared in an `Arc`:
-/// tasks sharing one owner re-enter each other's holds — only do that on purpose.
+/// A handle made by a `Client::get_*` method acts for its caller: each acquisition is made by
+/// the calling task ([`Owner::current`]; outside a task, the calling thread), as Redisson's by
+/// the calling thread. Tasks sharing a handle (a clone, an `Arc`) exclude each other; a task
+/// that locks again re-enters, through this handle or another of the same client and name.
+/// Branches of one task (`join!`, `select!`) are one owner. A handle made with
+/// `get_*_with_owner` is bound to that owner whichever task calls it (sharing on purpose).
 ///
 /// # Owned futures
 /// The acquisition methods (`lock*`, `try_lock*`) return `'static` futures that hold their own
 /// reference to the handle, so they can be spawned directly: `tokio::spawn(lock.lock())`. The
-/// spawned acquisition acts as the handle's owner.
+/// owner is taken when the method is called: the spawned acquisition acts for the task that
+/// called `lock()`.
 ///
 /// ```no_run
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
@@ -404,12 +408,13 @@ impl<K: Kind> std::fmt::Debug for Lock<K> {
 }
 
 impl<K: Kind> Lock<K> {
-    /// The lock `name` of kind `K` (through the name mapper), acting as `owner`, with the
-    /// protocol `protocol` makes of the raw name: what every `Client::get_*` factory returns.
+    /// The lock `name` of kind `K` (through the name mapper), acting for `owner` (`None`: for
+    /// each caller), with the protocol `protocol` makes of the raw name: what every
+    /// `Client::get_*` factory returns.
     pub(crate) fn new<P: Protocol>(
         client: &Client,
         name: &str,
-        owner: Owner,
+        owner: Option<Owner>,
         protocol: impl FnOnce(String) -> P,
     ) -> Self {
         let mut handle = Handle::new(client.clone(), name, owner, |raw| Arc::new(protocol(raw)));
@@ -427,7 +432,7 @@ impl<K: Kind> Lock<K> {
         lease: Option<Duration>,
         wait: Option<Duration>,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
-        let owner = self.handle.owner;
+        let owner = self.handle.owner();
         // Boxed: the acquisition's state machine is under a KiB (728 bytes in a release build,
         // far more in debug builds), and a caller that awaits several kinds in one function (a
         // match over lock kinds) would otherwise carry a slot for each on its stack: a
@@ -446,7 +451,7 @@ impl<K: Kind> Lock<K> {
         &self,
         at_least: Duration,
     ) -> impl Future<Output = Result<Option<Guard<K>>>> + Send + 'static {
-        let owner = self.handle.owner;
+        let owner = self.handle.owner();
         let once = Some(Duration::ZERO);
         Box::pin(
             Handle::acquire_for(self.handle.clone(), owner, None, Some(at_least), once)
@@ -468,15 +473,16 @@ impl<K: Kind> Lock<K> {
         self.handle.raw_name()
     }
 
-    /// The owner this handle acts as.
+    /// The owner a call made now acts for: the owner bound to the handle
+    /// (`get_*_with_owner`), else the calling task's ([`Owner::current`]).
     pub fn owner(&self) -> Owner {
-        self.handle.owner
+        self.handle.owner()
     }
 
-    /// The hash field this handle's owner writes (`<client uuid>:<owner id>`, plus `:write` for
-    /// a write lock).
-    pub fn owner_field(&self) -> &str {
-        &self.handle.key.field
+    /// The hash field [`owner`](Self::owner) writes (`<client uuid>:<owner id>`, plus `:write`
+    /// for a write lock).
+    pub fn owner_field(&self) -> String {
+        self.handle.key_for(self.handle.owner()).field.to_string()
     }
 
     /// Waits without limit and acquires in watchdog mode: the key's TTL is the watchdog
@@ -572,7 +578,7 @@ impl<K: Kind> Lock<K> {
     /// If the future is dropped, the release may or may not have reached Redis (a later
     /// `unlock` then finds the count one lower); watchdog renewal of this hold has stopped.
     pub async fn unlock(&self) -> Result<UnlockOutcome> {
-        self.handle.unlock_as(self.handle.owner).await
+        self.handle.unlock_as(self.handle.owner()).await
     }
 
     /// Deletes the lock whoever holds it and wakes waiters; `true` if it was locked. Holders in
@@ -607,7 +613,7 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn is_held_by_current(&self) -> Result<bool> {
-        self.handle.is_held_as(self.handle.owner).await
+        self.handle.is_held_as(self.handle.owner()).await
     }
 
     /// This handle's owner's hold count (0 if not held).
@@ -618,7 +624,7 @@ impl<K: Kind> Lock<K> {
     /// # Cancel safety
     /// Cancel safe (a read).
     pub async fn hold_count(&self) -> Result<u64> {
-        self.handle.hold_count_as(self.handle.owner).await
+        self.handle.hold_count_as(self.handle.owner()).await
     }
 
     /// Remaining time to live of the lock key.
@@ -673,7 +679,7 @@ impl std::fmt::Debug for Handle {
         f.debug_struct("Handle")
             .field("kind", &self.kind())
             .field("name", &self.raw_name())
-            .field("owner", &self.key.field)
+            .field("owner", &self.bound)
             .finish()
     }
 }

@@ -144,7 +144,12 @@ impl Election {
     /// # Cancel safety
     /// As [`Lock::lock`](crate::Lock::lock): a dropped campaign leaves nothing behind.
     pub async fn campaign(&self) -> Result<Leadership> {
-        let guard = self.client.get_fenced_lock(&self.name).lock().await?;
+        // A campaign is an owner of its own (a second campaign of the task does not re-enter).
+        let guard = self
+            .client
+            .get_fenced_lock_with_owner(&self.name, crate::types::owner::Owner::new())
+            .lock()
+            .await?;
         Ok(self.elected(guard))
     }
 
@@ -156,7 +161,9 @@ impl Election {
     /// # Cancel safety
     /// As [`campaign`](Self::campaign).
     pub async fn try_campaign_for(&self, wait: Duration) -> Result<Option<Leadership>> {
-        let lock = self.client.get_fenced_lock(&self.name);
+        let lock = self
+            .client
+            .get_fenced_lock_with_owner(&self.name, crate::types::owner::Owner::new());
         Ok(lock.try_lock_for(wait).await?.map(|g| self.elected(g)))
     }
 

@@ -139,7 +139,8 @@ impl Client {
     ) -> Result<Option<(Ending, HoldWatch, Instant)>> {
         check(name, at_least, at_most)?;
         let start = Instant::now();
-        let lock = self.get_lock(name);
+        // A run is an owner of its own: a second run of the name skips, from any task.
+        let lock = self.get_lock_with_owner(name, crate::types::owner::Owner::new());
         let Some(guard) = lock.try_lock_at_least(at_least).await? else {
             crate::observe::run_once(lock.raw_name(), "skipped");
             return Ok(None);

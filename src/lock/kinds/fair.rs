@@ -170,13 +170,17 @@ impl Protocol for FairProtocol {
 }
 
 impl Client {
-    /// A fair lock handle for `name`, bound to a fresh [`Owner`].
+    /// A fair lock handle for `name` acting for its caller (see [`Client::get_lock`]).
     pub fn get_fair_lock(&self, name: &str) -> FairLock {
-        self.get_fair_lock_with_owner(name, Owner::new())
+        self.fair_lock(name, None)
     }
 
     /// A fair lock handle acting as `owner`.
     pub fn get_fair_lock_with_owner(&self, name: &str, owner: Owner) -> FairLock {
+        self.fair_lock(name, Some(owner))
+    }
+
+    fn fair_lock(&self, name: &str, owner: Option<Owner>) -> FairLock {
         let try_wait_ms = self.config().fair_wait_ms();
         Lock::new(self, name, owner, |raw| FairProtocol::new(raw, try_wait_ms))
     }

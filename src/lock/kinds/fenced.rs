@@ -125,13 +125,17 @@ impl Guard<Fenced> {
 }
 
 impl Client {
-    /// A fenced lock handle for `name`, bound to a fresh [`Owner`].
+    /// A fenced lock handle for `name` acting for its caller (see [`Client::get_lock`]).
     pub fn get_fenced_lock(&self, name: &str) -> FencedLock {
-        self.get_fenced_lock_with_owner(name, Owner::new())
+        self.fenced_lock(name, None)
     }
 
     /// A fenced lock handle acting as `owner`.
     pub fn get_fenced_lock_with_owner(&self, name: &str, owner: Owner) -> FencedLock {
+        self.fenced_lock(name, Some(owner))
+    }
+
+    fn fenced_lock(&self, name: &str, owner: Option<Owner>) -> FencedLock {
         Lock::new(self, name, owner, |raw| FencedProtocol {
             token_key: Key::from(token_key(&raw)),
             base: reentrant::ReentrantProtocol::new(raw),

@@ -231,19 +231,27 @@ impl Lock<Group> {
 }
 
 impl Client {
-    /// A group multi-lock handle for `values` of the group `group`, bound to a fresh
-    /// [`Owner`] (Redisson's `getMultiLock(group, values)`). An empty set of values makes every
+    /// A group multi-lock handle for `values` of the group `group`, acting for its caller (see
+    /// [`Client::get_lock`]) (Redisson's `getMultiLock(group, values)`). An empty set of values makes every
     /// operation fail with [`InvalidArgument`](crate::Error::InvalidArgument).
     pub fn get_group_lock<I>(&self, group: &str, values: I) -> GroupLock
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,
     {
-        self.get_group_lock_with_owner(group, values, Owner::new())
+        self.group_lock(group, values, None)
     }
 
     /// A group multi-lock handle acting as `owner`.
     pub fn get_group_lock_with_owner<I>(&self, group: &str, values: I, owner: Owner) -> GroupLock
+    where
+        I: IntoIterator,
+        I::Item: AsRef<[u8]>,
+    {
+        self.group_lock(group, values, Some(owner))
+    }
+
+    fn group_lock<I>(&self, group: &str, values: I, owner: Option<Owner>) -> GroupLock
     where
         I: IntoIterator,
         I::Item: AsRef<[u8]>,

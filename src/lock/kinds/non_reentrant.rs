@@ -84,14 +84,18 @@ impl Protocol for NonReentrantProtocol {
 }
 
 impl Client {
-    /// A non-reentrant lock handle for `name`, bound to a fresh [`Owner`] (Redisson 4.4+
+    /// A non-reentrant lock handle for `name`, acting for its caller (see [`Client::get_lock`]) (Redisson 4.4+
     /// `getNonReentrantLock`).
     pub fn get_non_reentrant_lock(&self, name: &str) -> NonReentrantLock {
-        self.get_non_reentrant_lock_with_owner(name, Owner::new())
+        self.non_reentrant_lock(name, None)
     }
 
     /// A non-reentrant lock handle acting as `owner`.
     pub fn get_non_reentrant_lock_with_owner(&self, name: &str, owner: Owner) -> NonReentrantLock {
+        self.non_reentrant_lock(name, Some(owner))
+    }
+
+    fn non_reentrant_lock(&self, name: &str, owner: Option<Owner>) -> NonReentrantLock {
         Lock::new(self, name, owner, |raw| NonReentrantProtocol {
             base: reentrant::ReentrantProtocol::new(raw),
         })

@@ -98,10 +98,10 @@ impl Protocol for NonReentrantFairProtocol {
 }
 
 impl Client {
-    /// A non-reentrant fair lock handle for `name`, bound to a fresh [`Owner`] (Redisson 4.4+
+    /// A non-reentrant fair lock handle for `name`, acting for its caller (see [`Client::get_lock`]) (Redisson 4.4+
     /// `getNonReentrantFairLock`).
     pub fn get_non_reentrant_fair_lock(&self, name: &str) -> NonReentrantFairLock {
-        self.get_non_reentrant_fair_lock_with_owner(name, Owner::new())
+        self.non_reentrant_fair_lock(name, None)
     }
 
     /// A non-reentrant fair lock handle acting as `owner`.
@@ -110,6 +110,10 @@ impl Client {
         name: &str,
         owner: Owner,
     ) -> NonReentrantFairLock {
+        self.non_reentrant_fair_lock(name, Some(owner))
+    }
+
+    fn non_reentrant_fair_lock(&self, name: &str, owner: Option<Owner>) -> NonReentrantFairLock {
         let try_wait_ms = self.config().fair_wait_ms();
         Lock::new(self, name, owner, |raw| NonReentrantFairProtocol {
             base: fair::FairProtocol::new(raw, try_wait_ms),

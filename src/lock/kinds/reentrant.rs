@@ -164,18 +164,21 @@ impl Protocol for ReentrantProtocol {
 }
 
 impl Client {
-    /// A reentrant lock handle for `name`, bound to a fresh [`Owner`].
+    /// A reentrant lock handle for `name` that acts for its caller: each acquisition is made
+    /// by the calling task ([`Owner::current`]), as Redisson's by the calling thread.
     ///
-    /// One handle is one logical owner (like one Java thread): acquisitions through the same
-    /// handle re-enter, acquisitions through different handles exclude each other, even on the
-    /// same OS thread. Give each task its own handle; the call is cheap.
+    /// Tasks sharing the handle (a clone, an `Arc`) exclude each other; a task that locks
+    /// again re-enters, through this handle or any other of the client for the same name.
+    /// Branches of one task (`join!`) are one owner: give each its own owner
+    /// ([`get_lock_with_owner`](Self::get_lock_with_owner)) to exclude them.
     pub fn get_lock(&self, name: &str) -> RLock {
-        self.get_lock_with_owner(name, Owner::new())
+        Lock::new(self, name, None, ReentrantProtocol::new)
     }
 
-    /// A reentrant lock handle for `name` acting as `owner` (Redisson's explicit `threadId`).
+    /// A reentrant lock handle for `name` bound to `owner` (Redisson's explicit `threadId`):
+    /// every call through it acts as `owner`, whichever task makes it.
     pub fn get_lock_with_owner(&self, name: &str, owner: Owner) -> RLock {
-        Lock::new(self, name, owner, ReentrantProtocol::new)
+        Lock::new(self, name, Some(owner), ReentrantProtocol::new)
     }
 }
 

@@ -282,7 +282,8 @@ impl Protocol for WriteProtocol {
 pub struct ReadWriteLock {
     client: Client,
     name: Box<str>,
-    owner: Owner,
+    /// `None`: both halves act for their callers.
+    owner: Option<Owner>,
     read: OnceLock<ReadLock>,
     write: OnceLock<WriteLock>,
 }
@@ -359,13 +360,19 @@ impl ReadWriteLock {
 }
 
 impl Client {
-    /// A read-write lock for `name`; both halves act as one fresh [`Owner`].
+    /// A read-write lock for `name` whose halves act for their caller: each acquisition is made
+    /// by the calling task ([`Owner::current`]), so a task that holds the write half takes the
+    /// read half as the same owner (a downgrade).
     pub fn get_read_write_lock(&self, name: &str) -> ReadWriteLock {
-        self.get_read_write_lock_with_owner(name, Owner::new())
+        self.read_write_lock(name, None)
     }
 
     /// A read-write lock whose halves act as `owner`.
     pub fn get_read_write_lock_with_owner(&self, name: &str, owner: Owner) -> ReadWriteLock {
+        self.read_write_lock(name, Some(owner))
+    }
+
+    fn read_write_lock(&self, name: &str, owner: Option<Owner>) -> ReadWriteLock {
         ReadWriteLock {
             client: self.clone(),
             name: name.into(),

@@ -86,13 +86,23 @@ impl Protocol for SpinProtocol {
 }
 
 impl Client {
-    /// A spin lock handle for `name` with Redisson's default back-off.
+    /// A spin lock handle for `name` acting for its caller (see [`Client::get_lock`]), with
+    /// Redisson's default back-off.
     pub fn get_spin_lock(&self, name: &str) -> SpinLock {
-        self.get_spin_lock_with(name, Owner::new(), BackOff::default())
+        self.spin_lock(name, None, BackOff::default())
     }
 
-    /// A spin lock handle acting as `owner`, with the given back-off.
+    /// A spin lock handle bound to `owner`, with the given back-off.
     pub fn get_spin_lock_with(&self, name: &str, owner: Owner, backoff: BackOff) -> SpinLock {
+        self.spin_lock(name, Some(owner), backoff)
+    }
+
+    /// A spin lock handle for `name` that acts for its caller, with the given back-off.
+    pub fn get_spin_lock_with_backoff(&self, name: &str, backoff: BackOff) -> SpinLock {
+        self.spin_lock(name, None, backoff)
+    }
+
+    fn spin_lock(&self, name: &str, owner: Option<Owner>, backoff: BackOff) -> SpinLock {
         Lock::new(self, name, owner, |raw| SpinProtocol {
             base: reentrant::ReentrantProtocol::new(raw),
             backoff,
