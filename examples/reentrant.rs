@@ -1,5 +1,5 @@
-//! The reentrant lock (Redisson `RLock`): re-entry by the same owner, exclusion of another,
-//! and a spawned acquisition. `REDIS_URL` (default `redis://127.0.0.1:6379`).
+//! The reentrant lock (Redisson `RLock`): re-entry by the same task, exclusion of another
+//! task sharing the handle. `REDIS_URL` (default `redis://127.0.0.1:6379`).
 //!
 //! `cargo run --example reentrant`
 
@@ -17,9 +17,12 @@ async fn main() -> redisson_lock::Result<()> {
     let inner = lock.lock().await?; // same owner: re-entry
     println!("hold count: {}", lock.hold_count().await?);
 
-    // Another handle is another owner: it cannot get in while we hold it.
-    let other = client.get_lock("example:reentrant");
-    let waiter = tokio::spawn(other.try_lock_for(Duration::from_secs(5)));
+    // Another task is another owner: it cannot get in while we hold it. (The acquisition is
+    // made inside the task: `tokio::spawn(lock.lock())` would act for this one, and re-enter.)
+    let waiter = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.try_lock_for(Duration::from_secs(5)).await }
+    });
     inner.unlock().await?;
     outer.unlock().await?; // the unlock message wakes the waiter at once
     if let Some(guard) = waiter.await.expect("task")? {

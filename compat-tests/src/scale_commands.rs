@@ -3,7 +3,7 @@
 //! lock names, for the bench's scale rows. The holds and the waiters'
 //! acquisitions are kept here (one set per peer) until `scale release`.
 //!
-//! Each owner is a lock handle of its own (`Client::get_lock`: a fresh owner), as a service that
+//! Each waiter is a task of its own (`Client::get_lock` acts for the calling task), as a service that
 //! locks per entity would do; `tasks` owners acquire the holds, each its share, one after the
 //! other.
 
