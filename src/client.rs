@@ -39,7 +39,11 @@ pub(crate) struct ClientInner {
     acquisitions: Acquisitions,
     restarts: Restarts,
     runtime: tokio::runtime::Handle,
+    /// Set when `shutdown` begins: nothing new is acquired or waited for.
     closed: AtomicBool,
+    /// Set when `shutdown` has closed the connections: nothing is sent any more (releases
+    /// handed over before then are sent until it).
+    stopped: AtomicBool,
 }
 
 /// Drops the owner-ledger entries that can no longer matter (see `ledger`), every
@@ -66,6 +70,18 @@ impl Drop for ClientInner {
         let core = self.core.clone();
         drop(self.runtime.spawn(async move { core.quit().await }));
     }
+}
+
+/// What [`Client::shutdown`] did with what was left.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShutdownReport {
+    /// Releases of dropped guards (and orphaned acquisitions) not sent before the shutdown
+    /// timeout: their locks expire after their lease or one watchdog timeout.
+    pub unsent: usize,
+    /// Holds of guards still held at shutdown, kept (not released, no longer renewed, their
+    /// guards told `Lost`).
+    pub kept: usize,
 }
 
 /// A connection to Redis that hands out locks. Cheap to clone; create one per application.
@@ -192,6 +208,7 @@ impl Client {
             core,
             runtime: tokio::runtime::Handle::current(),
             closed: AtomicBool::new(false),
+            stopped: AtomicBool::new(false),
         };
         let inner = Arc::new(inner);
         drop(inner.runtime.spawn(sweep_ledger(Arc::downgrade(&inner))));
@@ -231,24 +248,73 @@ impl Client {
         }
     }
 
-    /// Stops the watchdog and closes the connections without releasing anything: held locks
-    /// expire after their lease or one watchdog timeout (Redisson's `shutdown()`).
+    /// Shuts the client down. From the first poll nothing new is acquired or waited for
+    /// ([`Error::Shutdown`](crate::Error::Shutdown)). The releases of every guard already
+    /// dropped (and of acquisitions whose caller went away), running or waiting for their
+    /// turn, are sent first; then the watchdog stops and the connections close. All of it
+    /// takes at most [`Config::shutdown_timeout`] (5 s by default; a moment more where the
+    /// server does not answer).
+    ///
+    /// A guard still held is **kept**, by choice: its lock is not released (the guard may be
+    /// in use by another task, which must not lose it unawares), no longer renewed, and the
+    /// guard is told [`Lost`](crate::HoldState::Lost); the lock expires after its lease or one
+    /// watchdog timeout, as Redisson's `shutdown()` leaves it. Release guards before shutting
+    /// down to free their locks at once. A process should end `main` with this call: the
+    /// background releases of guards dropped just before would otherwise end with the runtime.
+    ///
+    /// The report says how many releases could not be sent in time and how many holds were
+    /// kept. A second call returns at once with an empty report.
     ///
     /// # Cancel safety
-    /// The client counts as shut down from the first poll; a dropped future may leave the
-    /// connections to close when the last clone of the client is dropped.
-    pub async fn shutdown(&self) {
+    /// The client counts as shut down from the first poll; a dropped future stops waiting for
+    /// the releases (they go on while the runtime lives) and may leave the connections to close
+    /// when the last clone of the client is dropped.
+    pub async fn shutdown(&self) -> ShutdownReport {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
-            return;
+            return ShutdownReport::default();
         }
-        self.inner.watchdog.stop();
-        self.inner.failovers.shutdown().await;
-        self.inner.pubsub.shutdown().await;
-        self.inner.core.quit().await;
+        let deadline = crate::types::millis::later(
+            tokio::time::Instant::now(),
+            self.config().shutdown_timeout,
+        );
+        let unsent = self.pending_releases().drained(deadline).await;
+        if unsent > 0 {
+            log::warn!(
+                "shutdown: {unsent} background releases not sent within the shutdown timeout"
+            );
+        }
+        self.inner.stopped.store(true, Ordering::Release);
+        let kept = self.inner.watchdog.stop();
+        // Closing waits for the server no longer than the timeout (at least a moment): one that
+        // does not answer leaves the connections to close with the client.
+        let close = async {
+            self.inner.failovers.shutdown().await;
+            self.inner.pubsub.shutdown().await;
+            self.inner.core.quit().await;
+        };
+        let moment = crate::types::millis::later(
+            tokio::time::Instant::now(),
+            std::time::Duration::from_millis(100),
+        );
+        if tokio::time::timeout_at(deadline.max(moment), close)
+            .await
+            .is_err()
+        {
+            log::warn!(
+                "shutdown: the server did not answer; the connections close with the client"
+            );
+        }
+        ShutdownReport { unsent, kept }
     }
 
+    /// `true` once `shutdown` began: nothing new is acquired or waited for.
     pub(crate) fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
+    }
+
+    /// `true` once `shutdown` closed the connections: nothing is sent, releases included.
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.inner.stopped.load(Ordering::Acquire)
     }
 
     pub(crate) fn core(&self) -> &Core {
@@ -306,7 +372,7 @@ impl Client {
     /// release that can be repeated (a lock's, answered from its receipt; a permit's, by its
     /// id) tries its transient failures again, at most `retry_attempts` times `retry_delay`
     /// apart; one that cannot (anonymous permits: a repeat could give them back twice) is
-    /// tried once. Nothing starts on a closed client.
+    /// tried once. Nothing starts on a stopped client (one shutting down still sends them).
     ///
     /// `release` makes the release's future when its turn comes: a release waiting for a turn
     /// keeps only what it captures (a claim, a permit's id), not a future as large as its
@@ -316,7 +382,7 @@ impl Client {
         M: FnOnce() -> F + Send + 'static,
         F: Future<Output = Result<(), crate::error::Error>> + Send + 'static,
     {
-        if self.is_closed() {
+        if self.is_stopped() {
             return;
         }
         self.pending_releases().spawn(

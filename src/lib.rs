@@ -52,7 +52,7 @@ mod service;
 mod sync;
 mod types;
 
-pub use client::Client;
+pub use client::{Client, ShutdownReport};
 pub use config::{
     credentials::{Credentials, Secret},
     Config, LocalHandOff, NameMapper, PrefixNameMapper, ShardedSubscriptionMode, TlsSettings,

@@ -44,6 +44,8 @@ pub(crate) struct PendingReleases {
     /// Background releases in flight over every name: an acquisition skips the map lookup
     /// while there are none (the usual case).
     total: AtomicUsize,
+    /// Told when `total` drops to zero.
+    idle: Notify,
     backlog: Mutex<Backlog>,
 }
 
@@ -141,6 +143,20 @@ impl PendingReleases {
         self.total.load(Ordering::Acquire)
     }
 
+    /// Waits until no background release is in flight (running or waiting for a turn), or
+    /// until `until`; how many are left.
+    pub(crate) async fn drained(&self, until: Instant) -> usize {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            let left = self.total.load(Ordering::Acquire);
+            if left == 0 || tokio::time::timeout_at(until, idle).await.is_err() {
+                return self.total.load(Ordering::Acquire);
+            }
+        }
+    }
+
     /// Waits until no background release of `name` is in flight, or until `until`.
     pub(crate) async fn settle(&self, name: &str, until: Instant) {
         if self.total.load(Ordering::Acquire) == 0 {
@@ -172,7 +188,9 @@ impl Drop for InFlight {
                 .remove_if(&self.name, |_, p| p.count.load(Ordering::Acquire) == 0);
             self.pending.done.notify_waiters();
         }
-        self.owner.total.fetch_sub(1, Ordering::AcqRel);
+        if self.owner.total.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.owner.idle.notify_waiters();
+        }
     }
 }
 

@@ -10,14 +10,23 @@ use crate::{
     Config,
 };
 
+/// The runtime a blocking client and its handles share, and the async client on it: when the
+/// last of them is dropped, the client is shut down (the releases of dropped guards sent, as
+/// [`Client::shutdown`] says) before the runtime stops.
 #[derive(Debug)]
-pub(super) struct Rt(Option<Runtime>);
+pub(super) struct Rt(Option<Runtime>, Option<crate::Client>);
 
 impl Drop for Rt {
     fn drop(&mut self) {
-        if let Some(rt) = self.0.take() {
-            rt.shutdown_background();
+        let Some(rt) = self.0.take() else {
+            return;
+        };
+        // Blocking here is allowed only outside an async runtime (a blocking client dropped
+        // inside a task stops without waiting: its background releases end with the runtime).
+        if let (Some(client), Err(_)) = (self.1.take(), tokio::runtime::Handle::try_current()) {
+            let _report = rt.block_on(client.shutdown());
         }
+        rt.shutdown_background();
     }
 }
 
@@ -86,8 +95,9 @@ impl Client {
             .enable_all()
             .build()
             .map_err(|e| Error::Connection(format!("cannot start runtime: {e}").into()))?;
-        let rt = Rt(Some(runtime));
+        let mut rt = Rt(Some(runtime), None);
         let inner = rt.block_on(crate::Client::connect(url, config))?;
+        rt.1 = Some(inner.clone());
         Ok(Client {
             inner,
             rt: Arc::new(rt),
@@ -104,11 +114,14 @@ impl Client {
         &self.inner
     }
 
-    /// Stops the watchdog and closes the connections without releasing anything.
+    /// As [`crate::Client::shutdown`]: sends the releases of the guards already dropped (for
+    /// at most the shutdown timeout), keeps the holds of guards still held, stops the
+    /// watchdog and closes the connections. Dropping the last clone of the client and of its
+    /// handles does the same (outside an async runtime).
     ///
     /// # Panics
     /// On a thread that drives an async runtime (see the [module docs](super)).
-    pub fn shutdown(&self) {
+    pub fn shutdown(&self) -> crate::ShutdownReport {
         self.rt.block_on(self.inner.shutdown())
     }
 }

@@ -82,6 +82,14 @@ impl Config {
         self
     }
 
+    /// How long [`Client::shutdown`](crate::Client::shutdown) waits for the releases of the
+    /// guards already dropped (the background releases) before it closes the connections.
+    #[must_use = "a Config builder method returns the changed Config"]
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
     /// How long a waiter may take to subscribe to a lock's channel before `lock()` fails.
     #[must_use = "a Config builder method returns the changed Config"]
     pub fn subscription_timeout(mut self, timeout: Duration) -> Self {

@@ -63,6 +63,11 @@ impl Config {
         self.connect_timeout
     }
 
+    /// See [`shutdown_timeout`](Self::shutdown_timeout).
+    pub fn get_shutdown_timeout(&self) -> Duration {
+        self.shutdown_timeout
+    }
+
     /// See [`subscription_timeout`](Self::subscription_timeout).
     pub fn get_subscription_timeout(&self) -> Duration {
         self.subscription_timeout

@@ -36,6 +36,7 @@ use super::{
 /// | `slavesSyncTimeout` | [`replicas_sync_timeout`](Self::replicas_sync_timeout) | 1 s |
 /// | (crate only) | [`local_hand_off`](Self::local_hand_off) | [`LocalHandOff::Bounded`] (10 ms) |
 /// | (none) | [`stalled_connection_timeout`](Self::stalled_connection_timeout) | the command timeout |
+/// | (`shutdown(quietPeriod, timeout, unit)`) | [`shutdown_timeout`](Self::shutdown_timeout) | 5 s |
 ///
 /// Every setter has a getter named like Redisson's (`get_lock_watchdog_timeout`, ...).
 /// Settings are checked by [`validate`](Self::validate) when the client connects.
@@ -78,6 +79,7 @@ pub struct Config {
     pub(crate) local_hand_off: LocalHandOff,
     /// `None`: derived from the command timeout; `Some(None)`: off.
     pub(crate) stalled_connection_timeout: Option<Option<Duration>>,
+    pub(crate) shutdown_timeout: Duration,
 }
 
 impl Default for Config {
@@ -107,6 +109,7 @@ impl Default for Config {
             replicas_sync_timeout: Duration::from_secs(1),
             local_hand_off: LocalHandOff::default(),
             stalled_connection_timeout: None,
+            shutdown_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -144,6 +147,7 @@ impl fmt::Debug for Config {
                 "stalled_connection_timeout",
                 &self.get_stalled_connection_timeout(),
             )
+            .field("shutdown_timeout", &self.shutdown_timeout)
             .finish()
     }
 }

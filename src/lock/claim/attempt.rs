@@ -354,7 +354,7 @@ impl Claim {
         loop {
             match self.give_up().await {
                 Ok(()) => return,
-                Err(e) if e.is_transient() && !self.client.is_closed() => {
+                Err(e) if e.is_transient() && !self.client.is_stopped() => {
                     if Instant::now() + pause >= bound {
                         log::warn!("give-up clean-up of {} failed: {e}", self.name());
                         return;
@@ -500,7 +500,8 @@ impl Waiter for Claim {
     }
 
     fn give_up_in_background(&self) {
-        if self.client.is_closed() || self.proto.give_up(&self.key.field, self.queue_ms).is_none() {
+        if self.client.is_stopped() || self.proto.give_up(&self.key.field, self.queue_ms).is_none()
+        {
             return;
         }
         let claim = self.clone();

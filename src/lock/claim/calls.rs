@@ -87,7 +87,7 @@ impl Claim {
     /// answer is [`Release::NotHeld`]. `None` (the Java-style unlock through a handle):
     /// whatever the owner holds.
     pub(crate) async fn release(&self, generation: Option<u64>) -> Result<Release> {
-        if self.client.is_closed() {
+        if self.client.is_stopped() {
             return Err(Error::Shutdown);
         }
         // The entry must outlive the TTL the release may re-arm (what the parts left need).

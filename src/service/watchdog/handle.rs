@@ -333,11 +333,18 @@ impl Watchdog {
         FailoverHolds::new(self.core.clone(), self.state.clone())
     }
 
-    /// Stops renewing everything (client shutdown): the locks expire one timeout later.
-    pub(crate) fn stop(&self) {
+    /// Stops renewing everything (client shutdown): the locks expire one timeout later, and
+    /// every guard of a hold still registered is told it is lost. Returns how many holds.
+    pub(crate) fn stop(&self) -> usize {
         self.task.abort();
         self.events.abort();
-        self.state.holds.clear();
+        let mut kept = 0;
+        self.state.holds.retain(|_, hold| {
+            hold.loss.mark_lost();
+            kept += 1;
+            false
+        });
+        kept
     }
 }
 

@@ -194,7 +194,7 @@ impl PermitExpirableSemaphore {
                         Err(e)
                             if e.is_transient()
                                 && tries < config.retry_attempts
-                                && !this.client.is_closed() =>
+                                && !this.client.is_stopped() =>
                         {
                             tries += 1;
                             tokio::time::sleep(config.retry_delay).await;
