@@ -74,7 +74,7 @@ pub use recipes::{
 pub use service::watchdog::HoldState;
 pub use sync::{
     CountDownLatch, PermitExpirableSemaphore, PermitGuard, RCountDownLatch,
-    RPermitExpirableSemaphore, RSemaphore, Semaphore,
+    RPermitExpirableSemaphore, RSemaphore, Semaphore, SemaphorePermits,
 };
 pub use types::{
     millis::MAX_MILLIS,

@@ -23,6 +23,10 @@ const NOT_TWINNED: &[(&str, &str)] = &[
         "RedLockOptions",
         "a RedLock's options (blocking::RedLock::with_options takes them)",
     ),
+    (
+        "ShutdownReport",
+        "a plain value (blocking::Client::shutdown returns it)",
+    ),
     ("DEFAULT_OBSERVE_POLL", "a constant"),
     ("MAX_MILLIS", "a constant"),
     // Errors.

@@ -565,7 +565,11 @@ async fn inspect_and_list_understand_semaphores_and_latches() {
     let client = Client::connect(&url, Config::default()).await.unwrap();
     let sem = client.get_semaphore("clisync:sem");
     assert!(sem.try_set_permits(3).await.unwrap());
-    assert!(sem.try_acquire(1).await.unwrap());
+    sem.try_acquire(1)
+        .await
+        .unwrap()
+        .expect("a permit")
+        .forget();
     let psem = client.get_permit_expirable_semaphore("clisync:psem");
     assert!(psem.try_set_permits(2).await.unwrap());
     let leased = psem

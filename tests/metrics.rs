@@ -225,9 +225,9 @@ async fn synchronizer_acquisitions_waits_guards_and_operations_are_measured() {
     let client = Client::connect(&s.url(), Config::default()).await.unwrap();
     let sem = client.get_semaphore("m:sem");
     assert!(sem.try_set_permits(1).await.unwrap());
-    assert!(sem.try_acquire(1).await.unwrap());
-    assert!(!sem.try_acquire(1).await.unwrap());
-    sem.release(1).await.unwrap();
+    let taken = sem.try_acquire(1).await.unwrap().expect("one permit");
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
+    taken.release().await.unwrap();
     assert_eq!(
         counter("redisson_lock_acquisitions_total{kind=semaphore,outcome=acquired}"),
         1

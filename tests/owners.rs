@@ -168,9 +168,9 @@ async fn a_synchronizer_shared_by_eight_tasks_lets_in_as_many_as_its_permits() {
         "semaphore by clone",
         || sem.clone(),
         |s, shared: Arc<Shared>| async move {
-            s.acquire(1).await.unwrap();
+            let permit = s.acquire(1).await.unwrap();
             shared.enter().await;
-            s.release(1).await.unwrap();
+            drop(permit);
             s
         },
     )
@@ -272,4 +272,54 @@ async fn a_spawned_acquisition_acts_for_the_task_that_called_it() {
     assert_eq!(unlocked.unwrap(), UnlockOutcome::StillHeld);
     outer.unlock().await.unwrap();
     assert!(!lock.is_locked().await.unwrap());
+}
+
+/// Permits go back when their guard is dropped (in the background) or released; forgotten,
+/// they stay taken until a release by count (the Java style), from this client or another.
+#[tokio::test]
+async fn a_permit_dropped_is_back_and_a_forgotten_one_waits_for_a_release_by_count() {
+    let (s, c) = client().await;
+    let other = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let sem = c.get_semaphore("o:permits");
+    assert!(sem.try_set_permits(3).await.unwrap());
+    let two = sem.acquire(2).await.unwrap();
+    assert_eq!(two.permits(), 2);
+    assert_eq!(sem.available_permits().await.unwrap(), 1);
+    drop(two);
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            sem.available_permits().await.unwrap() == 3
+        })
+        .await,
+        "dropped permits are back"
+    );
+    let one = sem.try_acquire(1).await.unwrap().expect("free");
+    one.release().await.unwrap();
+    assert_eq!(
+        sem.available_permits().await.unwrap(),
+        3,
+        "released at once"
+    );
+    assert_eq!(sem.acquire(3).await.unwrap().forget(), 3);
+    assert_eq!(
+        sem.available_permits().await.unwrap(),
+        0,
+        "forgotten: taken"
+    );
+    other.get_semaphore("o:permits").release(3).await.unwrap();
+    assert_eq!(sem.available_permits().await.unwrap(), 3);
+    // A waiter is woken by a dropped guard's release, as by any.
+    let all = sem.acquire(3).await.unwrap();
+    let waiter = tokio::spawn({
+        let sem = sem.clone();
+        async move { sem.try_acquire_for(1, Duration::from_secs(10)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(all);
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("woken")
+        .unwrap()
+        .unwrap();
+    assert!(got.is_some());
 }

@@ -26,6 +26,24 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
+/// The Java style: permits taken stay taken (given back by count later); `true` when taken.
+trait Kept {
+    fn kept(self) -> bool;
+}
+
+impl Kept for Option<redisson_lock::SemaphorePermits> {
+    fn kept(self) -> bool {
+        self.map(redisson_lock::SemaphorePermits::forget).is_some()
+    }
+}
+
+impl Kept for Option<redisson_lock::blocking::SemaphorePermits> {
+    fn kept(self) -> bool {
+        self.map(redisson_lock::blocking::SemaphorePermits::forget)
+            .is_some()
+    }
+}
+
 async fn get(admin: &Admin, key: &str) -> Option<String> {
     admin
         .cmd("GET", vec![key.into()])
@@ -85,15 +103,19 @@ async fn semaphore_wire_state(b: Backend) {
     assert!(heard(&mut rec).await.is_empty());
 
     // SEM-ACQ: DECRBY, never a message; too many: nothing changes.
-    assert!(sem.try_acquire(1).await.unwrap());
+    assert!(sem.try_acquire(1).await.unwrap().kept());
     assert_eq!(get(&admin, &name).await.as_deref(), Some("1"));
-    assert!(!sem.try_acquire(2).await.unwrap());
+    assert!(!sem.try_acquire(2).await.unwrap().kept());
     assert!(!sem
         .try_acquire_for(2, Duration::from_millis(50))
         .await
-        .unwrap());
+        .unwrap()
+        .kept());
     assert_eq!(get(&admin, &name).await.as_deref(), Some("1"));
-    assert!(sem.try_acquire(0).await.unwrap(), "zero permits: no call");
+    assert!(
+        sem.try_acquire(0).await.unwrap().kept(),
+        "zero permits: no call"
+    );
     assert!(heard(&mut rec).await.is_empty());
 
     // SEM-REL: INCRBY, the new count announced (not the number released).
@@ -119,7 +141,10 @@ async fn semaphore_wire_state(b: Backend) {
     assert!(sem.delete().await.unwrap());
     assert!(!admin.exists(&name).await);
     assert_eq!(sem.available_permits().await.unwrap(), 0);
-    assert!(!sem.try_acquire(1).await.unwrap(), "absent: no permits");
+    assert!(
+        !sem.try_acquire(1).await.unwrap().kept(),
+        "absent: no permits"
+    );
     assert!(!admin.exists(&name).await, "an acquisition never creates N");
     assert!(heard(&mut rec).await.is_empty());
 
@@ -324,7 +349,7 @@ async fn semaphore_release_wakes_as_many_waiters_as_it_allows(b: Backend) {
     for _ in 0..3 {
         let (sem, tx) = (sem.clone(), tx.clone());
         tokio::spawn(async move {
-            sem.acquire(1).await.unwrap();
+            sem.acquire(1).await.unwrap().forget();
             let _ = tx.send(Instant::now());
         });
     }
@@ -604,7 +629,7 @@ async fn both_mode_bridges_redisson_generations_for_semaphores_and_latches() {
         let waiter = {
             let sem = sem.clone();
             tokio::spawn(async move {
-                sem.acquire(1).await?;
+                sem.acquire(1).await?.forget();
                 Ok::<_, Error>((Instant::now(), ()))
             })
         };
@@ -711,7 +736,7 @@ async fn random_sequences_over_three_clients_keep_the_permits_exact() {
             match rng.below(6) {
                 0 => {
                     let k = 1 + rng.below(3) as i64;
-                    if sem.try_acquire(k as u64).await.unwrap() {
+                    if sem.try_acquire(k as u64).await.unwrap().kept() {
                         held[who] += k;
                     }
                 }
@@ -809,6 +834,7 @@ async fn random_sequences_over_three_clients_keep_the_permits_exact() {
                         .try_acquire_for(k, Duration::from_secs(5))
                         .await
                         .unwrap()
+                        .kept()
                     {
                         let now = get(&admin_view, "prop-concurrent")
                             .await
@@ -851,7 +877,7 @@ async fn a_dropped_acquisition_leaves_nothing_behind() {
     assert!(sem.try_set_permits(0).await.unwrap());
     let waiter = {
         let sem = sem.clone();
-        tokio::spawn(async move { sem.acquire(1).await })
+        tokio::spawn(async move { sem.acquire(1).await.map(|p| p.forget()) })
     };
     assert!(
         common::eventually(Duration::from_secs(5), || async {
@@ -884,7 +910,7 @@ async fn a_dropped_acquisition_leaves_nothing_behind() {
         .unwrap();
     let attempt = {
         let sem = sem.clone();
-        tokio::spawn(async move { sem.try_acquire(1).await })
+        tokio::spawn(async move { sem.try_acquire(1).await.map(Kept::kept) })
     };
     // The attempt is sent and held up by the pause; the caller goes away meanwhile.
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1065,7 +1091,11 @@ async fn waits_go_on_after_a_lost_reply_and_a_reset_connection() {
     assert!(direct.get_semaphore(name).try_set_permits(0).await.unwrap());
     let waiter = {
         let sem = client.get_semaphore(name);
-        tokio::spawn(async move { sem.try_acquire_for(1, Duration::from_secs(30)).await })
+        tokio::spawn(async move {
+            sem.try_acquire_for(1, Duration::from_secs(30))
+                .await
+                .map(Kept::kept)
+        })
     };
     subscribed(1).await;
     let dropped = proxy.drop_next_reply_matching(|d| d.starts_with(b":0\r\n"));
@@ -1160,15 +1190,21 @@ fn blocking_semaphore_waiter_is_woken_by_another_threads_release() {
     assert!(sem.try_set_permits(1).unwrap());
     assert!(!sem.try_set_permits(5).unwrap(), "set only once");
     assert_eq!(value("bsem").as_deref(), Some("1"));
-    sem.acquire(1).unwrap();
+    sem.acquire(1).unwrap().forget();
     assert_eq!(value("bsem").as_deref(), Some("0"));
-    assert!(!sem.try_acquire(1).unwrap());
-    assert!(!sem.try_acquire_for(1, Duration::from_millis(100)).unwrap());
+    assert!(!sem.try_acquire(1).unwrap().kept());
+    assert!(!sem
+        .try_acquire_for(1, Duration::from_millis(100))
+        .unwrap()
+        .kept());
 
     let waiter = {
         let sem = sem.clone();
         std::thread::spawn(move || {
-            let got = sem.try_acquire_for(1, Duration::from_secs(20)).unwrap();
+            let got = sem
+                .try_acquire_for(1, Duration::from_secs(20))
+                .unwrap()
+                .kept();
             (got, std::time::Instant::now())
         })
     };

@@ -76,7 +76,9 @@ pub(crate) async fn execute(client: &Client, words: &[String]) -> Reply {
         }
         "semacquire" => {
             let n: u64 = number(words, 2)?.unwrap_or(1);
-            client.get_semaphore(name).acquire(n).await.map_err(err)?;
+            // The peer protocol's permits stay taken until a `semrelease` (the Java style).
+            let taken = client.get_semaphore(name).acquire(n).await.map_err(err)?;
+            taken.forget();
             Ok("acquired".into())
         }
         "semtryacquire" => {
@@ -86,7 +88,7 @@ pub(crate) async fn execute(client: &Client, words: &[String]) -> Reply {
                 None => sem.try_acquire(n).await,
                 Some(wait) => sem.try_acquire_for(n, millis(wait)).await,
             };
-            Ok(got.map_err(err)?.to_string())
+            Ok(got.map_err(err)?.map(|p| p.forget()).is_some().to_string())
         }
         "semrelease" => {
             let n: u64 = number(words, 2)?.unwrap_or(1);

@@ -51,4 +51,4 @@ pub use lock::{
 pub use multi::{MultiGuard, MultiLock, RedLock, RedLockGuard};
 pub use permit::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore};
 pub use recipes::{Election, LeaderWatch, Leadership};
-pub use sync::{CountDownLatch, RCountDownLatch, RSemaphore, Semaphore};
+pub use sync::{CountDownLatch, RCountDownLatch, RSemaphore, Semaphore, SemaphorePermits};

@@ -14,9 +14,9 @@ impl Client {
     /// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
     /// let pool = client.get_semaphore("pool");
     /// pool.try_set_permits(3)?;
-    /// pool.acquire(1)?; // blocks until a permit is free
+    /// let permit = pool.acquire(1)?; // blocks until a permit is free
     /// // ... use the resource ...
-    /// pool.release(1)?;
+    /// permit.release()?; // or drop it
     /// # Ok(()) }
     /// ```
     pub fn get_semaphore(&self, name: &str) -> Semaphore {
@@ -57,9 +57,9 @@ impl Client {
 /// # fn demo(client: redisson_lock::blocking::Client) -> redisson_lock::Result<()> {
 /// use std::time::Duration;
 /// let pool: redisson_lock::blocking::Semaphore = client.get_semaphore("pool");
-/// if pool.try_acquire_for(1, Duration::from_secs(1))? {
+/// if let Some(permit) = pool.try_acquire_for(1, Duration::from_secs(1))? {
 ///     // ... use the resource ...
-///     pool.release(1)?;
+///     drop(permit); // given back
 /// }
 /// # Ok(()) }
 /// ```
@@ -71,6 +71,41 @@ pub struct Semaphore {
 
 /// Redisson's name for the blocking [`Semaphore`].
 pub type RSemaphore = Semaphore;
+
+/// Permits taken from a blocking [`Semaphore`] (see [`crate::SemaphorePermits`]): given back
+/// when dropped (in the background, never blocking) or by [`release`](Self::release), kept by
+/// [`forget`](Self::forget).
+#[derive(Debug)]
+#[must_use = "dropping the permits gives them back at once"]
+pub struct SemaphorePermits {
+    inner: Option<crate::SemaphorePermits>,
+    rt: Arc<Rt>,
+}
+
+impl SemaphorePermits {
+    /// How many permits this guard holds.
+    pub fn permits(&self) -> u64 {
+        self.inner
+            .as_ref()
+            .map_or(0, crate::SemaphorePermits::permits)
+    }
+
+    /// Gives the permits back now, blocking (as [`crate::SemaphorePermits::release`]).
+    ///
+    /// # Errors
+    /// As the async form.
+    pub fn release(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(inner) => self.rt.block_on(inner.release()),
+            None => Ok(()),
+        }
+    }
+
+    /// Keeps the permits taken and returns how many (as [`crate::SemaphorePermits::forget`]).
+    pub fn forget(mut self) -> u64 {
+        self.inner.take().map_or(0, crate::SemaphorePermits::forget)
+    }
+}
 
 impl Semaphore {
     /// The raw name in Redis (as [`crate::Semaphore::name`]).
@@ -98,30 +133,46 @@ impl Semaphore {
     }
 
     /// Takes `permits` permits, blocking without limit until a release makes them available
-    /// (as [`crate::Semaphore::acquire`]).
+    /// (as [`crate::Semaphore::acquire`]); they go back when the guard is dropped or released.
     ///
     /// # Errors
     /// As the async form.
-    pub fn acquire(&self, permits: u64) -> Result<()> {
-        self.rt.block_on(self.inner.acquire(permits))
+    pub fn acquire(&self, permits: u64) -> Result<SemaphorePermits> {
+        let inner = self.rt.block_on(self.inner.acquire(permits))?;
+        Ok(self.permits(inner))
     }
 
-    /// One attempt to take `permits` permits (as [`crate::Semaphore::try_acquire`]): `true`
-    /// when taken.
+    /// One attempt to take `permits` permits (as [`crate::Semaphore::try_acquire`]): their
+    /// guard when taken.
     ///
     /// # Errors
     /// As the async form.
-    pub fn try_acquire(&self, permits: u64) -> Result<bool> {
-        self.rt.block_on(self.inner.try_acquire(permits))
+    pub fn try_acquire(&self, permits: u64) -> Result<Option<SemaphorePermits>> {
+        let inner = self.rt.block_on(self.inner.try_acquire(permits))?;
+        Ok(inner.map(|p| self.permits(p)))
     }
 
     /// Takes `permits` permits, blocking at most `wait` (as
-    /// [`crate::Semaphore::try_acquire_for`]): `true` when taken.
+    /// [`crate::Semaphore::try_acquire_for`]): their guard when taken.
     ///
     /// # Errors
     /// As the async form.
-    pub fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<bool> {
-        self.rt.block_on(self.inner.try_acquire_for(permits, wait))
+    pub fn try_acquire_for(
+        &self,
+        permits: u64,
+        wait: Duration,
+    ) -> Result<Option<SemaphorePermits>> {
+        let inner = self
+            .rt
+            .block_on(self.inner.try_acquire_for(permits, wait))?;
+        Ok(inner.map(|p| self.permits(p)))
+    }
+
+    fn permits(&self, inner: crate::SemaphorePermits) -> SemaphorePermits {
+        SemaphorePermits {
+            inner: Some(inner),
+            rt: self.rt.clone(),
+        }
     }
 
     /// Gives back `permits` permits and wakes waiters of every client (as

@@ -34,4 +34,4 @@ mod synced;
 
 pub use expirable::{PermitExpirableSemaphore, PermitGuard, RPermitExpirableSemaphore};
 pub use latch::{CountDownLatch, RCountDownLatch};
-pub use semaphore::{RSemaphore, Semaphore};
+pub use semaphore::{RSemaphore, Semaphore, SemaphorePermits};

@@ -111,9 +111,11 @@ pub fn spawn_waiters(
         }),
         "semaphore" => each!(|c, name| {
             let semaphore = c.get_semaphore(&name);
-            Ok(boxed(
-                semaphore.try_acquire_for(1, wait).await?.then_some(()),
-            ))
+            // Kept taken, as before the permits had a guard.
+            let taken = semaphore.try_acquire_for(1, wait).await?;
+            Ok(boxed(taken.map(|p| {
+                p.forget();
+            })))
         }),
         "permits" => each!(|c, name| {
             let semaphore = c.get_permit_expirable_semaphore(&name);

@@ -27,9 +27,9 @@ pub(super) const OBJECT: &str = "semaphore";
 /// # async fn demo(client: redisson_lock::Client) -> redisson_lock::Result<()> {
 /// let semaphore = client.get_semaphore("pool");
 /// semaphore.try_set_permits(3).await?;
-/// semaphore.acquire(1).await?;
+/// let permit = semaphore.acquire(1).await?;
 /// // ... use the resource ...
-/// semaphore.release(1).await?;
+/// drop(permit); // given back (or `permit.release().await?`)
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
@@ -120,6 +120,19 @@ impl Semaphore {
         let call = self.calls().release(permits);
         let reply = self.client.core().run(call, &self.name).await?;
         integer(&reply, &self.name)
+    }
+
+    /// Gives `permits` back in the background, once (the permits are anonymous: a repeat
+    /// could give them back twice); `what` names them in the log of a failure.
+    pub(super) fn give_back_in_background(&self, permits: u64, what: &str) {
+        let semaphore = self.clone();
+        self.client.release_in_background(
+            format!(
+                "{permits} {what} of {} (tried once: anonymous permits)",
+                self.name
+            ),
+            move || async move { semaphore.give_back(permits).await.map(drop) },
+        );
     }
 
     /// Gives back `permits` permits (Redisson `release(permits)`), creating the semaphore if

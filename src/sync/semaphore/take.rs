@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use fred::types::Value;
 
-use super::handle::{Semaphore, OBJECT};
+use super::{
+    handle::{Semaphore, OBJECT},
+    permits::SemaphorePermits,
+};
 use crate::{
     client::Client,
     conn::core::flag,
@@ -17,7 +20,9 @@ use crate::{
 
 impl Semaphore {
     /// Takes `permits` permits, waiting without limit until a release makes them available
-    /// (Redisson `acquire(permits)`). Zero permits succeed at once without a call.
+    /// (Redisson `acquire(permits)`); they go back when the returned guard is dropped or
+    /// released ([`SemaphorePermits::forget`] keeps them, for a release by count later). Zero
+    /// permits succeed at once without a call.
     ///
     /// # Errors
     /// Redis and connection errors (an attempt whose reply was lost may have taken the
@@ -27,40 +32,45 @@ impl Semaphore {
     /// # Cancel safety
     /// Cancel safe: dropped while waiting it leaves the channel; dropped while an attempt is in
     /// flight, the attempt finishes in the background and gives back what it took.
-    pub async fn acquire(&self, permits: u64) -> Result<()> {
+    pub async fn acquire(&self, permits: u64) -> Result<SemaphorePermits> {
         match self.acquire_until(permits, Wait::Until(None)).await? {
-            true => Ok(()),
-            false => Err(Error::Timeout("acquire without limit ended".into())),
+            Some(taken) => Ok(taken),
+            None => Err(Error::Timeout("acquire without limit ended".into())),
         }
     }
 
-    /// One attempt to take `permits` permits (Redisson `tryAcquire(permits)`): `true` when
-    /// taken.
+    /// One attempt to take `permits` permits (Redisson `tryAcquire(permits)`): the permits'
+    /// guard when taken.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire(&self, permits: u64) -> Result<bool> {
+    pub async fn try_acquire(&self, permits: u64) -> Result<Option<SemaphorePermits>> {
         self.acquire_until(permits, Wait::Once).await
     }
 
     /// Takes `permits` permits, waiting at most `wait` (Redisson `tryAcquire(permits, wait)`):
-    /// `true` when taken, `false` when `wait` passed first. A zero `wait` is one attempt.
+    /// the permits' guard when taken, `None` when `wait` passed first. A zero `wait` is one
+    /// attempt.
     ///
     /// # Errors
     /// As [`acquire`](Self::acquire).
     ///
     /// # Cancel safety
     /// As [`acquire`](Self::acquire).
-    pub async fn try_acquire_for(&self, permits: u64, wait: Duration) -> Result<bool> {
+    pub async fn try_acquire_for(
+        &self,
+        permits: u64,
+        wait: Duration,
+    ) -> Result<Option<SemaphorePermits>> {
         self.acquire_until(permits, Wait::for_duration(wait)).await
     }
 
-    async fn acquire_until(&self, permits: u64, wait: Wait) -> Result<bool> {
+    async fn acquire_until(&self, permits: u64, wait: Wait) -> Result<Option<SemaphorePermits>> {
         if permits == 0 {
-            return Ok(true);
+            return Ok(Some(SemaphorePermits::new(self.clone(), 0)));
         }
         let take = Take {
             semaphore: self,
@@ -72,10 +82,10 @@ impl Semaphore {
             wait: wait.remaining(),
             lease: None,
         };
-        Ok(engine::acquire(&take, wait, seen)
-            .await?
-            .map(Won::take)
-            .is_some())
+        Ok(engine::acquire(&take, wait, seen).await?.map(|won| {
+            let Taken { semaphore, permits } = won.take();
+            SemaphorePermits::new(semaphore, permits)
+        }))
     }
 }
 
@@ -96,14 +106,8 @@ struct Taken {
 impl Orphan for Taken {
     fn orphaned(self) {
         crate::observe::late_acquisition(&self.semaphore.name, "");
-        let client = self.semaphore.client.clone();
-        client.release_in_background(
-            format!(
-                "{} permits of {} a dropped caller took (tried once: anonymous permits)",
-                self.permits, self.semaphore.name
-            ),
-            move || async move { self.semaphore.give_back(self.permits).await.map(drop) },
-        );
+        self.semaphore
+            .give_back_in_background(self.permits, "permits a dropped caller took");
     }
 }
 
