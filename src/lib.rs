@@ -60,8 +60,8 @@ pub use config::{
 pub use error::{Error, ErrorKind, Failure, Result};
 pub use lock::{
     AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Group,
-    GroupGuard, GroupLock, Guard, Kind, Lock, LockEvent, LockEvents, LockGuard, LockPart,
-    MultiGuard, MultiLock, NonReentrant, NonReentrantFair, NonReentrantFairGuard,
+    GroupGuard, GroupLock, Guard, Holder, Holders, Kind, Lock, LockEvent, LockEvents, LockGuard,
+    LockPart, MultiGuard, MultiLock, NonReentrant, NonReentrantFair, NonReentrantFairGuard,
     NonReentrantFairLock, NonReentrantGuard, NonReentrantLock, RLock, Read, ReadGuard, ReadLock,
     ReadWriteLock, RedLock, RedLockGuard, RedLockOptions, Reentrant, Spin, SpinGuard, SpinLock,
     UnlockOutcome, Write, WriteGuard, WriteLock,

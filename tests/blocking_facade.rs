@@ -24,6 +24,11 @@ const NOT_TWINNED: &[(&str, &str)] = &[
         "a RedLock's options (blocking::RedLock::with_options takes them)",
     ),
     (
+        "Holders",
+        "a plain value (blocking::Lock::holders returns it)",
+    ),
+    ("Holder", "a plain value"),
+    (
         "ShutdownReport",
         "a plain value (blocking::Client::shutdown returns it)",
     ),

@@ -323,3 +323,44 @@ async fn a_permit_dropped_is_back_and_a_forgotten_one_waits_for_a_release_by_cou
         .unwrap();
     assert!(got.is_some());
 }
+
+/// A lock says who holds it: the owner fields, their counts, whether each is this client's,
+/// the TTL; a Java holder is named too.
+#[tokio::test]
+async fn a_lock_says_who_holds_it() {
+    let (s, c) = client().await;
+    let admin = common::Admin::connect(&s.url()).await;
+    let lock = c.get_lock("o:who");
+    let view = lock.holders().await.unwrap();
+    assert!(view.holders.is_empty());
+    assert_eq!(view.ttl, redisson_lock::Ttl::NotLocked);
+    let a = lock.lock().await.unwrap();
+    let b = lock.lock().await.unwrap();
+    let view = lock.holders().await.unwrap();
+    assert_eq!(view.holders.len(), 1);
+    let h = &view.holders[0];
+    assert_eq!(h.field, a.owner_field());
+    assert_eq!((h.count, h.this_client, h.write), (2, true, false));
+    assert_eq!(h.client_id, c.id());
+    assert!(matches!(view.ttl, redisson_lock::Ttl::Expires(_)));
+    drop((a, b));
+    admin.java_hold("o:who:java", "0f0f:77", 30_000).await;
+    let view = c.get_lock("o:who:java").holders().await.unwrap();
+    assert_eq!(view.holders.len(), 1);
+    assert_eq!(
+        (
+            view.holders[0].client_id.as_str(),
+            view.holders[0].owner_id.as_str()
+        ),
+        ("0f0f", "77")
+    );
+    assert!(!view.holders[0].this_client);
+    let rw = c.get_read_write_lock("o:who:rw");
+    let w = rw.write_lock().lock().await.unwrap();
+    let r = rw.read_lock().lock().await.unwrap();
+    let view = rw.write_lock().holders().await.unwrap();
+    assert_eq!(view.mode.as_deref(), Some("write"));
+    assert_eq!(view.holders.iter().filter(|h| h.write).count(), 1);
+    assert_eq!(view.holders.iter().filter(|h| !h.write).count(), 1);
+    drop((r, w));
+}

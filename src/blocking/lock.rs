@@ -366,6 +366,14 @@ impl<K: Kind> Lock<K> {
         self.rt.block_on(self.lock.remaining_ttl())
     }
 
+    /// Who holds the lock now (as [`crate::Lock::holders`]).
+    ///
+    /// # Errors
+    /// A Redis or connection error.
+    pub fn holders(&self) -> Result<crate::Holders> {
+        self.rt.block_on(self.lock.holders())
+    }
+
     /// The deleted and expired events of this lock's key (as [`crate::Lock::events`]): a
     /// blocking iterator, subscribed (and acknowledged by the server) before this returns.
     ///

@@ -39,6 +39,13 @@ impl Core {
         Ok(n.unwrap_or(0).max(0) as u64)
     }
 
+    /// Every field of the hash `name` with its value (`HGETALL`; empty when absent).
+    pub(crate) async fn hash_fields(&self, name: &str) -> Result<Vec<(String, String)>> {
+        let all: std::collections::HashMap<String, String> =
+            self.query("HGETALL", &[name], name).await?;
+        Ok(all.into_iter().collect())
+    }
+
     /// `true` if the lock hash `name` has the field `field`.
     pub(crate) async fn has_field(&self, name: &str, field: &str) -> Result<bool> {
         self.query("HEXISTS", &[name, field], name).await

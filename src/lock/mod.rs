@@ -14,11 +14,13 @@
 //!   [`Guard<K>`](guard::Guard); `run`: `Lock::run` and friends.
 //! * `multi`: MultiLock and RedLock over type-erased parts.
 //! * `events`: a lock's deleted/expired keyspace events ([`Lock::events`](front::Lock::events)).
+//! * `holders`: who holds a lock ([`Lock::holders`](front::Lock::holders)).
 
 pub(crate) mod claim;
 mod events;
 pub(crate) mod front;
 pub(crate) mod guard;
+mod holders;
 pub(crate) mod kinds;
 mod multi;
 pub(crate) mod protocol;
@@ -27,6 +29,7 @@ mod run;
 pub use events::{LockEvent, LockEvents};
 pub use front::{Lock, LockPart};
 pub use guard::{AnyGuard, Guard};
+pub use holders::{Holder, Holders};
 pub use kinds::backoff::BackOff;
 pub use kinds::{
     fair::{Fair, FairGuard, FairLock},
