@@ -180,6 +180,38 @@ impl Client {
         Self::start_target(Target::Sentinel { master, sentinels }, config).await
     }
 
+    /// Connects with a fred configuration the application already has (feature `fred-10`,
+    /// which follows fred's major version): its deployment (a server, a cluster, Sentinel),
+    /// TLS, credentials and database are used as they are; the [`Config`]'s credentials and
+    /// database override them where set. The client opens its own command and subscriber
+    /// connections from it, with its own policies: a lock script is never re-sent by the
+    /// transport, cluster redirections are followed by the crate, its timeouts apply. (A fred
+    /// *client* cannot be shared for that reason: its re-send and redirection settings would
+    /// be wrong for lock scripts.)
+    ///
+    /// ```no_run
+    /// # async fn demo() -> redisson_lock::Result<()> {
+    /// use redisson_lock::{fred, Client, Config};
+    /// let service = fred::types::config::Config::from_url("redis://127.0.0.1:6379").unwrap();
+    /// let locks = Client::connect_with_fred(&service, Config::default()).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect); [`InvalidArgument`](crate::Error::InvalidArgument) when
+    /// [`Config::tls`](crate::Config::tls) is set beside it (TLS is the fred configuration's).
+    ///
+    /// # Cancel safety
+    /// As [`connect`](Self::connect).
+    #[cfg(feature = "fred-10")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "fred-10")))]
+    pub async fn connect_with_fred(
+        fred: &fred::types::config::Config,
+        config: Config,
+    ) -> Result<Client> {
+        Self::start_target(Target::Fred(fred), config).await
+    }
+
     async fn start(urls: &[&str], config: Config) -> Result<Client> {
         Self::start_target(Target::Urls(urls), config).await
     }

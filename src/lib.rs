@@ -36,9 +36,11 @@
 //! [Redisson]: https://redisson.org
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod acquisitions;
 #[cfg(feature = "blocking")]
+#[cfg_attr(docsrs, doc(cfg(feature = "blocking")))]
 pub mod blocking;
 mod client;
 mod config;
@@ -58,6 +60,11 @@ pub use config::{
     Config, LocalHandOff, NameMapper, PrefixNameMapper, ShardedSubscriptionMode, TlsSettings,
 };
 pub use error::{Error, ErrorKind, Failure, Result};
+/// The fred crate this one is built on (its 10.x line), for
+/// [`Client::connect_with_fred`]'s configuration.
+#[cfg(feature = "fred-10")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fred-10")))]
+pub use fred;
 pub use lock::{
     AnyGuard, AnyKind, BackOff, Fair, FairGuard, FairLock, Fenced, FencedGuard, FencedLock, Group,
     GroupGuard, GroupLock, Guard, Holder, Holders, Kind, Lock, LockEvent, LockEvents, LockGuard,
@@ -170,6 +177,7 @@ pub mod cli_support {
 /// As [`Lock::run`]: dropping the call's future while it waits leaves nothing behind; while the
 /// body runs, it drops the body and releases the lock in the background.
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use redisson_lock_macros::locked;
 
 /// Runs an `async fn` at most once at a time across every instance, Rust or Java, that runs it
@@ -208,6 +216,7 @@ pub use redisson_lock_macros::locked;
 /// # Cancel safety
 /// As [`Client::run_once`].
 #[cfg(feature = "macros")]
+#[cfg_attr(docsrs, doc(cfg(feature = "macros")))]
 pub use redisson_lock_macros::run_once;
 
 /// The README's Rust snippets, compiled as doc tests so they cannot drift from the API.
@@ -221,6 +230,8 @@ pub struct ReadmeDoctests;
 pub mod guide_doctests {
     #[doc = include_str!("../docs/README.md")]
     pub struct Index;
+    #[doc = include_str!("../docs/beside-other-clients.md")]
+    pub struct BesideOtherClients;
     #[doc = include_str!("../docs/locks.md")]
     pub struct Locks;
     #[doc = include_str!("../docs/synchronizers.md")]

@@ -34,6 +34,10 @@ pub(crate) enum Target<'a> {
         master: &'a str,
         sentinels: &'a [&'a str],
     },
+    /// A fred configuration the application already has (its server, TLS, credentials and
+    /// database), with the crate's own connection policies applied.
+    #[cfg(feature = "fred-10")]
+    Fred(&'a FredConfig),
 }
 
 /// What the client is connected to.
@@ -57,8 +61,44 @@ fn fred_config(target: Target<'_>, config: &Config) -> Result<(FredConfig, Topol
     let (mut fred, topology, tls) = match target {
         Target::Urls(urls) => urls_config(urls)?,
         Target::Sentinel { master, sentinels } => sentinel_config(master, sentinels)?,
+        #[cfg(feature = "fred-10")]
+        Target::Fred(given) => return given_config(given, config),
     };
     apply(&mut fred, topology, tls, config)?;
+    Ok((fred, topology))
+}
+
+/// An application's fred configuration: its deployment, TLS, credentials and database are
+/// kept; the [`Config`]'s credentials and database override them where set; TLS is the fred
+/// configuration's own (a [`Config::tls`] set beside it is refused: one place says it).
+#[cfg(feature = "fred-10")]
+fn given_config(given: &FredConfig, config: &Config) -> Result<(FredConfig, Topology)> {
+    let mut fred = given.clone();
+    let topology = match fred.server {
+        ServerConfig::Clustered { .. } => Topology::Cluster,
+        ServerConfig::Sentinel { .. } => Topology::Sentinel,
+        _ => Topology::Standalone,
+    };
+    if config.tls.is_some() {
+        return Err(Error::InvalidArgument(
+            "TLS settings are given beside a fred configuration; set TLS in the fred \
+             configuration"
+                .into(),
+        ));
+    }
+    #[cfg(feature = "tls")]
+    let tls = fred.tls.is_some();
+    #[cfg(not(feature = "tls"))]
+    let tls = false;
+    // `apply` builds TLS from the Config where the target names it: the given one is kept.
+    #[cfg(feature = "tls")]
+    let kept = fred.tls.take();
+    apply(&mut fred, topology, false, config)?;
+    #[cfg(feature = "tls")]
+    {
+        fred.tls = kept;
+    }
+    let _ = tls;
     Ok((fred, topology))
 }
 
