@@ -422,7 +422,7 @@ impl Client {
             Box::new(move || {
                 Box::pin(async move {
                     if let Err(e) = release().await {
-                        log::warn!("background release of {what} failed: {e}");
+                        log::warn!("background release of {what} failed: {e:#}");
                     }
                 })
             }),

@@ -176,7 +176,10 @@ pub enum ErrorKind {
 }
 
 /// What went wrong talking to Redis: a message, and the underlying client error when there is
-/// one (returned by [`std::error::Error::source`] of the [`Error`] that carries it).
+/// one (returned by [`std::error::Error::source`] of the [`Error`] that carries it). The
+/// message says what happened here and leaves the client error's own text to it, so a report
+/// that prints the chain (anyhow, eyre) says each once; [`Failure::details`] gives both in one
+/// line.
 ///
 /// ```
 /// use redisson_lock::{Error, Failure};
@@ -205,9 +208,17 @@ impl Failure {
         }
     }
 
-    /// The description.
+    /// The description (without the client error's text: see [`details`](Self::details)).
     pub fn message(&self) -> &str {
         &self.message
+    }
+
+    /// The description and the client error's text, in one line (`message: text`).
+    pub fn details(&self) -> String {
+        match &self.source {
+            Some(e) => format!("{}: {}", self.message, e.details()),
+            None => self.message.clone(),
+        }
     }
 }
 
@@ -295,35 +306,34 @@ impl Error {
                 lock: lock.to_owned(),
             };
         }
+        // Each message says what happened here; fred's own text is the source's (printed once
+        // by an error report that walks the chain).
         if details.contains("NOPERM") || matches!(err.kind(), K::Auth) {
-            return Error::PermissionDenied(Failure::with_source(details, err));
+            return Error::PermissionDenied(Failure::with_source("refused by the server", err));
         }
         if is_tls_kind(&err) || is_tls_failure(&details) {
-            return Error::Tls(Failure::with_source(
-                format!("TLS handshake failed: {details}"),
-                err,
-            ));
+            return Error::Tls(Failure::with_source("TLS handshake failed", err));
         }
         match err.kind() {
-            K::Timeout => Error::Timeout(Failure::with_source(
-                format!("Redis did not answer in time: {details}"),
-                err,
-            )),
+            K::Timeout => Error::Timeout(Failure::with_source("Redis did not answer in time", err)),
             K::IO | K::Canceled | K::Sentinel => {
-                Error::Connection(Failure::with_source(details, err))
+                Error::Connection(Failure::with_source("the connection failed", err))
             }
             // fred gave up writing the command because its connection was closing or being
             // replaced (e.g. as stalled): a connection failure, transient like the others.
-            K::Unknown if details.contains("Too many failed write attempts") => {
-                Error::Connection(Failure::with_source(details, err))
-            }
+            K::Unknown if details.contains("Too many failed write attempts") => Error::Connection(
+                Failure::with_source("the command could not be written", err),
+            ),
             // fred had no connection to route the command to (being reconnected, or the node
             // of its slot not known yet): nothing was written; transient as well.
-            K::Routing => Error::Connection(Failure::with_source(details, err)),
+            K::Routing => Error::Connection(Failure::with_source("no connection to send on", err)),
             K::Unknown if details.contains("Failed to route command") => {
-                Error::Connection(Failure::with_source(details, err))
+                Error::Connection(Failure::with_source("no connection to send on", err))
             }
-            _ => Error::Redis(Failure::with_source(details, err)),
+            _ => Error::Redis(Failure::with_source(
+                "the server replied with an error",
+                err,
+            )),
         }
     }
 }
@@ -409,6 +419,11 @@ impl fmt::Display for Error {
                 "lock '{lock}' is non-reentrant and is already held by this owner \
                  ({REENTRY_MARKER})"
             ),
+        }?;
+        // `{:#}` adds the source's text (the crate's own logs use it): one line with both.
+        match (f.alternate(), std::error::Error::source(self)) {
+            (true, Some(source)) => write!(f, ": {source}"),
+            _ => Ok(()),
         }
     }
 }
@@ -492,7 +507,32 @@ mod tests {
         );
         let mapped = Error::from_redis(e, "k");
         assert_eq!(mapped.kind(), ErrorKind::PermissionDenied);
-        assert!(mapped.to_string().contains("NOPERM"));
+        assert!(
+            !mapped.to_string().contains("NOPERM"),
+            "said once, by the source"
+        );
+        assert!(mapped.source().unwrap().to_string().contains("NOPERM"));
+        let Error::PermissionDenied(f) = &mapped else {
+            unreachable!()
+        };
+        assert!(f.details().contains("NOPERM"), "both in one line");
+    }
+
+    /// An error report that walks the chain (anyhow, eyre) says fred's text once.
+    #[test]
+    fn a_chain_says_the_client_errors_text_once() {
+        let text = "connection reset by peer (os error 104)";
+        let e = Error::from_redis(
+            fred::error::Error::new(fred::error::ErrorKind::IO, text),
+            "k",
+        );
+        let mut chain = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            chain.push_str(&format!(" / {c}"));
+            cause = c.source();
+        }
+        assert_eq!(chain.matches(text).count(), 1, "{chain}");
     }
 
     #[test]

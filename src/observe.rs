@@ -217,7 +217,7 @@ impl Acquisition {
             match error {
                 Some(e) => tracing::debug!(
                     target: "redisson_lock",
-                    error = %e,
+                    error = %format_args!("{e:#}"),
                     error_kind = ?e.kind(),
                     "acquisition failed"
                 ),
@@ -318,12 +318,12 @@ pub(crate) fn renewal_failed(holds: usize, error: &Error) {
     tracing::warn!(
         target: "redisson_lock",
         holds,
-        error = %error,
+        error = %format_args!("{error:#}"),
         error_kind = ?error.kind(),
         "renewal failed, will retry"
     );
     #[cfg(not(feature = "tracing"))]
-    log::warn!("can't renew {holds} locks, will retry: {error}");
+    log::warn!("can't renew {holds} locks, will retry: {error:#}");
 }
 
 /// The watchdog found a hold lost: `reason` says how.

@@ -76,10 +76,9 @@ fn redlock(clients: &[Client], name: &str, opts: RedLockOptions) -> RedLock {
 }
 
 fn fast() -> RedLockOptions {
-    RedLockOptions {
-        node_timeout: Some(Duration::from_millis(50)),
-        retry_delay: (Duration::from_millis(20), Duration::from_millis(60)),
-    }
+    RedLockOptions::default()
+        .node_timeout(Duration::from_millis(50))
+        .retry_delay(Duration::from_millis(20), Duration::from_millis(60))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -197,10 +196,7 @@ async fn a_lease_shorter_than_the_acquisition_is_a_failure_and_every_part_is_rel
     let nodes = Nodes::start(5);
     let clients = nodes.clients().await;
     // The frozen node makes the round last its whole 400 ms node timeout, longer than the lease.
-    let opts = RedLockOptions {
-        node_timeout: Some(Duration::from_millis(400)),
-        ..fast()
-    };
+    let opts = fast().node_timeout(Duration::from_millis(400));
     let lock = redlock(&clients, "rl", opts);
     signal(&nodes.servers[0], "-STOP");
     let admins: Vec<Admin> = futures::future::join_all(
@@ -560,10 +556,7 @@ async fn a_node_restarted_empty_is_not_counted_until_one_lease_after_it_went_dow
         let b_clients = nodes.clients().await;
         let name = "s4:delayed-restart";
         let lease = Duration::from_secs(2);
-        let options = RedLockOptions {
-            node_timeout: Some(Duration::from_millis(100)),
-            ..RedLockOptions::default()
-        };
+        let options = RedLockOptions::default().node_timeout(Duration::from_millis(100));
         let a = RedLock::with_options(
             a_clients.iter().map(|c| c.get_lock(name).into()).collect(),
             options.clone(),

@@ -471,7 +471,7 @@ fn kind_word(e: &Error) -> &'static str {
 }
 
 fn err(e: Error) -> (&'static str, String) {
-    (kind_word(&e), e.to_string())
+    (kind_word(&e), format!("{e:#}"))
 }
 
 fn invalid(msg: &str) -> (&'static str, String) {

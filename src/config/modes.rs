@@ -20,6 +20,7 @@ use std::time::Duration;
 /// let config = Config::default().sharded_subscription_mode(ShardedSubscriptionMode::Both);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum ShardedSubscriptionMode {
     /// Sharded pub/sub if the cluster supports it (probed with `PUBSUB SHARDNUMSUB` at connect,
     /// as Redisson does); the default.
@@ -52,6 +53,7 @@ pub enum ShardedSubscriptionMode {
 /// let alone = Config::default().local_hand_off(LocalHandOff::Unbounded);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LocalHandOff {
     /// No local hand-over: after every release the next local owner races for the lock with
     /// the waiters of every other client, as a Redisson client's releasing thread does

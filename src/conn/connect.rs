@@ -493,7 +493,7 @@ pub(crate) async fn probe_messaging(
             match probe {
                 Ok(_) => (false, true),
                 Err(e) => {
-                    log::info!("no sharded pub/sub on this cluster ({e}); using PUBLISH");
+                    log::info!("no sharded pub/sub on this cluster ({e:#}); using PUBLISH");
                     (true, false)
                 }
             }

@@ -199,7 +199,7 @@ impl Core {
             // with EVAL the first time (the NOSCRIPT path), which caches it on the server.
             Err(e) if e.details().starts_with("NOPERM") => {
                 log::info!(
-                    "SCRIPT LOAD refused for this user ({e}); scripts are sent on first use"
+                    "SCRIPT LOAD refused for this user ({e:#}); scripts are sent on first use"
                 );
                 Ok(())
             }
@@ -341,8 +341,7 @@ impl Core {
                         return Err(Error::Timeout(Failure::with_source(
                             format!(
                                 "lock {lock}: its slot is being migrated and some of the call's \
-                                 keys are not there yet ({})",
-                                e.details()
+                                 keys are not there yet"
                             ),
                             e,
                         )))

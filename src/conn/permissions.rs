@@ -109,7 +109,7 @@ impl Permissions {
                 None => return Permissions::unknown(),
             },
             Err(e) => {
-                log::debug!("ACL WHOAMI refused ({e}); permissions are checked per lock");
+                log::debug!("ACL WHOAMI refused ({e:#}); permissions are checked per lock");
                 return Permissions::unknown();
             }
         };
@@ -152,7 +152,7 @@ impl Permissions {
                 Err(e) => {
                     // NOPERM for ACL DRYRUN itself, or a server older than 7.
                     log::debug!(
-                        "ACL DRYRUN is not available to this client ({e}); permissions are \
+                        "ACL DRYRUN is not available to this client ({e:#}); permissions are \
                          checked per lock"
                     );
                     return Permissions::unknown();

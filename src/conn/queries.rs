@@ -198,10 +198,7 @@ impl Core {
             .await
             .map_err(|e| {
                 // The node's address in the message: which master did not answer.
-                let what = format!(
-                    "CONFIG GET notify-keyspace-events on {node}: {}",
-                    e.details()
-                );
+                let what = format!("CONFIG GET notify-keyspace-events on {node}");
                 match Error::from_redis(e.clone(), lock) {
                     Error::Connection(_) => Error::Connection(Failure::with_source(what, e)),
                     Error::Timeout(_) => Error::Timeout(Failure::with_source(what, e)),

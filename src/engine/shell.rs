@@ -198,7 +198,7 @@ fn wait_until<W: Waiter>(
             if !again || remaining == Some(Duration::ZERO) {
                 return Err(error);
             }
-            log::debug!("waiting for {}: {error}; trying again", waiter.name());
+            log::debug!("waiting for {}: {error:#}; trying again", waiter.name());
             let max_pause = waiter.config().retry_delay.max(OUTAGE_PAUSE);
             let pause = OUTAGE_PAUSE
                 .checked_mul(1 << doublings.min(20))
@@ -337,7 +337,7 @@ fn retry_unreplicated<W: Waiter>(
                 {
                     return Err(e);
                 }
-                log::debug!("acquiring {}: {e}; trying again", waiter.name());
+                log::debug!("acquiring {}: {e:#}; trying again", waiter.name());
             }
             tries += 1;
             Box::pin(tokio::time::sleep(delay)).await;
@@ -373,7 +373,7 @@ impl<'a, W: Waiter> GiveUp<'a, W> {
         match self.waiter.give_up().await {
             Ok(()) => {}
             Err(e) if e.is_transient() => self.waiter.give_up_in_background(),
-            Err(e) => log::warn!("give-up clean-up of {} failed: {e}", self.waiter.name()),
+            Err(e) => log::warn!("give-up clean-up of {} failed: {e:#}", self.waiter.name()),
         }
         self.armed = false;
     }

@@ -149,6 +149,7 @@ impl Release {
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UnlockOutcome {
     /// One hold was released; the owner still holds the lock (re-entrant count > 0).
     StillHeld,

@@ -208,7 +208,7 @@ where
         Some(result) => {
             let name = guard.name().to_owned();
             if let Err(e) = guard.unlock().await {
-                log::warn!("release of {name} after the locked code ended failed: {e}");
+                log::warn!("release of {name} after the locked code ended failed: {e:#}");
             }
             result
         }

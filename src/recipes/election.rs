@@ -335,7 +335,7 @@ impl Election {
                 };
                 if let Some(result) = outcome {
                     if let Err(e) = leadership.resign().await {
-                        log::warn!("resigning {} after the body ended failed: {e}", self.raw);
+                        log::warn!("resigning {} after the body ended failed: {e:#}", self.raw);
                     }
                     return result;
                 }

@@ -222,7 +222,7 @@ impl Ending {
                 Ok(true) => {}
                 Ok(false) => log::warn!("run-once {raw} was no longer held when its job ended"),
                 Err(e) => log::warn!(
-                    "keeping run-once {raw} until at_least failed ({e}); it ends when its TTL \
+                    "keeping run-once {raw} until at_least failed ({e:#}); it ends when its TTL \
                      runs out"
                 ),
             }

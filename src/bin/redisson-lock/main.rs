@@ -278,9 +278,9 @@ async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
         .await
         .map_err(|e| match e.kind() {
             redisson_lock::ErrorKind::PermissionDenied => {
-                CliError::new(inspect::EXIT_DENIED, e.to_string())
+                CliError::new(inspect::EXIT_DENIED, format!("{e:#}"))
             }
-            _ => CliError::new(EXIT_ERROR, e.to_string()),
+            _ => CliError::new(EXIT_ERROR, format!("{e:#}")),
         })?;
     let done = match found.kind {
         "fair" => client.get_fair_lock(name).force_unlock().await,
@@ -305,8 +305,8 @@ async fn unlock(cli: &Cli, redis: &Redis, name: &str, yes: bool) -> Result<()> {
             format!("lock '{raw}' was released meanwhile"),
         )),
         Err(e) if e.kind() == redisson_lock::ErrorKind::PermissionDenied => {
-            Err(CliError::new(inspect::EXIT_DENIED, e.to_string()))
+            Err(CliError::new(inspect::EXIT_DENIED, format!("{e:#}")))
         }
-        Err(e) => Err(CliError::new(EXIT_ERROR, e.to_string())),
+        Err(e) => Err(CliError::new(EXIT_ERROR, format!("{e:#}"))),
     }
 }

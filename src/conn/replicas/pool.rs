@@ -399,7 +399,7 @@ impl ReplicaSync {
                 }
             }
             Err(e) => {
-                log::warn!("WAIT after acquiring {lock} failed: {e}");
+                log::warn!("WAIT after acquiring {lock} failed: {e:#}");
                 self.throw_away(checkout);
                 Synced::Missing { wanted, acked: 0 }
             }
@@ -566,7 +566,7 @@ async fn read_count(
         Ok(text) => online_replicas(&text),
         Err(e) => {
             if !std::mem::replace(&mut state.lock().info_warned, true) {
-                log::warn!("cannot read INFO replication ({e}); not syncing with replicas");
+                log::warn!("cannot read INFO replication ({e:#}); not syncing with replicas");
             }
             0
         }

@@ -234,12 +234,12 @@ impl Claim {
             Ok(Release::StillHeld) => entry.set(Known::Count(before)),
             Ok(Release::Released | Release::NotHeld) => entry.set(Known::Count(0)),
             Err(e) if e.is_transient() => {
-                log::debug!("undoing an unreplicated acquisition of {} failed ({e}); retrying in the background", self.name());
+                log::debug!("undoing an unreplicated acquisition of {} failed ({e:#}); retrying in the background", self.name());
                 self.reconcile_in_background(entry, before, sent_at, abandoned.take());
             }
             Err(e) => {
                 log::warn!(
-                    "could not undo an unreplicated acquisition of {} ({e}); it expires with \
+                    "could not undo an unreplicated acquisition of {} ({e:#}); it expires with \
                      its lease",
                     self.name()
                 );
@@ -297,14 +297,14 @@ impl Claim {
                             && crate::types::millis::later(Instant::now(), retry) < expires =>
                     {
                         log::debug!(
-                            "reconciling an attempt on {} failed ({e}); retrying",
+                            "reconciling an attempt on {} failed ({e:#}); retrying",
                             claim.name()
                         );
                         tokio::time::sleep(retry).await;
                     }
                     Err(e) => {
                         log::warn!(
-                            "could not reconcile an ambiguous acquisition of {} ({e}); \
+                            "could not reconcile an ambiguous acquisition of {} ({e:#}); \
                              any hold it made expires with its lease",
                             claim.name()
                         );
@@ -356,14 +356,17 @@ impl Claim {
                 Ok(()) => return,
                 Err(e) if e.is_transient() && !self.client.is_stopped() => {
                     if Instant::now() + pause >= bound {
-                        log::warn!("give-up clean-up of {} failed: {e}", self.name());
+                        log::warn!("give-up clean-up of {} failed: {e:#}", self.name());
                         return;
                     }
-                    log::debug!("give-up clean-up of {} failed ({e}); retrying", self.name());
+                    log::debug!(
+                        "give-up clean-up of {} failed ({e:#}); retrying",
+                        self.name()
+                    );
                     tokio::time::sleep(pause).await;
                 }
                 Err(e) => {
-                    log::warn!("give-up clean-up of {} failed: {e}", self.name());
+                    log::warn!("give-up clean-up of {} failed: {e:#}", self.name());
                     return;
                 }
             }

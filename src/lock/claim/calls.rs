@@ -263,7 +263,7 @@ impl Claim {
             match core.run(call, self.name()).await {
                 Err(e) if e.is_transient() && tries < config.retry_attempts => {
                     tries += 1;
-                    log::debug!("unlock of {} failed ({e}); retrying", self.name());
+                    log::debug!("unlock of {} failed ({e:#}); retrying", self.name());
                     tokio::time::sleep(config.retry_delay).await;
                 }
                 other => break other?,

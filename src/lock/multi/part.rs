@@ -45,7 +45,7 @@ impl LockPart {
 pub(super) async fn release_all(held: Vec<AnyGuard>) {
     for r in join_all(held.into_iter().map(AnyGuard::unlock)).await {
         if let Err(e) = r {
-            log::debug!("releasing a part after a failed multi-lock attempt: {e}");
+            log::debug!("releasing a part after a failed multi-lock attempt: {e:#}");
         }
     }
 }

@@ -20,14 +20,12 @@ use crate::{
 /// # fn demo(parts: Vec<redisson_lock::LockPart>) -> redisson_lock::Result<()> {
 /// use std::time::Duration;
 /// use redisson_lock::{RedLock, RedLockOptions};
-/// let options = RedLockOptions {
-///     node_timeout: Some(Duration::from_millis(20)),
-///     ..RedLockOptions::default()
-/// };
+/// let options = RedLockOptions::default().node_timeout(Duration::from_millis(20));
 /// let red = RedLock::with_options(parts, options)?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RedLockOptions {
     /// Per-node attempt timeout; should be much smaller than the lease (distlock suggests
     /// 5–50 ms for a 10 s lease). Default: lease / 200, clamped to 5–50 ms.
@@ -42,6 +40,23 @@ impl Default for RedLockOptions {
             node_timeout: None,
             retry_delay: (Duration::from_millis(50), Duration::from_millis(200)),
         }
+    }
+}
+
+impl RedLockOptions {
+    /// Sets [`node_timeout`](Self::node_timeout).
+    #[must_use = "an options builder method returns the changed options"]
+    pub fn node_timeout(mut self, timeout: Duration) -> Self {
+        self.node_timeout = Some(timeout);
+        self
+    }
+
+    /// Sets [`retry_delay`](Self::retry_delay): the delay between failed rounds is drawn from
+    /// `min..=max`.
+    #[must_use = "an options builder method returns the changed options"]
+    pub fn retry_delay(mut self, min: Duration, max: Duration) -> Self {
+        self.retry_delay = (min, max);
+        self
     }
 }
 
@@ -208,7 +223,7 @@ impl RedLockGuard {
                     }
                 }
                 Some(Err(e)) => {
-                    log::debug!("RedLock part not extended ({e}); releasing it");
+                    log::debug!("RedLock part not extended ({e:#}); releasing it");
                     // Dropping the guard hands its release to the client's runtime.
                     drop(slot.take());
                 }
@@ -242,7 +257,7 @@ impl RedLockGuard {
             match r {
                 Ok(_) => released += 1,
                 Err(e) => {
-                    log::warn!("RedLock part not released: {e}");
+                    log::warn!("RedLock part not released: {e:#}");
                     first_error.get_or_insert(e);
                 }
             }

@@ -135,7 +135,7 @@ fn connect_all(core: &Core, sentinels: &Sentinels) -> Vec<SubscriberClient> {
             match builder.build_subscriber_client() {
                 Ok(client) => Some(client),
                 Err(e) => {
-                    log::warn!("cannot watch a sentinel for failovers: {e}");
+                    log::warn!("cannot watch a sentinel for failovers: {e:#}");
                     None
                 }
             }

@@ -68,7 +68,7 @@ fn listen(
     tokio::spawn(async move {
         if client.wait_for_connect().await.is_ok() {
             if let Err(e) = client.subscribe(CHANNELS.to_vec()).await {
-                log::warn!("cannot subscribe to a sentinel's failover events: {e}");
+                log::warn!("cannot subscribe to a sentinel's failover events: {e:#}");
             }
         }
         loop {

@@ -155,7 +155,7 @@ pub(crate) async fn check_joined(core: &Core, node: &Server) {
              events of the keys it owns are not published (they need E with g and x, or A)"
         ),
         Ok(_) => {}
-        Err(e) => log::debug!("cannot read the notify-keyspace-events of {node}: {e}"),
+        Err(e) => log::debug!("cannot read the notify-keyspace-events of {node}: {e:#}"),
     }
 }
 
@@ -212,11 +212,10 @@ pub(super) async fn subscribe_on_every_master(
             Status::Ready
         }
         Some((master, e)) => {
-            log::warn!("SUBSCRIBE on cluster master {master} failed: {e}");
+            log::warn!("SUBSCRIBE on cluster master {master} failed: {e:#}");
             let what = format!(
-                "subscribing to {} on cluster master {master}: {}",
-                names.join(", "),
-                e.details()
+                "subscribing to {} on cluster master {master}",
+                names.join(", ")
             );
             Status::Failed(Box::new(subscribe_error(what, e)))
         }
@@ -240,7 +239,7 @@ pub(super) async fn unsubscribe_on_every_master(
     .await;
     for (master, outcome) in outcomes {
         if let Err(e) = outcome {
-            log::debug!("UNSUBSCRIBE on cluster master {master} failed: {e}");
+            log::debug!("UNSUBSCRIBE on cluster master {master} failed: {e:#}");
         }
     }
     let any_left = shared

@@ -65,7 +65,7 @@ pub(super) async fn run_ops(
                     if !routed.is_empty() {
                         let names = routed.iter().map(|c| c.name.to_string()).collect();
                         if let Err(e) = unsubscribe_names(&shared, names).await {
-                            log::warn!("UNSUBSCRIBE failed: {e}");
+                            log::warn!("UNSUBSCRIBE failed: {e:#}");
                         }
                     }
                     if !everywhere.is_empty() {
@@ -208,7 +208,7 @@ where
         match op().await {
             Err(e) if tries < 3 => {
                 tries += 1;
-                log::debug!("sharded (un)subscribe failed ({e}); re-reading the cluster");
+                log::debug!("sharded (un)subscribe failed ({e:#}); re-reading the cluster");
                 let _ = shared.sub.sync_cluster().await;
                 tokio::time::sleep(Duration::from_millis(20 * tries)).await;
             }
@@ -316,7 +316,7 @@ async fn resubscribe(shared: &Shared, channels: Vec<Arc<Channel>>) -> Vec<Arc<Ch
             }
             Err(e) => {
                 log::warn!(
-                    "subscribing again to {} channel(s) failed ({e}); retrying",
+                    "subscribing again to {} channel(s) failed ({e:#}); retrying",
                     group.len()
                 );
                 for ch in &group {
@@ -383,9 +383,9 @@ async fn subscribe_group(shared: &Shared, group: &[Arc<Channel>]) {
     let status = match result {
         Ok(()) => Status::Ready,
         Err(e) => {
-            log::warn!("SUBSCRIBE failed: {e}");
+            log::warn!("SUBSCRIBE failed: {e:#}");
             let channels: Vec<&str> = group.iter().map(|c| &*c.name).collect();
-            let what = format!("subscribing to {}: {}", channels.join(", "), e.details());
+            let what = format!("subscribing to {}", channels.join(", "));
             Status::Failed(Box::new(subscribe_error(what, e)))
         }
     };

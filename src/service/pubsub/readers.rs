@@ -122,7 +122,7 @@ pub(super) async fn run_topology(
             continue;
         }
         if let Err(e) = shared.sub.sync_cluster().await {
-            log::debug!("cannot re-read the cluster slots: {e}");
+            log::debug!("cannot re-read the cluster slots: {e:#}");
             continue;
         }
         if sharded {

@@ -391,7 +391,7 @@ pub(super) async fn refused_for(
             Ok(Some(i)) if i > 0 => return Ok(names.get(i as usize - 1).cloned()),
             Ok(_) => {}
             Err(e) => {
-                log::debug!("cannot ask the server for channel permissions: {e}");
+                log::debug!("cannot ask the server for channel permissions: {e:#}");
                 return Err(e);
             }
         }

@@ -223,7 +223,7 @@ impl PermitExpirableSemaphore {
                 match this.try_release(id).await {
                     Ok(true) => crate::observe::late_acquisition(&this.name, &id.to_string()),
                     Ok(false) => {}
-                    Err(e) => log::debug!("looking for permit {id} of {} failed: {e}", this.name),
+                    Err(e) => log::debug!("looking for permit {id} of {} failed: {e:#}", this.name),
                 }
                 let now = tokio::time::Instant::now();
                 if now >= horizon || this.client.is_closed() {

@@ -189,7 +189,7 @@ impl Waiter for TakePermit<'_> {
             let call = this.calls().acquire_call(id, lease_ms, now);
             let undo = || async {
                 if let Err(e) = this.release_once(id).await {
-                    log::debug!("releasing an unreplicated permit of {} failed ({e}); retrying in the background", this.name);
+                    log::debug!("releasing an unreplicated permit of {} failed ({e:#}); retrying in the background", this.name);
                     this.release_in_background(id);
                 }
             };

@@ -138,7 +138,7 @@ impl Waiter for Take<'_> {
                 let undo = || async {
                     if let Err(e) = this.give_back(permits).await {
                         log::warn!(
-                            "could not give back the unreplicated permits of {}: {e}",
+                            "could not give back the unreplicated permits of {}: {e:#}",
                             this.name
                         );
                     }
