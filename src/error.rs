@@ -213,6 +213,11 @@ impl Failure {
         &self.message
     }
 
+    /// The client error underneath, for the crate's own decisions on it.
+    pub(crate) fn fred_error(&self) -> Option<&fred::error::Error> {
+        self.source.as_ref()
+    }
+
     /// The description and the client error's text, in one line (`message: text`).
     pub fn details(&self) -> String {
         match &self.source {

@@ -23,6 +23,7 @@ const NOT_TWINNED: &[(&str, &str)] = &[
         "RedLockOptions",
         "a RedLock's options (blocking::RedLock::with_options takes them)",
     ),
+    ("fred", "the fred crate, re-exported (feature fred-10)"),
     (
         "Holders",
         "a plain value (blocking::Lock::holders returns it)",

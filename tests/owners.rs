@@ -143,6 +143,25 @@ async fn a_handle_shared_by_eight_tasks_lets_one_in_at_a_time_for_every_lock_kin
         ])
         .unwrap()
     };
+    let red = Arc::new(
+        redisson_lock::RedLock::new(
+            (0..3)
+                .map(|i| c.get_lock(&format!("o:red:{i}")).into())
+                .collect(),
+        )
+        .unwrap(),
+    );
+    tasks_exclude(
+        "red-lock in an Arc",
+        || red.clone(),
+        |l, shared: Arc<Shared>| async move {
+            let guard = l.lock_with_lease(Duration::from_secs(10)).await.unwrap();
+            shared.enter().await;
+            guard.unlock().await.unwrap();
+            l
+        },
+    )
+    .await;
     let lock = Arc::new(multi());
     tasks_exclude(
         "multi-lock in an Arc",

@@ -921,6 +921,44 @@ fn bench_runs_every_mode(p: &mut Pair) {
     assert!(bad.starts_with("- bench ERR INVALID"), "{bad}");
 }
 
+/// A partial unlock of leased holds leaves the TTL Redisson leaves (issue 49): lease 4 s
+/// twice, one unlock 1.5 s later, the key's TTL is about 4 s again on both sides.
+fn a_partial_unlock_re_arms_the_lease_as_redisson_does(p: &mut Pair) {
+    let names = [
+        p.name("rearm", Dir::JavaFirst),
+        p.name("rearm", Dir::CrateFirst),
+    ];
+    for (peer, name) in [(&mut p.java, &names[0]), (&mut p.rust, &names[1])] {
+        for _ in 0..2 {
+            let r = peer.call("t1", &format!("lock {name} 4000"), T);
+            assert!(r.ok, "{r:?}");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut ttls = Vec::new();
+    for (who, peer, name) in [
+        ("java", &mut p.java, &names[0]),
+        ("crate", &mut p.rust, &names[1]),
+    ] {
+        let r = peer.call("t1", &format!("unlock {name}"), T);
+        assert!(r.ok, "{who}: {r:?}");
+        let ttl: i64 = peer
+            .call("t1", &format!("ttl {name}"), T)
+            .value
+            .parse()
+            .unwrap();
+        eprintln!("{who}: pttl {ttl} ms after the partial unlock");
+        assert!(ttl > 3_500, "{who}: pttl {ttl} after the partial unlock");
+        ttls.push(ttl);
+        let r = peer.call("t1", &format!("unlock {name}"), T);
+        assert!(r.ok, "{who}: {r:?}");
+    }
+    assert!(
+        (ttls[0] - ttls[1]).abs() < 500,
+        "the crate leaves what Redisson leaves: {ttls:?}"
+    );
+}
+
 /// `quit` releases nothing: a leased lock of the Java side stays held after it.
 fn quit_releases_nothing(p: &mut Pair) {
     p.java.call("t1", "lock kept 60000", T);
@@ -937,6 +975,7 @@ fn standalone(var: &str, test: &str) {
     let s = RedisServer::start();
     let mut p = Pair::new(java, &s.url(), &[], Wire::One(s.port()), "");
     full_pass(&mut p);
+    a_partial_unlock_re_arms_the_lease_as_redisson_does(&mut p);
     same_error_kinds(&mut p, s.port());
     bench_runs_every_mode(&mut p);
     quit_releases_nothing(&mut p);

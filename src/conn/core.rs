@@ -527,7 +527,7 @@ impl Core {
     pub(crate) async fn run_flags_or_split(&self, call: ScriptCall) -> Result<Option<Vec<i64>>> {
         match self.run_on(&self.redis, &call, "", false).await {
             Ok((reply, _)) => flags(reply, "").map(Some),
-            Err(Error::Timeout(f)) if f.message().contains("TRYAGAIN") => Ok(None),
+            Err(Error::Timeout(f)) if f.fred_error().is_some_and(is_try_again) => Ok(None),
             Err(e) => Err(e),
         }
     }
