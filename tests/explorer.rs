@@ -36,7 +36,8 @@
 //! case of that seed), with `EXPLORER_KEEP=<i,j,..>` (only those steps: a shrunk sequence),
 //! `EXPLORER_ALL=1` (keep exploring after a failure, report each distinct signature),
 //! `EXPLORER_UNTIL=<text>[,<text>..]` (explore until a failure whose signature contains one),
-//! `EXPLORER_SHRINK_SECS` (the shrinking's bound per failure, default 150), `EXPLORER_FIRST_SEED`.
+//! `EXPLORER_SHRINK_SECS` (the shrinking's bound per failure, default 150), `EXPLORER_SHRINK=1`
+//! (with `EXPLORER_SEED`: shrink the replayed steps further), `EXPLORER_FIRST_SEED`.
 //! docs/testing.md ("The explorer") has how to run it long and what it found.
 
 use redisson_lock_test_kit as common;
@@ -532,6 +533,11 @@ struct Track {
     free_since: Option<Instant>,
     /// When the last read that found it busy was sent.
     last_busy: Instant,
+    /// When the key would run out by the TTL last seen of 3 ms or more (sent + PTTL; `None`: no
+    /// TTL). A TTL of under 3 ms, as `PEXPIRE 1` leaves, does not move it.
+    runs_out: Option<Instant>,
+    /// The lock came free when its TTL could have run out: an expiry, which publishes nothing.
+    expired: bool,
 }
 
 /// What the server holds of one name, read at once (`SNAPSHOT`).
@@ -694,8 +700,9 @@ struct Run<'a> {
     handle_unlocked: HashSet<(usize, String)>,
     restarted_empty: bool,
     /// Owner fields of a name a guard of which was dropped: until its client's background
-    /// releases are done, the other guards of that hold learn the TTL that release set only when
-    /// its reply comes (the in-flight window of a release, not a stale deadline).
+    /// releases are done, the other guards of that hold learn what that release did (a TTL set,
+    /// the hold freed when its other parts had ended) only when its reply comes (the in-flight
+    /// window of a release, not a stale deadline).
     dropped: HashSet<(usize, String)>,
     /// Fenced holds released: name, token, when.
     released_tokens: Vec<(usize, u64, Instant)>,
@@ -788,6 +795,8 @@ impl<'a> Run<'a> {
                 Track {
                     free_since: None,
                     last_busy: now,
+                    runs_out: None,
+                    expired: false,
                 };
                 names.len()
             ],
@@ -1150,17 +1159,24 @@ impl<'a> Run<'a> {
         if found_nothing && !in_flight && state == HoldState::Held && until > sent + 250 * MS {
             let now = Instant::now();
             if !self.del_excused(&meta, now) && self.loss_explained(&meta, now).is_none() {
+                // What the server holds now: a hold left behind, or none.
+                let name = self.names[meta.who.n].as_str();
+                let fields = cmd(&self.admin, "HGETALL", vec![name.into()]).await;
+                let pttl = cmd(&self.admin, "PTTL", vec![name.into()]).await;
                 return Err(self.hold_violation(
                     "unlock-found-nothing",
                     &meta,
                     format!(
                         "step {}'s guard ({}) said Held until {} ({:?} ahead) when its unlock \
-                         was sent at {}, and the unlock found nothing to release",
+                         was sent at {}, and the unlock found nothing to release; the server \
+                         now: {:?}, pttl {:?}",
                         meta.step,
                         meta.field,
                         self.rel(until),
                         until - sent,
-                        self.rel(sent)
+                        self.rel(sent),
+                        fields.map(pairs),
+                        pttl.as_ref().and_then(int)
                     ),
                 ));
             }
@@ -1454,7 +1470,11 @@ impl<'a> Run<'a> {
                 continue;
             };
             let m = &h.meta;
-            if self.del_excused(m, answered) {
+            // A `DEL`, or a background release of the same hold in flight (its other guards
+            // learn what it did when its reply comes).
+            if self.del_excused(m, answered)
+                || (releasing[m.who.c] && self.dropped.contains(&(m.who.n, m.field.clone())))
+            {
                 continue;
             }
             let says = format!(
@@ -1483,9 +1503,6 @@ impl<'a> Run<'a> {
                         ));
                     }
                     guards.entry((m.who.n, &m.field)).or_insert((0, m)).0 += 1;
-                    if releasing[m.who.c] && self.dropped.contains(&(m.who.n, m.field.clone())) {
-                        continue;
-                    }
                     if *pttl >= 0 && answered + Duration::from_millis(*pttl as u64) < until {
                         return Err(self.hold_violation(
                             "ttl-below-deadline",
@@ -1655,10 +1672,13 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Check 3: a waiter with time left does not sleep on a name that has been free on the
-    /// server for longer than `WAKE_BOUND`, unless a `DEL` freed it (nothing is published), a
+    /// Check 3: a waiter with time left does not sleep on a name that a release freed on the
+    /// server longer than `WAKE_BOUND` ago, unless a `DEL` freed it (nothing is published), a
     /// fault may have held up a release's message or a renewal since shortly before it was
-    /// last seen busy, or the runtime stalled.
+    /// last seen busy, or the runtime stalled. A lock whose TTL ran out was not freed by a
+    /// release: an expiry publishes nothing (Redisson's protocol), and a waiter sleeps out the
+    /// TTL it last read, which a partial release may have shortened since (Redisson's re-arm
+    /// does too); only a lock found free before the TTL last seen could run out is judged.
     async fn check_wakeups(
         &mut self,
         snap: &[NameSnap],
@@ -1672,13 +1692,28 @@ impl<'a> Run<'a> {
             };
             let track = &mut self.tracks[n];
             if !free {
-                track.free_since = None;
+                if track.free_since.take().is_some() {
+                    track.runs_out = None; // busy again: a new hold
+                }
                 track.last_busy = sent;
+                match s {
+                    NameSnap::Lock { pttl, .. } if *pttl >= 3 => {
+                        track.runs_out = Some(sent + Duration::from_millis(*pttl as u64));
+                    }
+                    // The last 3 ms of a TTL (or `PEXPIRE 1`): the earlier reading stands.
+                    NameSnap::Lock { pttl, .. } if *pttl >= 0 => {}
+                    _ => track.runs_out = None,
+                }
                 continue;
             }
-            let since = *track.free_since.get_or_insert(answered);
-            let last_busy = track.last_busy;
-            if sent < since + WAKE_BOUND {
+            if track.free_since.is_none() {
+                track.free_since = Some(answered);
+                // Found free no earlier than the TTL last seen could run out: it expired.
+                track.expired = track.runs_out.is_some_and(|e| answered + 2 * MS >= e);
+            }
+            let since = track.free_since.unwrap_or(answered);
+            let (last_busy, runs_out) = (track.last_busy, track.runs_out);
+            if track.expired || sent < since + WAKE_BOUND {
                 continue;
             }
             let Some(p) = self.pending.iter().find(|p| {
@@ -1715,11 +1750,13 @@ impl<'a> Run<'a> {
                 &who,
                 format!(
                     "n{n} ({}) has been free on the server since {} ({}ms; last seen busy at \
-                     {}) while step {step}'s waiter {who} (began {}, gives up {}) still waits",
+                     {}, to run out at {}) while step {step}'s waiter {who} (began {}, gives up \
+                     {}) still waits",
                     self.family(n),
                     self.rel(since),
                     (sent - since).as_millis(),
                     self.rel(last_busy),
+                    runs_out.map_or("no TTL".to_string(), |e| self.rel(e)),
                     self.rel(began),
                     deadline.map_or("never".to_string(), |d| self.rel(d))
                 ),
@@ -1967,11 +2004,16 @@ struct Shrunk {
 /// Removes steps while the case still fails with the same signature (re-run against a live
 /// server: a candidate counts only if it fails again), halves of the sequence first, then
 /// smaller pieces, down to single steps; stops after `budget`.
-async fn shrink(case: &Case, first: &Violation, trace: Vec<String>, budget: Duration) -> Shrunk {
+async fn shrink(
+    case: &Case,
+    from: Vec<usize>,
+    first: &Violation,
+    trace: Vec<String>,
+    budget: Duration,
+) -> Shrunk {
     let start = Instant::now();
-    let all: Vec<usize> = (0..case.steps.len()).collect();
     let mut best = Shrunk {
-        keep: cut(all, first),
+        keep: cut(from, first),
         violation: first.clone(),
         trace,
         runs: 0,
@@ -2085,6 +2127,11 @@ async fn random_sequences_of_locks_releases_and_faults_keep_every_guard_true_to_
                 println!("    {line}");
             }
             if let Err(v) = out.result {
+                if env::<u8>("EXPLORER_SHRINK").unwrap_or(0) == 1 {
+                    // Shrink the replayed steps further.
+                    let shrunk = shrink(&case, keep.clone(), &v, out.trace, shrink_budget).await;
+                    println!("{}", report(&case, Duration::ZERO, 1, &shrunk));
+                }
                 failures.push(v);
             }
         }
@@ -2122,10 +2169,14 @@ async fn random_sequences_of_locks_releases_and_faults_keep_every_guard_true_to_
                     out.took.as_secs_f64(),
                     exploring.as_secs_f64()
                 );
+                println!("  {}", v.detail);
                 if found.contains_key(&v.sig) {
+                    // Seen before: the end of its trace, to tell its cause from the first's.
+                    for line in out.trace.iter().rev().take(30).rev() {
+                        println!("    {line}");
+                    }
                     continue;
                 }
-                println!("  {}", v.detail);
                 let wanted = until
                     .as_ref()
                     .is_none_or(|u| u.split(',').any(|u| v.sig.contains(u)));
@@ -2137,7 +2188,7 @@ async fn random_sequences_of_locks_releases_and_faults_keep_every_guard_true_to_
                     );
                     continue;
                 }
-                let shrunk = shrink(&case, &v, out.trace, shrink_budget).await;
+                let shrunk = shrink(&case, all_steps, &v, out.trace, shrink_budget).await;
                 let text = report(&case, exploring, cases, &shrunk);
                 println!("{text}");
                 found.insert(v.sig.clone(), text);
