@@ -58,6 +58,7 @@ SKIP_PART = re.compile(r"^SKIPPED part of (\S+) \(.*; needs (?P<needs>\w+)\): ")
 DURATIONS = os.path.join(ROOT, "target", "test-durations.json")
 # Seconds, as measured on 2 cores; used only to order targets when no measurement is kept.
 HINTS = {
+    "redisson-lock --test explorer": 90,
     "redisson-lock --test watchdog": 60,
     "redisson-lock --test macro_ui": 45,
     "redisson-lock --test handoff": 32,
