@@ -474,3 +474,153 @@ async fn a_long_local_hold_is_not_counted_as_another_clients_turn() {
         "the other client waited {took:?} through {local_holds} local holds after the long hold"
     );
 }
+
+/// A read hold whose lease ended while the hash lived on (another reader kept it) is still
+/// counted on the server; its guard's release then takes that dead hold, never the owner's
+/// later read hold: the later hold keeps a timeout key that lasts its guard's deadline. Before,
+/// the release deleted the newest timeout key, the later hold's, and the later guard said
+/// `Held` with no key behind it (found by the explorer on main after the seven defects).
+#[tokio::test]
+async fn a_release_of_a_read_hold_whose_lease_ended_leaves_the_owners_later_read_hold() {
+    let s = RedisServer::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(3));
+    let client = Client::connect(&s.url(), config.clone()).await.unwrap();
+    let other = Client::connect(&s.url(), config).await.unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let name = "seams:read-ended";
+    let rw = client.get_read_write_lock_with_owner(name, Owner::new());
+    // Another client's reader keeps the hash alive.
+    let keeper = other
+        .get_read_write_lock_with_owner(name, Owner::new())
+        .read_lock()
+        .lock()
+        .await
+        .unwrap();
+    let ended = rw
+        .read_lock()
+        .lock_with_lease(Duration::from_millis(200))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let later = rw.read_lock().lock().await.unwrap();
+    let field = later.owner_field().to_string();
+    assert_eq!(
+        admin.hgetall(name).await.get(&field).map(String::as_str),
+        Some("2"),
+        "the ended hold is still counted"
+    );
+    // The ended guard's release (its outcome is the crate's to say: the hold ran out).
+    let _ = ended.unlock().await;
+    assert_eq!(later.state(), HoldState::Held);
+    let own_keys: Vec<String> = (1..=2)
+        .map(|k| format!("{{{name}}}:{field}:rwlock_timeout:{k}"))
+        .collect();
+    let mut longest = -2;
+    for key in &own_keys {
+        longest = longest.max(admin.pttl(key).await);
+    }
+    let answered = Instant::now();
+    assert!(
+        longest > 0 && answered + Duration::from_millis(longest as u64) >= later.valid_until(),
+        "the later read hold keeps a timeout key lasting its deadline (longest pttl {longest})"
+    );
+    key_outlives(&admin, name, later.valid_until(), "the later read hold").await;
+    assert_eq!(later.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert_eq!(keeper.unlock().await.unwrap(), UnlockOutcome::Released);
+}
+
+/// The same within one hold: two read holds of one owner under its writer, the first with a
+/// short lease. Once that lease ended, dropping its guard releases nothing: the second read
+/// hold keeps its timeout key for as long as its guard says. Before, the drop's release deleted
+/// the second hold's key (found by the explorer).
+#[tokio::test]
+async fn dropping_a_read_guard_whose_lease_ended_leaves_its_owners_other_read_hold() {
+    let s = RedisServer::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(3));
+    let client = Client::connect(&s.url(), config).await.unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let name = "seams:read-ended-drop";
+    let rw = client.get_read_write_lock_with_owner(name, Owner::new());
+    let writer = rw.write_lock().lock().await.unwrap();
+    let ended = rw
+        .read_lock()
+        .lock_with_lease(Duration::from_millis(150))
+        .await
+        .unwrap();
+    let second = rw
+        .read_lock()
+        .lock_with_lease(Duration::from_millis(1500))
+        .await
+        .unwrap();
+    let field = second.owner_field().to_string();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(ended);
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            client.stats().background_releases == 0
+        })
+        .await
+    );
+    assert_eq!(second.state(), HoldState::Held);
+    let mut longest = -2;
+    for k in 1..=2 {
+        longest = longest.max(
+            admin
+                .pttl(&format!("{{{name}}}:{field}:rwlock_timeout:{k}"))
+                .await,
+        );
+    }
+    let answered = Instant::now();
+    assert!(
+        longest > 0 && answered + Duration::from_millis(longest as u64) >= second.valid_until(),
+        "the second read hold keeps a timeout key lasting its deadline (longest pttl {longest})"
+    );
+    assert_eq!(second.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert_eq!(writer.unlock().await.unwrap(), UnlockOutcome::Released);
+}
+
+/// Two waiting acquisitions of one owner of a fair lock share one place in its queue and one
+/// channel. When another client's release lets the first in, the second gets through too (a
+/// re-entry), and once both are released the lock is free. Before, the second slept on the
+/// shared channel, which nothing published to any more, until the TTL it last read ran out
+/// (found by the explorer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_waiting_acquisitions_of_one_owner_of_a_fair_lock_both_get_through() {
+    let s = RedisServer::start();
+    let config = Config::default().lock_watchdog_timeout(Duration::from_secs(20));
+    let holder = Client::connect(&s.url(), config.clone()).await.unwrap();
+    let client = Client::connect(&s.url(), config).await.unwrap();
+    let name = "seams:fair-owner";
+    let held = holder.get_fair_lock(name).lock().await.unwrap();
+    let lock = Arc::new(client.get_fair_lock_with_owner(name, Owner::new()));
+    let (a, b) = (lock.clone(), lock.clone());
+    let first = tokio::spawn(async move { a.try_lock_for(Duration::from_secs(15)).await });
+    let second = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        b.try_lock_for(Duration::from_secs(15)).await
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let start = Instant::now();
+    held.unlock().await.unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(5), first)
+        .await
+        .expect("the first gets through at once")
+        .unwrap()
+        .unwrap()
+        .expect("acquired");
+    first.unlock().await.unwrap();
+    let second = tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("the second gets through, not after the 20 s TTL")
+        .unwrap()
+        .unwrap()
+        .expect("acquired");
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert_eq!(second.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(holder
+        .get_fair_lock(name)
+        .try_lock()
+        .await
+        .unwrap()
+        .is_some());
+}

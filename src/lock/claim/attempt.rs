@@ -340,6 +340,18 @@ impl Claim {
         Ok((after, true))
     }
 
+    /// Another acquisition of this owner, of this client, still waits on the owner's own channel
+    /// (the fair lock's): the queue's place is theirs too (see `Reading::OwnLock`).
+    fn owner_waits_on(&self) -> bool {
+        match self.proto.sleep() {
+            SleepRule::OwnChannel { prefix } => {
+                let channel = SleepRule::own_channel(&prefix, &self.key.field);
+                self.client.pubsub().waiters_of(&channel) > 0
+            }
+            _ => false,
+        }
+    }
+
     /// The give-up clean-up, tried again after a transient failure (a timeout, a connection
     /// replaced as stalled or lost: the call may not have run, e.g. under `CLIENT PAUSE WRITE`)
     /// until it succeeds, the client closes, or the entry would have expired by itself (the
@@ -462,15 +474,15 @@ impl Waiter for Claim {
     }
 
     fn sleep_on(&self) -> SleepOn {
-        let channel = match self.proto.sleep() {
+        let (channel, reading) = match self.proto.sleep() {
             SleepRule::BackOff(backoff) => return SleepOn::BackOff(backoff),
-            SleepRule::Channel(channel) => channel,
-            SleepRule::OwnChannel { prefix } => SleepRule::own_channel(&prefix, &self.key.field),
+            SleepRule::Channel(channel) => (channel, Reading::Lock),
+            SleepRule::OwnChannel { prefix } => (
+                SleepRule::own_channel(&prefix, &self.key.field),
+                Reading::OwnLock,
+            ),
         };
-        SleepOn::Channel {
-            channel,
-            reading: Reading::Lock,
-        }
+        SleepOn::Channel { channel, reading }
     }
 
     fn wait_line(&self) -> Option<WaitLine> {
@@ -494,8 +506,12 @@ impl Waiter for Claim {
         crate::types::millis::later(won.sent_at, Duration::from_millis(self.lease_ms))
     }
 
-    /// A queued waiter's clean-up after it gave up (the fair lock leaves its queue).
+    /// A queued waiter's clean-up after it gave up (the fair lock leaves its queue), unless
+    /// another acquisition of the same owner of this client still waits in its place.
     async fn give_up(&self) -> Result<()> {
+        if self.owner_waits_on() {
+            return Ok(());
+        }
         if let Some(call) = self.proto.give_up(&self.key.field, self.queue_ms) {
             self.client.core().run(call, self.name()).await?;
         }

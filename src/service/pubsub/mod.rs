@@ -108,6 +108,12 @@ impl PubSub {
         self.shared.channels.lock().len()
     }
 
+    /// The local waiters of `channel` (0 when nobody of this client listens on it).
+    pub(crate) fn waiters_of(&self, channel: &str) -> usize {
+        let map = self.shared.channels.lock();
+        map.get(channel).map_or(0, |c| c.wakeups.waiters())
+    }
+
     /// Every channel with its number of local waiters (a snapshot).
     pub(crate) fn channel_waiters(&self) -> impl Iterator<Item = (String, usize)> {
         let map = self.shared.channels.lock();

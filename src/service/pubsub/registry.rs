@@ -359,6 +359,10 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         let mut map = self.shared.channels.lock();
         let left = self.channel.wakeups.leave();
+        if left > 0 && self.channel.reading == Reading::OwnLock {
+            // The others are the same owner's acquisitions: see `Reading::OwnLock`.
+            self.channel.wakeups.wake_all();
+        }
         // The last one out of the channel's current entry (a failed one replaced meanwhile
         // is no longer in the table: removing it removes nothing).
         if left == 0 && map.remove(&self.channel) {

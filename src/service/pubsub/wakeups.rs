@@ -18,6 +18,11 @@ use tokio::sync::Semaphore;
 pub(crate) enum Reading {
     /// Lock channels: `0` wakes one waiter, `1` wakes them all.
     Lock,
+    /// One owner's channel (the fair lock's channel per waiter): its waiters of this client are
+    /// that owner's concurrent acquisitions. Every message wakes them all, and one leaving wakes
+    /// the rest: the one that acquired leaves the lock's queue, so the others must try again
+    /// (they re-enter, or queue anew).
+    OwnLock,
     /// Semaphore channels (`redisson_sc:{N}`): a message `v` (the permits now available, or
     /// given back) wakes `min(v, waiters)` waiters; `v <= 0` wakes nobody.
     Permits,
@@ -31,7 +36,7 @@ impl Reading {
     pub(super) fn wakes(self, value: i64) -> Option<u64> {
         match (self, value) {
             (Reading::Lock, 0) => Some(1),
-            (Reading::Lock, 1) | (Reading::Opening, 0) => None,
+            (Reading::Lock, 1) | (Reading::Opening, 0) | (Reading::OwnLock, 0 | 1) => None,
             (Reading::Permits, v) if v > 0 => Some(v as u64),
             _ => Some(0),
         }
@@ -192,6 +197,9 @@ mod tests {
         assert_eq!(Reading::Permits.wakes(-2), Some(0));
         assert_eq!(Reading::Opening.wakes(0), None);
         assert_eq!(Reading::Opening.wakes(1), Some(0));
+        assert_eq!(Reading::OwnLock.wakes(0), None);
+        assert_eq!(Reading::OwnLock.wakes(1), None);
+        assert_eq!(Reading::OwnLock.wakes(7), Some(0));
     }
 
     #[tokio::test(start_paused = true)]
