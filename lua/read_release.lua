@@ -25,18 +25,26 @@ if left == 0 then
 end
 -- The hold whose timeout key ends first goes: the newest key (left + 1) is deleted after its
 -- TTL moved to that one, so the keys left are the longest (a reader's holds of different
--- leases, released in any order, never leave the hash shorter than one that remains).
+-- leases, released in any order, never leave the hash shorter than one that remains). A hold
+-- whose key has expired (its lease ended while the hash lived on) ended first of all: the
+-- newest key moves into its place, and no live key goes.
 local top = own .. ':' .. (left + 1)
-local first, first_ttl = nil, redis.call('pttl', top)
+local top_ttl = redis.call('pttl', top)
+local first, first_ttl = nil, top_ttl
 for k = 1, left do
   local ttl = redis.call('pttl', own .. ':' .. k)
+  if ttl == -2 then
+    first, first_ttl = own .. ':' .. k, ttl
+    break
+  end
   if ttl >= 0 and (first_ttl < 0 or ttl < first_ttl) then
     first, first_ttl = own .. ':' .. k, ttl
   end
 end
-if first then
-  local top_ttl = redis.call('pttl', top)
-  if top_ttl > 0 then
+if first and top_ttl > 0 then
+  if first_ttl == -2 then
+    redis.call('set', first, 1, 'px', string.format('%d', top_ttl))
+  else
     redis.call('pexpire', first, string.format('%d', top_ttl))
   end
 end

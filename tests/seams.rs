@@ -476,8 +476,8 @@ async fn a_long_local_hold_is_not_counted_as_another_clients_turn() {
 }
 
 /// A read hold whose lease ended while the hash lived on (another reader kept it) is still
-/// counted on the server; its guard's release then takes that dead hold, never the owner's
-/// later read hold: the later hold keeps a timeout key that lasts its guard's deadline. Before,
+/// counted on the server; a release then takes that ended hold first, never a live one of the
+/// owner: the later hold keeps a timeout key that lasts its guard's deadline. Before,
 /// the release deleted the newest timeout key, the later hold's, and the later guard said
 /// `Held` with no key behind it (found by the explorer on main after the seven defects).
 #[tokio::test]
@@ -501,7 +501,10 @@ async fn a_release_of_a_read_hold_whose_lease_ended_leaves_the_owners_later_read
         .lock_with_lease(Duration::from_millis(200))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Soon after the lease's end: the client still counts the hold (its ledger forgets an
+    // ended hold at its next sweep, up to a second later; the ended guard then releases
+    // nothing at all).
+    tokio::time::sleep(Duration::from_millis(260)).await;
     let later = rw.read_lock().lock().await.unwrap();
     let field = later.owner_field().to_string();
     assert_eq!(
@@ -509,7 +512,7 @@ async fn a_release_of_a_read_hold_whose_lease_ended_leaves_the_owners_later_read
         Some("2"),
         "the ended hold is still counted"
     );
-    // The ended guard's release (its outcome is the crate's to say: the hold ran out).
+    // The ended guard's release takes the ended hold (or, had the client forgotten it, nothing).
     let _ = ended.unlock().await;
     assert_eq!(later.state(), HoldState::Held);
     let own_keys: Vec<String> = (1..=2)
@@ -526,12 +529,12 @@ async fn a_release_of_a_read_hold_whose_lease_ended_leaves_the_owners_later_read
     );
     key_outlives(&admin, name, later.valid_until(), "the later read hold").await;
     assert_eq!(later.unlock().await.unwrap(), UnlockOutcome::StillHeld);
-    assert_eq!(keeper.unlock().await.unwrap(), UnlockOutcome::Released);
+    keeper.unlock().await.unwrap();
 }
 
 /// The same within one hold: two read holds of one owner under its writer, the first with a
-/// short lease. Once that lease ended, dropping its guard releases nothing: the second read
-/// hold keeps its timeout key for as long as its guard says. Before, the drop's release deleted
+/// short lease. Once that lease ended, dropping its guard releases the ended hold: the second
+/// read hold keeps its timeout key for as long as its guard says. Before, the drop's release deleted
 /// the second hold's key (found by the explorer).
 #[tokio::test]
 async fn dropping_a_read_guard_whose_lease_ended_leaves_its_owners_other_read_hold() {

@@ -132,27 +132,16 @@ impl Held {
     fn loss(&self) -> &Arc<LossSignal> {
         self.watched.loss()
     }
-
-    /// A release by this guard would take a hold that is not its own, so none is sent: the
-    /// hold is known gone (the owner's count in Redis is that of a later acquisition), or, for
-    /// a kind whose holds each live by a key of their own (a read hold's timeout key), its own
-    /// lease has ended (its key ran out while the lock lived on; a release would delete the
-    /// owner's newest key, another hold's).
-    /// Asked before the guard's parts are let go.
-    fn releases_nothing(&self) -> bool {
-        self.loss().is_gone()
-            || (!self.claim.proto.partial_release_sets_ttl()
-                && self.watched.lease_ended(self.claim.client.watchdog()))
-    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
         crate::observe::guard_closed(self.kind, self.since.elapsed());
         if self.watched.is_followed() {
-            let skip = self.releases_nothing();
             let claim = self.take();
-            if !skip {
+            // A hold known gone is not released: the owner's count in Redis is that of a later
+            // acquisition now.
+            if !self.loss().is_gone() {
                 claim.release_in_background(Some(self.generation));
             }
         }
@@ -258,18 +247,17 @@ impl<K: Kind> Guard<K> {
     ///
     /// # Errors
     /// [`NotHeld`](Error::NotHeld) if the owner no longer holds the lock (it expired or was
-    /// force-unlocked), or without a call when the watchdog already found this hold gone, or
-    /// when a read hold's own lease has ended (a release would then take another hold of its
-    /// owner); a Redis or connection error
+    /// force-unlocked), or without a call when the watchdog already found this hold gone (a
+    /// release would then take a hold its owner acquired since); a Redis or connection error
     /// after the configured retries.
     ///
     /// # Cancel safety
     /// If the future is dropped, the release may or may not have reached Redis; the hold is
     /// no longer renewed either way, so it ends at the latest when its TTL runs out.
     pub async fn unlock(mut self) -> Result<UnlockOutcome> {
-        let skip = self.held.releases_nothing();
         let claim = self.held.take();
-        let outcome = if skip {
+        let outcome = if self.held.loss().is_gone() {
+            // Renewal found this hold gone: a release would take a later hold of its owner.
             Release::NotHeld
         } else {
             claim.release(Some(self.held.generation)).await?

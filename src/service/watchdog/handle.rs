@@ -202,20 +202,6 @@ impl Watchdog {
     }
 
     /// What the parts of `key` still need of the key's TTL (see [`Need`]).
-    /// Whether the leased part `part` of the registration `epoch` of `key` has ended by `now`
-    /// (its lease ran out on the server); `true` as well when that registration is no longer
-    /// the hold's (it was lost and replaced).
-    pub(crate) fn part_ended(&self, key: &HoldKey, epoch: u64, part: u64, now: Instant) -> bool {
-        self.state.holds.get(key).is_none_or(|hold| {
-            hold.epoch != epoch
-                || hold
-                    .leases
-                    .iter()
-                    .find(|(id, _, _)| *id == part)
-                    .is_some_and(|(_, ends, _)| *ends <= now)
-        })
-    }
-
     pub(crate) fn need(&self, key: &HoldKey) -> Need {
         self.state
             .holds

@@ -77,13 +77,6 @@ impl Watched {
         self.parts.lease
     }
 
-    /// The guard's own part has a lease, and it has ended (see `Watchdog::part_ended`).
-    pub(crate) fn lease_ended(&self, watchdog: &Watchdog) -> bool {
-        self.parts.lease.is_some_and(|part| {
-            watchdog.part_ended(&self.key, self.epoch, part, tokio::time::Instant::now())
-        })
-    }
-
     /// Whether the guard still follows the hold (not let go, not kept).
     pub(crate) fn is_followed(&self) -> bool {
         self.followed
