@@ -627,3 +627,92 @@ async fn two_waiting_acquisitions_of_one_owner_of_a_fair_lock_both_get_through()
         .unwrap()
         .is_some());
 }
+
+/// The same through a connection whose replies take 20 ms: the owner's holds are released one
+/// call after another, and between two calls the key must not run out (before, each
+/// intermediate call set a 1 ms TTL: the key vanished before the last call, which found nothing
+/// and announced nothing, and the other client's waiter slept on; found by the explorer).
+#[tokio::test]
+async fn a_partial_release_of_ended_parts_over_a_slow_connection_still_wakes_other_clients() {
+    let s = RedisServer::start();
+    let proxy = Proxy::start(s.port()).await;
+    let a = Client::connect(&proxy.url(), Config::default())
+        .await
+        .unwrap();
+    let b = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let name = "seams:ended-slow";
+    let lock = a.get_lock_with_owner(name, Owner::new());
+    let renewed = lock.lock().await.unwrap();
+    let mut leased = Vec::new();
+    for _ in 0..2 {
+        leased.push(
+            lock.lock_with_lease(Duration::from_millis(300))
+                .await
+                .unwrap(),
+        );
+    }
+    let theirs = b.get_lock_with_owner(name, Owner::new());
+    let waiter = tokio::spawn(async move {
+        let g = theirs.lock().await.unwrap();
+        (Instant::now(), g)
+    });
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            admin
+                .numsub(&format!("redisson_lock__channel:{{{name}}}"))
+                .await
+                == 1
+        })
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    proxy.set_latency(Direction::Downstream, Duration::from_millis(20));
+    let released = Instant::now();
+    assert_eq!(renewed.unlock().await.unwrap(), UnlockOutcome::Released);
+    let (acquired, g) = tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter acquired")
+        .unwrap();
+    assert!(
+        acquired - released < Duration::from_secs(2),
+        "woken {:?} after the release",
+        acquired - released
+    );
+    g.unlock().await.unwrap();
+}
+
+/// A waiter that got the lock through its client's wait line, and whose lease then ran out,
+/// leaves no wait line behind when its guard finds nothing to release. Before, the line counted
+/// the hold as a local holder for ever (a release that sent nothing never told it; found by the
+/// explorer).
+#[tokio::test]
+async fn a_hold_that_ran_out_leaves_no_wait_line_behind() {
+    let s = RedisServer::start();
+    let a = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let b = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let name = "seams:line-left";
+    let first = a
+        .get_lock_with_owner(name, Owner::new())
+        .lock_with_lease(Duration::from_millis(400))
+        .await
+        .unwrap();
+    let waited = b
+        .get_lock_with_owner(name, Owner::new())
+        .lock_with_lease(Duration::from_millis(300))
+        .await
+        .unwrap();
+    drop(first);
+    // Its lease ends, and the client's ledger forgets the hold at a sweep (every second).
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    assert_eq!(waited.state(), HoldState::Lost);
+    assert!(waited.unlock().await.is_err(), "nothing left to release");
+    assert!(
+        common::eventually(Duration::from_secs(5), || async {
+            b.stats().wait_lines == 0
+        })
+        .await,
+        "wait lines left: {:?}",
+        b.stats()
+    );
+}

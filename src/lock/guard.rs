@@ -141,7 +141,9 @@ impl Drop for Held {
             let claim = self.take();
             // A hold known gone is not released: the owner's count in Redis is that of a later
             // acquisition now.
-            if !self.loss().is_gone() {
+            if self.loss().is_gone() {
+                claim.released_nothing();
+            } else {
                 claim.release_in_background(Some(self.generation));
             }
         }
@@ -258,6 +260,7 @@ impl<K: Kind> Guard<K> {
         let claim = self.held.take();
         let outcome = if self.held.loss().is_gone() {
             // Renewal found this hold gone: a release would take a later hold of its owner.
+            claim.released_nothing();
             Release::NotHeld
         } else {
             claim.release(Some(self.held.generation)).await?

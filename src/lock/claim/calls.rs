@@ -97,6 +97,8 @@ impl Claim {
         };
         let mut entry = self.client.ledgers().enter(self.key(), lasts).await;
         if generation.is_some_and(|g| g != entry.generation()) {
+            drop(entry);
+            self.released_nothing();
             return Ok(Release::NotHeld);
         }
         // A release whose future is dropped midway may have freed the lock: the local queue's
@@ -158,6 +160,17 @@ impl Claim {
                 .released(tag, self.name(), freed, others);
         }
         outcome
+    }
+
+    /// A guard's hold ended without a release (it is gone, or a later hold of the owner
+    /// replaced it): the local wait line, which counted it as a local holder, learns the lock
+    /// may be free (its head tries; a line nobody waits in ends).
+    pub(crate) fn released_nothing(&self) {
+        if let Some(tag) = self.proto.wait_line() {
+            self.client
+                .wait_lines()
+                .released(tag, self.name(), true, None);
+        }
     }
 
     /// Whether this release may tell the local wait line's head before its reply is back
@@ -229,19 +242,22 @@ impl Claim {
 
     /// A partial release whose other parts have all ended: the owner's holds are released one
     /// by one, so the last release frees the lock and announces it (a TTL of 1 ms would free it
-    /// silently, and other clients' waiters would sleep out the TTL they last read).
+    /// silently, and other clients' waiters would sleep out the TTL they last read). Between
+    /// the calls the key keeps one command timeout, so it cannot run out before the last one
+    /// (which then finds nothing, and announces nothing); a call that fails leaves it that long.
     async fn release_ended(&self) -> Result<Release> {
         /// More holds than any owner has: a bound on the loop, not a limit in use.
         const MOST: usize = 1 << 16;
         let sent_at = Instant::now();
+        let between = self.client.config().timeout.max(Duration::from_millis(1));
         let mut outcome = Ok(Release::StillHeld);
         for _ in 0..MOST {
-            outcome = self.release_call(Duration::from_millis(1)).await;
+            outcome = self.release_call(between).await;
             if !matches!(outcome, Ok(Release::StillHeld)) {
                 break;
             }
         }
-        // The hold's guards end now, whatever the outcome (at most 1 ms was left).
+        // The hold's guards end now, whatever the outcome: its other parts had ended.
         self.ttl_set(sent_at, Duration::ZERO, TtlSet::AtMost);
         outcome
     }
