@@ -528,7 +528,7 @@ impl Faults {
 }
 
 /// Check 3's record of one name: since when the server showed it free.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Track {
     free_since: Option<Instant>,
     /// When the last read that found it busy was sent.
@@ -538,6 +538,12 @@ struct Track {
     runs_out: Option<Instant>,
     /// The lock came free when its TTL could have run out: an expiry, which publishes nothing.
     expired: bool,
+    /// A fair lock's queue as last read: owner field → (its place's deadline, epoch ms; it was
+    /// the head).
+    places: HashMap<String, (f64, bool)>,
+    /// The places that left the queue since: owner field → (the place's deadline and whether
+    /// it was the head when last read, and when that read was sent, epoch ms).
+    left: HashMap<String, (f64, bool, f64)>,
 }
 
 /// What the server holds of one name, read at once (`SNAPSHOT`).
@@ -548,6 +554,8 @@ enum NameSnap {
         pttl: i64,
         /// A reader field's longest timeout key (`-1`: one without TTL; `-2`: none).
         reads: HashMap<String, i64>,
+        /// A fair lock's queue: owner field → (its place's deadline, epoch ms; it is the head).
+        places: HashMap<String, (f64, bool)>,
     },
     Permits {
         available: Option<i64>,
@@ -599,7 +607,16 @@ for i = 1, #ARGV do
         end
       end
     end
-    out[i] = {h, redis.call('pttl', key), reads}
+    local places = {}
+    if ARGV[i] == 'f' then
+      local q = redis.call('lindex', 'redisson_lock_queue:{' .. key .. '}', 0)
+      local z = redis.call('zrange', aux, 0, -1, 'withscores')
+      for j = 1, #z, 2 do
+        places[#places + 1] = z[j]
+        places[#places + 1] = (z[j] == q) and ('h' .. z[j + 1]) or z[j + 1]
+      end
+    end
+    out[i] = {h, redis.call('pttl', key), reads, places}
   end
 end
 return out
@@ -797,6 +814,8 @@ impl<'a> Run<'a> {
                     last_busy: now,
                     runs_out: None,
                     expired: false,
+                    places: HashMap::new(),
+                    left: HashMap::new(),
                 };
                 names.len()
             ],
@@ -1393,6 +1412,7 @@ impl<'a> Run<'a> {
             let (aux, kind) = match self.family(i) {
                 Family::Permits => (format!("{{{name}}}:timeout"), "p"),
                 Family::ReadWrite => (format!("{{{name}}}"), "rw"),
+                Family::Fair => (format!("redisson_lock_timeout:{{{name}}}"), "f"),
                 _ => (name.clone(), "l"),
             };
             args.push(name.as_str().into());
@@ -1430,10 +1450,25 @@ impl<'a> Run<'a> {
                     .into_iter()
                     .filter_map(|(f, v)| Some((f, int(&v)?)))
                     .collect();
+                let places = per
+                    .next()
+                    .map(pairs)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|(f, v)| {
+                        let v = v.as_string()?;
+                        let (head, deadline) = match v.strip_prefix('h') {
+                            Some(d) => (true, d),
+                            None => (false, v.as_str()),
+                        };
+                        Some((f, (deadline.parse::<f64>().ok()?, head)))
+                    })
+                    .collect();
                 out.push(NameSnap::Lock {
                     fields,
                     pttl,
                     reads,
+                    places,
                 });
             }
         }
@@ -1494,6 +1529,7 @@ impl<'a> Run<'a> {
                     fields,
                     pttl,
                     reads,
+                    ..
                 } => {
                     if fields.get(&m.field).is_none_or(|&c| c <= 0) {
                         return Err(self.hold_violation(
@@ -1691,6 +1727,18 @@ impl<'a> Run<'a> {
                 NameSnap::Permits { available, .. } => available.is_some_and(|a| a > 0),
             };
             let track = &mut self.tracks[n];
+            if let NameSnap::Lock { places, .. } = s {
+                let seen = epoch_ms(sent);
+                for (f, &(deadline, head)) in &track.places {
+                    if !places.contains_key(f) {
+                        track.left.insert(f.clone(), (deadline, head, seen));
+                    }
+                }
+                for f in places.keys() {
+                    track.left.remove(f);
+                }
+                track.places = places.clone();
+            }
             if !free {
                 if track.free_since.take().is_some() {
                     track.runs_out = None; // busy again: a new hold
@@ -1725,6 +1773,24 @@ impl<'a> Run<'a> {
                 continue;
             };
             let (who, step, began, deadline) = (p.who, p.step, p.began, p.deadline);
+            // A fair lock's waiter whose place is no longer in the queue, and did not leave it
+            // as the head with time left (an acquisition of its owner, a bug), was dropped by
+            // the queue's protocol: its place ran out (it is kept `fair_lock_wait_timeout` past
+            // the lock's expected end, and the holds ran longer). No release can reach it; it
+            // finds its way back when it polls again, by the TTL it last read (Redisson's fair
+            // lock does the same).
+            if self.family(n) == Family::Fair {
+                let field = format!("{}:{}", self.clients[who.c].id(), 1000 + who.o);
+                let track = &self.tracks[n];
+                let dropped = !track.places.contains_key(&field)
+                    && track
+                        .left
+                        .get(&field)
+                        .is_none_or(|&(d, head, seen)| !(head && d > seen + 50.0));
+                if dropped {
+                    continue;
+                }
+            }
             let explained = |run: &Run| {
                 let now = Instant::now();
                 run.faults
