@@ -716,3 +716,35 @@ async fn a_hold_that_ran_out_leaves_no_wait_line_behind() {
         b.stats()
     );
 }
+
+/// A handle's unlock (the Java style) releases a kept hold of its owner before one a guard
+/// still follows: the guard stays `Held` and its hold stays on the server. Before, it let go
+/// of the guard's renewed part; the kept part left had a lease that had ended, so the whole
+/// hold was released and the guard, whose owner never unlocked it, was told `Lost` (found by
+/// the explorer, with the guard's acquisition racing the unlock).
+#[tokio::test]
+async fn a_handles_unlock_releases_a_kept_hold_before_a_guarded_one() {
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let name = "seams:kept-first";
+    let lock = client.get_lock_with_owner(name, Owner::new());
+    let guarded = lock.lock().await.unwrap();
+    lock.lock_with_lease(Duration::from_millis(200))
+        .await
+        .unwrap()
+        .keep();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(lock.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    assert_eq!(guarded.state(), HoldState::Held);
+    assert_eq!(
+        admin
+            .hgetall(name)
+            .await
+            .get(guarded.owner_field())
+            .map(String::as_str),
+        Some("1")
+    );
+    key_outlives(&admin, name, guarded.valid_until(), "the guarded hold").await;
+    assert_eq!(guarded.unlock().await.unwrap(), UnlockOutcome::Released);
+}

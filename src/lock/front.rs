@@ -567,8 +567,10 @@ impl<K: Kind> Lock<K> {
         self.acquisition(Some(lease), Some(wait))
     }
 
-    /// Releases one hold of this handle's owner (the Java style; guards do this on drop). A
-    /// partial release re-arms the TTL to the latest lease used through this handle.
+    /// Releases one hold of this handle's owner (the Java style; guards do this on drop): a
+    /// hold whose guard was [kept](crate::Guard::keep) first, in the order kept, so a guard
+    /// that still follows its own hold keeps it. A partial release re-arms the TTL to the
+    /// latest lease used through this handle.
     ///
     /// # Errors
     /// [`NotHeld`](Error::NotHeld) if the owner does not hold the lock; a Redis or connection

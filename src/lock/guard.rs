@@ -275,7 +275,7 @@ impl<K: Kind> Guard<K> {
     pub fn keep(mut self) {
         // Its parts stay registered: a part without a lease is renewed, a leased one counts
         // until its end.
-        self.held.watched.keep();
+        self.held.watched.keep(self.held.claim.client.watchdog());
     }
 
     /// The same guard, type-erased (to keep guards of several kinds together).

@@ -117,6 +117,7 @@ impl Watchdog {
                     renewed: 0,
                     leases: Vec::new(),
                     leased: false,
+                    kept: Vec::new(),
                     shape,
                     queue,
                     presence: None,
@@ -135,6 +136,7 @@ impl Watchdog {
                 hold.renewals = 0;
                 hold.renewed = 0;
                 hold.leases.clear();
+                hold.kept.clear();
             } else {
                 hold.loss.extend(sent_at, deadline);
             }
@@ -167,8 +169,10 @@ impl Watchdog {
     /// Lets the parts of one guard go (every release does this first, whatever its outcome, so
     /// a failed release lets a renewed part expire within one timeout and a leased one at its
     /// end). `None`: one part of the current registration (the Java-style unlock through a
-    /// handle): a renewed part if there is one, else the leased part that ends first (what
-    /// the others need is unchanged). The hold is forgotten once no part is left.
+    /// handle): a kept guard's part if there is one (the hold such an unlock is for: a
+    /// guard that still follows its part releases it itself), else a renewed part if there
+    /// is one, else the leased part that ends first (what the others need is unchanged).
+    /// The hold is forgotten once no part is left.
     /// Returns the parts let go (`None`: nothing of the current registration).
     pub(crate) fn let_go(&self, key: &HoldKey, guard: Option<(u64, Parts)>) -> Option<Parts> {
         let mut gone = None;
@@ -176,6 +180,7 @@ impl Watchdog {
             let parts = match guard {
                 Some((epoch, _)) if epoch != hold.epoch => return false,
                 Some((_, parts)) => parts,
+                None if !hold.kept.is_empty() => hold.kept.remove(0),
                 None if hold.is_renewed() => Parts {
                     renewed: true,
                     lease: None,
@@ -199,6 +204,16 @@ impl Watchdog {
             hold.is_empty()
         });
         gone
+    }
+
+    /// A guard of the registration `epoch` of `key` was kept: its `parts` stay registered,
+    /// and a handle's unlock releases them first (see [`let_go`](Self::let_go)).
+    pub(crate) fn keep(&self, key: &HoldKey, epoch: u64, parts: Parts) {
+        if let Some(mut hold) = self.state.holds.get_mut(key) {
+            if hold.epoch == epoch {
+                hold.kept.push(parts);
+            }
+        }
     }
 
     /// What the parts of `key` still need of the key's TTL (see [`Need`]).

@@ -129,6 +129,9 @@ pub(super) struct Hold {
     /// A part with a lease was registered here once (the key's TTL then follows the parts, not
     /// the watchdog alone: see [`Need`]).
     pub(super) leased: bool,
+    /// The parts of guards kept (given up without a release, Java style), in the order kept:
+    /// a handle's unlock releases one of these before any part a guard still follows.
+    pub(super) kept: Vec<super::handle::Parts>,
     pub(super) shape: RenewalShape,
     /// The kind's local wait line, told when renewal finds the hold gone.
     pub(super) queue: Option<crate::types::line::WaitLine>,
@@ -293,6 +296,7 @@ pub(crate) mod tests {
                 })
                 .collect(),
             leased: !leases.is_empty(),
+            kept: Vec::new(),
             shape: RenewalShape::per_hold(name),
             queue: None,
             presence: None,

@@ -93,7 +93,9 @@ impl Watched {
     /// Stops following the hold while its parts stay registered (a guard given up without a
     /// release: a part without a lease goes on being renewed, a leased one counts until its
     /// end).
-    pub(crate) fn keep(&mut self) {
-        self.followed = false;
+    pub(crate) fn keep(&mut self, watchdog: &Watchdog) {
+        if std::mem::take(&mut self.followed) {
+            watchdog.keep(&self.key, self.epoch, self.parts);
+        }
     }
 }
