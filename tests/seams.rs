@@ -748,3 +748,23 @@ async fn a_handles_unlock_releases_a_kept_hold_before_a_guarded_one() {
     key_outlives(&admin, name, guarded.valid_until(), "the guarded hold").await;
     assert_eq!(guarded.unlock().await.unwrap(), UnlockOutcome::Released);
 }
+
+/// A handle's unlock that leaves its owner nothing in Redis tells the guards of the hold it
+/// released: here the only hold is a guard's (the kept hold the caller meant was deleted), and
+/// the guard is told `Lost` at once. Before, the guard said `Held` with nothing behind it until
+/// its lease ran out (found by the explorer, with a `DEL` of the kept hold).
+#[tokio::test]
+async fn a_handles_unlock_that_frees_the_lock_tells_the_guards_it_released() {
+    let s = RedisServer::start();
+    let client = Client::connect(&s.url(), Config::default()).await.unwrap();
+    let admin = Admin::connect(&s.url()).await;
+    let name = "seams:handle-frees";
+    let lock = client.get_lock_with_owner(name, Owner::new());
+    lock.lock().await.unwrap().keep();
+    admin.cmd("DEL", vec![name.into()]).await.unwrap();
+    let guarded = lock.lock_with_lease(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(lock.unlock().await.unwrap(), UnlockOutcome::Released);
+    assert!(!admin.exists(name).await);
+    assert_eq!(guarded.state(), HoldState::Lost);
+    assert!(guarded.unlock().await.is_err(), "nothing left to release");
+}

@@ -16,7 +16,7 @@ use futures::{future::Either, FutureExt};
 use super::{
     claim::Claim,
     guard::{Guard, Held},
-    protocol::{every_key, Kind, Protocol, Query, SleepRule, UnlockOutcome},
+    protocol::{every_key, Kind, Protocol, Query, Release, SleepRule, UnlockOutcome},
 };
 use crate::{
     client::Client,
@@ -258,16 +258,22 @@ impl Handle {
         // The part let go says which lease mode this release is of (nothing registered: the
         // handle's lease says it, as Redisson's `internalLockLeaseTime`).
         let lease_ms = self.internal_lease_ms.load(Ordering::Relaxed);
+        // The registration whose part this unlock takes: if the release leaves the owner
+        // nothing, its guards (which may include the one whose part was taken) hold nothing.
+        let registration = self.client.watchdog().loss_of(&key);
         let renewed = self
             .client
             .watchdog()
             .let_go(&key, None)
             .map_or(lease_ms == self.client.watchdog_ms(), |parts| parts.renewed);
         let claim = self.claim(owner, lease_ms, renewed);
-        let outcome = claim
-            .release(None)
-            .await?
-            .outcome(claim.name(), &claim.key.field)?;
+        let released = claim.release(None).await?;
+        if matches!(released, Release::Released | Release::NotHeld) {
+            if let Some(loss) = registration {
+                loss.mark_gone();
+            }
+        }
+        let outcome = released.outcome(claim.name(), &claim.key.field)?;
         if outcome == UnlockOutcome::Released {
             self.internal_lease_ms
                 .store(self.client.watchdog_ms(), Ordering::Relaxed);

@@ -151,6 +151,11 @@ impl Claim {
             (Ok(Release::Released | Release::NotHeld), _) => Known::Count(0),
             _ => Known::Unknown,
         });
+        if matches!(outcome, Ok(Release::Released | Release::NotHeld)) {
+            // Nothing of the owner is left in Redis: the guards whose parts are still
+            // registered (a handle's unlock took another part than theirs) hold nothing.
+            self.client.watchdog().holds_released(&self.key());
+        }
         drop(entry);
         if let (Some(tag), false) = (self.proto.wait_line(), told) {
             // The next local waiter tries at once, without waiting for the unlock message.

@@ -206,6 +206,11 @@ impl Watchdog {
         gone
     }
 
+    /// The loss signal of the current registration of `key`, if any.
+    pub(crate) fn loss_of(&self, key: &HoldKey) -> Option<Arc<LossSignal>> {
+        self.state.holds.get(key).map(|hold| hold.loss.clone())
+    }
+
     /// A guard of the registration `epoch` of `key` was kept: its `parts` stay registered,
     /// and a handle's unlock releases them first (see [`let_go`](Self::let_go)).
     pub(crate) fn keep(&self, key: &HoldKey, epoch: u64, parts: Parts) {
@@ -276,9 +281,20 @@ impl Watchdog {
     /// acquisition's attempt, so it starts a registration of its own. A hold in doubt is lost
     /// too: a later confirmation would only find the new hold's field.
     pub(crate) fn holds_gone(&self, key: &HoldKey) {
+        self.forget_gone(key, "its owner's count was lower");
+    }
+
+    /// A release of the owner of `key` found nothing left to hold (it freed the lock, or the
+    /// owner held nothing): the parts still registered (of other guards) stand for nothing in
+    /// Redis; as [`holds_gone`](Self::holds_gone).
+    pub(crate) fn holds_released(&self, key: &HoldKey) {
+        self.forget_gone(key, "a release of its owner left nothing to hold");
+    }
+
+    fn forget_gone(&self, key: &HoldKey, why: &'static str) {
         if let Some((_, hold)) = self.state.holds.remove(key) {
             if !hold.loss.is_lost() {
-                crate::observe::lock_lost(&key.name, &key.field, "its owner's count was lower");
+                crate::observe::lock_lost(&key.name, &key.field, why);
             }
             hold.loss.mark_gone();
             if let Some(tag) = hold.queue {
