@@ -1013,6 +1013,10 @@ impl<'a> Run<'a> {
                     let sent = Instant::now();
                     let _: Option<i64> = self.admin.del(self.names[*n].as_str()).await.ok();
                     self.faults.dels.push((*n, sent, Instant::now()));
+                    // The kept holds of the name are gone: a user who knows it does not
+                    // unlock them (a handle's unlock counts as Java's: it would release
+                    // another hold of the owner, one a guard stands for).
+                    self.kept.retain(|who, _| who.n != *n);
                 }
             }
             Step::Restart { empty } => {
@@ -1029,6 +1033,8 @@ impl<'a> Run<'a> {
                 });
                 if *empty {
                     self.restarted_empty = true;
+                    // Every kept hold is gone (see `Step::Del`).
+                    self.kept.clear();
                     self.set_permits_again().await;
                 }
                 self.faults.server[i].1 = Some(Instant::now());
