@@ -1592,6 +1592,12 @@ impl<'a> Run<'a> {
             }
         }
         for ((n, field), (count, m)) in guards {
+            // A handle's unlock of the owner while its guards were out may have taken a hold
+            // one of them stands for (it counts as Java's: docs/locks.md), and the client
+            // cannot tell which guard: their count is not judged (their fields and TTLs are).
+            if self.handle_unlocked.contains(&(n, field.to_string())) {
+                continue;
+            }
             if let NameSnap::Lock { fields, .. } = &snap[n] {
                 let on_server = fields.get(field).copied().unwrap_or(0);
                 if on_server < count as i64 {
