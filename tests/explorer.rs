@@ -1242,6 +1242,15 @@ impl<'a> Run<'a> {
         if let Some(h) = self.holdings.iter().find(|h| h.meta.who == who) {
             self.handle_unlocked.insert((who.n, h.meta.field.clone()));
         }
+        // So are the owner's acquisitions still under way: the unlock may run after them.
+        if self.pending.iter().any(|p| p.who == who) {
+            let field = format!("{}:{}", self.clients[who.c].id(), 1000 + who.o);
+            let field = match who.half {
+                Half::Write => format!("{field}:write"),
+                _ => field,
+            };
+            self.handle_unlocked.insert((who.n, field));
+        }
         let outcome = match self.family(who.n) {
             Family::Reentrant => {
                 tokio::time::timeout(bound, client.get_lock_with_owner(&name, owner).unlock()).await
