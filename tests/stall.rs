@@ -137,3 +137,40 @@ async fn a_stalled_connection_loses_no_other_hold() {
         assert!(!admin.exists(n).await);
     }
 }
+
+/// A partial release whose reply is withheld past the command timeout may have run: it may
+/// have re-armed the key's TTL to what the parts left need (here 2 s, the shorter lease left),
+/// so the guard left lasts at most that long from the release's send, not until the released
+/// part's 20 s lease (its deadline before). Otherwise it said `Held` up to 18 s after the key
+/// expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_release_that_timed_out_shortens_the_guards_left_to_what_it_may_have_set() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), config().retry_attempts(0))
+        .await
+        .unwrap();
+    let name = "stall-partial-release";
+    let lock = client.get_lock(name);
+    let long = lock.lock_with_lease(Duration::from_secs(20)).await.unwrap();
+    let short = lock.lock_with_lease(Duration::from_secs(2)).await.unwrap();
+    assert!(short.valid_until() > Instant::now() + Duration::from_secs(15));
+
+    // The partial release's reply (`0`: still held) is withheld past the 500 ms timeout.
+    let held = proxy.hold_next_reply_matching(|d| d.starts_with(b":0\r\n"));
+    let sent = Instant::now();
+    let err = long.unlock().await.expect_err("the reply is withheld");
+    assert!(err.is_transient(), "{err}");
+    assert!(held.is_caught(), "the release reached the server");
+    // It ran: the key's TTL is the 2 s left to the shorter lease, not the 20 s one.
+    let ttl = admin.pttl(name).await;
+    assert!((0..=2_000).contains(&ttl), "pttl {ttl} after the release");
+    assert!(
+        short.valid_until() <= sent + Duration::from_secs(2),
+        "the guard left ends {:?} after the release was sent (the key's TTL: {ttl} ms)",
+        short.valid_until() - sent
+    );
+    held.release();
+    drop(short);
+}
