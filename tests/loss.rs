@@ -531,6 +531,45 @@ async fn a_lock_guards_watch_follows_its_hold_into_lost() {
     fenced.unlock().await.unwrap();
 }
 
+/// `Guard::settled` waits out a doubt and only a doubt: on a held guard it answers `Held` at
+/// once; from the drop of the connection it waits (the hold in doubt) until the renewal after
+/// the reconnect confirms the hold (AOF: the key survives), then answers `Held`; once the hold
+/// is lost (force-unlocked, found gone by the next renewal) it answers `Lost` at once.
+/// Otherwise a holder that paused its work in the doubt resumed it before the hold was
+/// confirmed, or never resumed nor gave up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settled_waits_out_a_doubt_and_answers_held_or_lost_at_once() {
+    let mut s = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "always"]);
+    let watchdog = Duration::from_secs(3);
+    let holder = Client::connect(&s.url(), config(watchdog)).await.unwrap();
+    let guard = Arc::new(holder.get_lock("loss:settled").lock().await.unwrap());
+    let settled = tokio::time::timeout(Duration::from_secs(1), guard.settled()).await;
+    assert_eq!(settled, Ok(HoldState::Held), "a held guard is settled");
+
+    s.kill();
+    tokio::time::timeout(T, guard.lost())
+        .await
+        .expect("in doubt when the connection drops");
+    assert_eq!(guard.state(), HoldState::InDoubt);
+    let waiting = tokio::spawn({
+        let guard = guard.clone();
+        async move { guard.settled().await }
+    });
+    tokio::time::sleep(500 * MS).await;
+    assert!(!waiting.is_finished(), "settled() waits while in doubt");
+    s.restart();
+    let settled = tokio::time::timeout(T, waiting).await.unwrap().unwrap();
+    assert_eq!(settled, HoldState::Held, "confirmed after the reconnect");
+    assert_eq!(guard.state(), HoldState::Held);
+
+    let other = Client::connect(&s.url(), config(watchdog)).await.unwrap();
+    assert!(other.get_lock("loss:settled").force_unlock().await.unwrap());
+    tokio::time::timeout(T, guard.lost()).await.unwrap();
+    assert_eq!(guard.state(), HoldState::Lost);
+    let settled = tokio::time::timeout(Duration::from_secs(1), guard.settled()).await;
+    assert_eq!(settled, Ok(HoldState::Lost), "a lost guard is settled");
+}
+
 async fn timeout_lost(guard: &LockGuard) {
     tokio::time::timeout(T, guard.lost()).await.unwrap();
     assert_eq!(guard.state(), HoldState::Lost);

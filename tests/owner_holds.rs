@@ -424,6 +424,62 @@ async fn a_re_acquisition_after_an_unseen_loss_is_a_new_hold<K: Kind, O: Kind>(
     t.unlock().await.unwrap();
 }
 
+/// The owner's count found lower than this client knew but not zero (a re-entry's increment
+/// lost in a failover to a replica that missed it; here an `HINCRBY -1` behind the client's
+/// back, after a partial unlock) is an unseen loss too: the next acquisition leaves the earlier
+/// holds lost, and their unlocks release nothing of the new one. Otherwise the two earlier
+/// guards stayed `Held` on a count of one, and their two unlocks freed the lock under the new
+/// guard. A re-entry after a partial unlock alone loses nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_acquisition_that_finds_its_owners_count_lower_leaves_the_earlier_holds_lost() {
+    let (s, c, admin) = standalone(Config::default()).await;
+    let other = client(&s.url(), Config::default()).await;
+    let name = "lower:count";
+    let mine = c.get_lock(name);
+    let outer = mine.lock().await.unwrap();
+    let field = outer.owner_field().to_owned();
+    let once = mine.lock().await.unwrap();
+    assert_eq!(once.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    // The count this client knows is 1 again: a re-entry finds what it knew.
+    let second = mine.lock().await.unwrap();
+    assert_eq!(
+        outer.state(),
+        HoldState::Held,
+        "a re-entry after a partial unlock"
+    );
+    let third = mine.lock().await.unwrap();
+    assert_eq!(third.unlock().await.unwrap(), UnlockOutcome::StillHeld);
+    // Known: 2. On the server: 1.
+    admin
+        .cmd(
+            "HINCRBY",
+            vec![name.into(), field.clone().into(), (-1).into()],
+        )
+        .await
+        .unwrap();
+    let inner = mine.lock().await.unwrap();
+    assert_eq!(outer.state(), HoldState::Lost, "the outer hold");
+    assert_eq!(second.state(), HoldState::Lost, "the re-entry");
+    assert_eq!(inner.state(), HoldState::Held, "the new hold");
+    for stale in [second, outer] {
+        let unlocked = stale.unlock().await;
+        assert!(
+            matches!(unlocked, Err(Error::NotHeld { .. })),
+            "a stale guard's unlock: {unlocked:?}"
+        );
+    }
+    assert_eq!(inner.state(), HoldState::Held);
+    assert!(
+        admin.hgetall(name).await.contains_key(&field),
+        "the new hold is on the server"
+    );
+    assert!(
+        other.get_lock(name).try_lock().await.unwrap().is_none(),
+        "another client cannot take the lock under the new guard"
+    );
+    inner.unlock().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_re_acquisition_after_an_unseen_loss_leaves_the_earlier_holds_lost_for_every_kind() {
     // The default 30 s watchdog: no renewal notices the loss during the test.

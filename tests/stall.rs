@@ -7,7 +7,7 @@ use redisson_lock_test_kit as common;
 use std::time::Duration;
 
 use common::{proxy::Proxy, Admin, RedisServer};
-use redisson_lock::{Client, Config, ErrorKind};
+use redisson_lock::{Client, Config, Error, ErrorKind, HoldState, UnlockOutcome};
 use tokio::time::Instant;
 
 /// Bound of every wait on an event.
@@ -136,4 +136,82 @@ async fn a_stalled_connection_loses_no_other_hold() {
     for n in names {
         assert!(!admin.exists(n).await);
     }
+}
+
+/// A partial release whose reply is withheld past the command timeout may have run: it may
+/// have re-armed the key's TTL to what the parts left need (here 2 s, the shorter lease left),
+/// so the guard left lasts at most that long from the release's send, not until the released
+/// part's 20 s lease (its deadline before). Otherwise it said `Held` up to 18 s after the key
+/// expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_release_that_timed_out_shortens_the_guards_left_to_what_it_may_have_set() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    let client = Client::connect(&proxy.url(), config().retry_attempts(0))
+        .await
+        .unwrap();
+    let name = "stall-partial-release";
+    let lock = client.get_lock(name);
+    let long = lock.lock_with_lease(Duration::from_secs(20)).await.unwrap();
+    let short = lock.lock_with_lease(Duration::from_secs(2)).await.unwrap();
+    assert!(short.valid_until() > Instant::now() + Duration::from_secs(15));
+
+    // The partial release's reply (`0`: still held) is withheld past the 500 ms timeout.
+    let held = proxy.hold_next_reply_matching(|d| d.starts_with(b":0\r\n"));
+    let sent = Instant::now();
+    let err = long.unlock().await.expect_err("the reply is withheld");
+    assert!(err.is_transient(), "{err}");
+    assert!(held.is_caught(), "the release reached the server");
+    // It ran: the key's TTL is the 2 s left to the shorter lease, not the 20 s one.
+    let ttl = admin.pttl(name).await;
+    assert!((0..=2_000).contains(&ttl), "pttl {ttl} after the release");
+    assert!(
+        short.valid_until() <= sent + Duration::from_secs(2),
+        "the guard left ends {:?} after the release was sent (the key's TTL: {ttl} ms)",
+        short.valid_until() - sent
+    );
+    held.release();
+    drop(short);
+}
+
+/// A partial release whose reply is withheld past the command timeout leaves the owner's count
+/// unknown to the client; if the hold then goes (here `DEL` behind the client's back), the
+/// owner's next acquisition finds a count of zero: the earlier holds are lost and their unlocks
+/// release nothing of the new hold. Otherwise the outer guard stayed `Held` on the new hold's
+/// field, and its unlock freed the lock under the new guard.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_release_of_unknown_outcome_a_hold_found_gone_is_lost() {
+    let s = RedisServer::start();
+    let admin = Admin::connect(&s.url()).await;
+    let proxy = Proxy::start(s.port()).await;
+    // A 30 s watchdog: no renewal notices the loss during the test.
+    let config = config()
+        .retry_attempts(0)
+        .lock_watchdog_timeout(Duration::from_secs(30));
+    let client = Client::connect(&proxy.url(), config).await.unwrap();
+    let other = Client::connect(&s.url(), common::config()).await.unwrap();
+    let name = "stall-unknown-count";
+    let lock = client.get_lock(name);
+    let outer = lock.lock().await.unwrap();
+    let inner = lock.lock().await.unwrap();
+    let held = proxy.hold_next_reply_matching(|d| d.starts_with(b":0\r\n"));
+    let err = inner.unlock().await.expect_err("the reply is withheld");
+    assert!(err.is_transient(), "{err}");
+    assert!(held.is_caught(), "the release reached the server");
+    held.release();
+    admin.cmd("DEL", vec![name.into()]).await.unwrap();
+    let again = lock.lock().await.unwrap();
+    assert_eq!(outer.state(), HoldState::Lost, "the outer hold is gone");
+    assert_eq!(again.state(), HoldState::Held);
+    let unlocked = outer.unlock().await;
+    assert!(
+        matches!(unlocked, Err(Error::NotHeld { .. })),
+        "the stale guard's unlock: {unlocked:?}"
+    );
+    assert!(
+        other.get_lock(name).try_lock().await.unwrap().is_none(),
+        "the new hold is still on the server"
+    );
+    assert_eq!(again.unlock().await.unwrap(), UnlockOutcome::Released);
 }
