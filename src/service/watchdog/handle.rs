@@ -19,14 +19,7 @@ use super::{
 };
 use crate::conn::{core::Core, scripts::ScriptCall};
 
-/// The parts of an owner's hold one guard stands for: a part without a lease (renewed), a
-/// leased part (its id), or both (a watchdog acquisition that set a TTL longer than the
-/// timeout: a run-once job's `at_least`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct Parts {
-    pub(crate) renewed: bool,
-    pub(crate) lease: Option<u64>,
-}
+pub(crate) use super::state::Parts;
 
 /// How one hold is kept: the renewal of its kind ([`RenewalShape`]), the local wait line told
 /// when renewal finds it gone, and the call that confirms it after a reconnect where it is not

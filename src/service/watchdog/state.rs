@@ -131,7 +131,7 @@ pub(super) struct Hold {
     pub(super) leased: bool,
     /// The parts of guards kept (given up without a release, Java style), in the order kept:
     /// a handle's unlock releases one of these before any part a guard still follows.
-    pub(super) kept: Vec<super::handle::Parts>,
+    pub(super) kept: Vec<Parts>,
     pub(super) shape: RenewalShape,
     /// The kind's local wait line, told when renewal finds the hold gone.
     pub(super) queue: Option<crate::types::line::WaitLine>,
@@ -146,6 +146,15 @@ pub(super) struct Hold {
     pub(super) epoch: u64,
     pub(super) renewals: u64,
     pub(super) loss: Arc<LossSignal>,
+}
+
+/// The parts of an owner's hold one guard stands for: a part without a lease (renewed), a
+/// leased part (its id), or both (a watchdog acquisition that set a TTL longer than the
+/// timeout: a run-once job's `at_least`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Parts {
+    pub(crate) renewed: bool,
+    pub(crate) lease: Option<u64>,
 }
 
 impl Hold {
