@@ -714,7 +714,10 @@ struct Run<'a> {
     tracks: Vec<Track>,
     /// Owner fields a `lock.unlock()` released a part of while a guard of theirs was out: which
     /// part it takes is the crate's choice, so those guards' losses are not judged.
-    handle_unlocked: HashSet<(usize, String)>,
+    /// A Java-style unlock of an owner (name, owner field) was answered at this instant (the
+    /// latest): the guards of the owner whose acquisition began before are excused (see
+    /// `handle_excused`).
+    handle_unlocked: HashMap<(usize, String), Instant>,
     restarted_empty: bool,
     /// Owner fields of a name a guard of which was dropped: until its client's background
     /// releases are done, the other guards of that hold learn what that release did (a TTL set,
@@ -827,7 +830,7 @@ impl<'a> Run<'a> {
             faults: Faults::default(),
             lag,
             lag_task,
-            handle_unlocked: HashSet::new(),
+            handle_unlocked: HashMap::new(),
             restarted_empty: false,
             dropped: HashSet::new(),
             released_tokens: Vec::new(),
@@ -930,7 +933,7 @@ impl<'a> Run<'a> {
         {
             return Some("a DEL of its name".into());
         }
-        if self.handle_unlocked.contains(&(h.who.n, h.field.clone())) {
+        if self.handle_excused(h.who.n, &h.field, h.began) {
             return Some("a lock.unlock() of its owner".into());
         }
         let lag = self.lag_in(h.began, now);
@@ -1239,18 +1242,11 @@ impl<'a> Run<'a> {
         // The crate lets a renewed part go first (`Watchdog::let_go`).
         let i = parts.iter().position(|&w| w).unwrap_or(0);
         parts.remove(i);
-        if let Some(h) = self.holdings.iter().find(|h| h.meta.who == who) {
-            self.handle_unlocked.insert((who.n, h.meta.field.clone()));
-        }
-        // So are the owner's acquisitions still under way: the unlock may run after them.
-        if self.pending.iter().any(|p| p.who == who) {
-            let field = format!("{}:{}", self.clients[who.c].id(), 1000 + who.o);
-            let field = match who.half {
-                Half::Write => format!("{field}:write"),
-                _ => field,
-            };
-            self.handle_unlocked.insert((who.n, field));
-        }
+        let field = format!("{}:{}", self.clients[who.c].id(), 1000 + who.o);
+        let field = match who.half {
+            Half::Write => format!("{field}:write"),
+            _ => field,
+        };
         let outcome = match self.family(who.n) {
             Family::Reentrant => {
                 tokio::time::timeout(bound, client.get_lock_with_owner(&name, owner).unlock()).await
@@ -1278,7 +1274,21 @@ impl<'a> Run<'a> {
             }
         };
         self.note(format!("  lock.unlock(): {outcome:?}"));
+        // The owner's guards and acquisitions under way until now are excused from here on.
+        self.handle_unlocked.insert((who.n, field), Instant::now());
         Ok(())
+    }
+
+    /// A Java-style unlock counts as Java's (docs/locks.md): it releases one hold of its owner,
+    /// whichever. When the kept hold it was meant for is gone (a `DEL`, a restart, its lease
+    /// run out), it may take a hold one of the owner's guards stands for, and the client
+    /// cannot tell which guard: the guards of that owner on that name whose acquisition began
+    /// before the unlock's answer are not judged against the server (the guards acquired after
+    /// are).
+    fn handle_excused(&self, n: usize, field: &str, began: Instant) -> bool {
+        self.handle_unlocked
+            .get(&(n, field.to_string()))
+            .is_some_and(|&t| began <= t)
     }
 
     /// Lets `d` pass, checking every `POLL`.
@@ -1524,6 +1534,7 @@ impl<'a> Run<'a> {
             // learn what it did when its reply comes).
             if self.del_excused(m, answered)
                 || (releasing[m.who.c] && self.dropped.contains(&(m.who.n, m.field.clone())))
+                || self.handle_excused(m.who.n, &m.field, m.began)
             {
                 continue;
             }
@@ -1601,12 +1612,6 @@ impl<'a> Run<'a> {
             }
         }
         for ((n, field), (count, m)) in guards {
-            // A handle's unlock of the owner while its guards were out may have taken a hold
-            // one of them stands for (it counts as Java's: docs/locks.md), and the client
-            // cannot tell which guard: their count is not judged (their fields and TTLs are).
-            if self.handle_unlocked.contains(&(n, field.to_string())) {
-                continue;
-            }
             if let NameSnap::Lock { fields, .. } = &snap[n] {
                 let on_server = fields.get(field).copied().unwrap_or(0);
                 if on_server < count as i64 {
