@@ -439,3 +439,34 @@ async fn a_leader_watch_ends_once_its_client_is_shut_down() {
         .expect("an answer in time");
     assert!(ended.is_none(), "the watch ends: {ended:?}");
 }
+
+/// A look at the leader that fails while the client is open is reported by the watch (an
+/// error item), not taken for the end of the watch: the watch ends (`None`) only once the
+/// client is shut down. Kills the mutant that ended the watch on any failed look (found by
+/// the mutation run of issue 49).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_look_is_reported_and_the_watch_ends_only_at_shutdown() {
+    let server = RedisServer::start();
+    let proxy = common::proxy::Proxy::start(server.port()).await;
+    let config = Config::default().timeout(Duration::from_millis(300));
+    let client = Client::connect(&proxy.url(), config).await.unwrap();
+    let mut watch = client
+        .get_election("watched")
+        .observe_every(Duration::from_millis(50))
+        .await
+        .unwrap();
+    let first = timeout(Duration::from_secs(5), watch.next()).await.unwrap();
+    assert!(matches!(first, Some(Ok(None))), "nobody leads: {first:?}");
+    proxy.freeze();
+    let failed = timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("the failed look is reported in time");
+    assert!(
+        matches!(failed, Some(Err(_))),
+        "a failed look is an error item, not the end: {failed:?}"
+    );
+    proxy.unfreeze();
+    client.shutdown().await;
+    let ended = timeout(Duration::from_secs(5), watch.next()).await.unwrap();
+    assert!(ended.is_none(), "the watch ends at shutdown: {ended:?}");
+}
