@@ -221,7 +221,7 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
     }
 }
 
-/// One client holds fifty thousand locks with a 12 s watchdog timeout: after two more
+/// One client holds fifty thousand locks with a 20 s watchdog timeout: after two more
 /// timeouts every key still exists (each was renewed at least twice: a key not renewed would
 /// be gone), no guard is lost, and the renewals went in batches: at least two runs' calls, no
 /// more than one run per period allows (plus two), and on the server each call renewed a whole
@@ -231,11 +231,14 @@ async fn waiters_of_every_kind_on_distinct_objects_all_get_through_after_the_rel
 /// about 0.3 s in the test build (six busy loops beside it), but the suite runs three targets
 /// at once on two cores, compilers and JVMs among them, and with a 4 s timeout (a run at most
 /// 2.7 s late) a full run kept 11 673 of the 50 000 once, and 49 992 another time: the process
-/// got too little CPU for seconds, which a lease cannot survive by design. 12 s allows 8 s.
+/// got too little CPU for seconds, which a lease cannot survive by design. 12 s allowed 8 s,
+/// and two runs of the full suite (one beside the explorer and a mutation run) lost 10 and 12
+/// keys of the 50 000 (the target alone passed three runs of three); 20 s allows about 13 s. A hold the
+/// watchdog dropped would still show: its key expires within one timeout, before the check.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_of_fifty_thousand_holds_keep_every_key_alive() {
     const N: usize = 50_000;
-    let timeout = Duration::from_secs(12);
+    let timeout = Duration::from_secs(20);
     let server = RedisServer::start();
     let client = Client::connect(
         &server.url(),
