@@ -598,11 +598,18 @@ async fn two_waiting_acquisitions_of_one_owner_of_a_fair_lock_both_get_through()
     let lock = Arc::new(client.get_fair_lock_with_owner(name, Owner::new()));
     let (a, b) = (lock.clone(), lock.clone());
     let first = tokio::spawn(async move { a.try_lock_for(Duration::from_secs(15)).await });
-    let second = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        b.try_lock_for(Duration::from_secs(15)).await
-    });
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let waiting = |n: usize| {
+        let client = client.clone();
+        async move {
+            common::eventually(Duration::from_secs(5), || async {
+                client.stats().waiters == n
+            })
+            .await
+        }
+    };
+    assert!(waiting(1).await, "the first waits on its channel");
+    let second = tokio::spawn(async move { b.try_lock_for(Duration::from_secs(15)).await });
+    assert!(waiting(2).await, "the second waits on the same channel");
     let start = Instant::now();
     held.unlock().await.unwrap();
     let first = tokio::time::timeout(Duration::from_secs(5), first)
